@@ -1,0 +1,182 @@
+"""Value objects shared by the core and every surface.
+
+Plain frozen dataclasses for what stays inside the core (``Chunk``); pydantic models for what
+crosses a boundary (tool results, CLI ``--json``, the Python API), so one definition serves as
+both the return type and the published JSON schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Chunk",
+    "KnowledgeBaseSummary",
+    "KnowledgeBaseDetails",
+    "KnowledgeBaseList",
+    "DocumentInfo",
+    "DocumentPage",
+    "Document",
+    "IngestResult",
+    "Passage",
+    "SearchResult",
+    "GrepHit",
+    "GrepResult",
+    "DeleteResult",
+    "ReindexResult",
+    "DirectoryIngestItem",
+    "DirectoryIngestResult",
+]
+
+SourceMode = Literal["converted", "edited"]
+Strategy = Literal["keyword", "vector", "hybrid"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrievable piece of a document's Markdown body.
+
+    ``position`` is the 0-based order within the document; ``heading_path`` the titles of the
+    enclosing sections, outermost first (``("Guide", "Install")``).
+    """
+
+    position: int
+    text: str
+    heading_path: tuple[str, ...] = ()
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class KnowledgeBaseSummary(_Model):
+    name: str
+    description: str
+    document_count: int
+    modes: list[str] = Field(description="Retrieval modes this knowledge base answers with.")
+
+
+class KnowledgeBaseList(_Model):
+    knowledge_bases: list[KnowledgeBaseSummary]
+
+
+class KnowledgeBaseDetails(KnowledgeBaseSummary):
+    chunk_count: int
+    chunk_size: int
+    chunk_overlap: int
+    documents_degraded: int = 0
+    disk_bytes: int
+    path: str = Field(description="Absolute path of the knowledge base folder.")
+    created_at: str
+    updated_at: str
+
+
+class DocumentInfo(_Model):
+    document_id: str
+    kb: str
+    title: str
+    original_filename: str
+    original_format: str
+    source_mode: SourceMode
+    content_sha256: str
+    source_sha256: str
+    source_path: str | None = None
+    created_at: str
+    updated_at: str
+    path: str = Field(description="Absolute path of the document's Markdown file.")
+
+
+class DocumentPage(_Model):
+    documents: list[DocumentInfo]
+    total: int = Field(description="Documents matching the filter, before pagination.")
+    limit: int
+    offset: int
+
+
+class Document(_Model):
+    document_id: str
+    kb: str
+    title: str
+    markdown: str = Field(description="The Markdown body (without frontmatter), or the requested page of it.")
+    metadata: dict[str, Any] = Field(description="The document's frontmatter.")
+    path: str = Field(description="Absolute path of the Markdown file on disk.")
+    offset: int = Field(default=0, description="Character offset of this page within the body.")
+    total_chars: int = Field(description="Length of the whole body in characters.")
+    has_more: bool = Field(default=False, description="True when the body continues after this page.")
+
+
+class IngestResult(_Model):
+    document_id: str
+    kb: str
+    title: str
+    status: Literal["created", "updated", "unchanged"]
+    source_mode: SourceMode
+    path: str
+    original_filename: str
+    chunk_count: int
+
+
+class Passage(_Model):
+    text: str
+    document_id: str
+    title: str
+    score: float = Field(description="Higher is better; comparable within one result only.")
+    position: int = Field(description="0-based position of the chunk within its document.")
+    heading_path: list[str]
+    chunk_id: str = Field(description="Stable id of the chunk: '<document_id>:<position>'.")
+    kb: str
+
+
+class SearchResult(_Model):
+    strategy: Strategy = Field(description="The retrieval strategy that actually ran.")
+    passages: list[Passage]
+    knowledge_bases: list[str] = Field(description="The knowledge bases searched.")
+
+
+class GrepHit(_Model):
+    path: str
+    document_id: str
+    line_number: int
+    line: str
+    kb: str
+
+
+class GrepResult(_Model):
+    hits: list[GrepHit]
+    truncated: bool = Field(description="True when more matches exist or the scan timed out.")
+    engine: Literal["ripgrep", "python"]
+
+
+class DeleteResult(_Model):
+    kb: str
+    deleted: bool
+    document_id: str | None = None
+    files_removed: int = 0
+
+
+class ReindexResult(_Model):
+    kb: str
+    documents: int
+    indexed: int = Field(description="Documents whose rows were (re)written.")
+    removed: int = Field(description="Rows dropped because their file is gone.")
+    adopted: int = Field(description="Markdown files added out-of-band and given an id.")
+
+
+class DirectoryIngestItem(_Model):
+    path: str
+    status: Literal["created", "updated", "unchanged", "rejected"]
+    document_id: str | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+class DirectoryIngestResult(_Model):
+    kb: str
+    items: list[DirectoryIngestItem]
+    created: int
+    updated: int
+    unchanged: int
+    rejected: int

@@ -1,0 +1,113 @@
+"""One frozen settings model: flags > ``COFFER_*`` environment > ``config.yaml`` > defaults.
+
+Only ``cli`` reads the real environment; it passes it here as a plain mapping, so the Python
+API and the tests can build settings from anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from coffer_mcp.errors import ConfigError
+
+__all__ = ["ENV_VARS", "Settings", "load_settings"]
+
+MB = 1024 * 1024
+
+# Environment variable -> settings field. Documented in README and server.json.
+ENV_VARS: dict[str, str] = {
+    "COFFER_HOME": "home",
+    "COFFER_MAX_DOCUMENT_BYTES": "max_document_bytes",
+    "COFFER_GREP_TIMEOUT": "grep_timeout",
+    "COFFER_RG_PATH": "rg_path",
+    "COFFER_CHUNK_SIZE": "chunk_size",
+    "COFFER_CHUNK_OVERLAP": "chunk_overlap",
+    "COFFER_CURATION_TOOLS": "curation_tools",
+    "COFFER_LOG_LEVEL": "log_level",
+}
+
+
+class Settings(BaseModel):
+    """Global settings. Per-KB settings (chunking, description) live in each KB's ``kb.yaml``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    home: Path = Field(default_factory=lambda: Path("~/.coffer").expanduser())
+    max_document_bytes: int = Field(default=25 * MB, ge=1, le=2048 * MB)
+    grep_timeout: float = Field(default=5.0, gt=0, le=120)
+    rg_path: str | None = Field(
+        default=None, description="The ripgrep binary; unset looks for rg on PATH, empty disables ripgrep."
+    )
+    chunk_size: int = Field(default=512, ge=64, le=8192, description="Default for new KBs.")
+    chunk_overlap: int = Field(default=64, ge=0, le=4096, description="Default for new KBs.")
+    curation_tools: bool = True
+    lock_timeout: float = Field(default=60.0, gt=0)
+    reconcile_lock_wait: float = Field(
+        default=2.0, ge=0, description="How long a read waits for a busy writer before serving the index as is."
+    )
+    log_level: str = "WARNING"
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _expand_home(cls, value: Any) -> Any:
+        return Path(value).expanduser().resolve() if isinstance(value, (str, Path)) else value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return level
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Build settings from defaults, ``$COFFER_HOME/config.yaml``, the environment and overrides.
+
+    Args:
+        environ: Environment variables to read (``cli`` passes ``os.environ``); None reads none.
+        **overrides: Values from command-line flags; ``None`` values are ignored.
+
+    Raises:
+        ConfigError: a value is invalid, naming where it came from.
+    """
+    environ = environ or {}
+    # An empty variable counts as unset, except COFFER_RG_PATH where "" switches ripgrep off.
+    from_env = {
+        field: environ[var]
+        for var, field in ENV_VARS.items()
+        if var in environ and (environ[var] != "" or field == "rg_path")
+    }
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    home = flags.get("home") or from_env.get("home") or Path("~/.coffer").expanduser()
+    from_file = _read_config_file(Path(home).expanduser() / "config.yaml")
+    try:
+        return Settings(**{**from_file, **from_env, **flags, "home": home})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(
+            f"Invalid configuration: {problems}.",
+            hint=f"Check the COFFER_* environment variables and {Path(home) / 'config.yaml'}.",
+        ) from exc
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc}.", hint="Fix its permissions or remove it.") from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}.", hint="Fix the file or remove it.") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of settings.", hint="See docs/configuration.md.")
+    data.pop("home", None)  # the file lives in home; it cannot move it
+    return data
