@@ -1,0 +1,33 @@
+"""Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
+
+from coffer_mcp.store.files import atomic_write, remove_file, remove_stale_temp_files
+from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
+from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
+from coffer_mcp.store.lock import file_lock
+from coffer_mcp.store.paths import (
+    KB_NAME_RULE,
+    KbPaths,
+    StorePaths,
+    is_document_id,
+    sanitize_filename,
+    validate_kb_name,
+)
+
+__all__ = [
+    "KB_NAME_RULE",
+    "KbConfig",
+    "KbPaths",
+    "StorePaths",
+    "atomic_write",
+    "body_sha256",
+    "file_lock",
+    "is_document_id",
+    "make_kb_config",
+    "parse_document",
+    "read_kb_config",
+    "remove_file",
+    "remove_stale_temp_files",
+    "render_document",
+    "sanitize_filename",
+    "validate_kb_name",
+]

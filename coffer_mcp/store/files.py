@@ -1,0 +1,62 @@
+"""Crash-safe file writes: a truth file is always either its old or its new content."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["TEMP_MARKER", "atomic_write", "fsync_dir", "remove_file", "remove_stale_temp_files"]
+
+TEMP_MARKER = ".tmp-"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
+
+    The temp file is hidden (leading dot) so scans and grep never see it; a crash leaves at
+    most a stray temp file, removed by ``remove_stale_temp_files`` under the KB lock.
+    """
+    tmp = path.with_name(f".{path.name}{TEMP_MARKER}{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        remove_file(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or unlink in ``folder`` durable (a no-op where folders cannot be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_file(path: Path) -> bool:
+    """Delete ``path`` if it exists; True if something was removed."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def remove_stale_temp_files(*folders: Path) -> int:
+    """Delete temp files left by interrupted writes. Call only while holding the KB lock."""
+    removed = 0
+    for folder in folders:
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(folder):
+                if entry.name.startswith(".") and TEMP_MARKER in entry.name:
+                    removed += remove_file(Path(entry.path))
+    return removed

@@ -1,0 +1,83 @@
+"""A knowledge base's own settings, kept in ``knowledge/<kb>/kb.yaml`` beside its documents.
+
+Like the documents, this file is truth: dropping ``coffer.db`` and reindexing restores every
+knowledge base with its description and chunking parameters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.store.files import atomic_write
+
+__all__ = ["KbConfig", "make_kb_config", "read_kb_config", "write_kb_config"]
+
+MAX_DESCRIPTION = 2000
+
+
+class KbConfig(BaseModel):
+    """Per-KB settings. Chunk parameters are mutable: changing them re-chunks the corpus."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    chunk_size: int = Field(default=512, ge=64, le=8192)
+    chunk_overlap: int = Field(default=64, ge=0)
+    created_at: str
+    updated_at: str
+
+    @model_validator(mode="after")
+    def _overlap_below_half(self) -> KbConfig:
+        if self.chunk_overlap * 2 >= self.chunk_size:
+            raise ValueError("chunk_overlap must be less than half of chunk_size")
+        return self
+
+    @property
+    def chunk_params(self) -> str:
+        """The chunking parameters as recorded on each indexed document."""
+        return f"{self.chunk_size}:{self.chunk_overlap}"
+
+
+def make_kb_config(**values: object) -> KbConfig:
+    """Build a ``KbConfig``, mapping validation failures to ``InvalidArgumentError``."""
+    try:
+        return KbConfig(**values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise InvalidArgumentError(
+            f"Invalid knowledge base settings: {problems}.",
+            hint="chunk_size is 64-8192 characters; chunk_overlap is 0 up to half of chunk_size.",
+        ) from exc
+
+
+def read_kb_config(path: Path, *, fallback_time: str) -> KbConfig:
+    """Read ``kb.yaml``; a missing or unreadable file yields defaults (the folder still counts)."""
+    data: dict = {}
+    with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            data = loaded
+    data = {k: v for k, v in data.items() if isinstance(k, str)}
+    data.setdefault("created_at", fallback_time)
+    data.setdefault("updated_at", data["created_at"])
+    data.setdefault("description", "")
+    for key in ("created_at", "updated_at", "description"):
+        data[key] = "" if data[key] is None else str(data[key])
+    try:
+        return KbConfig(**data)
+    except ValidationError:
+        # A hand-edited file with bad values must not make the KB vanish: keep what is valid.
+        safe = {k: data[k] for k in ("created_at", "updated_at")}
+        with contextlib.suppress(ValidationError):
+            return KbConfig(**safe, description=str(data.get("description", ""))[:MAX_DESCRIPTION])
+        return KbConfig(**safe)
+
+
+def write_kb_config(path: Path, config: KbConfig) -> None:
+    text = yaml.safe_dump(config.model_dump(), sort_keys=False, allow_unicode=True, width=10_000)
+    atomic_write(path, text.encode("utf-8"))

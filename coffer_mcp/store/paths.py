@@ -1,0 +1,133 @@
+"""Where every file of the store lives, and the names that may never escape it.
+
+Layout under ``COFFER_HOME``::
+
+    coffer.db                          the index (rebuildable)
+    config.yaml                        global settings
+    locks/<kb>.lock                    per-KB write locks (outside the KB so delete can remove it)
+    knowledge/<kb>/kb.yaml             the KB's own settings (truth, like the documents)
+    knowledge/<kb>/docs/<id>.md        Markdown + YAML frontmatter = truth
+    knowledge/<kb>/raw/<id>.<ext>      the original upload = provenance
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from coffer_mcp.errors import InvalidNameError
+
+__all__ = [
+    "KB_NAME_RULE",
+    "KbPaths",
+    "StorePaths",
+    "is_document_id",
+    "sanitize_filename",
+    "validate_kb_name",
+]
+
+KB_NAME_RULE = "1-64 characters of a-z, 0-9, '-', '_', '.', not starting with '.'"
+_KB_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,63}")
+# Names Windows refuses as file names; refusing them everywhere keeps a store portable.
+_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(1, 10)}
+_ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MAX_FILENAME = 255
+
+
+def validate_kb_name(name: object) -> str:
+    """Return ``name`` if it is a valid knowledge-base name, else raise ``InvalidNameError``."""
+    if not isinstance(name, str) or not _KB_NAME.fullmatch(name):
+        shown = repr(name)[:80]
+        raise InvalidNameError(
+            f"Invalid knowledge base name {shown}.",
+            hint=f"Use {KB_NAME_RULE}, e.g. 'design-notes'.",
+        )
+    if name.split(".")[0] in _RESERVED or name.endswith("."):
+        raise InvalidNameError(
+            f"Invalid knowledge base name {name!r}: reserved on some file systems.",
+            hint="Pick another name, e.g. add a suffix like '-kb'.",
+        )
+    return name
+
+
+def is_document_id(value: str) -> bool:
+    """True if ``value`` has the shape of a document id (a ULID)."""
+    return bool(_ULID.fullmatch(value))
+
+
+def sanitize_filename(filename: str) -> str:
+    """The final path component of ``filename``, safe to record as metadata.
+
+    Directory parts (``/`` and ``\\``), control characters and surrounding dots/spaces are
+    dropped; the result is NFC-normalized and at most 255 characters (extension kept).
+    Returns "" when nothing usable remains.
+    """
+    name = unicodedata.normalize("NFC", filename.replace("\\", "/")).split("/")[-1]
+    name = _CONTROL.sub("", name).strip().strip(".").strip()
+    name = "".join(ch for ch in name if not 0xD800 <= ord(ch) <= 0xDFFF)
+    if len(name) > _MAX_FILENAME:
+        stem, dot, ext = name.rpartition(".")
+        keep = ext if dot and len(ext) <= 16 else ""
+        name = (stem if keep else name)[: _MAX_FILENAME - len(keep) - 1] + ("." + keep if keep else "")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class KbPaths:
+    """The folders and files of one knowledge base."""
+
+    name: str
+    root: Path
+
+    @property
+    def docs(self) -> Path:
+        return self.root / "docs"
+
+    @property
+    def raw(self) -> Path:
+        return self.root / "raw"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "kb.yaml"
+
+    def doc(self, doc_id: str) -> Path:
+        return self.docs / f"{doc_id}.md"
+
+    def raw_files(self, doc_id: str) -> list[Path]:
+        """Every original stored for ``doc_id`` (normally one)."""
+        if not self.raw.is_dir():
+            return []
+        return sorted(p for p in self.raw.glob(f"{doc_id}.*") if p.stem == doc_id)
+
+
+@dataclass(frozen=True, slots=True)
+class StorePaths:
+    """Paths under ``COFFER_HOME``."""
+
+    home: Path
+
+    @property
+    def db(self) -> Path:
+        return self.home / "coffer.db"
+
+    @property
+    def config(self) -> Path:
+        return self.home / "config.yaml"
+
+    @property
+    def knowledge(self) -> Path:
+        return self.home / "knowledge"
+
+    @property
+    def locks(self) -> Path:
+        return self.home / "locks"
+
+    def kb(self, name: str) -> KbPaths:
+        return KbPaths(validate_kb_name(name), self.knowledge / name)
+
+    def lock(self, name: str) -> Path:
+        return self.locks / f"{name}.lock"

@@ -1,0 +1,107 @@
+"""The file store: names that cannot escape, atomic writes, frontmatter, the cross-process lock."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp.errors import StoreError
+from coffer_mcp.store import (
+    atomic_write,
+    body_sha256,
+    file_lock,
+    parse_document,
+    render_document,
+    sanitize_filename,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("../../x.md", "x.md"),
+        ("..\\..\\win.md", "win.md"),
+        ("/etc/passwd", "passwd"),
+        ("a\x00b\x1f.md", "ab.md"),
+        ("  spaced .md ", "spaced .md"),
+        ("...", ""),
+        ("e\u0301.md", "\u00e9.md"),
+        ("x" * 300 + ".pdf", "x" * 251 + ".pdf"),
+    ],
+)
+def test_filenames_are_reduced_to_a_safe_final_component(raw: str, clean: str) -> None:
+    assert sanitize_filename(raw) == clean
+
+
+def test_an_atomic_write_replaces_the_whole_file_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "doc.md"
+    atomic_write(target, b"old")
+    atomic_write(target, b"new content")
+    assert target.read_bytes() == b"new content"
+    assert [p.name for p in tmp_path.iterdir()] == ["doc.md"]
+
+
+def test_a_failed_atomic_write_keeps_the_old_content(tmp_path: Path) -> None:
+    target = tmp_path / "doc.md"
+    atomic_write(target, b"old")
+    with pytest.raises(TypeError):
+        atomic_write(target, "not bytes")  # type: ignore[arg-type]
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["doc.md"]
+
+
+def test_frontmatter_round_trips_and_quotes_timestamps(tmp_path: Path) -> None:
+    meta = {"id": "X", "title": "Ünïcode: a title", "created_at": "2026-01-02T03:04:05.000Z", "n": 3}
+    text = render_document(meta, "\n\n# Body\n\ntext\n\n")
+    parsed, body = parse_document(text)
+    assert parsed == meta and body == "# Body\n\ntext"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["# No frontmatter\n\nbody", "---\n: : bad yaml [\n---\nbody", "---\n- a list\n---\nbody", "---\nunclosed"],
+)
+def test_damaged_frontmatter_yields_no_metadata_but_keeps_the_body(text: str) -> None:
+    meta, body = parse_document(text)
+    assert meta is None and body
+
+
+def test_the_content_hash_ignores_surrounding_whitespace() -> None:
+    assert body_sha256("# A\n\nb") == body_sha256("\n# A\n\nb\n\n")
+    assert body_sha256("# A\n\nb") != body_sha256("# A\n\nc")
+
+
+def _hold_lock(path: str, ready, release) -> None:
+    with file_lock(Path(path)):
+        ready.set()
+        release.wait(10)
+
+
+def test_the_lock_excludes_another_process_and_times_out_with_busy(tmp_path: Path) -> None:
+    lock = tmp_path / "locks" / "kb.lock"
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(lock), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(StoreError) as caught, file_lock(lock, timeout=0.2):
+            pass
+        assert caught.value.code == "busy"
+    finally:
+        release.set()
+        holder.join(30)
+    started = time.monotonic()
+    with file_lock(lock, timeout=5):
+        assert time.monotonic() - started < 5
+
+
+def test_a_lock_file_deleted_while_waiting_is_not_trusted(tmp_path: Path) -> None:
+    lock = tmp_path / "kb.lock"
+    with file_lock(lock):
+        lock.unlink()
+    with file_lock(lock, timeout=1):
+        assert lock.exists()
