@@ -1,0 +1,115 @@
+"""The one connection factory: every SQLite connection Coffer opens comes from ``connect``.
+
+The stdlib ``sqlite3`` is used when it can load extensions; many builds cannot (this Linux
+Python, macOS system Pythons), and then ``sqlean`` — a drop-in ``sqlite3`` with wheels for
+every platform — is used instead, so sqlite-vec loads everywhere. ``sqlite_vec`` is imported
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sqlite3 as _stdlib_sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from coffer_mcp.errors import StoreError
+
+__all__ = ["Binding", "Connection", "binding", "connect", "database_errors", "vec_version"]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 30_000
+
+Connection = Any  # a DB-API connection of whichever binding ``binding()`` chose
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The SQLite module in use and what it can do."""
+
+    module: ModuleType
+    name: str
+    sqlite_version: str
+    can_load_extensions: bool
+
+
+@functools.cache
+def binding() -> Binding:
+    """Choose the SQLite binding once per process."""
+    if hasattr(_stdlib_sqlite3.Connection, "enable_load_extension"):
+        return Binding(_stdlib_sqlite3, "sqlite3", _stdlib_sqlite3.sqlite_version, True)
+    try:
+        import sqlean
+    except ImportError:
+        log.warning("sqlite3 cannot load extensions and sqlean.py is not installed: no vector search")
+        return Binding(_stdlib_sqlite3, "sqlite3", _stdlib_sqlite3.sqlite_version, False)
+    return Binding(sqlean, "sqlean", sqlean.sqlite_version, True)
+
+
+@functools.cache
+def database_errors() -> tuple[type[Exception], ...]:
+    """The ``sqlite3.Error`` classes of every binding that may be in use."""
+    errors: list[type[Exception]] = [_stdlib_sqlite3.Error]
+    module = binding().module
+    if module is not _stdlib_sqlite3:
+        errors.append(module.Error)
+    return tuple(errors)
+
+
+def connect(path: Path | str, *, load_vec: bool = True) -> Connection:
+    """Open a connection in autocommit mode with Coffer's PRAGMAs applied.
+
+    Transactions are explicit (``BEGIN IMMEDIATE`` for writes, see ``index.queries.write``).
+    """
+    chosen = binding()
+    try:
+        conn = chosen.module.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                     check_same_thread=False)
+    except chosen.module.Error as exc:
+        raise StoreError(
+            f"Cannot open the index database {path}: {exc}.",
+            hint="Check COFFER_HOME is writable; the index can be rebuilt with 'coffer kb reindex --all'.",
+        ) from exc
+    conn.row_factory = chosen.module.Row
+    _apply_pragmas(conn)
+    if load_vec and chosen.can_load_extensions:
+        _load_sqlite_vec(conn)
+    return conn
+
+
+def _apply_pragmas(conn: Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if mode.lower() not in ("wal", "memory"):
+        log.warning("SQLite refused WAL mode (got %s); concurrent writers will wait longer", mode)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA cache_size = -32000")
+
+
+def _load_sqlite_vec(conn: Connection) -> None:
+    try:
+        import sqlite_vec
+    except ImportError:
+        log.warning("sqlite-vec is not installed: vector search is unavailable")
+        return
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+    except Exception as exc:  # noqa: BLE001 - a broken extension must not take keyword search down
+        log.warning("could not load sqlite-vec (%s): vector search is unavailable", exc)
+    finally:
+        conn.enable_load_extension(False)
+
+
+def vec_version(conn: Connection) -> str | None:
+    """The loaded sqlite-vec version, or None."""
+    try:
+        return conn.execute("SELECT vec_version()").fetchone()[0]
+    except database_errors():
+        return None

@@ -1,0 +1,250 @@
+"""Every SQL statement Coffer runs against the index, as small functions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from coffer_mcp.index.db import Connection
+from coffer_mcp.models import Chunk
+from coffer_mcp.timeutil import utc_now
+
+__all__ = [
+    "DOC_COLUMNS",
+    "audit",
+    "chunk_count",
+    "delete_document",
+    "delete_kb",
+    "doc_by_filename",
+    "doc_by_source_path",
+    "document_counts",
+    "doc_stamps",
+    "fts_search",
+    "get_document",
+    "kb_counts",
+    "kb_stamps",
+    "list_documents",
+    "record_invocation",
+    "replace_chunks",
+    "set_file_stamp",
+    "substring_search",
+    "upsert_document",
+    "upsert_kb",
+    "write",
+]
+
+DOC_COLUMNS = (
+    "id", "kb", "title", "original_filename", "original_format", "source_sha256", "content_sha256",
+    "source_mode", "source_path", "conversion_engine", "converted_at", "created_at", "updated_at",
+    "metadata", "file_stamp", "chunk_params",
+)  # fmt: skip
+
+@contextmanager
+def write(conn: Connection) -> Iterator[Connection]:
+    """One write transaction; taken with ``BEGIN IMMEDIATE`` so it never deadlocks on upgrade."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+# -- knowledge bases ---------------------------------------------------------------------------
+
+
+def kb_stamps(conn: Connection) -> dict[str, str]:
+    return {row[0]: row[1] for row in conn.execute("SELECT name, config_stamp FROM knowledge_bases")}
+
+
+def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
+    conn.execute(
+        """INSERT INTO knowledge_bases
+               (name, description, chunk_size, chunk_overlap, created_at, updated_at, config_stamp)
+           VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (name) DO UPDATE SET description = excluded.description,
+               chunk_size = excluded.chunk_size, chunk_overlap = excluded.chunk_overlap,
+               created_at = excluded.created_at, updated_at = excluded.updated_at,
+               config_stamp = excluded.config_stamp""",
+        (name, config.description, config.chunk_size, config.chunk_overlap,
+         config.created_at, config.updated_at, stamp),
+    )  # fmt: skip
+
+
+def delete_kb(conn: Connection, name: str) -> None:
+    """Drop every row of a knowledge base (chunks and their FTS entries go by cascade)."""
+    conn.execute("DELETE FROM chunks WHERE kb = ?", (name,))
+    conn.execute("DELETE FROM documents WHERE kb = ?", (name,))
+    conn.execute("DELETE FROM knowledge_bases WHERE name = ?", (name,))
+
+
+def kb_counts(conn: Connection, name: str) -> tuple[int, int, int]:
+    """(documents, chunks, documents with a pending embedding) of one knowledge base."""
+    docs, degraded = conn.execute(
+        "SELECT count(*), coalesce(sum(embed_pending), 0) FROM documents WHERE kb = ?", (name,)
+    ).fetchone()
+    return docs, chunk_count(conn, name), degraded
+
+
+def chunk_count(conn: Connection, name: str) -> int:
+    return conn.execute("SELECT count(*) FROM chunks WHERE kb = ?", (name,)).fetchone()[0]
+
+
+def document_counts(conn: Connection) -> dict[str, int]:
+    return {row[0]: row[1] for row in conn.execute("SELECT kb, count(*) FROM documents GROUP BY kb")}
+
+
+# -- documents ---------------------------------------------------------------------------------
+
+
+def doc_stamps(conn: Connection, kb: str) -> dict[str, tuple[str, str]]:
+    """``{document_id: (file_stamp, chunk_params)}`` for the drift check."""
+    rows = conn.execute("SELECT id, file_stamp, chunk_params FROM documents WHERE kb = ?", (kb,))
+    return {row[0]: (row[1], row[2]) for row in rows}
+
+
+def get_document(conn: Connection, kb: str, doc_id: str) -> Any:
+    return conn.execute("SELECT * FROM documents WHERE kb = ? AND id = ?", (kb, doc_id)).fetchone()
+
+
+def doc_by_filename(conn: Connection, kb: str, filename: str) -> Any:
+    return conn.execute(
+        "SELECT * FROM documents WHERE kb = ? AND original_filename = ? ORDER BY created_at, id LIMIT 1",
+        (kb, filename),
+    ).fetchone()
+
+
+def doc_by_source_path(conn: Connection, kb: str, source_path: str) -> Any:
+    return conn.execute(
+        "SELECT * FROM documents WHERE kb = ? AND source_path = ? ORDER BY created_at, id LIMIT 1",
+        (kb, source_path),
+    ).fetchone()
+
+
+def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
+    values = [json.dumps(row[c], ensure_ascii=False) if c == "metadata" else row[c] for c in DOC_COLUMNS]
+    updates = ", ".join(f"{c} = excluded.{c}" for c in DOC_COLUMNS[1:])
+    conn.execute(
+        f"INSERT INTO documents ({', '.join(DOC_COLUMNS)}) VALUES ({', '.join('?' * len(DOC_COLUMNS))}) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates}",
+        values,
+    )
+
+
+def set_file_stamp(conn: Connection, doc_id: str, stamp: str) -> None:
+    conn.execute("UPDATE documents SET file_stamp = ? WHERE id = ?", (stamp, doc_id))
+
+
+def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
+    """Swap a document's chunks (and, through triggers, their FTS rows)."""
+    conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+    rows = [
+        (doc_id, kb, c.position, json.dumps(list(c.heading_path), ensure_ascii=False),
+         "\n".join(c.heading_path), c.text)
+        for c in chunks
+    ]  # fmt: skip
+    conn.executemany(
+        "INSERT INTO chunks (document_id, kb, position, heading_path, headings, text) VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return len(rows)
+
+
+def delete_document(conn: Connection, doc_id: str) -> None:
+    conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+    conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+
+
+def list_documents(conn: Connection, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list, int]:
+    """A page of documents, oldest first, filtered by a case-insensitive title substring."""
+    where, params = "kb = ?", [kb]
+    if title_filter:
+        where += " AND instr(lower(title), lower(?)) > 0"
+        params.append(title_filter)
+    total = conn.execute(f"SELECT count(*) FROM documents WHERE {where}", params).fetchone()[0]
+    rows = conn.execute(
+        f"SELECT * FROM documents WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    ).fetchall()
+    return rows, total
+
+
+# -- retrieval ---------------------------------------------------------------------------------
+
+
+def _scope(kbs: Sequence[str], doc_ids: Sequence[str] | None) -> tuple[str, list[Any]]:
+    clause = f"c.kb IN ({', '.join('?' * len(kbs))})"
+    params: list[Any] = list(kbs)
+    if doc_ids:
+        clause += f" AND c.document_id IN ({', '.join('?' * len(doc_ids))})"
+        params.extend(doc_ids)
+    return clause, params
+
+
+def fts_search(
+    conn: Connection, table: str, expression: str, kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+) -> list[Any]:
+    """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better)."""
+    if table not in ("chunks_fts", "chunks_tri"):
+        raise ValueError(table)
+    scope, params = _scope(kbs, doc_ids)
+    sql = f"""
+        SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
+               -bm25({table}) AS score
+        FROM {table} JOIN chunks c ON c.id = {table}.rowid JOIN documents d ON d.id = c.document_id
+        WHERE {table} MATCH ? AND {scope}
+        ORDER BY bm25({table}), c.document_id, c.position
+        LIMIT ?"""
+    return conn.execute(sql, [expression, *params, limit]).fetchall()
+
+
+def substring_search(
+    conn: Connection, terms: Sequence[str], operator: str, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+    limit: int, scan_limit: int,
+) -> list[Any]:  # fmt: skip
+    """Chunks containing the terms as substrings (for terms too short for trigrams).
+
+    Scans at most ``scan_limit`` matching chunks; ranks by occurrences per 1,000 characters.
+    """
+    scope, params = _scope(kbs, doc_ids)
+    haystack = "lower(c.headings || ' ' || c.text)"
+    tests = [f"instr({haystack}, ?) > 0" for _ in terms]
+    counts = " + ".join(
+        f"(length({haystack}) - length(replace({haystack}, ?, ''))) / length(?)" for _ in terms
+    )
+    lowered = [t.lower() for t in terms]
+    sql = f"""
+        SELECT * FROM (
+            SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
+                   1000.0 * ({counts}) / (length(c.text) + 1) AS score
+            FROM chunks c JOIN documents d ON d.id = c.document_id
+            WHERE {scope} AND ({f' {operator} '.join(tests)})
+            LIMIT ?)
+        ORDER BY score DESC, document_id, position LIMIT ?"""
+    count_params = [p for t in lowered for p in (t, t)]
+    return conn.execute(sql, [*count_params, *params, *lowered, scan_limit, limit]).fetchall()
+
+
+# -- history -----------------------------------------------------------------------------------
+
+
+def audit(
+    conn: Connection, event: str, kb: str, actor: str, document_id: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    conn.execute(
+        "INSERT INTO audit_log (at, event, kb, document_id, actor, details) VALUES (?, ?, ?, ?, ?, ?)",
+        (utc_now(), event, kb, document_id, actor, json.dumps(details or {}, ensure_ascii=False)),
+    )
+
+
+def record_invocation(
+    conn: Connection, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+) -> None:
+    conn.execute(
+        "INSERT INTO mcp_invocations (at, tool, client, duration_ms, outcome, error_code) VALUES (?, ?, ?, ?, ?, ?)",
+        (utc_now(), tool, client, duration_ms, outcome, error_code),
+    )

@@ -1,0 +1,164 @@
+"""The index schema, as named migrations recorded in the database.
+
+``PRAGMA user_version`` is the number of migrations applied; the ``migrations`` table keeps
+their names and times. Everything here is derived from the files under ``knowledge/`` except
+``audit_log`` and ``mcp_invocations``, which are history, not index.
+"""
+
+from __future__ import annotations
+
+from coffer_mcp.errors import StoreError
+from coffer_mcp.index.db import Connection
+
+__all__ = ["MIGRATIONS", "migrate"]
+
+_CORE = """
+CREATE TABLE migrations (
+    name TEXT PRIMARY KEY,
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+CREATE TABLE knowledge_bases (
+    name TEXT PRIMARY KEY,
+    description TEXT NOT NULL DEFAULT '',
+    chunk_size INTEGER NOT NULL,
+    chunk_overlap INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    config_stamp TEXT NOT NULL DEFAULT ''
+);
+
+-- One table for every kind of document (SPEC: unified documents table); kind discriminates.
+CREATE TABLE documents (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL DEFAULT 'knowledge_base',
+    kb TEXT NOT NULL REFERENCES knowledge_bases(name) ON DELETE CASCADE,
+    title TEXT NOT NULL,
+    original_filename TEXT NOT NULL,
+    original_format TEXT NOT NULL,
+    source_sha256 TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    source_mode TEXT NOT NULL CHECK (source_mode IN ('converted', 'edited')),
+    source_path TEXT,
+    conversion_engine TEXT NOT NULL DEFAULT '',
+    converted_at TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    file_stamp TEXT NOT NULL,
+    chunk_params TEXT NOT NULL,
+    embed_pending INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX documents_by_filename ON documents (kb, original_filename);
+CREATE INDEX documents_by_created ON documents (kb, created_at, id);
+CREATE INDEX documents_by_source ON documents (kb, source_path) WHERE source_path IS NOT NULL;
+
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY,
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    kb TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    heading_path TEXT NOT NULL,
+    headings TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (document_id, position)
+);
+CREATE INDEX chunks_by_kb ON chunks (kb);
+
+-- Two full-text indexes over the same chunks: word-level (porter stemming) ranks prose;
+-- trigram matches CJK text and substrings. Both are external-content tables kept in step by
+-- triggers, so the text is stored once.
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    headings, text, content='chunks', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE chunks_tri USING fts5(
+    headings, text, content='chunks', content_rowid='id', tokenize='trigram'
+);
+CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, headings, text) VALUES (new.id, new.headings, new.text);
+    INSERT INTO chunks_tri (rowid, headings, text) VALUES (new.id, new.headings, new.text);
+END;
+CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, headings, text)
+        VALUES ('delete', old.id, old.headings, old.text);
+    INSERT INTO chunks_tri (chunks_tri, rowid, headings, text)
+        VALUES ('delete', old.id, old.headings, old.text);
+END;
+
+CREATE TABLE audit_log (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    event TEXT NOT NULL,
+    kb TEXT NOT NULL,
+    document_id TEXT,
+    actor TEXT NOT NULL,
+    details TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX audit_by_kb ON audit_log (kb, at);
+
+CREATE TABLE mcp_invocations (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    client TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    error_code TEXT
+);
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_core", _CORE),
+]
+
+
+def migrate(conn: Connection) -> None:
+    """Bring the schema up to date; safe when several processes start at once."""
+    known = len(MIGRATIONS)
+    if _version(conn) == known:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = _version(conn)
+        if current > known:
+            raise StoreError(
+                f"The index database has schema version {current}; this Coffer knows {known}.",
+                code="schema_too_new",
+                hint="Upgrade coffer-mcp, or delete coffer.db and run 'coffer kb reindex --all' "
+                "(the index is rebuilt from the files).",
+            )
+        for name, sql in MIGRATIONS[current:]:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO migrations (name) VALUES (?)", (name,))
+        conn.execute(f"PRAGMA user_version = {known}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _version(conn: Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration script into statements (``executescript`` would commit implicitly)."""
+    statements, buffer = [], ""
+    for line in sql.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        buffer += line
+        if buffer.strip().endswith(";") and _complete(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
+
+
+def _complete(statement: str) -> bool:
+    # A CREATE TRIGGER body holds ';' inside BEGIN ... END.
+    upper = statement.upper()
+    return "CREATE TRIGGER" not in upper or upper.rstrip().endswith("END;")

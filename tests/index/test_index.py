@@ -1,0 +1,59 @@
+"""The index: one connection factory with sqlite-vec, migrations, query building."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp.index.db import binding, connect, vec_version
+from coffer_mcp.index.fts import analyze, match_expression
+from coffer_mcp.index.schema import MIGRATIONS, migrate
+
+
+def test_every_connection_loads_sqlite_vec(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "x.db")
+    assert binding().can_load_extensions, "no SQLite binding that can load extensions: vector search would be dead"
+    assert vec_version(conn) is not None
+    conn.execute("CREATE VIRTUAL TABLE v USING vec0(embedding float[3])")
+
+
+def test_connections_use_wal_and_foreign_keys(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "x.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+
+
+def test_migrations_apply_once_even_when_racing(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            migrate(connect(tmp_path / "x.db"))
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    conn = connect(tmp_path / "x.db")
+    assert not errors
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations")] == [name for name, _ in MIGRATIONS]
+
+
+def test_queries_are_split_into_words_and_cjk_runs() -> None:
+    terms = analyze('Vector "search" AND 向量检索, NEAR(x)')
+    assert terms.words == ["vector", "search", "and", "near", "x"]
+    assert terms.cjk_runs == ["向量检索"]
+    assert terms.trigram_terms()[:2] == ["向量检", "量检索"]
+
+
+def test_match_expressions_quote_every_term() -> None:
+    assert match_expression(['a"b', "OR"], "AND") == '"a""b" AND "OR"'
+    with pytest.raises(ValueError):
+        match_expression(["x"], "NOT")
