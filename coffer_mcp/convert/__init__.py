@@ -1,0 +1,24 @@
+"""Converter registry: uploaded bytes in, cleaned Markdown plus a title out (SPEC §4).
+
+Passthrough for Markdown / text / source code, a CSV-to-table converter, and MarkItDown for
+PDF, Office, HTML, EPUB, notebooks and Outlook mail. Heavy libraries load on first use, so
+importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+from ._base import Conversion, Converter
+from ._clean import clean_markdown
+from ._registry import DEFAULT_MAX_BYTES, convert, supported_formats
+from ._title import derive_title, first_heading
+
+__all__ = [
+    "Conversion",
+    "Converter",
+    "DEFAULT_MAX_BYTES",
+    "clean_markdown",
+    "convert",
+    "derive_title",
+    "first_heading",
+    "supported_formats",
+]

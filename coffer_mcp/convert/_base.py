@@ -1,0 +1,39 @@
+"""The converter port and the value it produces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Conversion", "Converter"]
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    """A document converted to cleaned Markdown.
+
+    Attributes:
+        markdown: Cleaned Markdown body; never empty.
+        title: The first H1 outside code fences, else the filename stem.
+        engine: Which converter produced it: ``passthrough``, ``csv`` or ``markitdown``.
+        original_format: Lowercase extension without the dot, e.g. ``pdf``.
+    """
+
+    markdown: str
+    title: str
+    engine: str
+    original_format: str
+
+
+class Converter(Protocol):
+    """Turns the bytes of one family of formats into Markdown (before cleaning).
+
+    Implementations raise ``IngestRejectedError`` for input they cannot read and
+    ``EngineUnavailableError`` when a library they need is missing.
+    """
+
+    name: str
+
+    def can_handle(self, ext: str) -> bool: ...
+
+    def convert(self, data: bytes, filename: str) -> str: ...

@@ -1,0 +1,94 @@
+"""The converter registry: pick a converter by extension, guard size, convert, clean, title."""
+
+from __future__ import annotations
+
+from ..errors import IngestRejectedError
+from ._base import Conversion, Converter
+from ._clean import clean_markdown
+from ._csv import CsvConverter
+from ._markitdown import MarkItDownConverter
+from ._text import PassthroughConverter
+from ._title import derive_title, extension_of, safe_filename
+
+__all__ = ["DEFAULT_MAX_BYTES", "convert", "supported_formats"]
+
+DEFAULT_MAX_BYTES = 25 * 1024 * 1024
+_PASSTHROUGH, _CSV, _MARKITDOWN = PassthroughConverter(), CsvConverter(), MarkItDownConverter()
+_CONVERTERS: tuple[Converter, ...] = (_PASSTHROUGH, _CSV, _MARKITDOWN)
+_EXTENSIONS = sorted(_PASSTHROUGH.extensions | _CSV.extensions | _MARKITDOWN.extensions)
+_EMPTY_HINT = "The file has no text to index; check that you picked the right file."
+_LEGACY = {"doc": "docx", "ppt": "pptx", "rtf": "docx", "odt": "docx", "odp": "pptx", "ods": "xlsx"}
+
+
+def supported_formats() -> list[str]:
+    """The file extensions (without dots) that ``convert`` accepts, sorted."""
+    return list(_EXTENSIONS)
+
+
+def convert(filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Conversion:
+    """Convert one uploaded file to cleaned Markdown with a title.
+
+    Checks run in order: empty bytes, unknown extension, size limit (before any conversion),
+    then conversion and cleaning.
+
+    Args:
+        filename: The original filename; only its final component and extension are used.
+        data: The file's bytes.
+        max_bytes: The ``max_document_bytes`` limit.
+
+    Raises:
+        IngestRejectedError: ``empty``, ``unsupported_type``, ``too_large``, ``scanned_pdf`` or
+            ``conversion_failed``; ``EngineUnavailableError`` when a converter library is missing.
+    """
+    name = safe_filename(filename) or "document"
+    if not data:
+        raise IngestRejectedError("empty", f"{name!r} is empty (0 bytes).", hint=_EMPTY_HINT)
+    ext = extension_of(name)
+    converter = _converter_for(ext, name)
+    if len(data) > max_bytes:
+        raise _too_large(name, len(data), max_bytes)
+    markdown = clean_markdown(converter.convert(data, name))
+    # A scan often keeps a text layer of page numbers only: no letters means no text.
+    if not markdown or (ext == "pdf" and not any(ch.isalpha() for ch in markdown)):
+        raise _nothing_left(name, ext)
+    return Conversion(markdown, derive_title(markdown, name), converter.name, ext)
+
+
+def _converter_for(ext: str, name: str) -> Converter:
+    for converter in _CONVERTERS:
+        if ext and converter.can_handle(ext):
+            return converter
+    if ext in _LEGACY:
+        hint = f"Save it as .{_LEGACY[ext]} or .pdf and ingest that file instead."
+    else:
+        hint = "Supported formats: " + ", ".join(_EXTENSIONS) + "."
+    kind = f".{ext} files are" if ext else "Files without an extension are"
+    raise IngestRejectedError("unsupported_type", f"{kind} not supported ({name!r}).", hint=hint)
+
+
+def _too_large(name: str, size: int, limit: int) -> IngestRejectedError:
+    return IngestRejectedError(
+        "too_large",
+        f"{name!r} is {_human(size)}, over the {_human(limit)} limit.",
+        hint=f"The limit is {limit} bytes; raise the max_document_bytes setting to allow larger "
+        "files, or split the document.",
+    )
+
+
+def _nothing_left(name: str, ext: str) -> IngestRejectedError:
+    if ext == "pdf":
+        return IngestRejectedError(
+            "scanned_pdf",
+            f"{name!r} has no text layer: it looks scanned / image-only.",
+            hint="Run OCR on it first, e.g. `ocrmypdf in.pdf out.pdf`, then ingest the result.",
+        )
+    message = f"{name!r} contains no text after conversion."
+    return IngestRejectedError("empty", message, hint=_EMPTY_HINT)
+
+
+def _human(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"

@@ -1,0 +1,97 @@
+"""Smoke test over the shared multi-format corpus (../shared/eval/docs-multiformat).
+
+Files there that are rejected, and why:
+- legacy_sample.doc, legacy_sample.ppt: ``unsupported_type`` (legacy binary Office formats;
+  the hint says to save as .docx / .pptx / .pdf);
+- MEDRPT-2024-PAT-3847_medical_report_scan.pdf: ``scanned_pdf`` (image-only, needs OCR).
+Everything else converts.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp.convert import Conversion, convert
+from coffer_mcp.errors import IngestRejectedError
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "docs-multiformat"
+EXPECTED = CORPUS / "expected"
+SKIP_ABSENT = pytest.mark.skip(reason=f"shared corpus not present at {CORPUS}")
+
+REJECTED = {
+    "legacy_sample.doc": "unsupported_type",
+    "legacy_sample.ppt": "unsupported_type",
+    "MEDRPT-2024-PAT-3847_medical_report_scan.pdf": "scanned_pdf",
+}
+SENSIBLE_REASONS = {"unsupported_type", "scanned_pdf", "empty", "conversion_failed", "too_large"}
+# pandas warns that its xlrd engine (used for .xls) is deprecated; the suite turns warnings into
+# errors, which markitdown would then report as a failed conversion.
+XLRD_WARNING = "ignore:The xlrd engine is deprecated:DeprecationWarning"
+
+
+def corpus_files() -> list[str]:
+    if not CORPUS.is_dir():
+        return []
+    return sorted(path.name for path in CORPUS.iterdir() if path.is_file())
+
+
+def reference_files() -> list[object]:
+    if not EXPECTED.is_dir():
+        return []
+    params: list[object] = []
+    for path in sorted(EXPECTED.glob("*.md")):
+        source = path.name.split("__", 1)[1].removesuffix(".md")
+        if source in REJECTED:
+            continue
+        marks = []
+        if source == "right_to_left_01.pdf":
+            reason = "pdfminer extracts Arabic in visual (reversed) order"
+            marks.append(pytest.mark.xfail(reason=reason, strict=True))
+        params.append(pytest.param(path.name, source, marks=marks, id=source))
+    return params
+
+
+@functools.cache
+def converted(name: str) -> Conversion | IngestRejectedError:
+    """Each corpus file is converted once for both tests (PDFs take a while)."""
+    try:
+        return convert(name, (CORPUS / name).read_bytes())
+    except IngestRejectedError as exc:
+        return exc
+
+
+@pytest.mark.filterwarnings(XLRD_WARNING)
+@pytest.mark.parametrize("name", corpus_files() or [pytest.param("", marks=SKIP_ABSENT)])
+def test_every_corpus_file_converts_or_is_rejected_with_a_sensible_reason(name: str) -> None:
+    conversion = converted(name)
+    if isinstance(conversion, IngestRejectedError):
+        exc = conversion
+        assert exc.reason == REJECTED.get(name, exc.reason)
+        assert exc.reason in SENSIBLE_REASONS
+        assert name in REJECTED, f"{name} rejected as {exc.reason}: {exc.message}"
+        return
+    assert name not in REJECTED, f"{name} should be rejected as {REJECTED.get(name)}"
+    assert conversion.markdown.strip()
+    assert conversion.title
+
+
+def words(text: str) -> set[str]:
+    return {word.lower() for word in re.findall(r"\w{6,}", text)}
+
+
+@pytest.mark.parametrize(
+    ("reference", "source"), reference_files() or [pytest.param("", "", marks=SKIP_ABSENT)]
+)
+def test_converted_text_shares_most_distinctive_words_with_the_reference(
+    reference: str, source: str
+) -> None:
+    expected = words((EXPECTED / reference).read_text(encoding="utf-8"))
+    conversion = converted(source)
+    assert isinstance(conversion, Conversion)
+    got = words(conversion.markdown)
+
+    assert len(expected & got) >= 0.6 * len(expected)
