@@ -1,0 +1,311 @@
+"""Document operations of the service: ingest, read, list, edit, delete.
+
+Every write holds the knowledge base's lock, writes truth files atomically (the original first,
+then the Markdown, which is the commit point), then runs the one reindex routine and records an
+audit event. A rejected ingest persists nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ulid import ULID
+
+from coffer_mcp.convert import clean_markdown, convert, first_heading
+from coffer_mcp.errors import (
+    CofferError,
+    DocumentNotFoundError,
+    IngestRejectedError,
+    InvalidArgumentError,
+)
+from coffer_mcp.index import queries as q
+from coffer_mcp.models import (
+    DeleteResult,
+    DirectoryIngestItem,
+    DirectoryIngestResult,
+    Document,
+    DocumentInfo,
+    DocumentPage,
+    IngestResult,
+)
+from coffer_mcp.reindex import index_document, read_truth
+from coffer_mcp.store import (
+    KbPaths,
+    atomic_write,
+    body_sha256,
+    is_document_id,
+    parse_document,
+    remove_file,
+    render_document,
+    sanitize_filename,
+)
+from coffer_mcp.timeutil import utc_now
+
+if TYPE_CHECKING:
+    from coffer_mcp.service import Coffer, Progress
+
+__all__ = ["DocumentOperations"]
+
+MAX_PAGE_CHARS = 200_000
+_SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
+
+
+class DocumentOperations:
+    """Mixed into ``Coffer``; kept apart so each module stays small."""
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def list_documents(self: Coffer, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
+        """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
+        if not 1 <= limit <= 1000 or offset < 0:
+            raise InvalidArgumentError("limit must be 1-1000 and offset >= 0.", hint="Use e.g. limit=50, offset=0.")
+        paths, _ = self.open_kb(kb)
+        self.refresh(kb)
+        rows, total = q.list_documents(self.conn, kb, q_filter.strip(), limit, offset)
+        return DocumentPage(documents=[_info(paths, row) for row in rows], total=total, limit=limit, offset=offset)
+
+    def read_document(self: Coffer, kb: str, doc_id: str, *, offset: int = 0, limit: int | None = None) -> Document:
+        """A document's Markdown body (optionally one page of it), frontmatter and file path."""
+        paths, _ = self.open_kb(kb)
+        _check_id(kb, doc_id)
+        if offset < 0 or (limit is not None and not 1 <= limit <= MAX_PAGE_CHARS):
+            raise InvalidArgumentError(
+                f"offset must be >= 0 and limit 1-{MAX_PAGE_CHARS} characters.", hint="Use offset=0, limit=20000."
+            )
+        self.refresh(kb)
+        try:
+            text = paths.doc(doc_id).read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            raise _missing(kb, doc_id) from None
+        meta, body = parse_document(text)
+        end = len(body) if limit is None else min(len(body), offset + limit)
+        row = q.get_document(self.conn, kb, doc_id)
+        title = row["title"] if row is not None else (meta or {}).get("title", doc_id)
+        return Document(
+            document_id=doc_id, kb=kb, title=str(title), markdown=body[offset:end], metadata=meta or {},
+            path=str(paths.doc(doc_id)), offset=offset, total_chars=len(body), has_more=end < len(body),
+        )  # fmt: skip
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def add_document(
+        self: Coffer, kb: str, filename: str, content: str | bytes, *, replace: bool = False,
+        actor: str = "cli", source_path: str | None = None,
+    ) -> IngestResult:  # fmt: skip
+        """Ingest one file's bytes (or text) as a document.
+
+        Re-upload semantics: a document is matched by ``source_path`` for path ingests, else by
+        ``original_filename``. Identical bytes ⇒ no-op (``unchanged``); changed bytes ⇒ updated in
+        place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
+        """
+        data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
+        name = _filename(filename)
+        paths, _ = self.open_kb(kb)
+        source_sha = hashlib.sha256(data).hexdigest()
+        self.refresh(kb)
+        # Decide before converting: an identical or refused re-upload costs no conversion.
+        early = self._reupload(paths, name, source_path, source_sha, replace)
+        if early is not None:
+            return early
+        conversion = convert(name, data, max_bytes=self.settings.max_document_bytes)
+        with self.kb_lock(kb):
+            config = self._config(kb)
+            self._reconcile_locked(paths, config)
+            early = self._reupload(paths, name, source_path, source_sha, replace)
+            if early is not None:
+                return early
+            existing = _match(self, paths.name, name, source_path)
+            doc_id = existing["id"] if existing is not None else str(ULID())
+            now = utc_now()
+            metadata = {
+                "id": doc_id,
+                "title": conversion.title,
+                "original_filename": name,
+                "original_format": conversion.original_format,
+                "source_sha256": source_sha,
+                "content_sha256": body_sha256(conversion.markdown),
+                "source_mode": "converted",
+                "conversion_engine": conversion.engine,
+                "converted_at": now,
+                "created_at": existing["created_at"] if existing is not None else now,
+                "updated_at": now,
+            }
+            if source_path:
+                metadata["source_path"] = source_path
+            _write_original(paths, doc_id, conversion.original_format, data)
+            atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
+            index_document(self.conn, paths, config, doc_id)
+            event = "KB_DOCUMENT_UPDATED" if existing is not None else "KB_DOCUMENT_INGESTED"
+            with q.write(self.conn):
+                q.audit(self.conn, event, kb, actor, doc_id, {"filename": name, "source_sha256": source_sha})
+        return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
+
+    def _reupload(self: Coffer, paths: KbPaths, name: str, source_path: str | None, source_sha: str,
+                  replace: bool) -> IngestResult | None:  # fmt: skip
+        existing = _match(self, paths.name, name, source_path)
+        if existing is None:
+            return None
+        if existing["source_sha256"] == source_sha:
+            return self._ingest_result(paths, existing["id"], "unchanged")
+        if not replace:
+            raise IngestRejectedError(
+                "duplicate",
+                f"'{name}' is already in knowledge base '{paths.name}' as document {existing['id']}, "
+                "with different content.",
+                hint="Pass replace=true to update that document in place, or use another filename.",
+            )
+        return None
+
+    def _ingest_result(self: Coffer, paths: KbPaths, doc_id: str, status: str) -> IngestResult:
+        row = q.get_document(self.conn, paths.name, doc_id)
+        chunks = self.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
+        return IngestResult(
+            document_id=doc_id, kb=paths.name, title=row["title"], status=status, path=str(paths.doc(doc_id)),
+            source_mode=row["source_mode"], original_filename=row["original_filename"], chunk_count=chunks,
+        )  # fmt: skip
+
+    def edit_document(self: Coffer, kb: str, doc_id: str, content: str, *, actor: str = "cli") -> IngestResult:
+        """Replace a document's Markdown body; it becomes ``source_mode: edited``.
+
+        The title follows the new body's first H1 when it has one. An identical body is a no-op.
+        """
+        paths, _ = self.open_kb(kb)
+        _check_id(kb, doc_id)
+        body = clean_markdown(content)
+        if not body:
+            raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
+        with self.kb_lock(kb):
+            config = self._config(kb)
+            self._reconcile_locked(paths, config)
+            truth = read_truth(paths, doc_id)
+            if truth is None:
+                raise _missing(kb, doc_id)
+            if truth.row["content_sha256"] == body_sha256(body):
+                return self._ingest_result(paths, doc_id, "unchanged")
+            metadata = {
+                **truth.row["metadata"],
+                "id": doc_id,
+                "title": first_heading(body) or truth.row["title"],
+                "content_sha256": body_sha256(body),
+                "source_mode": "edited",
+                "updated_at": utc_now(),
+            }
+            atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
+            index_document(self.conn, paths, config, doc_id)
+            with q.write(self.conn):
+                q.audit(self.conn, "KB_DOCUMENT_UPDATED", kb, actor, doc_id, {"source_mode": "edited"})
+        return self._ingest_result(paths, doc_id, "updated")
+
+    def delete_document(self: Coffer, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
+        """Remove a document's Markdown, its original and its rows."""
+        paths, _ = self.open_kb(kb)
+        _check_id(kb, doc_id)
+        with self.kb_lock(kb):
+            known = q.get_document(self.conn, kb, doc_id) is not None
+            removed = remove_file(paths.doc(doc_id))
+            if not (known or removed):
+                raise _missing(kb, doc_id)
+            removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
+            with q.write(self.conn):
+                q.delete_document(self.conn, doc_id)
+                q.audit(self.conn, "KB_DOCUMENT_DELETED", kb, actor, doc_id)
+        return DeleteResult(kb=kb, deleted=True, document_id=doc_id, files_removed=removed)
+
+    def ingest_path(
+        self: Coffer, kb: str, path: str | Path, *, replace: bool = False, actor: str = "cli",
+        progress: Progress | None = None,
+    ) -> DirectoryIngestResult:  # fmt: skip
+        """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
+
+        Each file is its own transaction: one bad file is reported and the rest go on.
+        """
+        root = Path(path).expanduser()
+        if not root.exists():
+            raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
+        self.open_kb(kb)
+        files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
+        items = []
+        for done, file in enumerate(files, 1):
+            items.append(self._ingest_one(kb, file, replace=replace, actor=actor))
+            if progress:
+                progress(done, len(files), file.name)
+        counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
+        return DirectoryIngestResult(kb=kb, items=items, **counts)
+
+    def _ingest_one(self: Coffer, kb: str, file: Path, *, replace: bool, actor: str) -> DirectoryIngestItem:
+        try:
+            size = file.stat().st_size
+            if size > self.settings.max_document_bytes:
+                raise IngestRejectedError(
+                    "too_large",
+                    f"{file.name} is {size:,} bytes; the limit is {self.settings.max_document_bytes:,}.",
+                    hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
+                )
+            result = self.add_document(kb, file.name, file.read_bytes(), replace=replace, actor=actor,
+                                       source_path=str(file))  # fmt: skip
+        except (CofferError, OSError) as exc:
+            code = exc.code if isinstance(exc, CofferError) else "unreadable"
+            message = exc.message if isinstance(exc, CofferError) else str(exc)
+            return DirectoryIngestItem(path=str(file), status="rejected", code=code, message=message)
+        return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Visible regular files under ``root``; hidden files and folders (and a few tool folders) skipped."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]
+        for name in files:
+            path = Path(folder) / name
+            if not name.startswith(".") and path.is_file() and not path.is_symlink():
+                yield path
+
+
+def _match(service: Coffer, kb: str, filename: str, source_path: str | None) -> Any:
+    if source_path:
+        return q.doc_by_source_path(service.conn, kb, source_path)
+    return q.doc_by_filename(service.conn, kb, filename)
+
+
+def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes) -> None:
+    paths.raw.mkdir(parents=True, exist_ok=True)
+    target = paths.raw / f"{doc_id}.{ext or 'bin'}"
+    atomic_write(target, data)
+    for stale in paths.raw_files(doc_id):
+        if stale != target:
+            remove_file(stale)
+
+
+def _filename(filename: str) -> str:
+    name = sanitize_filename(filename or "")
+    if not name:
+        raise InvalidArgumentError(
+            f"The filename {filename!r:.80} has no usable name.",
+            hint="Pass a plain file name with an extension, e.g. 'notes.md'.",
+        )
+    return name
+
+
+def _check_id(kb: str, doc_id: str) -> None:
+    if not isinstance(doc_id, str) or not is_document_id(doc_id):
+        raise _missing(kb, doc_id)
+
+
+def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:
+    return DocumentNotFoundError(
+        f"Document {str(doc_id)[:80]!r} does not exist in knowledge base '{kb}'.",
+        hint="Document ids are 26-character ULIDs; find them with coffer__search_knowledge or "
+        "coffer__list_documents.",
+    )
+
+
+def _info(paths: KbPaths, row: Any) -> DocumentInfo:
+    return DocumentInfo(
+        document_id=row["id"], kb=row["kb"], title=row["title"], original_filename=row["original_filename"],
+        original_format=row["original_format"], source_mode=row["source_mode"],
+        content_sha256=row["content_sha256"], source_sha256=row["source_sha256"], source_path=row["source_path"],
+        created_at=row["created_at"], updated_at=row["updated_at"], path=str(paths.doc(row["id"])),
+    )  # fmt: skip

@@ -1,0 +1,244 @@
+"""The one idempotent reindex routine, and reconcile-on-read built on it.
+
+``index_document`` serves ingest, re-upload, edit, delete and the reindex scan alike: it reads a
+document file, and rewrites that document's rows only when its ``content_sha256`` (or the KB's
+chunking parameters) changed. ``reconcile_kb`` compares the files under ``docs/`` with the rows
+— by ``stat`` first, hashing only files whose stamp moved — so edits made in the user's editor,
+files dropped in by hand and files deleted by hand are all seen by the next read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from coffer_mcp.chunking import chunk_markdown
+from coffer_mcp.convert import derive_title
+from coffer_mcp.index import queries as q
+from coffer_mcp.index.db import Connection
+from coffer_mcp.store import (
+    KbConfig,
+    KbPaths,
+    atomic_write,
+    body_sha256,
+    is_document_id,
+    parse_document,
+    remove_file,
+    remove_stale_temp_files,
+    render_document,
+)
+from coffer_mcp.timeutil import from_epoch_ns
+
+__all__ = ["Drift", "detect_drift", "file_stamp", "index_document", "read_truth", "reconcile", "Truth"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+def file_stamp(stat: os.stat_result) -> str:
+    """What the cheap drift check compares: modification time and size."""
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """A document file read from disk, with every index field derived from it."""
+
+    row: dict[str, Any]
+    body: str
+
+
+def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
+    """Read ``docs/<doc_id>.md`` and derive its row; None if the file is gone."""
+    path = kb.doc(doc_id)
+    try:
+        stat = path.stat()
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    meta, body = parse_document(data.decode("utf-8", errors="replace"))
+    return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, stat), body)
+
+
+def _derive_row(kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body: str, stat) -> dict[str, Any]:
+    """The index row of a document, from its frontmatter with file-based fallbacks (never "now")."""
+    content_sha = body_sha256(body)
+    mtime = from_epoch_ns(stat.st_mtime_ns)
+    # A body whose hash differs from the one we recorded was edited outside Coffer.
+    edited_outside = bare or meta.get("content_sha256") not in (None, content_sha)
+    filename = _text(meta.get("original_filename")) or f"{doc_id}.md"
+    mode = "edited" if edited_outside else _text(meta.get("source_mode"))
+    return {
+        "id": doc_id,
+        "kb": kb.name,
+        "title": _text(meta.get("title")) or derive_title(body, filename),
+        "original_filename": filename,
+        "original_format": _text(meta.get("original_format")) or "md",
+        "source_sha256": _text(meta.get("source_sha256")) or content_sha,
+        "content_sha256": content_sha,
+        "source_mode": mode if mode in ("converted", "edited") else "converted",
+        "source_path": _text(meta.get("source_path")) or None,
+        "conversion_engine": _text(meta.get("conversion_engine")),
+        "converted_at": _text(meta.get("converted_at")) or None,
+        "created_at": _text(meta.get("created_at")) or mtime,
+        "updated_at": mtime if edited_outside else (_text(meta.get("updated_at")) or mtime),
+        "metadata": meta,
+        "file_stamp": file_stamp(stat),
+        "chunk_params": "",
+    }
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def index_document(conn: Connection, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False) -> bool:
+    """Bring one document's rows in line with its file. Returns True if chunks were rewritten.
+
+    Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
+    A missing file ⇒ the document's rows are removed. Call while holding the KB lock.
+    """
+    truth = read_truth(kb, doc_id)
+    if truth is None:
+        with q.write(conn):
+            q.delete_document(conn, doc_id)
+        return False
+    row = {**truth.row, "chunk_params": config.chunk_params}
+    current = q.get_document(conn, kb.name, doc_id)
+    unchanged = (
+        current is not None
+        and current["content_sha256"] == row["content_sha256"]
+        and current["chunk_params"] == row["chunk_params"]
+    )
+    if unchanged and not force:
+        with q.write(conn):
+            q.upsert_document(conn, row)
+        return False
+    chunks = chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
+    with q.write(conn):
+        q.upsert_document(conn, row)
+        q.replace_chunks(conn, kb.name, doc_id, chunks)
+    return True
+
+
+@dataclass(slots=True)
+class Drift:
+    """What differs between ``docs/`` and the rows of one knowledge base."""
+
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    foreign: list[Path] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.removed or self.foreign)
+
+
+def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig) -> Drift:
+    """Compare file stamps with row stamps; reads no file content."""
+    on_disk: dict[str, str] = {}
+    drift = Drift()
+    try:
+        entries = list(os.scandir(kb.docs))
+    except FileNotFoundError:
+        entries = []
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or not name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+            continue
+        stem = name[:-3]
+        if is_document_id(stem):
+            on_disk[stem] = file_stamp(entry.stat(follow_symlinks=False))
+        else:
+            drift.foreign.append(Path(entry.path))
+    known = q.doc_stamps(conn, kb.name)
+    for doc_id, stamp in on_disk.items():
+        if known.get(doc_id) != (stamp, config.chunk_params):
+            drift.changed.append(doc_id)
+    drift.removed = [doc_id for doc_id in known if doc_id not in on_disk]
+    drift.changed.sort()
+    drift.foreign.sort()
+    return drift
+
+
+def reconcile(conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False,
+              progress: Progress | None = None) -> dict[str, int]:  # fmt: skip
+    """Apply the drift of one knowledge base. Call while holding the KB lock.
+
+    With ``force`` every document is re-read and re-chunked (the full rebuild).
+    Returns counts: ``indexed``, ``removed``, ``adopted``, ``documents``.
+    """
+    remove_stale_temp_files(kb.docs, kb.raw)
+    drift = detect_drift(conn, kb, config)
+    adopted = [adopt_foreign_file(kb, path) for path in drift.foreign]
+    targets = sorted({*drift.changed, *(a for a in adopted if a)})
+    if force:
+        targets = sorted({*targets, *q.doc_stamps(conn, kb.name)})
+    total = len(targets) + len(drift.removed)
+    indexed = 0
+    for done, doc_id in enumerate(targets, 1):
+        indexed += index_document(conn, kb, config, doc_id, force=force)
+        if progress:
+            progress(done, total)
+    if drift.removed:
+        with q.write(conn):
+            for doc_id in drift.removed:
+                q.delete_document(conn, doc_id)
+        _remove_orphan_raw(kb, drift.removed)
+        if progress:
+            progress(total, total)
+    documents = len(q.doc_stamps(conn, kb.name))
+    return {"indexed": indexed, "removed": len(drift.removed), "adopted": sum(map(bool, adopted)),
+            "documents": documents}  # fmt: skip
+
+
+def _remove_orphan_raw(kb: KbPaths, doc_ids: list[str]) -> None:
+    """A document deleted by hand takes its original along: raw/ only serves live documents."""
+    for doc_id in doc_ids:
+        for raw in kb.raw_files(doc_id):
+            remove_file(raw)
+
+
+def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
+    """Give a Markdown file dropped into ``docs/`` by hand an id, frontmatter and an original.
+
+    ``notes.md`` becomes ``docs/<ULID>.md`` (the original bytes are kept as ``raw/<ULID>.md``);
+    the hand-made file is removed only after both are written.
+    """
+    try:
+        data = path.read_bytes()
+        stat = path.stat()
+    except OSError as exc:
+        log.warning("cannot adopt %s: %s", path, exc)
+        return None
+    doc_id = str(ULID())
+    meta, body = parse_document(data.decode("utf-8", errors="replace"))
+    if not body.strip():
+        return None
+    created = from_epoch_ns(stat.st_mtime_ns)
+    metadata = {
+        "id": doc_id,
+        "title": _text((meta or {}).get("title")) or derive_title(body, path.name),
+        "original_filename": path.name,
+        "original_format": "md",
+        "source_sha256": hashlib.sha256(data).hexdigest(),
+        "content_sha256": body_sha256(body),
+        "source_mode": "converted",
+        "conversion_engine": "passthrough",
+        "converted_at": created,
+        "created_at": created,
+        "updated_at": created,
+    }
+    kb.raw.mkdir(parents=True, exist_ok=True)
+    atomic_write(kb.raw / f"{doc_id}.md", data)
+    atomic_write(kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))
+    remove_file(path)
+    log.info("adopted %s as document %s in %s", path.name, doc_id, kb.name)
+    return doc_id

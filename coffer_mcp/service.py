@@ -1,0 +1,439 @@
+"""The application service every surface calls: knowledge bases, retrieval, reindex.
+
+A plain synchronous core. The MCP server and the web app call it from worker threads; each
+thread gets its own SQLite connection. Writes to one knowledge base are serialized across
+threads and processes by its file lock; reads never take it for long (reconcile-on-read waits
+at most ``reconcile_lock_wait`` for a busy writer, then serves the index as it is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from ulid import ULID
+
+from coffer_mcp.documents import DocumentOperations
+from coffer_mcp.errors import (
+    InvalidArgumentError,
+    KnowledgeBaseExistsError,
+    KnowledgeBaseNotFoundError,
+    StoreError,
+)
+from coffer_mcp.grep import grep_dirs
+from coffer_mcp.index import queries as q
+from coffer_mcp.index.db import Connection, connect, database_errors
+from coffer_mcp.index.schema import migrate
+from coffer_mcp.models import (
+    DeleteResult,
+    GrepHit,
+    GrepResult,
+    KnowledgeBaseDetails,
+    KnowledgeBaseSummary,
+    ReindexResult,
+    SearchResult,
+)
+from coffer_mcp.reindex import detect_drift, reconcile
+from coffer_mcp.search import keyword_search
+from coffer_mcp.settings import Settings
+from coffer_mcp.store import (
+    KbConfig,
+    KbPaths,
+    StorePaths,
+    file_lock,
+    make_kb_config,
+    read_kb_config,
+    remove_file,
+    validate_kb_name,
+    write_kb_config,
+)
+from coffer_mcp.timeutil import utc_now
+
+__all__ = ["Coffer", "KbSelector", "Progress"]
+
+log = logging.getLogger(__name__)
+
+KbSelector = str | Sequence[str]
+"""One knowledge base name, several, or ``"*"`` for all of them."""
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, message)``, called during long operations."""
+
+ALL = "*"
+MODES = ["grep", "keyword"]
+MAX_QUERY_CHARS = 2000
+_DELETING = ".deleting-"
+_REGISTRY_LOCK = ".registry"
+
+
+class Coffer(DocumentOperations):
+    """The Coffer core over one ``COFFER_HOME``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.paths = StorePaths(settings.home)
+        self._local = threading.local()
+        self._connections: list[Connection] = []
+        self._guard = threading.Lock()
+        self._ready = False
+        self._configs: dict[str, tuple[str, KbConfig]] = {}
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> Connection:
+        """This thread's connection to the index (opened, and the schema migrated, on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            self._prepare_home()
+            conn = connect(self.paths.db)
+            with self._guard:
+                if not self._ready:
+                    self._migrate(conn)
+                    self._ready = True
+                self._connections.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this service opened."""
+        with self._guard:
+            for conn in self._connections:
+                with contextlib.suppress(*database_errors()):
+                    conn.close()
+            self._connections.clear()
+            self._local = threading.local()
+            self._ready = False
+
+    def __enter__(self) -> Coffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _prepare_home(self) -> None:
+        try:
+            self.paths.knowledge.mkdir(parents=True, exist_ok=True)
+            self.paths.locks.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot create the Coffer home {self.paths.home}: {exc.strerror}.",
+                hint="Set COFFER_HOME to a writable folder.",
+            ) from exc
+
+    def _migrate(self, conn: Connection) -> None:
+        try:
+            migrate(conn)
+        except database_errors() as exc:
+            raise StoreError(
+                f"The index database {self.paths.db} is unusable: {exc}.",
+                hint="The index is rebuildable: move coffer.db away and run 'coffer kb reindex --all'.",
+            ) from exc
+
+    @contextlib.contextmanager
+    def kb_lock(self, name: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the write lock of one knowledge base."""
+        with file_lock(
+            self.paths.lock(name),
+            timeout=self.settings.lock_timeout if timeout is None else timeout,
+            what=f"knowledge base '{name}'",
+        ):
+            yield
+
+    def _registry_lock(self) -> contextlib.AbstractContextManager[None]:
+        return file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=self.settings.lock_timeout,
+                         what="the list of knowledge bases")  # fmt: skip
+
+    # -- knowledge bases -------------------------------------------------------------------------
+
+    def create_kb(
+        self, name: str, description: str = "", *, chunk_size: int | None = None,
+        chunk_overlap: int | None = None, actor: str = "cli",
+    ) -> KnowledgeBaseDetails:  # fmt: skip
+        """Create an empty knowledge base.
+
+        Raises:
+            InvalidNameError: the name breaks the naming rule.
+            KnowledgeBaseExistsError: a knowledge base of that name exists.
+        """
+        kb = self.paths.kb(validate_kb_name(name))
+        now = utc_now()
+        config = make_kb_config(
+            description=description,
+            chunk_size=chunk_size or self.settings.chunk_size,
+            chunk_overlap=self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
+            created_at=now,
+            updated_at=now,
+        )
+        conn = self.conn
+        with self._registry_lock(), self.kb_lock(name):
+            if kb.root.exists():
+                raise KnowledgeBaseExistsError(
+                    f"Knowledge base '{name}' already exists.",
+                    hint="Pick another name, or add documents to the existing one.",
+                )
+            kb.docs.mkdir(parents=True)
+            kb.raw.mkdir()
+            write_kb_config(kb.config, config)
+            with q.write(conn):
+                q.upsert_kb(conn, name, config, _stamp(kb.config))
+                q.audit(conn, "KB_CREATED", name, actor, details={"description": description})
+        return self.describe_kb(name)
+
+    def list_kbs(self) -> list[KnowledgeBaseSummary]:
+        """Every knowledge base, by name, after reconciling each with its files."""
+        names = self._sync_registry()
+        for name in names:
+            self.refresh(name)
+        counts = q.document_counts(self.conn)
+        return [
+            KnowledgeBaseSummary(name=name, description=self._config(name).description,
+                                 document_count=counts.get(name, 0), modes=list(MODES))
+            for name in names
+        ]  # fmt: skip
+
+    def describe_kb(self, name: str) -> KnowledgeBaseDetails:
+        """Counts, settings and disk usage of one knowledge base."""
+        kb, config = self.open_kb(name)
+        self.refresh(name)
+        documents, chunks, degraded = q.kb_counts(self.conn, name)
+        return KnowledgeBaseDetails(
+            name=name, description=config.description, document_count=documents, modes=list(MODES),
+            chunk_count=chunks, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
+            documents_degraded=degraded, disk_bytes=_disk_bytes(kb.root), path=str(kb.root),
+            created_at=config.created_at, updated_at=config.updated_at,
+        )  # fmt: skip
+
+    def update_kb(
+        self, name: str, *, description: str | None = None, chunk_size: int | None = None,
+        chunk_overlap: int | None = None, actor: str = "cli", progress: Progress | None = None,
+    ) -> KnowledgeBaseDetails:  # fmt: skip
+        """Change a knowledge base's settings; new chunking parameters re-chunk its documents."""
+        kb, _ = self.open_kb(name)
+        with self.kb_lock(name):
+            old = self._config(name)
+            changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
+            changes = {k: v for k, v in changes.items() if v is not None}
+            config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
+            write_kb_config(kb.config, config)
+            with q.write(self.conn):
+                q.upsert_kb(self.conn, name, config, _stamp(kb.config))
+                q.audit(self.conn, "KB_UPDATED", name, actor, details=changes)
+            if config.chunk_params != old.chunk_params:
+                self._reconcile_locked(kb, config, progress=progress)
+        return self.describe_kb(name)
+
+    def delete_kb(self, name: str, *, actor: str = "cli") -> DeleteResult:
+        """Remove a knowledge base: every file under its folder and every index row.
+
+        The folder is first renamed aside, so a crash mid-delete never leaves a half KB visible;
+        leftovers are removed on the next start.
+        """
+        kb, _ = self.open_kb(name)
+        conn = self.conn
+        with self._registry_lock(), self.kb_lock(name):
+            files = sum(len(f) for _, _, f in os.walk(kb.root))
+            aside = kb.root.with_name(f"{_DELETING}{name}-{ULID()}")
+            os.rename(kb.root, aside)
+            with q.write(conn):
+                q.delete_kb(conn, name)
+                q.audit(conn, "KB_DELETED", name, actor, details={"files": files})
+            shutil.rmtree(aside, ignore_errors=True)
+            self._configs.pop(name, None)
+            remove_file(self.paths.lock(name))
+        return DeleteResult(kb=name, deleted=True, files_removed=files)
+
+    def open_kb(self, name: str) -> tuple[KbPaths, KbConfig]:
+        """The paths and settings of an existing knowledge base.
+
+        Raises:
+            InvalidNameError: the name breaks the naming rule.
+            KnowledgeBaseNotFoundError: no such knowledge base; the hint names those that exist.
+        """
+        kb = self.paths.kb(validate_kb_name(name))
+        if not kb.root.is_dir():
+            raise self._unknown_kb(name)
+        if name not in q.kb_stamps(self.conn):
+            self._sync_registry()
+        return kb, self._config(name)
+
+    def _unknown_kb(self, name: str) -> KnowledgeBaseNotFoundError:
+        existing = self._kb_folders()
+        hint = (
+            f"Existing knowledge bases: {', '.join(existing)}."
+            if existing
+            else "There are no knowledge bases yet; create one first (coffer__create_knowledge_base)."
+        )
+        return KnowledgeBaseNotFoundError(f"Knowledge base '{name}' does not exist.", hint=hint)
+
+    def _config(self, name: str) -> KbConfig:
+        """The KB's settings from ``kb.yaml``, parsed again only when the file changed."""
+        kb = self.paths.kb(name)
+        stamp = _stamp(kb.config)
+        cached = self._configs.get(name)
+        if cached and cached[0] == stamp:
+            return cached[1]
+        config = read_kb_config(kb.config, fallback_time=utc_now())
+        self._configs[name] = (stamp, config)
+        return config
+
+    def _kb_folders(self) -> list[str]:
+        try:
+            entries = sorted(os.scandir(self.paths.knowledge), key=lambda e: e.name)
+        except FileNotFoundError:
+            return []
+        names = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+                with contextlib.suppress(InvalidArgumentError):
+                    names.append(validate_kb_name(entry.name))
+        return names
+
+    def _sync_registry(self) -> list[str]:
+        """Make the ``knowledge_bases`` rows match the KB folders; returns the KB names."""
+        folders = self._kb_folders()
+        conn = self.conn
+        wanted = {name: _stamp(self.paths.kb(name).config) for name in folders}
+        known = q.kb_stamps(conn)
+        leftovers = [p for p in self.paths.knowledge.glob(f"{_DELETING}*") if p.is_dir()]
+        if wanted == known and not leftovers:
+            return folders
+        with self._registry_lock():
+            for path in leftovers:
+                shutil.rmtree(path, ignore_errors=True)
+            self._apply_registry(folders, q.kb_stamps(conn))
+        return folders
+
+    def _apply_registry(self, folders: list[str], known: dict[str, str]) -> None:
+        conn = self.conn
+        for name in folders:
+            kb = self.paths.kb(name)
+            if not kb.config.exists():
+                # A folder made by hand: adopt it with default settings.
+                write_kb_config(kb.config, self._config(name))
+            if known.get(name) != _stamp(kb.config):
+                with q.write(conn):
+                    q.upsert_kb(conn, name, self._config(name), _stamp(kb.config))
+        gone = [name for name in known if name not in folders]
+        if gone:
+            with q.write(conn):
+                for name in gone:
+                    q.delete_kb(conn, name)
+
+    # -- reconcile and reindex -------------------------------------------------------------------
+
+    def refresh(self, name: str) -> None:
+        """Reconcile one knowledge base with its files before a read (cheap when nothing moved)."""
+        kb, config = self.open_kb(name)
+        if not detect_drift(self.conn, kb, config):
+            return
+        try:
+            with self.kb_lock(name, timeout=self.settings.reconcile_lock_wait):
+                self._reconcile_locked(kb, self._config(name))
+        except StoreError as exc:
+            if exc.code != "busy":
+                raise
+            log.info("knowledge base %s is busy; serving the index as it is", name)
+
+    def _reconcile_locked(self, kb: KbPaths, config: KbConfig, *, force: bool = False,
+                          progress: Progress | None = None) -> dict[str, int]:  # fmt: skip
+        report = None if progress is None else (lambda done, total: progress(done, total, "indexing"))
+        return reconcile(self.conn, kb, config, force=force, progress=report)
+
+    def reindex(self, name: str, *, force: bool = True, progress: Progress | None = None) -> ReindexResult:
+        """Rebuild a knowledge base's rows from its files (``force`` re-chunks every document)."""
+        self._sync_registry()
+        kb, _ = self.open_kb(name)
+        with self.kb_lock(name):
+            counts = self._reconcile_locked(kb, self._config(name), force=force, progress=progress)
+        return ReindexResult(kb=name, **counts)
+
+    def reindex_all(self, *, force: bool = True, progress: Progress | None = None) -> list[ReindexResult]:
+        return [self.reindex(name, force=force, progress=progress) for name in self._sync_registry()]
+
+    # -- retrieval -------------------------------------------------------------------------------
+
+    def resolve_kbs(self, selector: KbSelector) -> list[str]:
+        """Names of the knowledge bases a selector designates (each checked to exist)."""
+        if isinstance(selector, str):
+            if selector.strip() == ALL:
+                names = self._sync_registry()
+                if not names:
+                    raise self._unknown_kb(ALL)
+                return names
+            selector = [selector]
+        names = list(dict.fromkeys(selector))
+        if not names:
+            raise InvalidArgumentError("No knowledge base given.", hint="Pass a name, a list of names, or '*'.")
+        for name in names:
+            self.open_kb(name)
+        return names
+
+    def search(
+        self, kb: KbSelector, query: str, top_k: int = 5, *, document_ids: Sequence[str] | None = None
+    ) -> SearchResult:
+        """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases."""
+        query = (query or "").strip()
+        if not query:
+            raise InvalidArgumentError("The query is empty.", hint="Pass the words or phrase to look for.")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidArgumentError(
+                f"The query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}.",
+                hint="Search with the key phrase rather than a whole passage.",
+            )
+        if not 1 <= top_k <= 1000:
+            raise InvalidArgumentError(f"top_k must be between 1 and 1000, got {top_k}.", hint="Use e.g. 5.")
+        names = self.resolve_kbs(kb)
+        for name in names:
+            self.refresh(name)
+        passages = keyword_search(self.conn, names, query, top_k, document_ids)
+        return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names)
+
+    def grep(
+        self, kb: KbSelector, pattern: str, max_matches: int = 50, *, ignore_case: bool = False,
+        fixed_strings: bool = False,
+    ) -> GrepResult:  # fmt: skip
+        """Regex matches, line by line, over the Markdown files (no index involved)."""
+        names = self.resolve_kbs(kb)
+        for name in names:
+            self.refresh(name)
+        dirs = {self.paths.kb(name).docs: name for name in names}
+        outcome = grep_dirs(
+            list(dirs), pattern, max_matches=max_matches, timeout=self.settings.grep_timeout,
+            ignore_case=ignore_case, fixed_strings=fixed_strings, rg_path=self.settings.rg_path,
+        )  # fmt: skip
+        hits = [
+            GrepHit(path=str(m.path), document_id=m.path.stem, line_number=m.line_number, line=m.line,
+                    kb=dirs[m.path.parent])
+            for m in outcome.matches
+        ]  # fmt: skip
+        return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def record_invocation(self, tool: str, client: str, duration_ms: float, outcome: str,
+                          error_code: str | None = None) -> None:  # fmt: skip
+        """Log one MCP tool call (no arguments, no content)."""
+        with q.write(self.conn):
+            q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+
+
+def _stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return "missing"
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
+
+
+def _disk_bytes(root: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total

@@ -1,0 +1,182 @@
+"""Ingest, read, list, edit and delete documents through the core service."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.errors import DocumentNotFoundError, IngestRejectedError, InvalidArgumentError
+from coffer_mcp.store import parse_document
+from tests.conftest import FIXTURES
+
+FRONTMATTER_KEYS = {
+    "id", "title", "original_filename", "original_format", "source_sha256", "content_sha256",
+    "source_mode", "conversion_engine", "converted_at", "created_at", "updated_at",
+}  # fmt: skip
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_an_ingest_writes_markdown_with_frontmatter_and_keeps_the_original(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    data = (FIXTURES / "sample.csv").read_bytes()
+    result = coffer.add_document(notes, "sample.csv", data)
+    meta, body = parse_document(Path(result.path).read_text(encoding="utf-8"))
+    assert FRONTMATTER_KEYS <= set(meta)
+    assert "source_path" not in meta  # uploads never carry a source path
+    assert meta["id"] == result.document_id and meta["original_format"] == "csv"
+    assert meta["source_sha256"] == hashlib.sha256(data).hexdigest()
+    assert "|" in body
+    raw = home / "knowledge" / notes / "raw" / f"{result.document_id}.csv"
+    assert raw.read_bytes() == data
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "reason"),
+    [
+        ("empty.md", "   \n\n ", "empty"),
+        ("tool.exe", "MZ binary", "unsupported_type"),
+        ("scan.pdf", (FIXTURES / "scanned.pdf").read_bytes(), "scanned_pdf"),
+        ("broken.pdf", b"%PDF-1.7 truncated garbage", "conversion_failed"),
+    ],
+)
+def test_a_rejected_ingest_persists_nothing(
+    coffer: Coffer, notes: str, home: Path, filename: str, content: str | bytes, reason: str
+) -> None:
+    before = files_under(home / "knowledge")
+    with pytest.raises(IngestRejectedError) as caught:
+        coffer.add_document(notes, filename, content)
+    assert caught.value.reason == reason and caught.value.hint
+    assert files_under(home / "knowledge") == before
+    assert coffer.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
+    assert coffer.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
+
+
+def test_an_oversized_document_is_too_large(home: Path) -> None:
+    with Coffer(load_settings(home=home, max_document_bytes=1000)) as coffer:
+        coffer.create_kb("kb")
+        with pytest.raises(IngestRejectedError) as caught:
+            coffer.add_document("kb", "big.md", "x" * 1001)
+    assert caught.value.reason == "too_large"
+
+
+def test_an_identical_re_upload_writes_and_audits_nothing(coffer: Coffer, notes: str, home: Path) -> None:
+    first = coffer.add_document(notes, "r.md", "# R\n\nsame")
+    stamp = Path(first.path).stat().st_mtime_ns
+    again = coffer.add_document(notes, "r.md", "# R\n\nsame")
+    assert (again.document_id, again.status) == (first.document_id, "unchanged")
+    assert Path(first.path).stat().st_mtime_ns == stamp
+    assert coffer.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 1
+
+
+def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, notes: str) -> None:
+    first = coffer.add_document(notes, "r.md", "# R\n\nversion one")
+    coffer.edit_document(notes, first.document_id, "# R\n\nhand edit")
+    with pytest.raises(IngestRejectedError) as caught:
+        coffer.add_document(notes, "r.md", "# R\n\nversion two")
+    assert caught.value.reason == "duplicate" and first.document_id in caught.value.message
+    replaced = coffer.add_document(notes, "r.md", "# R\n\nversion two", replace=True)
+    assert (replaced.document_id, replaced.status, replaced.source_mode) == (first.document_id, "updated", "converted")
+    read = coffer.read_document(notes, first.document_id)
+    assert "version two" in read.markdown and read.metadata["created_at"] < read.metadata["updated_at"]
+    events = [r[0] for r in coffer.conn.execute("SELECT event FROM audit_log WHERE document_id IS NOT NULL")]
+    assert events == ["KB_DOCUMENT_INGESTED", "KB_DOCUMENT_UPDATED", "KB_DOCUMENT_UPDATED"]
+
+
+def test_the_same_file_in_two_knowledge_bases_is_two_documents(coffer: Coffer, notes: str) -> None:
+    coffer.create_kb("other")
+    a = coffer.add_document(notes, "same.md", "# S\n\nx")
+    b = coffer.add_document("other", "same.md", "# S\n\nx")
+    assert a.document_id != b.document_id
+
+
+def test_editing_replaces_the_body_marks_it_edited_and_follows_the_new_title(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "a.md", "# Old title\n\nold body text")
+    edited = coffer.edit_document(notes, doc.document_id, "# New title\n\nnew body text")
+    assert (edited.status, edited.source_mode, edited.title) == ("updated", "edited", "New title")
+    assert not coffer.search(notes, "old").passages
+    assert coffer.search(notes, "new body").passages[0].title == "New title"
+    same = coffer.edit_document(notes, doc.document_id, "# New title\n\nnew body text\n")
+    assert same.status == "unchanged"
+
+
+def test_an_edit_to_an_empty_body_is_refused(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "a.md", "# A\n\nbody")
+    with pytest.raises(IngestRejectedError) as caught:
+        coffer.edit_document(notes, doc.document_id, " \n ")
+    assert caught.value.reason == "empty"
+    assert "body" in coffer.read_document(notes, doc.document_id).markdown
+
+
+def test_deleting_a_document_removes_its_files_rows_and_passages(coffer: Coffer, notes: str, home: Path) -> None:
+    doc = coffer.add_document(notes, "a.md", "# A\n\nunique marmalade")
+    result = coffer.delete_document(notes, doc.document_id)
+    assert result.files_removed == 2
+    assert files_under(home / "knowledge" / notes) == ["kb.yaml"]
+    assert not coffer.search(notes, "marmalade").passages
+    with pytest.raises(DocumentNotFoundError):
+        coffer.delete_document(notes, doc.document_id)
+
+
+@pytest.mark.parametrize("doc_id", ["nope", "../../etc/passwd", "01M8NP4MZTN0XVCZWDXQ46XW1Z"])
+def test_unknown_document_ids_are_not_found(coffer: Coffer, notes: str, doc_id: str) -> None:
+    with pytest.raises(DocumentNotFoundError) as caught:
+        coffer.read_document(notes, doc_id)
+    assert "coffer__search_knowledge" in caught.value.hint
+
+
+def test_long_documents_are_read_in_pages(coffer: Coffer, notes: str) -> None:
+    body = "# Long\n\n" + "".join(f"line {i:05d}\n\n" for i in range(3000))
+    doc = coffer.add_document(notes, "long.md", body)
+    pages, offset = [], 0
+    while True:
+        page = coffer.read_document(notes, doc.document_id, offset=offset, limit=10_000)
+        pages.append(page.markdown)
+        offset += len(page.markdown)
+        if not page.has_more:
+            break
+    whole = coffer.read_document(notes, doc.document_id)
+    assert len(pages) > 2 and "".join(pages) == whole.markdown and whole.total_chars == len(whole.markdown)
+
+
+def test_listing_filters_titles_case_insensitively_before_paginating(coffer: Coffer, notes: str) -> None:
+    for i in range(5):
+        coffer.add_document(notes, f"r{i}.md", f"# Report {i}\n\nx")
+        coffer.add_document(notes, f"m{i}.md", f"# Minutes {i}\n\nx")
+    page = coffer.list_documents(notes, "REPORT", limit=2, offset=2)
+    assert page.total == 5
+    assert [d.title for d in page.documents] == ["Report 2", "Report 3"]
+    with pytest.raises(InvalidArgumentError):
+        coffer.list_documents(notes, limit=0)
+
+
+def test_a_directory_ingest_walks_visible_files_and_records_source_paths(
+    coffer: Coffer, notes: str, tmp_path: Path
+) -> None:
+    tree = tmp_path / "corpus"
+    (tree / "sub").mkdir(parents=True)
+    (tree / ".git").mkdir()
+    (tree / "a.md").write_text("# A\n\nalpha", encoding="utf-8")
+    (tree / "sub" / "a.md").write_text("# Sub A\n\nbeta", encoding="utf-8")  # same name, other folder
+    (tree / "sub" / "empty.txt").write_text("", encoding="utf-8")
+    (tree / ".hidden.md").write_text("# H\n\nhidden", encoding="utf-8")
+    (tree / ".git" / "config.md").write_text("# G\n\ngit", encoding="utf-8")
+    seen = []
+    result = coffer.ingest_path(notes, tree, progress=lambda done, total, name: seen.append((done, total)))
+    assert (result.created, result.rejected) == (2, 1)
+    assert seen[-1] == (3, 3)
+    rejected = [i for i in result.items if i.status == "rejected"]
+    assert rejected[0].code == "empty"
+    sources = sorted(d.source_path for d in coffer.list_documents(notes).documents)
+    assert sources == [str(tree / "a.md"), str(tree / "sub" / "a.md")]
+    again = coffer.ingest_path(notes, tree)
+    assert again.unchanged == 2
+    (tree / "a.md").write_text("# A\n\nalpha changed", encoding="utf-8")
+    assert coffer.ingest_path(notes, tree).rejected == 2  # changed: duplicate without replace (+ empty)
+    assert coffer.ingest_path(notes, tree, replace=True).updated == 1

@@ -1,0 +1,96 @@
+"""Knowledge-base lifecycle through the core service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coffer_mcp import Coffer
+from coffer_mcp.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    KnowledgeBaseExistsError,
+    KnowledgeBaseNotFoundError,
+)
+
+
+def test_creating_a_knowledge_base_makes_its_folders_and_settings_file(coffer: Coffer, home: Path) -> None:
+    details = coffer.create_kb("design-notes", "ADRs and notes", chunk_size=256, chunk_overlap=32)
+    root = home / "knowledge" / "design-notes"
+    assert (root / "docs").is_dir() and (root / "raw").is_dir()
+    saved = yaml.safe_load((root / "kb.yaml").read_text(encoding="utf-8"))
+    assert (saved["description"], saved["chunk_size"], saved["chunk_overlap"]) == ("ADRs and notes", 256, 32)
+    assert (details.name, details.document_count, details.path) == ("design-notes", 0, str(root))
+    assert [kb.name for kb in coffer.list_kbs()] == ["design-notes"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", ".hidden", "UPPER", "a/b", "../etc", "a" * 65, "con", "nul.txt", "with space", "trailing.", "é", "a\x00b"],
+)
+def test_invalid_names_are_refused_and_nothing_is_created(coffer: Coffer, home: Path, name: str) -> None:
+    with pytest.raises(InvalidNameError) as caught:
+        coffer.create_kb(name)
+    assert "a-z" in caught.value.hint or "name" in caught.value.hint
+    assert coffer.list_kbs() == []
+    assert not any((home / "knowledge").iterdir())
+
+
+def test_a_duplicate_name_is_refused(coffer: Coffer, notes: str) -> None:
+    with pytest.raises(KnowledgeBaseExistsError):
+        coffer.create_kb(notes)
+
+
+def test_bad_chunk_settings_are_refused_with_a_hint(coffer: Coffer, home: Path) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        coffer.create_kb("kb", chunk_size=100, chunk_overlap=60)
+    assert "chunk_overlap" in caught.value.hint
+    assert not (home / "knowledge" / "kb").exists()
+
+
+def test_describe_reports_counts_and_disk_usage(coffer: Coffer, notes: str) -> None:
+    coffer.add_document(notes, "a.md", "# A\n\n" + "word " * 400)
+    details = coffer.describe_kb(notes)
+    assert details.document_count == 1 and details.chunk_count >= 2
+    assert details.disk_bytes > 4000
+    assert details.modes == ["grep", "keyword"] and details.documents_degraded == 0
+
+
+def test_updating_the_description_keeps_the_documents(coffer: Coffer, notes: str) -> None:
+    coffer.add_document(notes, "a.md", "# A\n\ntext")
+    updated = coffer.update_kb(notes, description="new words")
+    assert (updated.description, updated.document_count) == ("new words", 1)
+
+
+def test_deleting_a_knowledge_base_leaves_no_file_and_no_index_row(coffer: Coffer, notes: str, home: Path) -> None:
+    coffer.create_kb("keep")
+    coffer.add_document("keep", "k.md", "# Keep\n\nkept words")
+    for i in range(3):
+        coffer.add_document(notes, f"d{i}.md", f"# D{i}\n\ncontent {i}")
+    coffer.delete_kb(notes)
+    assert sorted(p.name for p in (home / "knowledge").iterdir()) == ["keep"]
+    assert not (home / "locks" / "notes.lock").exists()
+    for table, column in (("documents", "kb"), ("chunks", "kb"), ("knowledge_bases", "name")):
+        assert coffer.conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (notes,)).fetchone()[0] == 0
+    fts_rows = coffer.conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'content'").fetchone()[0]
+    assert fts_rows == 0
+    assert coffer.search("keep", "kept").passages
+    with pytest.raises(KnowledgeBaseNotFoundError):
+        coffer.describe_kb(notes)
+
+
+def test_an_unknown_knowledge_base_hint_lists_the_existing_ones(coffer: Coffer, notes: str) -> None:
+    with pytest.raises(KnowledgeBaseNotFoundError) as caught:
+        coffer.search("nope", "x")
+    assert caught.value.code == "unknown_kb" and "notes" in caught.value.hint
+
+
+def test_a_folder_created_by_hand_becomes_a_knowledge_base(coffer: Coffer, home: Path) -> None:
+    docs = home / "knowledge" / "handmade" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "readme.md").write_text("# Readme\n\nHello from a hand-made folder.", encoding="utf-8")
+    kbs = coffer.list_kbs()
+    assert [(kb.name, kb.document_count) for kb in kbs] == [("handmade", 1)]
+    assert (home / "knowledge" / "handmade" / "kb.yaml").exists()

@@ -1,0 +1,148 @@
+"""Files are truth: reconcile-on-read and rebuilding the index from the files."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.store import parse_document
+
+DOCS = {
+    "guide.md": "# Install guide\n\nRun the installer, then configure the proxy settings.\n\n## Upgrade\n\nStop the service first.",
+    "faq.md": "# FAQ\n\nThe proxy needs a restart after configuration changes.",
+    "zh.md": "# 说明\n\n近邻搜索和向量检索的区别在于索引结构。",
+}
+QUERIES = ["proxy configuration", "upgrade service", "近邻搜索", "向量", "restart"]
+
+
+def fill(coffer: Coffer, kb: str = "notes") -> dict[str, str]:
+    return {name: coffer.add_document(kb, name, text).document_id for name, text in DOCS.items()}
+
+
+def snapshot(coffer: Coffer, kb: str = "notes") -> list:
+    """Everything a user can observe through search, for comparing index states."""
+    return [
+        [(p.document_id, p.position, p.text, p.heading_path, p.score) for p in coffer.search(kb, q).passages]
+        for q in QUERIES
+    ]
+
+
+def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Coffer, notes: str, home: Path) -> None:
+    ids = fill(coffer)
+    coffer.edit_document(notes, ids["faq.md"], "# FAQ\n\nThe proxy needs a restart after edits.")
+    before = snapshot(coffer)
+    rows_before = [tuple(r) for r in coffer.conn.execute(
+        "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, source_sha256 "
+        "FROM documents ORDER BY id")]  # fmt: skip
+    coffer.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{home / 'coffer.db'}{suffix}").unlink(missing_ok=True)
+
+    with Coffer(load_settings(home=home)) as fresh:
+        [result] = fresh.reindex_all()
+        assert (result.kb, result.documents) == ("notes", 3)
+        assert fresh.describe_kb("notes").description == "test notes"
+        assert snapshot(fresh) == before
+        rows_after = [tuple(r) for r in fresh.conn.execute(
+            "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, "
+            "source_sha256 FROM documents ORDER BY id")]  # fmt: skip
+    assert rows_after == rows_before
+
+
+def test_a_read_after_deleting_the_database_rebuilds_without_an_explicit_reindex(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    fill(coffer)
+    before = snapshot(coffer)
+    coffer.close()
+    (home / "coffer.db").unlink()
+    with Coffer(load_settings(home=home)) as fresh:
+        assert snapshot(fresh) == before
+
+
+def test_a_file_added_by_hand_is_adopted_with_an_id(coffer: Coffer, notes: str, home: Path) -> None:
+    docs = home / "knowledge" / "notes" / "docs"
+    (docs / "handmade.md").write_text("# Handmade\n\nWritten in an editor, never uploaded.", encoding="utf-8")
+    [passage] = coffer.search(notes, "editor uploaded").passages
+    assert passage.title == "Handmade"
+    assert not (docs / "handmade.md").exists()
+    meta, body = parse_document((docs / f"{passage.document_id}.md").read_text(encoding="utf-8"))
+    assert meta["original_filename"] == "handmade.md" and body.startswith("# Handmade")
+    assert (home / "knowledge" / "notes" / "raw" / f"{passage.document_id}.md").exists()
+
+
+def test_a_file_deleted_by_hand_leaves_search_and_listing(coffer: Coffer, notes: str, home: Path) -> None:
+    ids = fill(coffer)
+    (home / "knowledge" / "notes" / "docs" / f"{ids['faq.md']}.md").unlink()
+    assert ids["faq.md"] not in {p.document_id for p in coffer.search(notes, "restart").passages}
+    assert coffer.list_documents(notes).total == 2
+    assert not list((home / "knowledge" / "notes" / "raw").glob(f"{ids['faq.md']}.*"))
+
+
+def test_a_file_edited_by_hand_becomes_edited_with_the_file_time(coffer: Coffer, notes: str, home: Path) -> None:
+    ids = fill(coffer)
+    path = home / "knowledge" / "notes" / "docs" / f"{ids['faq.md']}.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("restart", "reboot"), encoding="utf-8")
+    os.utime(path, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    [info] = [d for d in coffer.list_documents(notes).documents if d.document_id == ids["faq.md"]]
+    assert info.source_mode == "edited"
+    assert info.updated_at.startswith("2023-11-14T22:13:20")
+    assert coffer.search(notes, "reboot").passages
+
+
+def test_a_file_whose_frontmatter_was_removed_is_still_indexed(coffer: Coffer, notes: str, home: Path) -> None:
+    ids = fill(coffer)
+    path = home / "knowledge" / "notes" / "docs" / f"{ids['guide.md']}.md"
+    path.write_text("# Rewritten\n\nEntirely new words about kayaks.", encoding="utf-8")
+    [passage] = coffer.search(notes, "kayaks").passages
+    assert (passage.document_id, passage.title) == (ids["guide.md"], "Rewritten")
+
+
+def test_an_unchanged_corpus_is_not_rewritten_by_reindex(coffer: Coffer, notes: str) -> None:
+    fill(coffer)
+    result = coffer.reindex(notes, force=False)
+    assert (result.indexed, result.removed, result.adopted, result.documents) == (0, 0, 0, 3)
+
+
+def test_stray_temp_files_from_a_crash_are_removed_by_reindex(coffer: Coffer, notes: str, home: Path) -> None:
+    fill(coffer)
+    stray = home / "knowledge" / "notes" / "docs" / ".X.md.tmp-abc123"
+    stray.write_text("half", encoding="utf-8")
+    coffer.reindex(notes)
+    assert not stray.exists()
+    assert coffer.list_documents(notes).total == 3
+
+
+def test_changing_chunk_parameters_rechunks_every_document(coffer: Coffer, notes: str) -> None:
+    long_text = "# Long\n\n" + " ".join(f"Sentence number {i} talks about topic {i}." for i in range(60))
+    doc = coffer.add_document(notes, "long.md", long_text)
+    coarse = doc.chunk_count
+    coffer.update_kb(notes, chunk_size=128, chunk_overlap=16)
+    fine = coffer.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc.document_id,)).fetchone()[0]
+    assert fine > coarse
+    assert coffer.describe_kb(notes).chunk_size == 128
+    assert coffer.search(notes, "topic 42").passages
+
+
+def test_a_knowledge_base_folder_removed_by_hand_disappears(coffer: Coffer, notes: str, home: Path) -> None:
+    import shutil
+
+    fill(coffer)
+    shutil.rmtree(home / "knowledge" / "notes")
+    assert coffer.list_kbs() == []
+    assert coffer.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+
+
+def test_a_newer_schema_is_refused_with_a_hint(home: Path) -> None:
+    home.mkdir(parents=True)
+    with sqlite3.connect(home / "coffer.db") as conn:
+        conn.execute("PRAGMA user_version = 999")
+    from coffer_mcp.errors import StoreError
+
+    with Coffer(load_settings(home=home)) as coffer, pytest.raises(StoreError) as caught:
+        coffer.list_kbs()
+    assert "reindex" in caught.value.hint

@@ -1,0 +1,106 @@
+"""Keyword retrieval as a user sees it: ranking, CJK, hostile queries, scope."""
+
+from __future__ import annotations
+
+import pytest
+
+from coffer_mcp import Coffer
+from coffer_mcp.errors import InvalidArgumentError
+
+CORPUS = {
+    "hnsw.md": "# HNSW\n\nHierarchical navigable small world graphs index vectors for nearest neighbour search.",
+    "bread.md": "# Bread\n\nSourdough needs a lively starter, flour, water and salt.",
+    "running.md": "# Running\n\nThe runner was running every morning; runs build endurance.",
+    "zh.md": "# 向量数据库\n\n向量检索依赖近邻搜索算法，图索引在召回率和延迟之间取得平衡。",
+    "ja.md": "# 検索\n\nベクトル検索は近傍探索を使います。",
+    "code.md": "# Backend\n\nThe get_user_name function lives in the backend service.",
+}
+
+
+@pytest.fixture
+def corpus(coffer: Coffer, notes: str) -> dict[str, str]:
+    return {name: coffer.add_document(notes, name, text).document_id for name, text in CORPUS.items()}
+
+
+def top(coffer: Coffer, query: str, k: int = 5) -> list[str]:
+    return [p.document_id for p in coffer.search("notes", query, k).passages]
+
+
+def test_the_relevant_english_document_ranks_first(coffer: Coffer, corpus: dict[str, str]) -> None:
+    assert top(coffer, "nearest neighbour graphs")[0] == corpus["hnsw.md"]
+    assert top(coffer, "sourdough starter")[0] == corpus["bread.md"]
+
+
+def test_english_words_match_across_inflections(coffer: Coffer, corpus: dict[str, str]) -> None:
+    assert top(coffer, "runs")[0] == corpus["running.md"]
+    assert top(coffer, "graph")[0] == corpus["hnsw.md"]
+
+
+def test_and_matches_rank_before_partial_matches(coffer: Coffer, corpus: dict[str, str]) -> None:
+    ranked = top(coffer, "flour salt vectors")
+    assert set(ranked) == {corpus["bread.md"], corpus["hnsw.md"]}
+    both = top(coffer, "flour salt")
+    assert both == [corpus["bread.md"]]
+
+
+@pytest.mark.parametrize("query", ["近邻搜索", "向量检索", "向量", "召回", "検索", "近傍探索"])
+def test_cjk_queries_find_cjk_documents(coffer: Coffer, corpus: dict[str, str], query: str) -> None:
+    expected = corpus["ja.md"] if query in ("検索", "近傍探索") else corpus["zh.md"]
+    assert top(coffer, query)[0] == expected
+
+
+def test_a_mixed_language_query_finds_the_chinese_document(coffer: Coffer, corpus: dict[str, str]) -> None:
+    assert top(coffer, "HNSW 近邻搜索算法")[0] == corpus["zh.md"]
+
+
+def test_a_partial_identifier_is_found_by_substring(coffer: Coffer, corpus: dict[str, str]) -> None:
+    assert top(coffer, "user_name")[0] == corpus["code.md"]
+    assert top(coffer, "ackend")[0] == corpus["code.md"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"unbalanced AND (NEAR x* OR', "NOT", "a AND", "col:value", "^start", "x*", '"', "''", "(", ")", "-",
+     "DROP TABLE documents; --", "' OR 1=1 --", "NEAR(a b, 2)", "\\", "{*}", "\u0000", "🙂"],
+)  # fmt: skip
+def test_fts_syntax_in_a_query_is_plain_text(coffer: Coffer, corpus: dict[str, str], query: str) -> None:
+    result = coffer.search("notes", query)
+    assert result.strategy == "keyword"
+    assert coffer.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == len(CORPUS)
+
+
+def test_a_stray_short_word_does_not_match_inside_other_words(coffer: Coffer, corpus: dict[str, str]) -> None:
+    assert top(coffer, "zz or qq") == []
+
+
+def test_search_can_be_restricted_to_documents(coffer: Coffer, corpus: dict[str, str]) -> None:
+    result = coffer.search("notes", "the", 10, document_ids=[corpus["running.md"]])
+    assert {p.document_id for p in result.passages} == {corpus["running.md"]}
+
+
+def test_scores_are_positive_and_passages_carry_their_place(coffer: Coffer, corpus: dict[str, str]) -> None:
+    [passage, *_] = coffer.search("notes", "navigable small world").passages
+    assert passage.score > 0 and passage.position == 0 and passage.heading_path == ["HNSW"]
+    assert passage.chunk_id == f"{passage.document_id}:0" and passage.kb == "notes"
+
+
+@pytest.mark.parametrize(("query", "top_k"), [("", 5), ("   ", 5), ("x" * 2001, 5), ("ok", 0), ("ok", 1001)])
+def test_bad_search_arguments_are_refused(coffer: Coffer, notes: str, query: str, top_k: int) -> None:
+    with pytest.raises(InvalidArgumentError):
+        coffer.search(notes, query, top_k)
+
+
+def test_grep_finds_lines_with_their_document_and_kb(coffer: Coffer, corpus: dict[str, str]) -> None:
+    result = coffer.grep("notes", r"get_\w+_name")
+    [hit] = result.hits
+    assert (hit.document_id, hit.kb, hit.line) == (corpus["code.md"], "notes", "The get_user_name function lives in the backend service.")
+
+
+def test_grep_gives_the_same_hits_with_and_without_ripgrep(coffer: Coffer, corpus: dict[str, str], home) -> None:
+    from coffer_mcp import load_settings
+
+    with Coffer(load_settings(home=home, rg_path="")) as python_only:
+        slow = python_only.grep("notes", "(?i)the|向量", 100)
+    fast = coffer.grep("notes", "(?i)the|向量", 100)
+    assert slow.engine == "python"
+    assert [(h.path, h.line_number, h.line) for h in slow.hits] == [(h.path, h.line_number, h.line) for h in fast.hits]
