@@ -1,0 +1,395 @@
+"""The ``coffer`` command: argv -> settings -> one call on the core -> text or ``--json``.
+
+This is the only module that reads ``sys.argv`` and the process environment. Errors print one
+line (with a hint) on stderr and exit 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from coffer_mcp import __version__
+from coffer_mcp.errors import CofferError, ConfirmationRequiredError
+from coffer_mcp.settings import Settings, load_settings
+
+__all__ = ["main", "serve_main"]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``coffer``."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        settings = load_settings(os.environ, home=args.home)
+        _configure_logging(settings)
+        return args.handler(args, settings) or 0
+    except CofferError as exc:
+        print(f"coffer: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("coffer: interrupted", file=sys.stderr)
+        return 130
+
+
+def serve_main() -> None:
+    """Entry point of ``coffer-mcp``: the stdio server, same as ``coffer serve``."""
+    sys.exit(main(["serve", *sys.argv[1:]]))
+
+
+# -- parser --------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coffer", description="Coffer: a local-first knowledge base over MCP.")
+    parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
+    parser.add_argument("--home", help="the Coffer home folder (default: $COFFER_HOME or ~/.coffer)")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the MCP server (stdio)")
+    serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
+    serve.set_defaults(handler=_serve)
+    kb = commands.add_parser("kb", help="manage knowledge bases and their documents")
+    kb_commands = kb.add_subparsers(title="kb commands", metavar="KB_COMMAND")
+    kb.set_defaults(handler=lambda args, settings: kb.print_help(sys.stderr) or EXIT_USAGE)
+    for name, helptext, configure in _KB_COMMANDS:
+        sub = kb_commands.add_parser(name, help=helptext, description=helptext)
+        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        configure(sub)
+    return parser
+
+
+def _add_create(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("--description", default="")
+    p.add_argument("--chunk-size", type=int)
+    p.add_argument("--chunk-overlap", type=int)
+    p.set_defaults(handler=_kb_create)
+
+
+def _add_update(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("--description")
+    p.add_argument("--chunk-size", type=int)
+    p.add_argument("--chunk-overlap", type=int)
+    p.set_defaults(handler=_kb_update)
+
+
+def _add_name(handler: Callable[..., int | None]) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name")
+        p.set_defaults(handler=handler)
+
+    return configure
+
+
+def _add_delete(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(handler=_kb_delete)
+
+
+def _add_ingest(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (folders are walked recursively)")
+    p.add_argument("--replace", action="store_true", help="update documents whose source changed")
+    p.set_defaults(handler=_kb_ingest)
+
+
+def _add_search(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
+    p.add_argument("query", nargs="+")
+    p.add_argument("--top-k", type=int, default=5)
+    p.set_defaults(handler=_kb_search)
+
+
+def _add_grep(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
+    p.add_argument("pattern")
+    p.add_argument("--max-matches", type=int, default=50)
+    p.add_argument("-i", "--ignore-case", action="store_true")
+    p.add_argument("-F", "--fixed-strings", action="store_true")
+    p.set_defaults(handler=_kb_grep)
+
+
+def _add_doc(handler: Callable[..., int | None]) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name")
+        p.add_argument("doc_id")
+        p.set_defaults(handler=handler)
+
+    return configure
+
+
+def _add_documents(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("--q", default="", help="only titles containing this")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p.set_defaults(handler=_kb_documents)
+
+
+def _add_reindex(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?")
+    p.add_argument("--all", action="store_true", help="every knowledge base")
+    p.set_defaults(handler=_kb_reindex)
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+
+def _service(settings: Settings):
+    from coffer_mcp.service import Coffer
+
+    return Coffer(settings)
+
+
+def _kb_create(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        details = coffer.create_kb(args.name, args.description, chunk_size=args.chunk_size,
+                                   chunk_overlap=args.chunk_overlap)  # fmt: skip
+    _emit(args, details, lambda d: f"created knowledge base '{d.name}' at {d.path}")
+
+
+def _kb_list(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        kbs = coffer.list_kbs()
+    _emit(args, kbs, lambda items: _table(
+        ["NAME", "DOCS", "DESCRIPTION"], [[k.name, k.document_count, k.description] for k in items]
+    ) if items else "no knowledge bases yet (create one: coffer kb create NAME)")  # fmt: skip
+
+
+def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        details = coffer.describe_kb(args.name)
+    _emit(args, details, _key_values)
+
+
+def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        details = coffer.update_kb(args.name, description=args.description, chunk_size=args.chunk_size,
+                                   chunk_overlap=args.chunk_overlap, progress=_progress(args))  # fmt: skip
+    _emit(args, details, _key_values)
+
+
+def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
+    if not args.yes and not _confirmed(args.name):
+        raise ConfirmationRequiredError(
+            f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt."
+        )
+    with _service(settings) as coffer:
+        result = coffer.delete_kb(args.name)
+    _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({r.files_removed} files)")
+
+
+def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    results = []
+    with _service(settings) as coffer:
+        for path in args.paths:
+            results.append(coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args)))
+    items = [item for result in results for item in result.items]
+    if args.json:
+        _print_json([r.model_dump() for r in results] if len(results) > 1 else results[0])
+    else:
+        for item in items:
+            detail = item.document_id if item.document_id else f"{item.code}: {item.message}"
+            print(f"{item.status:<9} {detail}  {item.path}")
+        counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
+        print(", ".join(f"{n} {s}" for s, n in counts.items()), file=sys.stderr)
+    return EXIT_ERROR if items and all(i.status == "rejected" for i in items) else 0
+
+
+def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        result = coffer.search(_selector(args.name), " ".join(args.query), args.top_k)
+    _emit(args, result, _render_search)
+
+
+def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        result = coffer.grep(_selector(args.name), args.pattern, args.max_matches, ignore_case=args.ignore_case,
+                             fixed_strings=args.fixed_strings)  # fmt: skip
+
+    def render(r) -> str:
+        lines = [f"{h.path}:{h.line_number}:{h.line}" for h in r.hits]
+        if r.truncated:
+            lines.append(f"(truncated after {len(r.hits)} matches; raise --max-matches to see more)")
+        return "\n".join(lines) if lines else "no matches"
+
+    _emit(args, result, render)
+
+
+def _kb_read(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        document = coffer.read_document(args.name, args.doc_id)
+    _emit(args, document, lambda d: d.markdown)
+
+
+def _kb_rm(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        result = coffer.delete_document(args.name, args.doc_id)
+    _emit(args, result, lambda r: f"deleted document {r.document_id} from '{r.kb}'")
+
+
+def _kb_documents(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        page = coffer.list_documents(args.name, args.q, args.limit, args.offset)
+
+    def render(p) -> str:
+        rows = [[d.document_id, d.original_format, d.source_mode, d.title] for d in p.documents]
+        shown = f"{p.offset + 1}-{p.offset + len(p.documents)} of {p.total}" if p.documents else f"0 of {p.total}"
+        return _table(["ID", "FORMAT", "MODE", "TITLE"], rows) + f"\n({shown})"
+
+    _emit(args, page, render)
+
+
+def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
+    if bool(args.name) == bool(args.all):
+        print("coffer: give a knowledge base name or --all", file=sys.stderr)
+        return EXIT_USAGE
+    with _service(settings) as coffer:
+        if args.all:
+            results = coffer.reindex_all(progress=_progress(args))
+        else:
+            results = [coffer.reindex(args.name, progress=_progress(args))]
+    _emit(args, results, lambda rs: "\n".join(
+        f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted" for r in rs
+    ) or "no knowledge bases")  # fmt: skip
+    return None
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.mcp_server import build_server
+    from coffer_mcp.service import Coffer
+
+    coffer = Coffer(settings)
+    server = build_server(coffer, curation=False if args.no_curation else None)
+    _announce(settings)
+    try:
+        server.run("stdio")
+    finally:
+        coffer.close()
+
+
+def _announce(settings: Settings) -> None:
+    """Say on stderr what this is, so a server started by hand in a terminal is not silent."""
+    print(f"coffer-mcp {__version__}: MCP server on stdio; COFFER_HOME={settings.home}", file=sys.stderr)
+    if sys.stdin.isatty():
+        print(
+            "  This process speaks the Model Context Protocol on stdin/stdout and waits for a client.\n"
+            "  Connect one instead of typing here, e.g.:\n"
+            "    npx @modelcontextprotocol/inspector coffer serve\n"
+            "  or add to Claude Desktop's claude_desktop_config.json:\n"
+            '    {"mcpServers": {"coffer": {"command": "coffer", "args": ["serve"]}}}\n'
+            "  Press Ctrl-C to stop.",
+            file=sys.stderr,
+        )
+
+
+_KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
+    ("create", "create a knowledge base", _add_create),
+    ("list", "list knowledge bases", lambda p: p.set_defaults(handler=_kb_list)),
+    ("describe", "counts, settings and disk usage of a knowledge base", _add_name(_kb_describe)),
+    ("update", "change a knowledge base's description or chunking", _add_update),
+    ("delete", "delete a knowledge base and all its documents", _add_delete),
+    ("ingest", "add files or folders to a knowledge base", _add_ingest),
+    ("search", "search passages", _add_search),
+    ("grep", "regex search over the Markdown files", _add_grep),
+    ("read", "print a document's Markdown", _add_doc(_kb_read)),
+    ("rm", "delete a document", _add_doc(_kb_rm)),
+    ("documents", "list a knowledge base's documents", _add_documents),
+    ("reindex", "rebuild the index from the files", _add_reindex),
+]
+
+
+# -- output --------------------------------------------------------------------------------------
+
+
+def _emit(args: argparse.Namespace, value: Any, render: Callable[[Any], str]) -> None:
+    if args.json:
+        _print_json(value)
+    else:
+        print(render(value))
+
+
+def _print_json(value: Any) -> None:
+    if isinstance(value, BaseModel):
+        data = value.model_dump(mode="json")
+    elif isinstance(value, list):
+        data = [v.model_dump(mode="json") if isinstance(v, BaseModel) else v for v in value]
+    else:
+        data = value
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _render_search(result) -> str:
+    if not result.passages:
+        return f"no passages found (strategy: {result.strategy})"
+    blocks = []
+    for rank, p in enumerate(result.passages, 1):
+        text = " ".join(p.text.split())
+        text = text if len(text) <= 300 else text[:297] + "..."
+        where = " > ".join(p.heading_path)
+        blocks.append(f"{rank}. {p.title}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
+                      + (f"   {where}\n" if where else "") + f"   {text}")  # fmt: skip
+    return "\n".join(blocks) + f"\n(strategy: {result.strategy})"
+
+
+def _key_values(model: BaseModel) -> str:
+    data = model.model_dump(mode="json")
+    width = max(map(len, data))
+    return "\n".join(f"{key:<{width}}  {value}" for key, value in data.items())
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _selector(name: str) -> str | list[str]:
+    return name if name == "*" else [part.strip() for part in name.split(",") if part.strip()]
+
+
+def _confirmed(name: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    answer = input(f"Delete knowledge base '{name}' and all its documents? Type its name to confirm: ")
+    return answer.strip() == name
+
+
+def _progress(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:
+    """A progress bar on stderr for interactive runs; silent with --json or when piped."""
+    if args.json or not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int, message: str) -> None:
+        width = 30
+        filled = width * done // total if total else width
+        label = message if len(message) <= 40 else "..." + message[-37:]
+        end = "\n" if done >= total else ""
+        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}", end=end, file=sys.stderr,
+              flush=True)  # fmt: skip
+
+    return report
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(stream=sys.stderr, level=settings.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Import boundaries: one direction of imports, each third-party adapter in one place, lazy heavy imports."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "coffer_mcp"
+
+# Layers, lowest first: a module may import its own layer and lower ones only.
+LAYERS = [
+    {"errors", "models", "timeutil", "settings"},
+    {"store", "convert", "index", "embed", "chunking", "grep"},
+    {"search", "reindex"},
+    {"documents", "service"},
+    {"mcp_server", "web", "cli", "__main__", "__init__"},
+]
+# Third-party packages each confined to one place.
+OWNERS = {
+    "mcp": ("mcp_server", "web"),
+    "sqlite_vec": ("index",),
+    "sqlean": ("index",),
+    "markitdown": ("convert",),
+    "fastembed": ("embed",),
+    "openai": ("embed",),
+    "starlette": ("web",),
+    "uvicorn": ("web", "cli"),
+}
+
+
+def modules() -> list[tuple[str, Path]]:
+    return [(p.relative_to(PACKAGE).parts[0].removesuffix(".py"), p) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def layer_of(unit: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if unit in layer)
+
+
+@pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
+def test_imports_only_point_down_the_layers(unit: str, path: Path) -> None:
+    for name in imported(path):
+        if name.startswith("coffer_mcp.") and name != "coffer_mcp":
+            target = name.split(".")[1]
+            assert layer_of(target) <= layer_of(unit), f"{path.name} imports {name} from a higher layer"
+
+
+@pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
+def test_each_third_party_package_is_imported_in_one_place(unit: str, path: Path) -> None:
+    for name in imported(path):
+        top = name.split(".")[0]
+        if top in OWNERS:
+            assert unit in OWNERS[top], f"{path.relative_to(PACKAGE)} imports {top}"
+
+
+def test_importing_the_core_loads_no_heavy_library() -> None:
+    code = (
+        "import sys, coffer_mcp, coffer_mcp.service, coffer_mcp.cli;"
+        "heavy = {'markitdown', 'fastembed', 'onnxruntime', 'openai', 'mcp', 'starlette', 'uvicorn'};"
+        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,250 @@
+"""The MCP surface end to end through the SDK's in-memory client (a real MCP session)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.types import Implementation
+
+from coffer_mcp import Coffer
+from coffer_mcp.mcp_server import TOOL_NAMES, build_server
+
+pytestmark = pytest.mark.anyio
+
+ENGLISH = """# Approximate nearest neighbour search
+
+Vector databases answer similarity queries with approximate nearest neighbour indexes such as
+HNSW graphs. Recall and latency trade off through the ef parameter.
+"""
+OTHER = """# Sourdough baking
+
+A starter of flour and water ferments for days before the dough is mixed and proofed overnight.
+"""
+CHINESE = """# 向量数据库
+
+向量检索依赖近邻搜索算法。常见的近邻搜索索引包括图索引和倒排索引，它们在召回率和延迟之间取得平衡。
+"""
+TABLE_AND_CODE = """# Configuration reference
+
+| setting | default |
+|---------|---------|
+| chunk_size | 512 |
+
+```python
+def configure(chunk_size=512):
+    return {"chunk_size": chunk_size}
+```
+"""
+
+# Pinned tool contract: names, parameters, and annotations (readOnly, destructive, idempotent).
+CONTRACT = {
+    "coffer__list_knowledge_bases": ([], (True, None, None)),
+    "coffer__search_knowledge": (["kb", "query", "top_k"], (True, None, None)),
+    "coffer__grep_knowledge": (["kb", "pattern", "max_matches", "ignore_case", "fixed_strings"], (True, None, None)),
+    "coffer__read_document": (["kb", "doc_id", "offset", "limit"], (True, None, None)),
+    "coffer__add_document": (["kb", "filename", "content", "replace", "content_encoding"], (False, False, True)),
+    "coffer__edit_document": (["kb", "doc_id", "content"], (False, True, True)),
+    "coffer__delete_document": (["kb", "doc_id"], (False, True, True)),
+    "coffer__list_documents": (["kb", "q", "limit", "offset"], (True, None, None)),
+    "coffer__create_knowledge_base": (["name", "description"], (False, False, False)),
+    "coffer__delete_knowledge_base": (["name", "confirm"], (False, True, True)),
+}
+
+
+def client_for(coffer: Coffer, **kwargs) -> Client:
+    return Client(build_server(coffer, **kwargs), client_info=Implementation(name="test-agent", version="1.0"))
+
+
+async def call(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def call_error(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return json.loads(result.content[0].text)
+
+
+async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == set(CONTRACT) == set(TOOL_NAMES)
+    for name, (params, (read_only, destructive, idempotent)) in CONTRACT.items():
+        tool = tools[name]
+        assert list(tool.input_schema["properties"]) == params, name
+        assert tool.annotations.read_only_hint is read_only, name
+        assert tool.annotations.destructive_hint is destructive, name
+        assert tool.annotations.idempotent_hint is idempotent, name
+        assert tool.output_schema is not None, name
+        assert tool.description and len(tool.description.splitlines()) <= 15, name
+    search = tools["coffer__search_knowledge"].input_schema["properties"]["top_k"]
+    assert (search["minimum"], search["maximum"], search["default"]) == (1, 20, 5)
+
+
+async def test_switching_curation_off_leaves_the_seven_core_tools(coffer: Coffer) -> None:
+    async with client_for(coffer, curation=False) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert names == set(TOOL_NAMES[:7])
+
+
+async def test_an_agent_builds_searches_edits_and_deletes_documents(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="research", description="papers")
+        english = await call(client, "coffer__add_document", kb="research", filename="ann.md", content=ENGLISH)
+        await call(client, "coffer__add_document", kb="research", filename="bread.md", content=OTHER)
+        chinese = await call(client, "coffer__add_document", kb="research", filename="zh.md", content=CHINESE)
+        config = await call(client, "coffer__add_document", kb="research", filename="config.md", content=TABLE_AND_CODE)
+
+        found = await call(client, "coffer__search_knowledge", kb="research", query="nearest neighbour indexes")
+        assert found["strategy"] == "keyword"
+        assert found["passages"][0]["document_id"] == english["document_id"]
+        passage = found["passages"][0]
+        assert set(passage) >= {"text", "document_id", "title", "score", "position", "heading_path", "chunk_id"}
+        assert passage["heading_path"] == ["Approximate nearest neighbour search"]
+
+        for query in ("近邻搜索", "向量"):
+            hits = await call(client, "coffer__search_knowledge", kb="research", query=query)
+            assert hits["passages"][0]["document_id"] == chinese["document_id"], query
+
+        code = await call(client, "coffer__search_knowledge", kb="research", query="configure chunk_size")
+        assert code["passages"][0]["document_id"] == config["document_id"]
+        assert "```python" in code["passages"][0]["text"] or "| chunk_size |" in code["passages"][0]["text"]
+
+        weird = await call(client, "coffer__search_knowledge", kb="research", query='"unbalanced AND (NEAR x* OR')
+        assert weird["strategy"] == "keyword"
+
+        grep = await call(client, "coffer__grep_knowledge", kb="research", pattern=r"HNSW\s+graphs")
+        hit = grep["hits"][0]
+        assert set(hit) >= {"path", "document_id", "line_number", "line"}
+        assert hit["document_id"] == english["document_id"] and "HNSW" in hit["line"]
+        assert Path(hit["path"]).read_text(encoding="utf-8").splitlines()[hit["line_number"] - 1] == hit["line"]
+        assert grep["truncated"] is False
+
+        read = await call(client, "coffer__read_document", kb="research", doc_id=english["document_id"])
+        assert read["markdown"].startswith("# Approximate nearest neighbour search")
+        assert Path(read["path"]).is_file() and read["metadata"]["original_filename"] == "ann.md"
+
+        await call(client, "coffer__edit_document", kb="research", doc_id=english["document_id"],
+                   content="# Approximate nearest neighbour search\n\nProduct quantization compresses vectors.")
+        assert (await call(client, "coffer__search_knowledge", kb="research", query="quantization"))["passages"]
+        gone = await call(client, "coffer__search_knowledge", kb="research", query="HNSW")
+        assert english["document_id"] not in {p["document_id"] for p in gone["passages"]}
+        edited = await call(client, "coffer__read_document", kb="research", doc_id=english["document_id"])
+        assert edited["metadata"]["source_mode"] == "edited"
+
+        await call(client, "coffer__delete_document", kb="research", doc_id=chinese["document_id"])
+        assert not (await call(client, "coffer__search_knowledge", kb="research", query="近邻搜索"))["passages"]
+        error = await call_error(client, "coffer__read_document", kb="research", doc_id=chinese["document_id"])
+        assert error["code"] == "unknown_document"
+
+
+async def test_re_uploads_are_idempotent_refused_or_replaced(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        first = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nversion one")
+        again = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nversion one")
+        assert (again["document_id"], again["status"]) == (first["document_id"], "unchanged")
+
+        error = await call_error(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nv2")
+        assert error["code"] == "duplicate" and "replace" in error["hint"]
+
+        replaced = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nv2",
+                              replace=True)  # fmt: skip
+        assert (replaced["document_id"], replaced["status"]) == (first["document_id"], "updated")
+        listing = await call(client, "coffer__list_documents", kb="kb")
+        assert listing["total"] == 1
+
+
+async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(coffer: Coffer, home: Path) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="../../x.md", content="# X\n\nescape")
+    assert added["original_filename"] == "x.md"
+    assert Path(added["path"]).parent == home / "knowledge" / "kb" / "docs"
+    assert not list(home.parent.glob("x.md")) and not (home / "x.md").exists()
+
+
+async def test_an_edit_made_on_disk_is_seen_by_the_next_search(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\nold words")
+        path = Path(added["path"])
+        path.write_text(path.read_text(encoding="utf-8").replace("old words", "fresh wording"), encoding="utf-8")
+        assert (await call(client, "coffer__search_knowledge", kb="kb", query="fresh wording"))["passages"]
+        assert not (await call(client, "coffer__search_knowledge", kb="kb", query="old"))["passages"]
+
+
+async def test_an_unknown_knowledge_base_error_names_the_existing_ones(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="alpha")
+        await call(client, "coffer__create_knowledge_base", name="beta")
+        error = await call_error(client, "coffer__search_knowledge", kb="gamma", query="x")
+    assert error["code"] == "unknown_kb"
+    assert "alpha" in error["hint"] and "beta" in error["hint"]
+
+
+async def test_search_can_span_several_or_all_knowledge_bases(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        for name in ("one", "two", "three"):
+            await call(client, "coffer__create_knowledge_base", name=name)
+            await call(client, "coffer__add_document", kb=name, filename="d.md", content=f"# {name}\n\nshared term")
+        some = await call(client, "coffer__search_knowledge", kb=["one", "two"], query="shared term")
+        everything = await call(client, "coffer__search_knowledge", kb="*", query="shared term")
+    assert {p["kb"] for p in some["passages"]} == {"one", "two"}
+    assert {p["kb"] for p in everything["passages"]} == {"one", "two", "three"}
+
+
+async def test_deleting_a_knowledge_base_needs_confirmation(coffer: Coffer, home: Path) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="doomed")
+        error = await call_error(client, "coffer__delete_knowledge_base", name="doomed", confirm=False)
+        assert error["code"] == "confirmation_required"
+        assert (home / "knowledge" / "doomed").is_dir()
+        await call(client, "coffer__delete_knowledge_base", name="doomed", confirm=True)
+    assert not (home / "knowledge" / "doomed").exists()
+
+
+async def test_binary_formats_can_be_added_as_base64(coffer: Coffer) -> None:
+    import base64
+
+    from tests.conftest import FIXTURES
+
+    data = base64.b64encode((FIXTURES / "sample.docx").read_bytes()).decode()
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="sample.docx", content=data,
+                           content_encoding="base64")  # fmt: skip
+        bad = await call_error(client, "coffer__add_document", kb="kb", filename="x.pdf", content="%%%",
+                               content_encoding="base64")  # fmt: skip
+    assert added["status"] == "created"
+    assert bad["code"] == "invalid_argument"
+
+
+async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_actor(coffer: Coffer) -> None:
+    async with client_for(coffer) as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\ntext")
+        await call_error(client, "coffer__search_knowledge", kb="missing", query="x")
+    calls = [tuple(r) for r in coffer.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")]
+    assert calls == [
+        ("coffer__create_knowledge_base", "test-agent", "ok", None),
+        ("coffer__add_document", "test-agent", "ok", None),
+        ("coffer__search_knowledge", "test-agent", "error", "unknown_kb"),
+    ]
+    audit = [tuple(r) for r in coffer.conn.execute("SELECT event, document_id, actor FROM audit_log ORDER BY id")]
+    assert audit == [
+        ("KB_CREATED", None, "agent:test-agent"),
+        ("KB_DOCUMENT_INGESTED", added["document_id"], "agent:test-agent"),
+    ]
+
+
+async def test_the_server_instructions_name_the_knowledge_bases(coffer: Coffer) -> None:
+    coffer.create_kb("handbook")
+    coffer.add_document("handbook", "a.md", "# A\n\ntext")
+    server = build_server(coffer)
+    assert "handbook (1 documents)" in server.instructions

@@ -1,0 +1,77 @@
+"""``coffer serve`` as a real subprocess speaking MCP over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.types import Implementation
+
+from coffer_mcp import Coffer, load_settings
+
+pytestmark = pytest.mark.anyio
+
+
+def server_env(home: Path) -> dict[str, str]:
+    return {**os.environ, "COFFER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+
+
+def rpc(message_id: int | None, method: str, params: dict | None = None) -> bytes:
+    message = {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
+    if message_id is not None:
+        message["id"] = message_id
+    return (json.dumps(message) + "\n").encode()
+
+
+async def test_a_client_searches_through_the_stdio_server(home: Path) -> None:
+    with Coffer(load_settings(home=home)) as coffer:
+        coffer.create_kb("notes")
+        coffer.add_document("notes", "ann.md", "# Graphs\n\nHNSW graphs answer nearest neighbour queries.")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_mcp", "serve"], env=server_env(home))
+    with anyio.fail_after(60):
+        async with Client(params, client_info=Implementation(name="stdio-test", version="1")) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            result = await client.call_tool("coffer__search_knowledge", {"kb": "notes", "query": "HNSW"})
+    assert "coffer__search_knowledge" in tools
+    assert not result.is_error
+    assert result.structured_content["passages"][0]["title"] == "Graphs"
+
+
+def test_stdout_carries_nothing_but_json_rpc(home: Path) -> None:
+    """Even a server started with no home yet writes only protocol messages to stdout."""
+    # One request at a time: the server handles requests concurrently, as MCP allows.
+    messages = [
+        rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                              "clientInfo": {"name": "raw", "version": "1"}}),
+        rpc(None, "notifications/initialized") + rpc(2, "tools/list"),
+        rpc(3, "tools/call", {"name": "coffer__create_knowledge_base", "arguments": {"name": "kb"}}),
+        rpc(4, "tools/call", {"name": "coffer__add_document",
+                              "arguments": {"kb": "kb", "filename": "d.html", "content": "<h1>T</h1><p>body</p>"}}),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coffer_mcp", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=server_env(home),
+    )  # fmt: skip
+    try:
+        lines = []
+        for message in messages:
+            proc.stdin.write(message)
+            proc.stdin.flush()
+            lines.append(proc.stdout.readline())
+        rest, stderr = proc.communicate(timeout=60)  # closes stdin: the server exits
+    finally:
+        proc.kill()
+    replies = [json.loads(line) for line in lines]
+    assert rest == b""
+    assert all(reply["jsonrpc"] == "2.0" for reply in replies)
+    assert [reply["id"] for reply in replies] == [1, 2, 3, 4]
+    assert not replies[2]["result"].get("isError"), replies[2]
+    assert not replies[3]["result"].get("isError"), replies[3]
+    assert b"coffer-mcp" in stderr  # the banner goes to stderr
