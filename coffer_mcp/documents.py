@@ -32,7 +32,7 @@ from coffer_mcp.models import (
     DocumentPage,
     IngestResult,
 )
-from coffer_mcp.reindex import index_document, read_truth
+from coffer_mcp.reindex import index_document, read_truth, truth_of
 from coffer_mcp.store import (
     KbPaths,
     atomic_write,
@@ -102,23 +102,26 @@ class DocumentOperations:
         ``original_filename``. Identical bytes ⇒ no-op (``unchanged``); changed bytes ⇒ updated in
         place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
         """
-        data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
-        name = _filename(filename)
         paths, _ = self.open_kb(kb)
+        data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
+        return self._ingest(paths, _filename(filename), data, replace=replace, actor=actor, source_path=source_path)
+
+    def _ingest(
+        self: Coffer, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str, source_path: str | None
+    ) -> IngestResult:
+        """Ingest without a full reconcile: only the matching document's file is checked."""
         source_sha = hashlib.sha256(data).hexdigest()
-        self.refresh(kb)
         # Decide before converting: an identical or refused re-upload costs no conversion.
-        early = self._reupload(paths, name, source_path, source_sha, replace)
+        early = self._reupload(paths, name, _match(self, paths.name, name, source_path), source_sha, replace)
         if early is not None:
             return early
         conversion = convert(name, data, max_bytes=self.settings.max_document_bytes)
-        with self.kb_lock(kb):
-            config = self._config(kb)
-            self._reconcile_locked(paths, config)
-            early = self._reupload(paths, name, source_path, source_sha, replace)
+        with self.kb_lock(paths.name):
+            config = self._config(paths.name)
+            existing = self._live_match(paths, name, source_path)
+            early = self._reupload(paths, name, existing, source_sha, replace)
             if early is not None:
                 return early
-            existing = _match(self, paths.name, name, source_path)
             doc_id = existing["id"] if existing is not None else str(ULID())
             now = utc_now()
             metadata = {
@@ -136,17 +139,29 @@ class DocumentOperations:
             }
             if source_path:
                 metadata["source_path"] = source_path
-            _write_original(paths, doc_id, conversion.original_format, data)
+            _write_original(paths, doc_id, conversion.original_format, data, existing)
             atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
-            index_document(self.conn, paths, config, doc_id)
+            truth = truth_of(paths, doc_id, metadata, conversion.markdown)
+            index_document(self.conn, paths, config, doc_id, truth=truth)
             event = "KB_DOCUMENT_UPDATED" if existing is not None else "KB_DOCUMENT_INGESTED"
             with q.write(self.conn):
-                q.audit(self.conn, event, kb, actor, doc_id, {"filename": name, "source_sha256": source_sha})
+                q.audit(self.conn, event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
         return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
 
-    def _reupload(self: Coffer, paths: KbPaths, name: str, source_path: str | None, source_sha: str,
+    def _live_match(self: Coffer, paths: KbPaths, name: str, source_path: str | None) -> Any:
+        """The matching document whose file still exists; rows of files deleted by hand are dropped.
+
+        Call while holding the KB lock.
+        """
+        while (row := _match(self, paths.name, name, source_path)) is not None:
+            if paths.doc(row["id"]).exists():
+                return row
+            index_document(self.conn, paths, self._config(paths.name), row["id"])  # removes the stale rows
+        return None
+
+    def _reupload(self: Coffer, paths: KbPaths, name: str, existing: Any, source_sha: str,
                   replace: bool) -> IngestResult | None:  # fmt: skip
-        existing = _match(self, paths.name, name, source_path)
+        """The answer to a re-upload of ``existing`` that needs no write, or None to go on."""
         if existing is None:
             return None
         if existing["source_sha256"] == source_sha:
@@ -180,7 +195,6 @@ class DocumentOperations:
             raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
         with self.kb_lock(kb):
             config = self._config(kb)
-            self._reconcile_locked(paths, config)
             truth = read_truth(paths, doc_id)
             if truth is None:
                 raise _missing(kb, doc_id)
@@ -195,7 +209,7 @@ class DocumentOperations:
                 "updated_at": utc_now(),
             }
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
-            index_document(self.conn, paths, config, doc_id)
+            index_document(self.conn, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body))
             with q.write(self.conn):
                 q.audit(self.conn, "KB_DOCUMENT_UPDATED", kb, actor, doc_id, {"source_mode": "edited"})
         return self._ingest_result(paths, doc_id, "updated")
@@ -226,17 +240,17 @@ class DocumentOperations:
         root = Path(path).expanduser()
         if not root.exists():
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
-        self.open_kb(kb)
+        paths, _ = self.open_kb(kb)
         files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
         items = []
         for done, file in enumerate(files, 1):
-            items.append(self._ingest_one(kb, file, replace=replace, actor=actor))
+            items.append(self._ingest_one(paths, file, replace=replace, actor=actor))
             if progress:
                 progress(done, len(files), file.name)
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         return DirectoryIngestResult(kb=kb, items=items, **counts)
 
-    def _ingest_one(self: Coffer, kb: str, file: Path, *, replace: bool, actor: str) -> DirectoryIngestItem:
+    def _ingest_one(self: Coffer, paths: KbPaths, file: Path, *, replace: bool, actor: str) -> DirectoryIngestItem:
         try:
             size = file.stat().st_size
             if size > self.settings.max_document_bytes:
@@ -245,8 +259,8 @@ class DocumentOperations:
                     f"{file.name} is {size:,} bytes; the limit is {self.settings.max_document_bytes:,}.",
                     hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
                 )
-            result = self.add_document(kb, file.name, file.read_bytes(), replace=replace, actor=actor,
-                                       source_path=str(file))  # fmt: skip
+            result = self._ingest(paths, _filename(file.name), file.read_bytes(), replace=replace, actor=actor,
+                                  source_path=str(file))  # fmt: skip
         except (CofferError, OSError) as exc:
             code = exc.code if isinstance(exc, CofferError) else "unreadable"
             message = exc.message if isinstance(exc, CofferError) else str(exc)
@@ -270,13 +284,12 @@ def _match(service: Coffer, kb: str, filename: str, source_path: str | None) -> 
     return q.doc_by_filename(service.conn, kb, filename)
 
 
-def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes) -> None:
+def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: Any) -> None:
     paths.raw.mkdir(parents=True, exist_ok=True)
-    target = paths.raw / f"{doc_id}.{ext or 'bin'}"
-    atomic_write(target, data)
-    for stale in paths.raw_files(doc_id):
-        if stale != target:
-            remove_file(stale)
+    atomic_write(paths.raw / f"{doc_id}.{ext or 'bin'}", data)
+    if existing is not None and existing["original_format"] != ext:
+        # Only the latest original is kept (a re-upload may come in another format).
+        remove_file(paths.raw / f"{doc_id}.{existing['original_format'] or 'bin'}")
 
 
 def _filename(filename: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,16 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import from_epoch_ns
 
-__all__ = ["Drift", "detect_drift", "file_stamp", "index_document", "read_truth", "reconcile", "Truth"]
+__all__ = [
+    "Drift",
+    "Truth",
+    "detect_drift",
+    "file_stamp",
+    "index_document",
+    "read_truth",
+    "reconcile",
+    "truth_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +75,11 @@ def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
         return None
     meta, body = parse_document(data.decode("utf-8", errors="replace"))
     return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, stat), body)
+
+
+def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str) -> Truth:
+    """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back)."""
+    return Truth(_derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat()), body)
 
 
 def _derive_row(kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body: str, stat) -> dict[str, Any]:
@@ -100,13 +114,17 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
-def index_document(conn: Connection, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False) -> bool:
+def index_document(
+    conn: Connection, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False,
+    truth: Truth | None = None,
+) -> bool:  # fmt: skip
     """Bring one document's rows in line with its file. Returns True if chunks were rewritten.
 
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
-    A missing file ⇒ the document's rows are removed. Call while holding the KB lock.
+    A missing file ⇒ the document's rows are removed. ``truth`` may pass the file's content when
+    the caller has just written it. Call while holding the KB lock.
     """
-    truth = read_truth(kb, doc_id)
+    truth = truth or read_truth(kb, doc_id)
     if truth is None:
         with q.write(conn):
             q.delete_document(conn, doc_id)
@@ -142,30 +160,42 @@ class Drift:
 
 
 def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig) -> Drift:
-    """Compare file stamps with row stamps; reads no file content."""
-    on_disk: dict[str, str] = {}
+    """Compare file stamps with row stamps; reads no file content.
+
+    This runs before every read, over every document, so the loop is kept lean.
+    """
     drift = Drift()
-    try:
-        entries = list(os.scandir(kb.docs))
-    except FileNotFoundError:
-        entries = []
-    for entry in entries:
-        name = entry.name
-        if name.startswith(".") or not name.endswith(".md") or not entry.is_file(follow_symlinks=False):
-            continue
-        stem = name[:-3]
-        if is_document_id(stem):
-            on_disk[stem] = file_stamp(entry.stat(follow_symlinks=False))
-        else:
-            drift.foreign.append(Path(entry.path))
     known = q.doc_stamps(conn, kb.name)
-    for doc_id, stamp in on_disk.items():
-        if known.get(doc_id) != (stamp, config.chunk_params):
+    params = config.chunk_params
+    seen: set[str] = set()
+    for entry in _markdown_entries(kb.docs):
+        doc_id = entry.name[:-3]
+        if doc_id not in known and not is_document_id(doc_id):
+            drift.foreign.append(Path(entry.path))
+            continue
+        try:
+            stat = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # deleted while we looked: the next read sees it gone
+        seen.add(doc_id)
+        if known.get(doc_id) != (f"{stat.st_mtime_ns}:{stat.st_size}", params):
             drift.changed.append(doc_id)
-    drift.removed = [doc_id for doc_id in known if doc_id not in on_disk]
+    drift.removed = [doc_id for doc_id in known if doc_id not in seen]
     drift.changed.sort()
     drift.foreign.sort()
     return drift
+
+
+def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
+    """The visible ``*.md`` regular files directly in ``folder`` (none if it is missing)."""
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.endswith(".md") and not name.startswith(".") and entry.is_file(follow_symlinks=False):
+                    yield entry
+    except FileNotFoundError:
+        return
 
 
 def reconcile(conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False,

@@ -37,7 +37,7 @@ def keyword_search(
     trigram, short = terms.trigram_terms(), terms.short_terms()
     if not terms.has_cjk:
         # The trigram pass only rescues partial words ("ackend"): all terms must match.
-        plans = [("chunks_fts", terms.words, True), ("chunks_tri", trigram, False)]
+        plans = [("chunks_fts", terms.content_words(), True), ("chunks_tri", trigram, False)]
     elif all(len(run) >= 3 for run in terms.cjk_runs):
         plans = [("chunks_tri", trigram, True), ("substring", short, True)]
     else:

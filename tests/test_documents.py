@@ -180,3 +180,32 @@ def test_a_directory_ingest_walks_visible_files_and_records_source_paths(
     (tree / "a.md").write_text("# A\n\nalpha changed", encoding="utf-8")
     assert coffer.ingest_path(notes, tree).rejected == 2  # changed: duplicate without replace (+ empty)
     assert coffer.ingest_path(notes, tree, replace=True).updated == 1
+
+
+FIXTURE_PHRASES = {
+    "sample.md": "heron protocol handshake",
+    "sample_zh.md": "近邻搜索",
+    "sample.txt": "marmalade lighthouse inventory",
+    "sample.csv": "Obsidian Kettle",
+    "sample.py": "gather_moonstones",
+    "sample.html": "tidal orchard",
+    "sample.json": "walrus cipher",
+    "sample.xml": "Juniper Atlas",
+    "sample.ipynb": "Pelican Sums",
+    "sample.docx": "bramble yield forecast",
+    "sample.xlsx": "saffron ledger",
+    "sample.pptx": "Velvet Compass Roadmap",
+    "sample.pdf": "granite weather station",
+    "sample.epub": "amber tundra chronicle",
+}
+
+
+@pytest.mark.parametrize(("name", "phrase"), sorted(FIXTURE_PHRASES.items()))
+def test_every_fixture_format_ingests_to_searchable_markdown(coffer: Coffer, notes: str, name: str, phrase: str) -> None:
+    result = coffer.ingest_path(notes, FIXTURES / name)
+    [item] = result.items
+    assert item.status == "created", item
+    [passage, *_] = coffer.search(notes, phrase).passages
+    assert passage.document_id == item.document_id
+    markdown = coffer.read_document(notes, item.document_id).markdown
+    assert phrase.lower() in " ".join(markdown.lower().split())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-__all__ = ["QueryTerms", "analyze", "match_expression", "MAX_TERMS"]
+__all__ = ["MAX_TERMS", "STOPWORDS", "QueryTerms", "analyze", "match_expression"]
 
 MAX_TERMS = 64
 
@@ -29,6 +29,19 @@ _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
 _CJK_RUN = regex.compile(rf"[{_CJK}]+")
 # What unicode61 treats as token characters: letters, numbers, marks, private use.
 _WORD = regex.compile(rf"[\p{{L}}\p{{N}}\p{{M}}\p{{Co}}--[{_CJK}]]+", regex.V1)
+
+
+# Function words dropped from word-index queries (when something else remains): they match most
+# chunks, add nothing to the ranking, and make every OR query score the whole corpus.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves""".split()
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +56,11 @@ class QueryTerms:
     @property
     def has_cjk(self) -> bool:
         return bool(self.cjk_runs)
+
+    def content_words(self) -> list[str]:
+        """Words without stopwords, unless the query is nothing but stopwords ("to be or not")."""
+        kept = [word for word in self.words if word not in STOPWORDS]
+        return kept or self.words
 
     def trigram_terms(self) -> list[str]:
         """Terms for the trigram index: CJK 3-grams plus words of 3+ characters."""

@@ -102,8 +102,10 @@ def document_counts(conn: Connection) -> dict[str, int]:
 
 def doc_stamps(conn: Connection, kb: str) -> dict[str, tuple[str, str]]:
     """``{document_id: (file_stamp, chunk_params)}`` for the drift check."""
-    rows = conn.execute("SELECT id, file_stamp, chunk_params FROM documents WHERE kb = ?", (kb,))
-    return {row[0]: (row[1], row[2]) for row in rows}
+    cursor = conn.cursor()
+    cursor.row_factory = None  # plain tuples: this runs on every read, over every document
+    rows = cursor.execute("SELECT id, file_stamp, chunk_params FROM documents WHERE kb = ?", (kb,))
+    return {doc_id: (stamp, params) for doc_id, stamp, params in rows}
 
 
 def get_document(conn: Connection, kb: str, doc_id: str) -> Any:

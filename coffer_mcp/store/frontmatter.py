@@ -15,6 +15,9 @@ import yaml
 
 __all__ = ["body_sha256", "parse_document", "render_document"]
 
+# libyaml's C loader and dumper are ~10x faster than the pure-Python ones; same output.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _OPEN = "---\n"
 _CLOSE_MARKERS = ("\n---\n", "\n---\r\n", "\n...\n")
 
@@ -26,7 +29,7 @@ def body_sha256(body: str) -> str:
 
 def render_document(metadata: dict[str, Any], body: str) -> str:
     """The full text of a document file."""
-    header = yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True, width=10_000)
+    header = yaml.dump(metadata, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=10_000)
     return f"{_OPEN}{header}---\n\n{body.strip()}\n"
 
 
@@ -49,7 +52,7 @@ def parse_document(text: str) -> tuple[dict[str, Any] | None, str]:
         return None, text.strip()
     header, body = text[head_start:end], text[end + len(marker) :]
     try:
-        meta = yaml.safe_load(header)
+        meta = yaml.load(header, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError:
         return None, body.strip()
     if not isinstance(meta, dict):
