@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer
@@ -54,8 +58,26 @@ CONTRACT = {
 }
 
 
+CLIENT = Implementation(name="test-agent", version="1.0")
+
+
 def client_for(coffer: Coffer, **kwargs) -> Client:
-    return Client(build_server(coffer, **kwargs), client_info=Implementation(name="test-agent", version="1.0"))
+    """An in-memory client session with a server over ``coffer``."""
+    return Client(build_server(coffer, **kwargs), client_info=CLIENT)
+
+
+def stdio_client(home: Path) -> Client:
+    """A client of ``coffer serve`` started as the README says, as a subprocess."""
+    command = shutil.which("coffer") or sys.executable
+    args = ["serve"] if command != sys.executable else ["-m", "coffer_mcp", "serve"]
+    params = StdioServerParameters(command=command, args=args, env={**os.environ, "COFFER_HOME": str(home)})
+    return Client(params, client_info=CLIENT)
+
+
+@pytest.fixture(params=["memory", "stdio"])
+def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
+    """Both transports: the SDK's in-memory session and a real ``coffer serve`` over stdio."""
+    return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
 
 
 async def call(client: Client, tool: str, **arguments) -> dict:
@@ -92,8 +114,8 @@ async def test_switching_curation_off_leaves_the_seven_core_tools(coffer: Coffer
     assert names == set(TOOL_NAMES[:7])
 
 
-async def test_an_agent_builds_searches_edits_and_deletes_documents(coffer: Coffer) -> None:
-    async with client_for(coffer) as client:
+async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> None:
+    async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="research", description="papers")
         english = await call(client, "coffer__add_document", kb="research", filename="ann.md", content=ENGLISH)
         await call(client, "coffer__add_document", kb="research", filename="bread.md", content=OTHER)
@@ -143,8 +165,8 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(coffer: Coff
         assert error["code"] == "unknown_document"
 
 
-async def test_re_uploads_are_idempotent_refused_or_replaced(coffer: Coffer) -> None:
-    async with client_for(coffer) as client:
+async def test_re_uploads_are_idempotent_refused_or_replaced(connect) -> None:
+    async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
         first = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nversion one")
         again = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nversion one")
@@ -160,8 +182,8 @@ async def test_re_uploads_are_idempotent_refused_or_replaced(coffer: Coffer) -> 
         assert listing["total"] == 1
 
 
-async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(coffer: Coffer, home: Path) -> None:
-    async with client_for(coffer) as client:
+async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(connect, home: Path) -> None:
+    async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
         added = await call(client, "coffer__add_document", kb="kb", filename="../../x.md", content="# X\n\nescape")
     assert added["original_filename"] == "x.md"
@@ -169,8 +191,8 @@ async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(coff
     assert not list(home.parent.glob("x.md")) and not (home / "x.md").exists()
 
 
-async def test_an_edit_made_on_disk_is_seen_by_the_next_search(coffer: Coffer) -> None:
-    async with client_for(coffer) as client:
+async def test_an_edit_made_on_disk_is_seen_by_the_next_search(connect) -> None:
+    async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
         added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\nold words")
         path = Path(added["path"])
@@ -179,8 +201,8 @@ async def test_an_edit_made_on_disk_is_seen_by_the_next_search(coffer: Coffer) -
         assert not (await call(client, "coffer__search_knowledge", kb="kb", query="old"))["passages"]
 
 
-async def test_an_unknown_knowledge_base_error_names_the_existing_ones(coffer: Coffer) -> None:
-    async with client_for(coffer) as client:
+async def test_an_unknown_knowledge_base_error_names_the_existing_ones(connect) -> None:
+    async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="alpha")
         await call(client, "coffer__create_knowledge_base", name="beta")
         error = await call_error(client, "coffer__search_knowledge", kb="gamma", query="x")
@@ -188,8 +210,8 @@ async def test_an_unknown_knowledge_base_error_names_the_existing_ones(coffer: C
     assert "alpha" in error["hint"] and "beta" in error["hint"]
 
 
-async def test_search_can_span_several_or_all_knowledge_bases(coffer: Coffer) -> None:
-    async with client_for(coffer) as client:
+async def test_search_can_span_several_or_all_knowledge_bases(connect) -> None:
+    async with connect() as client:
         for name in ("one", "two", "three"):
             await call(client, "coffer__create_knowledge_base", name=name)
             await call(client, "coffer__add_document", kb=name, filename="d.md", content=f"# {name}\n\nshared term")

@@ -75,3 +75,24 @@ def test_stdout_carries_nothing_but_json_rpc(home: Path) -> None:
     assert not replies[2]["result"].get("isError"), replies[2]
     assert not replies[3]["result"].get("isError"), replies[3]
     assert b"coffer-mcp" in stderr  # the banner goes to stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_started_by_hand_in_a_terminal_it_explains_itself_on_stderr(home: Path) -> None:
+    import pty
+
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "coffer_mcp", "serve"], stdin=secondary, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=server_env(home),
+    ) as proc:  # fmt: skip
+        os.close(secondary)
+        try:
+            first_lines = b"".join(proc.stderr.readline() for _ in range(3))
+        finally:
+            proc.kill()
+            proc.wait()
+            os.close(primary)
+        assert proc.stdout.read() == b""
+    assert b"MCP server on stdio" in first_lines
+    assert b"waits for a client" in first_lines

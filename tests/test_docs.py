@@ -1,0 +1,67 @@
+"""The documentation stays true: set-up commands, settings, commands and tools are all documented."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp.cli import _KB_COMMANDS
+from coffer_mcp.mcp_server import TOOL_NAMES
+from coffer_mcp.settings import ENV_VARS
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def setup_commands() -> list[str]:
+    section = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+
+
+def test_the_readme_has_exactly_two_set_up_commands_and_ci_runs_the_test_one() -> None:
+    run, test = setup_commands()
+    assert "pip install -e ." in run and run.endswith("coffer serve")
+    assert "pytest" in test and "[test]" in test
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert test in ci.splitlines()
+
+
+@pytest.mark.parametrize("variable", sorted(ENV_VARS))
+def test_every_environment_variable_is_documented(variable: str) -> None:
+    assert variable in README
+    assert variable in (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
+    [package] = server["packages"]
+    assert variable in {v["name"] for v in package["environmentVariables"]}
+
+
+@pytest.mark.parametrize("command", [name for name, _, _ in _KB_COMMANDS])
+def test_every_cli_command_is_documented(command: str) -> None:
+    assert f"coffer kb {command}" in (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("tool", TOOL_NAMES)
+def test_every_tool_is_documented(tool: str) -> None:
+    assert f"`{tool}" in README
+    assert f"`{tool}`" in (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
+
+
+def test_server_json_describes_the_pypi_package_on_stdio() -> None:
+    server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
+    from coffer_mcp import __version__
+
+    [package] = server["packages"]
+    assert (package["registryType"], package["identifier"], package["transport"]) == (
+        "pypi", "coffer-mcp", {"type": "stdio"},
+    )  # fmt: skip
+    assert server["version"] == package["version"] == __version__
+    assert len(server["description"]) <= 100
+    assert f"mcp-name: {server['name']}" in README
+
+
+def test_every_docs_link_in_the_readme_exists() -> None:
+    for link in re.findall(r"\]\((docs/[^)]+)\)", README):
+        assert (REPO / link).exists(), link
