@@ -1,16 +1,11 @@
-"""Keyword retrieval over the index: routing, AND-first widening to OR, short-term fallback.
+"""Keyword retrieval over the index: AND-first widening to OR, then a substring fallback.
 
-The plan for one query:
-
-1. No CJK in the query: the word index (porter stemming, BM25). Multi-term queries run as AND
-   first; only when AND returns fewer than ``top_k`` hits does an OR query fill the rest (AND
-   hits stay first).
-2. CJK in the query (or the word index found nothing): the trigram index, with CJK runs cut into
-   3-grams and Latin words of 3+ characters as substrings; AND first, then OR.
-3. A CJK run of 1-2 characters (``向量``), invisible to trigrams: a bounded substring scan.
-
-A query without CJK falls back to trigram substrings (``ackend`` finds ``backend``) only with
-every term present, so a stray short word never matches inside unrelated words.
+1. The full-text index (BM25), with English stemming for words and CJK runs as bigrams. All
+   terms must match first; only when that finds fewer than ``top_k`` chunks does an OR query
+   fill the rest (AND hits stay first).
+2. When the index finds nothing — a partial word (``ackend``), a single CJK character (``向``) —
+   a bounded substring scan. Latin terms must all be present there, so a stray short word never
+   matches inside unrelated words.
 """
 
 from __future__ import annotations
@@ -34,21 +29,12 @@ def keyword_search(
 ) -> list[Passage]:
     """The ``top_k`` best chunks for ``query`` across ``kbs``, best first."""
     terms = analyze(query)
-    trigram, short = terms.trigram_terms(), terms.short_terms()
-    if not terms.has_cjk:
-        # The trigram pass only rescues partial words ("ackend"): all terms must match.
-        plans = [("chunks_fts", terms.content_words(), True), ("chunks_tri", trigram, False)]
-    elif all(len(run) >= 3 for run in terms.cjk_runs):
-        plans = [("chunks_tri", trigram, True), ("substring", short, True)]
-    else:
-        # A CJK run of 1-2 characters (向量) is invisible to trigrams: scan substrings first.
-        plans = [("substring", short, True), ("chunks_tri", trigram, True)]
+    plans = [("fts", terms.index_terms(), True), ("substring", terms.substring_terms(), not terms.words)]
     for source, plan_terms, widen in plans:
-        if not plan_terms or (source == "substring" and all(len(t) >= 3 for t in plan_terms)):
-            continue
-        rows = _and_then_or(conn, source, plan_terms, kbs, doc_ids, top_k, widen=widen)
-        if rows:
-            return [to_passage(row) for row in rows]
+        if plan_terms:
+            rows = _and_then_or(conn, source, plan_terms, kbs, doc_ids, top_k, widen=widen)
+            if rows:
+                return [to_passage(row) for row in rows]
     return []
 
 
@@ -72,7 +58,7 @@ def _run(
 ) -> list[Any]:  # fmt: skip
     if source == "substring":
         return q.substring_search(conn, terms, operator, kbs, doc_ids, limit, SUBSTRING_SCAN_LIMIT)
-    return q.fts_search(conn, source, match_expression(terms, operator), kbs, doc_ids, limit)
+    return q.fts_search(conn, match_expression(terms, operator), kbs, doc_ids, limit)
 
 
 def to_passage(row: Any) -> Passage:

@@ -3,13 +3,15 @@
 The stdlib ``sqlite3`` is used when it can load extensions; many builds cannot (this Linux
 Python, macOS system Pythons), and then ``sqlean`` — a drop-in ``sqlite3`` with wheels for
 every platform — is used instead, so sqlite-vec loads everywhere. ``sqlite_vec`` is imported
-here and nowhere else.
+here and nowhere else (located by ``importlib``: importing it would import numpy).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
+import os
 import sqlite3 as _stdlib_sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,15 +94,23 @@ def _apply_pragmas(conn: Connection) -> None:
     conn.execute("PRAGMA cache_size = -32000")
 
 
+@functools.cache
+def _sqlite_vec_path() -> str | None:
+    """The sqlite-vec loadable extension, found without importing the package (which imports numpy)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
 def _load_sqlite_vec(conn: Connection) -> None:
-    try:
-        import sqlite_vec
-    except ImportError:
+    path = _sqlite_vec_path()
+    if path is None:
         log.warning("sqlite-vec is not installed: vector search is unavailable")
         return
     try:
         conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
+        conn.load_extension(path)
     except Exception as exc:  # noqa: BLE001 - a broken extension must not take keyword search down
         log.warning("could not load sqlite-vec (%s): vector search is unavailable", exc)
     finally:

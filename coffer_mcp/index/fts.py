@@ -1,17 +1,18 @@
-"""Turning user text into FTS5 queries. User text is always data, never FTS syntax.
+"""Turning text into FTS5 terms. User text is always data, never FTS syntax.
+
+One FTS5 index (``porter unicode61``) serves every language. Text written without spaces —
+Chinese, Japanese, Korean — is indexed as overlapping character bigrams (``近邻搜索`` →
+``近邻 邻搜 搜索``), both in the documents (``search_text``) and in queries (``analyze``), so a
+CJK query of two or more characters matches through the same BM25 ranking as English words.
+Chosen from data (docs/design.md): on CMRC 2018, bigrams score 0.968 nDCG@10 against 0.918 for
+trigram 3-grams, and a trigram index was three times the size of the text it indexed.
 
 Every term reaches ``MATCH`` as a double-quoted string (quotes doubled inside), so operators,
 parentheses, ``*``, ``:`` and ``^`` typed by a user are matched literally or ignored — never a
 syntax error.
 
-Two indexes serve two kinds of text (chosen from data; see docs/design.md):
-
-* words (``chunks_fts``, porter + unicode61): English and other space-separated prose, where
-  stemming and word-level BM25 rank best;
-* trigrams (``chunks_tri``): CJK text, which has no spaces. Each CJK run of the query is cut
-  into overlapping 3-grams (``近邻搜索`` → ``近邻搜``, ``邻搜索``); matching whole runs as
-  phrases instead scored 0.15 nDCG@10 on CMRC 2018 against 0.92 for 3-grams. Also used for
-  substring matches of Latin terms when the word index finds nothing.
+Changing ``search_text`` changes what is in the index: it needs a migration that rebuilds the
+FTS table (deletes hand FTS5 the exact text that was inserted).
 """
 
 from __future__ import annotations
@@ -20,19 +21,17 @@ from dataclasses import dataclass, field
 
 import regex
 
-__all__ = ["MAX_TERMS", "STOPWORDS", "QueryTerms", "analyze", "match_expression"]
+__all__ = ["MAX_TERMS", "STOPWORDS", "QueryTerms", "analyze", "match_expression", "search_text"]
 
 MAX_TERMS = 64
 
-# Han, kana, Hangul and CJK punctuation-free letters: scripts written without spaces.
-_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
-_CJK_RUN = regex.compile(rf"[{_CJK}]+")
+# Scripts written without spaces between words.
+_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 # What unicode61 treats as token characters: letters, numbers, marks, private use.
-_WORD = regex.compile(rf"[\p{{L}}\p{{N}}\p{{M}}\p{{Co}}--[{_CJK}]]+", regex.V1)
+_WORD = regex.compile(r"[\p{L}\p{N}\p{M}\p{Co}]+")
 
-
-# Function words dropped from word-index queries (when something else remains): they match most
-# chunks, add nothing to the ranking, and make every OR query score the whole corpus.
+# Function words dropped from queries (when something else remains): they match most chunks,
+# add nothing to the ranking, and make every OR query score the whole corpus.
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further had
@@ -44,35 +43,38 @@ STOPWORDS = frozenset(
 )
 
 
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def search_text(text: str) -> str:
+    """What the FTS index sees of ``text``: CJK runs replaced by their space-separated bigrams."""
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group())) + " ", text)
+
+
 @dataclass(frozen=True, slots=True)
 class QueryTerms:
     """The searchable pieces of a query."""
 
     words: list[str] = field(default_factory=list)
-    """Non-CJK word tokens, lower-cased, de-duplicated, in query order."""
+    """Non-CJK word tokens, case-folded, de-duplicated, in query order."""
     cjk_runs: list[str] = field(default_factory=list)
-    """Maximal runs of CJK characters."""
+    """Maximal runs of CJK characters, in query order."""
 
-    @property
-    def has_cjk(self) -> bool:
-        return bool(self.cjk_runs)
+    def index_terms(self) -> list[str]:
+        """Terms for the FTS index: content words and the bigrams of CJK runs.
 
-    def content_words(self) -> list[str]:
-        """Words without stopwords, unless the query is nothing but stopwords ("to be or not")."""
-        kept = [word for word in self.words if word not in STOPWORDS]
-        return kept or self.words
+        Stopwords go unless nothing else remains ("to be or not to be"); a one-character CJK
+        run goes unless it is all there is (it can only match one-character runs in the text).
+        """
+        words = [w for w in self.words if w not in STOPWORDS] or self.words
+        bigrams = [b for run in self.cjk_runs if len(run) > 1 for b in _bigrams(run)]
+        terms = _unique([*words, *bigrams]) or _unique(self.cjk_runs)
+        return terms[:MAX_TERMS]
 
-    def trigram_terms(self) -> list[str]:
-        """Terms for the trigram index: CJK 3-grams plus words of 3+ characters."""
-        terms: list[str] = []
-        for run in self.cjk_runs:
-            terms.extend(run[i : i + 3] for i in range(len(run) - 2))
-        terms.extend(word for word in self.words if len(word) >= 3)
-        return _unique(terms)[:MAX_TERMS]
-
-    def short_terms(self) -> list[str]:
-        """Every term, for the substring scan used when no term has 3+ characters."""
-        return _unique([*self.cjk_runs, *self.words])[:MAX_TERMS]
+    def substring_terms(self) -> list[str]:
+        """Terms for the substring scan used when the index finds nothing (``ackend``, ``向``)."""
+        return _unique([*self.words, *self.cjk_runs])[:MAX_TERMS]
 
 
 def analyze(query: str) -> QueryTerms:

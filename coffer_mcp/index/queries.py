@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from coffer_mcp.index.db import Connection
+from coffer_mcp.index.fts import search_text
 from coffer_mcp.models import Chunk
 from coffer_mcp.timeutil import utc_now
 
@@ -75,8 +76,8 @@ def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
 
 
 def delete_kb(conn: Connection, name: str) -> None:
-    """Drop every row of a knowledge base (chunks and their FTS entries go by cascade)."""
-    conn.execute("DELETE FROM chunks WHERE kb = ?", (name,))
+    """Drop every row of a knowledge base, its chunks' FTS entries first."""
+    _delete_chunks(conn, "kb = ?", (name,))
     conn.execute("DELETE FROM documents WHERE kb = ?", (name,))
     conn.execute("DELETE FROM knowledge_bases WHERE name = ?", (name,))
 
@@ -141,22 +142,40 @@ def set_file_stamp(conn: Connection, doc_id: str, stamp: str) -> None:
 
 
 def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
-    """Swap a document's chunks (and, through triggers, their FTS rows)."""
-    conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+    """Swap a document's chunks and their full-text entries."""
+    _delete_chunks(conn, "document_id = ?", (doc_id,))
+    first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
     rows = [
-        (doc_id, kb, c.position, json.dumps(list(c.heading_path), ensure_ascii=False),
+        (first + i, doc_id, kb, c.position, json.dumps(list(c.heading_path), ensure_ascii=False),
          "\n".join(c.heading_path), c.text)
-        for c in chunks
+        for i, c in enumerate(chunks)
     ]  # fmt: skip
     conn.executemany(
-        "INSERT INTO chunks (document_id, kb, position, heading_path, headings, text) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
+    )
+    conn.executemany(
+        "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", [(r[0], _fts_body(r[5], r[6])) for r in rows]
     )
     return len(rows)
 
 
+def _fts_body(headings: str, text: str) -> str:
+    return search_text(f"{headings}\n{text}")
+
+
+def _delete_chunks(conn: Connection, where: str, params: tuple[Any, ...]) -> None:
+    """Delete chunks and their FTS entries (a contentless FTS5 delete needs the indexed text)."""
+    doomed = conn.execute(f"SELECT id, headings, text FROM chunks WHERE {where}", params).fetchall()
+    conn.executemany(
+        "INSERT INTO chunks_fts (chunks_fts, rowid, body) VALUES ('delete', ?, ?)",
+        [(row[0], _fts_body(row[1], row[2])) for row in doomed],
+    )
+    conn.execute(f"DELETE FROM chunks WHERE {where}", params)
+
+
 def delete_document(conn: Connection, doc_id: str) -> None:
-    conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+    _delete_chunks(conn, "document_id = ?", (doc_id,))
     conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
 
 
@@ -187,18 +206,16 @@ def _scope(kbs: Sequence[str], doc_ids: Sequence[str] | None) -> tuple[str, list
 
 
 def fts_search(
-    conn: Connection, table: str, expression: str, kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+    conn: Connection, expression: str, kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
 ) -> list[Any]:
     """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better)."""
-    if table not in ("chunks_fts", "chunks_tri"):
-        raise ValueError(table)
     scope, params = _scope(kbs, doc_ids)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-               -bm25({table}) AS score
-        FROM {table} JOIN chunks c ON c.id = {table}.rowid JOIN documents d ON d.id = c.document_id
-        WHERE {table} MATCH ? AND {scope}
-        ORDER BY bm25({table}), c.document_id, c.position
+               -bm25(chunks_fts) AS score
+        FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d ON d.id = c.document_id
+        WHERE chunks_fts MATCH ? AND {scope}
+        ORDER BY bm25(chunks_fts), c.document_id, c.position
         LIMIT ?"""
     return conn.execute(sql, [expression, *params, limit]).fetchall()
 
@@ -207,7 +224,7 @@ def substring_search(
     conn: Connection, terms: Sequence[str], operator: str, kbs: Sequence[str], doc_ids: Sequence[str] | None,
     limit: int, scan_limit: int,
 ) -> list[Any]:  # fmt: skip
-    """Chunks containing the terms as substrings (for terms too short for trigrams).
+    """Chunks containing the terms as substrings (partial words, single CJK characters).
 
     Scans at most ``scan_limit`` matching chunks; ranks by occurrences per 1,000 characters.
     """

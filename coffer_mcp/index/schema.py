@@ -32,7 +32,7 @@ CREATE TABLE knowledge_bases (
 CREATE TABLE documents (
     id TEXT PRIMARY KEY,
     kind TEXT NOT NULL DEFAULT 'knowledge_base',
-    kb TEXT NOT NULL REFERENCES knowledge_bases(name) ON DELETE CASCADE,
+    kb TEXT NOT NULL REFERENCES knowledge_bases(name),
     title TEXT NOT NULL,
     original_filename TEXT NOT NULL,
     original_format TEXT NOT NULL,
@@ -55,7 +55,7 @@ CREATE INDEX documents_by_source ON documents (kb, source_path) WHERE source_pat
 
 CREATE TABLE chunks (
     id INTEGER PRIMARY KEY,
-    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    document_id TEXT NOT NULL REFERENCES documents(id),
     kb TEXT NOT NULL,
     position INTEGER NOT NULL,
     heading_path TEXT NOT NULL,
@@ -65,26 +65,12 @@ CREATE TABLE chunks (
 );
 CREATE INDEX chunks_by_kb ON chunks (kb);
 
--- Two full-text indexes over the same chunks: word-level (porter stemming) ranks prose;
--- trigram matches CJK text and substrings. Both are external-content tables kept in step by
--- triggers, so the text is stored once.
+-- The full-text index: contentless (the text lives once, in chunks), one column holding the
+-- chunk's headings and text as fts.search_text() renders them (CJK runs as bigrams). Rows are
+-- added and removed by index.queries, which hands FTS5 the same rendering on delete.
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    headings, text, content='chunks', content_rowid='id',
-    tokenize='porter unicode61 remove_diacritics 2'
+    body, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
-CREATE VIRTUAL TABLE chunks_tri USING fts5(
-    headings, text, content='chunks', content_rowid='id', tokenize='trigram'
-);
-CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, headings, text) VALUES (new.id, new.headings, new.text);
-    INSERT INTO chunks_tri (rowid, headings, text) VALUES (new.id, new.headings, new.text);
-END;
-CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, headings, text)
-        VALUES ('delete', old.id, old.headings, old.text);
-    INSERT INTO chunks_tri (chunks_tri, rowid, headings, text)
-        VALUES ('delete', old.id, old.headings, old.text);
-END;
 
 CREATE TABLE audit_log (
     id INTEGER PRIMARY KEY,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp.index.db import binding, connect, vec_version
-from coffer_mcp.index.fts import analyze, match_expression
+from coffer_mcp.index.fts import analyze, match_expression, search_text
 from coffer_mcp.index.schema import MIGRATIONS, migrate
 
 
@@ -50,7 +50,18 @@ def test_queries_are_split_into_words_and_cjk_runs() -> None:
     terms = analyze('Vector "search" AND 向量检索, NEAR(x)')
     assert terms.words == ["vector", "search", "and", "near", "x"]
     assert terms.cjk_runs == ["向量检索"]
-    assert terms.trigram_terms()[:2] == ["向量检", "量检索"]
+    assert terms.index_terms() == ["vector", "search", "near", "x", "向量", "量检", "检索"]
+
+
+def test_stopword_only_and_single_character_queries_keep_their_terms() -> None:
+    assert analyze("to be or not to be").index_terms() == ["to", "be", "or", "not"]
+    assert analyze("向").index_terms() == ["向"]
+    assert analyze("的 向量").index_terms() == ["向量"]
+
+
+def test_cjk_text_is_indexed_as_bigrams_and_other_text_as_is() -> None:
+    assert search_text("近邻搜索 and HNSW") == " 近邻 邻搜 搜索  and HNSW"
+    assert search_text("x的y") == "x 的 y"
 
 
 def test_match_expressions_quote_every_term() -> None:
