@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # bench/ is a repo-root package, not part of the installed coffer_mcp
-    sys.path.insert(0, str(REPO))
-
-from bench.quality import (  # noqa: E402
+from bench.quality import (
     Document,
     cjk_bigrams,
     is_mostly_cjk,
@@ -118,9 +113,10 @@ QUERIES = {
     "q2": "waggle dance of honeybee colonies",
     "q3": "sourdough wild yeast",
     "q4": "tail of a comet and the solar wind",
+    "q8": "  ",
     "q9": "a query without judgements is skipped",
 }
-QRELS = [("q1", "d1", 1), ("q2", "d2", 2), ("q3", "d5", 1), ("q4", "d6", 1), ("q4", "d4", 0)]
+QRELS = [("q1", "d1", 1), ("q2", "d2", 2), ("q8", "d3", 1), ("q3", "d5", 1), ("q4", "d6", 1), ("q4", "d4", 0)]
 
 
 def write_beir(root: Path) -> Path:
@@ -136,9 +132,10 @@ def write_beir(root: Path) -> Path:
     return root
 
 
-def test_loading_keeps_only_judged_queries_in_qrels_order(tmp_path: Path) -> None:
+def test_loading_keeps_judged_queries_with_text_in_qrels_order(tmp_path: Path) -> None:
     dataset = load_dataset(write_beir(tmp_path / "tiny"), "test", limit_queries=3)
     assert list(dataset.queries) == ["q1", "q2", "q3"]
+    assert dataset.skipped_queries == ["q8"]
     assert dataset.qrels["q2"] == {"d2": 2}
     assert len(dataset.corpus) == 6
 
@@ -161,6 +158,8 @@ def test_a_tiny_corpus_runs_end_to_end_and_writes_the_report(
     assert systems["bm25s"]["ndcg@10_ratio_to_baseline"] == pytest.approx(1.0)
     assert systems["coffer-keyword@chunk256"]["details"]["chunk_size"] == 256
     assert (written["dataset"], written["split"], written["queries"], written["documents"]) == ("tiny", "test", 4, 6)
+    assert written["skipped_queries"] == ["q8"]
+    assert len(written["coffer_source_sha256"]) == 16
     assert written["command"].startswith("python -m bench.quality --data")
     assert {"platform", "python", "cpu_count", "sqlite_version"} <= set(written["machine"])
     assert "| coffer-keyword | 1.0000 |" in capsys.readouterr().out

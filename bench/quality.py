@@ -1,0 +1,452 @@
+"""Retrieval quality of Coffer's search against a word-level BM25 baseline, on BEIR-format data.
+
+Run from the repository root::
+
+    python -m bench.quality --data ../shared/eval/scifact --split train
+
+Every corpus document is ingested as Markdown into a fresh knowledge base in a temporary
+``COFFER_HOME``; every query with relevance judgements is searched through the public
+``Coffer.search`` API; the ranked passages are folded into ranked documents (a document ranks
+where its best passage ranks). The same queries run against ``bm25s`` over ``title + text`` in
+the same process. Metrics follow BEIR / trec_eval conventions: nDCG@10 with linear graded gain
+and a log2 discount, Recall@5, Recall@100, MRR@10.
+
+Adding a retrieval mode (``vector``, ``hybrid``) is one function registered in ``MODES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import regex
+import Stemmer
+
+import coffer_mcp
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.index.db import binding
+from coffer_mcp.models import Passage
+
+KB = "bench"
+PASSAGE_DEPTH = 1000  # chunks asked of Coffer per query: the service's maximum
+DOCUMENT_DEPTH = 100  # documents kept per query, for every system
+BASELINE = "bm25s"
+
+Qrels = dict[str, dict[str, int]]
+"""query id -> {corpus id: graded relevance}."""
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """One BEIR-format dataset restricted to the queries of one split that have judgements."""
+
+    name: str
+    split: str
+    corpus: list[Document]
+    queries: dict[str, str]
+    """query id -> text, in qrels order."""
+    qrels: Qrels
+    skipped_queries: list[str] = field(default_factory=list)
+    """Judged query ids left out because their text is missing or blank (whatever the limit)."""
+
+
+def load_dataset(path: Path, split: str, limit_queries: int | None = None) -> Dataset:
+    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` from a BEIR folder."""
+    corpus = [
+        Document(id=str(row["_id"]), title=row.get("title") or "", text=row.get("text") or "")
+        for row in _jsonl(path / "corpus.jsonl")
+    ]
+    texts = {str(row["_id"]): row["text"] for row in _jsonl(path / "queries.jsonl")}
+    qrels = read_qrels(path / "qrels" / f"{split}.tsv")
+    skipped = [qid for qid in qrels if not texts.get(qid, "").strip()]
+    usable = [qid for qid in qrels if qid not in skipped][:limit_queries]
+    return Dataset(
+        name=path.resolve().name, split=split, corpus=corpus, queries={qid: texts[qid] for qid in usable},
+        qrels={qid: qrels[qid] for qid in usable}, skipped_queries=skipped,
+    )  # fmt: skip
+
+
+def read_qrels(path: Path) -> Qrels:
+    """A BEIR qrels file (header ``query-id  corpus-id  score``) as nested dicts, in file order."""
+    qrels: Qrels = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for line in lines[1:]:
+        if line.strip():
+            qid, doc_id, score = line.split("\t")
+            qrels.setdefault(qid, {})[doc_id] = int(score)
+    return qrels
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+
+
+def to_markdown(doc: Document) -> str:
+    """The document as Coffer ingests it: the title as a level-1 heading above the text."""
+    return f"# {doc.title}\n\n{doc.text}" if doc.title.strip() else doc.text
+
+
+# -- metrics (pure) ------------------------------------------------------------------------------
+
+
+def ndcg_at_k(ranked: Sequence[str], relevance: dict[str, int], k: int) -> float:
+    """nDCG@k with linear graded gain and a log2 discount (trec_eval, BEIR); ideal from qrels."""
+    gains = [relevance.get(doc_id, 0) for doc_id in ranked[:k]]
+    ideal = sorted((r for r in relevance.values() if r > 0), reverse=True)[:k]
+    best = _dcg(ideal)
+    return _dcg(gains) / best if best > 0 else 0.0
+
+
+def _dcg(gains: Iterable[int]) -> float:
+    return sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains) if gain > 0)
+
+
+def recall_at_k(ranked: Sequence[str], relevance: dict[str, int], k: int) -> float:
+    """The share of relevant documents (relevance > 0) found in the first ``k``."""
+    relevant = {doc_id for doc_id, r in relevance.items() if r > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(ranked[:k])) / len(relevant)
+
+
+def mrr_at_k(ranked: Sequence[str], relevance: dict[str, int], k: int) -> float:
+    """1 / rank of the first relevant document within the first ``k``, else 0."""
+    for rank, doc_id in enumerate(ranked[:k], start=1):
+        if relevance.get(doc_id, 0) > 0:
+            return 1.0 / rank
+    return 0.0
+
+
+METRICS: dict[str, Callable[[Sequence[str], dict[str, int]], float]] = {
+    "ndcg@10": lambda ranked, rel: ndcg_at_k(ranked, rel, 10),
+    "recall@5": lambda ranked, rel: recall_at_k(ranked, rel, 5),
+    "recall@100": lambda ranked, rel: recall_at_k(ranked, rel, 100),
+    "mrr@10": lambda ranked, rel: mrr_at_k(ranked, rel, 10),
+}
+
+
+def rank_documents(passage_doc_ids: Iterable[str], limit: int = DOCUMENT_DEPTH) -> list[str]:
+    """Ranked passages' document ids -> ranked documents: each at its best passage's rank."""
+    ranked = list(dict.fromkeys(passage_doc_ids))
+    return ranked[:limit]
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct``-th percentile (0-100) with linear interpolation between order statistics."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * pct / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# -- language ------------------------------------------------------------------------------------
+
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
+_CJK_CHAR = regex.compile(rf"[{_CJK}]")
+_LETTER = regex.compile(r"\p{L}")
+# Runs of CJK characters, or runs of other letters and digits (Latin words, numbers).
+_PIECE = regex.compile(rf"[{_CJK}]+|[\p{{L}}\p{{N}}--[{_CJK}]]+", regex.V1)
+
+
+def is_mostly_cjk(texts: Iterable[str]) -> bool:
+    """True when most letters of ``texts`` are CJK (scripts written without spaces)."""
+    cjk = letters = 0
+    for text in texts:
+        cjk += len(_CJK_CHAR.findall(text))
+        letters += len(_LETTER.findall(text))
+    return letters > 0 and cjk / letters > 0.5
+
+
+def cjk_bigrams(text: str) -> list[str]:
+    """Tokens for CJK text: overlapping character bigrams of each CJK run, whole other words.
+
+    A one-character CJK run is kept as a unigram so it stays searchable.
+    """
+    tokens: list[str] = []
+    for piece in _PIECE.findall(text):
+        if _CJK_CHAR.match(piece) and len(piece) > 1:
+            tokens.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+        else:
+            tokens.append(piece)
+    return tokens
+
+
+# -- systems -------------------------------------------------------------------------------------
+
+SearchFn = Callable[[Coffer, str, int], list[Passage]]
+
+
+def keyword(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
+    """Coffer's keyword search (FTS5 BM25 over chunks)."""
+    return coffer.search(KB, query, top_k=top_k).passages
+
+
+MODES: dict[str, SearchFn] = {"keyword": keyword}
+"""Coffer retrieval modes the benchmark can run; a new mode is one function added here."""
+
+
+@dataclass(slots=True)
+class System:
+    """Something that ranks corpus ids for a query, with how long it took to index the corpus."""
+
+    name: str
+    search: Callable[[str], list[str]]
+    ingest_seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def coffer_index(
+    corpus: Sequence[Document], chunk_size: int | None = None
+) -> Iterator[tuple[Coffer, dict[str, str], float]]:
+    """A fresh Coffer home holding the corpus: yields (coffer, document id -> corpus id, seconds)."""
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as home, Coffer(load_settings(home=home)) as coffer:
+        coffer.create_kb(KB, chunk_size=chunk_size)
+        ids: dict[str, str] = {}
+        started = time.perf_counter()
+        for done, doc in enumerate(corpus, start=1):
+            ids[coffer.add_document(KB, f"{doc.id}.md", to_markdown(doc)).document_id] = doc.id
+            if done % 1000 == 0:
+                _log(f"  ingested {done}/{len(corpus)} documents")
+        yield coffer, ids, time.perf_counter() - started
+
+
+def coffer_system(coffer: Coffer, ids: dict[str, str], mode: str, ingest_seconds: float, name: str) -> System:
+    """A System searching ``coffer`` with one of ``MODES``."""
+    search_fn = MODES[mode]
+
+    def search(query: str) -> list[str]:
+        passages = search_fn(coffer, query, PASSAGE_DEPTH)
+        return rank_documents(ids[p.document_id] for p in passages)
+
+    kb = coffer.describe_kb(KB)
+    details = {"mode": mode, "chunk_size": kb.chunk_size, "chunk_overlap": kb.chunk_overlap,
+               "chunks": kb.chunk_count, "passage_depth": PASSAGE_DEPTH}  # fmt: skip
+    return System(name=name, search=search, ingest_seconds=ingest_seconds, details=details)
+
+
+def bm25_system(corpus: Sequence[Document], cjk: bool) -> System:
+    """The bm25s baseline over ``title + " " + text``.
+
+    English: bm25s's tokenizer with its English stop words and the Snowball English stemmer.
+    CJK: overlapping character bigrams (``cjk_bigrams``), no stop words, no stemming.
+    """
+    if cjk:
+        tokenizer = bm25s.tokenization.Tokenizer(splitter=cjk_bigrams, stopwords=None)
+        analysis = "cjk character bigrams (+ whole non-CJK words), lower-cased, no stop words"
+    else:
+        tokenizer = bm25s.tokenization.Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
+        analysis = "bm25s regex words, stopwords=en, PyStemmer english"
+    started = time.perf_counter()
+    texts = [f"{doc.title} {doc.text}" for doc in corpus]
+    retriever = bm25s.BM25()
+    retriever.index(tokenizer.tokenize(texts, return_as="tuple", show_progress=False), show_progress=False)
+    seconds = time.perf_counter() - started
+    depth = min(DOCUMENT_DEPTH, len(corpus))
+
+    def search(query: str) -> list[str]:
+        tokens = tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
+        hits, _ = retriever.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
+        return [corpus[i].id for i in hits[0]]
+
+    details = {"analysis": analysis, "k1": retriever.k1, "b": retriever.b, "method": retriever.method}
+    return System(name=BASELINE, search=search, ingest_seconds=seconds, details=details)
+
+
+# -- evaluation ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Result:
+    """One system's scores on one dataset."""
+
+    name: str
+    metrics: dict[str, float]
+    latency_ms: dict[str, float]
+    ingest_docs_per_s: float
+    ingest_seconds: float
+    details: dict[str, Any]
+    per_query_ndcg10: dict[str, float]
+
+
+def evaluate(system: System, dataset: Dataset) -> Result:
+    """Run every query through ``system``; mean metrics, latency percentiles, ingest rate."""
+    scores: dict[str, list[float]] = {metric: [] for metric in METRICS}
+    per_query: dict[str, float] = {}
+    latencies: list[float] = []
+    for qid, text in dataset.queries.items():
+        started = time.perf_counter()
+        ranked = system.search(text)
+        latencies.append((time.perf_counter() - started) * 1000)
+        for metric, fn in METRICS.items():
+            scores[metric].append(fn(ranked, dataset.qrels[qid]))
+        per_query[qid] = round(scores["ndcg@10"][-1], 4)
+    return Result(
+        name=system.name,
+        metrics={metric: statistics.fmean(values) if values else math.nan for metric, values in scores.items()},
+        latency_ms={"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
+        ingest_docs_per_s=len(dataset.corpus) / system.ingest_seconds if system.ingest_seconds else math.inf,
+        ingest_seconds=system.ingest_seconds, details=system.details, per_query_ndcg10=per_query,
+    )  # fmt: skip
+
+
+def run_coffer(dataset: Dataset, modes: Sequence[str], chunk_size: int | None) -> list[Result]:
+    """Index the corpus once with ``chunk_size`` and evaluate each mode over it."""
+    suffix = "" if chunk_size is None else f"@chunk{chunk_size}"
+    _log(f"coffer{suffix}: ingesting {len(dataset.corpus)} documents")  # one index serves every mode
+    with coffer_index(dataset.corpus, chunk_size) as (coffer, ids, seconds):
+        results = []
+        for mode in modes:
+            _log(f"coffer-{mode}{suffix}: {len(dataset.queries)} queries")
+            system = coffer_system(coffer, ids, mode, seconds, name=f"coffer-{mode}{suffix}")
+            results.append(evaluate(system, dataset))
+    return results
+
+
+def run_benchmark(dataset: Dataset, modes: Sequence[str], chunk_sizes: Sequence[int | None]) -> list[Result]:
+    """Every Coffer mode at every chunk size, then the bm25s baseline."""
+    results = [result for size in chunk_sizes for result in run_coffer(dataset, modes, size)]
+    cjk = is_mostly_cjk(f"{doc.title} {doc.text}" for doc in dataset.corpus)
+    _log(f"{BASELINE}: indexing and {len(dataset.queries)} queries")
+    results.append(evaluate(bm25_system(dataset.corpus, cjk), dataset))
+    return results
+
+
+# -- reporting -----------------------------------------------------------------------------------
+
+
+def markdown_table(results: Sequence[Result]) -> str:
+    """Rows per system; the nDCG@10 ratio is against the bm25s baseline."""
+    baseline = next((r.metrics["ndcg@10"] for r in results if r.name == BASELINE), math.nan)
+    lines = [
+        "| system | nDCG@10 | R@5 | R@100 | MRR@10 | nDCG@10 / bm25s | query P50 ms | query P95 ms | ingest docs/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        m = r.metrics
+        ratio = m["ndcg@10"] / baseline if baseline else math.nan
+        lines.append(
+            f"| {r.name} | {m['ndcg@10']:.4f} | {m['recall@5']:.4f} | {m['recall@100']:.4f} | {m['mrr@10']:.4f} "
+            f"| {ratio:.3f} | {r.latency_ms['p50']:.1f} | {r.latency_ms['p95']:.1f} | {r.ingest_docs_per_s:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the numbers were measured."""
+    chosen = binding()
+    return {
+        "platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
+        "python": platform.python_version(), "cpu_count": os.cpu_count(),
+        "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version, "bm25s": bm25s.__version__,
+    }  # fmt: skip
+
+
+def source_fingerprint() -> str:
+    """A short SHA-256 of the ``coffer_mcp`` sources measured, to tell runs of different code apart."""
+    root = Path(coffer_mcp.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def report(
+    dataset: Dataset, results: Sequence[Result], command: str, data_path: Path, fingerprint: str
+) -> dict[str, Any]:
+    """Everything the JSON file records."""
+    baseline = next((r.metrics["ndcg@10"] for r in results if r.name == BASELINE), math.nan)
+    systems = []
+    for result in results:
+        entry = asdict(result)
+        entry["ndcg@10_ratio_to_baseline"] = result.metrics["ndcg@10"] / baseline if baseline else None
+        systems.append(entry)
+    return {
+        "dataset": dataset.name, "data_path": str(data_path), "split": dataset.split,
+        "documents": len(dataset.corpus), "queries": len(dataset.queries),
+        "skipped_queries": dataset.skipped_queries,
+        "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "command": command, "coffer_version": coffer_mcp.__version__, "coffer_source_sha256": fingerprint,
+        "machine": machine_info(), "systems": systems,
+    }  # fmt: skip
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="a BEIR-format folder")
+    parser.add_argument("--split", default="test", help="qrels/<split>.tsv to evaluate (default: test)")
+    parser.add_argument("--modes", default="keyword",
+                        help=f"comma-separated Coffer modes from {sorted(MODES)} (default: keyword)")  # fmt: skip
+    parser.add_argument("--limit-queries", type=int, default=None, help="only the first N judged queries")
+    parser.add_argument("--chunk-size", type=int, action="append", default=None, dest="chunk_sizes",
+                        help="also index with this KB chunk_size (repeatable); the default KB setting always runs")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON output (default: bench/results/quality-<dataset>-<split>.json)")  # fmt: skip
+    args = parser.parse_args(argv)
+    args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    unknown = [mode for mode in args.modes if mode not in MODES]
+    if unknown:
+        parser.error(f"unknown mode(s) {', '.join(unknown)}; available: {', '.join(sorted(MODES))}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table, write the JSON; returns what was written."""
+    args = parse_args(argv)
+    dataset = load_dataset(args.data, args.split, args.limit_queries)
+    if not dataset.queries:
+        raise SystemExit(f"No judged queries in {args.data / 'qrels' / (args.split + '.tsv')}.")
+    chunk_sizes: list[int | None] = [None, *(args.chunk_sizes or [])]
+    fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
+    results = run_benchmark(dataset, args.modes, chunk_sizes)
+    command = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
+    data = report(dataset, results, command, args.data, fingerprint)
+    out = args.out or Path("bench/results") / f"quality-{dataset.name}-{dataset.split}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    skipped = f" ({len(dataset.skipped_queries)} judged queries without text skipped)" if dataset.skipped_queries else ""
+    print(f"{dataset.name} ({dataset.split}): {len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}\n")
+    print(markdown_table(results))
+    print(f"\nwritten to {out}")
+    return data
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
