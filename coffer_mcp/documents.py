@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["DocumentOperations"]
 
 MAX_PAGE_CHARS = 200_000
+# JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
 
 
@@ -103,7 +106,7 @@ class DocumentOperations:
         place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
         """
         paths, _ = self.open_kb(kb)
-        data = content.encode("utf-8", errors="surrogatepass") if isinstance(content, str) else content
+        data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
         return self._ingest(paths, _filename(filename), data, replace=replace, actor=actor, source_path=source_path)
 
     def _ingest(

@@ -209,3 +209,8 @@ def test_every_fixture_format_ingests_to_searchable_markdown(coffer: Coffer, not
     assert passage.document_id == item.document_id
     markdown = coffer.read_document(notes, item.document_id).markdown
     assert phrase.lower() in " ".join(markdown.lower().split())
+
+
+def test_text_with_lone_surrogates_is_stored_with_replacement_characters(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "s.md", "# T\n\nbad \ud800 surrogate")
+    assert coffer.read_document(notes, doc.document_id).markdown == "# T\n\nbad \ufffd surrogate"
