@@ -41,6 +41,7 @@ import coffer_mcp
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index.db import binding
 from coffer_mcp.models import Passage
+from coffer_mcp.search import fuse_convex
 
 KB = "bench"
 PASSAGE_DEPTH = 1000  # chunks asked of Coffer per query: the service's maximum
@@ -208,11 +209,27 @@ SearchFn = Callable[[Coffer, str, int], list[Passage]]
 
 def keyword(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
     """Coffer's keyword search (FTS5 BM25 over chunks)."""
-    return coffer.search(KB, query, top_k=top_k).passages
+    return coffer.search(KB, query, top_k=top_k, strategy="keyword").passages
 
 
-MODES: dict[str, SearchFn] = {"keyword": keyword}
+def vector(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
+    """Coffer's vector search (sqlite-vec KNN over chunk embeddings)."""
+    return coffer.search(KB, query, top_k=top_k, strategy="vector").passages
+
+
+def hybrid(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
+    """Coffer's hybrid search as it ships (keyword + vector, reciprocal rank fusion)."""
+    return coffer.search(KB, query, top_k=top_k, strategy="hybrid").passages
+
+
+def hybrid_convex(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
+    """The alternative fusion SPEC §6 names: min-max-normalized scores, combined 50/50."""
+    return fuse_convex(keyword(coffer, query, top_k), vector(coffer, query, top_k), top_k)
+
+
+MODES: dict[str, SearchFn] = {"keyword": keyword, "vector": vector, "hybrid": hybrid, "hybrid-convex": hybrid_convex}
 """Coffer retrieval modes the benchmark can run; a new mode is one function added here."""
+VECTOR_MODES = {"vector", "hybrid", "hybrid-convex"}
 
 
 @dataclass(slots=True)
@@ -227,11 +244,15 @@ class System:
 
 @contextmanager
 def coffer_index(
-    corpus: Sequence[Document], chunk_size: int | None = None
+    corpus: Sequence[Document], chunk_size: int | None = None, vector: bool = False
 ) -> Iterator[tuple[Coffer, dict[str, str], float]]:
-    """A fresh Coffer home holding the corpus: yields (coffer, document id -> corpus id, seconds)."""
-    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as home, Coffer(load_settings(home=home)) as coffer:
-        coffer.create_kb(KB, chunk_size=chunk_size)
+    """A fresh Coffer home holding the corpus: yields (coffer, document id -> corpus id, seconds).
+
+    The embedding provider comes from the ``COFFER_EMBEDDING_*`` environment, as for the CLI.
+    """
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as home, \
+            Coffer(load_settings(os.environ, home=home)) as coffer:  # fmt: skip
+        coffer.create_kb(KB, chunk_size=chunk_size, vector=vector)
         ids: dict[str, str] = {}
         started = time.perf_counter()
         for done, doc in enumerate(corpus, start=1):
@@ -324,7 +345,7 @@ def run_coffer(dataset: Dataset, modes: Sequence[str], chunk_size: int | None) -
     """Index the corpus once with ``chunk_size`` and evaluate each mode over it."""
     suffix = "" if chunk_size is None else f"@chunk{chunk_size}"
     _log(f"coffer{suffix}: ingesting {len(dataset.corpus)} documents")  # one index serves every mode
-    with coffer_index(dataset.corpus, chunk_size) as (coffer, ids, seconds):
+    with coffer_index(dataset.corpus, chunk_size, vector=bool(VECTOR_MODES & set(modes))) as (coffer, ids, seconds):
         results = []
         for mode in modes:
             _log(f"coffer-{mode}{suffix}: {len(dataset.queries)} queries")

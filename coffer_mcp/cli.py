@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the MCP server (stdio)")
     serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
     serve.set_defaults(handler=_serve)
+    doctor = commands.add_parser("doctor", help="check SQLite, sqlite-vec, ripgrep, the embedder and every KB")
+    doctor.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    doctor.add_argument("--no-embed", action="store_true", help="do not make a test embedding")
+    doctor.set_defaults(handler=_doctor)
     kb = commands.add_parser("kb", help="manage knowledge bases and their documents")
     kb_commands = kb.add_subparsers(title="kb commands", metavar="KB_COMMAND")
     kb.set_defaults(handler=lambda args, settings: kb.print_help(sys.stderr) or EXIT_USAGE)
@@ -76,6 +80,7 @@ def _add_create(p: argparse.ArgumentParser) -> None:
     p.add_argument("--description", default="")
     p.add_argument("--chunk-size", type=int)
     p.add_argument("--chunk-overlap", type=int)
+    p.add_argument("--vector", action="store_true", help="also embed documents for hybrid search")
     p.set_defaults(handler=_kb_create)
 
 
@@ -84,6 +89,7 @@ def _add_update(p: argparse.ArgumentParser) -> None:
     p.add_argument("--description")
     p.add_argument("--chunk-size", type=int)
     p.add_argument("--chunk-overlap", type=int)
+    p.add_argument("--vector", action=argparse.BooleanOptionalAction, help="embed documents (--no-vector drops vectors)")
     p.set_defaults(handler=_kb_update)
 
 
@@ -112,6 +118,8 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
     p.add_argument("query", nargs="+")
     p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--strategy", choices=["auto", "keyword", "vector", "hybrid"], default="auto",
+                   help="force a retrieval strategy (default: the knowledge base's own)")  # fmt: skip
     p.set_defaults(handler=_kb_search)
 
 
@@ -159,7 +167,7 @@ def _service(settings: Settings):
 def _kb_create(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings) as coffer:
         details = coffer.create_kb(args.name, args.description, chunk_size=args.chunk_size,
-                                   chunk_overlap=args.chunk_overlap)  # fmt: skip
+                                   chunk_overlap=args.chunk_overlap, vector=args.vector)  # fmt: skip
     _emit(args, details, lambda d: f"created knowledge base '{d.name}' at {d.path}")
 
 
@@ -180,7 +188,8 @@ def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings) as coffer:
         details = coffer.update_kb(args.name, description=args.description, chunk_size=args.chunk_size,
-                                   chunk_overlap=args.chunk_overlap, progress=_progress(args))  # fmt: skip
+                                   chunk_overlap=args.chunk_overlap, vector=args.vector,
+                                   progress=_progress(args))  # fmt: skip
     _emit(args, details, _key_values)
 
 
@@ -213,7 +222,7 @@ def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings) as coffer:
-        result = coffer.search(_selector(args.name), " ".join(args.query), args.top_k)
+        result = coffer.search(_selector(args.name), " ".join(args.query), args.top_k, strategy=args.strategy)
     _emit(args, result, _render_search)
 
 
@@ -265,9 +274,34 @@ def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
         else:
             results = [coffer.reindex(args.name, progress=_progress(args))]
     _emit(args, results, lambda rs: "\n".join(
-        f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted" for r in rs
+        f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
+        f"{r.embedded} embedded" for r in rs
     ) or "no knowledge bases")  # fmt: skip
     return None
+
+
+def _doctor(args: argparse.Namespace, settings: Settings) -> int:
+    with _service(settings) as coffer:
+        report = coffer.doctor(check_embedder=not args.no_embed)
+    _emit(args, report, _render_doctor)
+    return EXIT_ERROR if report.problems else 0
+
+
+def _render_doctor(r) -> str:
+    e = r.embedder
+    reach = {True: f"reachable ({e.dimensions} dims, {e.seconds}s)", False: "NOT reachable", None: "not checked"}
+    lines = [
+        f"coffer-mcp {r.coffer_version}, home {r.home}",
+        f"SQLite {r.sqlite_version} via {r.sqlite_binding}; FTS5 {'yes' if r.fts5 else 'NO'}; "
+        f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}",
+        f"ripgrep: {r.ripgrep or 'not found (pure-Python grep)'}",
+        f"embedder: {e.provider}" + (f" {e.identity}, {reach[e.reachable]}" if e.identity else " (none)"),
+    ]
+    for kb in r.knowledge_bases:
+        vector = f"vector on ({kb.documents_degraded} degraded)" if kb.vector else "vector off"
+        lines.append(f"  {kb.name}: {kb.document_count} documents, {kb.chunk_count} chunks, {vector}")
+    lines += [f"problem: {p}" for p in r.problems] or ["no problems found"]
+    return "\n".join(lines)
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> None:

@@ -145,7 +145,7 @@ class DocumentOperations:
             _write_original(paths, doc_id, conversion.original_format, data, existing)
             atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
-            index_document(self.conn, paths, config, doc_id, truth=truth)
+            index_document(self.conn, paths, config, doc_id, truth=truth, embedder=self.embedder)
             event = "KB_DOCUMENT_UPDATED" if existing is not None else "KB_DOCUMENT_INGESTED"
             with q.write(self.conn):
                 q.audit(self.conn, event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
@@ -212,7 +212,8 @@ class DocumentOperations:
                 "updated_at": utc_now(),
             }
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
-            index_document(self.conn, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body))
+            index_document(self.conn, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body),
+                           embedder=self.embedder)  # fmt: skip
             with q.write(self.conn):
                 q.audit(self.conn, "KB_DOCUMENT_UPDATED", kb, actor, doc_id, {"source_mode": "edited"})
         return self._ingest_result(paths, doc_id, "updated")

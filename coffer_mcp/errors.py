@@ -17,6 +17,7 @@ are mapped where they enter our code (``raise ... from exc``).
     │                                   | conversion_failed (a malformed file the engine cannot read)
     │   └── EngineUnavailableError      engine_unavailable
     ├── ReconversionBlockedError        reconversion_blocked
+    ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
     ├── ConfigError                     invalid_config
     └── StoreError                      store_error
 """
@@ -37,6 +38,7 @@ __all__ = [
     "EngineUnavailableError",
     "ReconversionBlockedError",
     "ConfigError",
+    "EmbeddingError",
     "StoreError",
     "REJECTION_REASONS",
 ]
@@ -133,6 +135,12 @@ class EngineUnavailableError(IngestRejectedError):
 
 class ReconversionBlockedError(CofferError):
     code = "reconversion_blocked"
+
+
+class EmbeddingError(CofferError):
+    """The embedding provider failed or is cooling down after a failure; search degrades to keyword."""
+
+    code = "embedding_unavailable"
 
 
 class ConfigError(CofferError):

@@ -68,6 +68,7 @@ TOOL_NAMES = (
     "coffer__list_documents",
     "coffer__create_knowledge_base",
     "coffer__delete_knowledge_base",
+    "coffer__knowledge_base_metrics",
 )
 
 
@@ -277,11 +278,17 @@ def _register_curation(server: MCPServer, run: _Runner) -> None:
         name: Annotated[str, Field(description="1-64 characters of a-z, 0-9, '-', '_', '.', not starting with '.'.")],
         ctx: Context,
         description: Annotated[str, Field(description="What the knowledge base holds.", max_length=2000)] = "",
+        vector: Annotated[bool, Field(description="Also embed documents for semantic (hybrid) search.")] = False,
     ) -> KnowledgeBaseDetails:
-        """Create an empty knowledge base. Add documents to it with coffer__add_document."""
+        """Create an empty knowledge base. Add documents to it with coffer__add_document.
+
+        With vector=true, documents are also embedded so searches find paraphrases, not only
+        shared words (needs an embedding provider; search falls back to keyword without one).
+        """
         return await run(
-            ctx, "coffer__create_knowledge_base", lambda actor: svc.create_kb(name, description, actor=actor)
-        )
+            ctx, "coffer__create_knowledge_base",
+            lambda actor: svc.create_kb(name, description, vector=vector, actor=actor),
+        )  # fmt: skip
 
     @server.tool(name="coffer__delete_knowledge_base", annotations=_CHANGE)
     async def delete_knowledge_base(
@@ -299,6 +306,14 @@ def _register_curation(server: MCPServer, run: _Runner) -> None:
             return svc.delete_kb(name, actor=actor)
 
         return await run(ctx, "coffer__delete_knowledge_base", call)
+
+    @server.tool(name="coffer__knowledge_base_metrics", annotations=_READ)
+    async def knowledge_base_metrics(kb: KbName, ctx: Context) -> KnowledgeBaseDetails:
+        """Counts and settings of a knowledge base: documents, chunks, retrieval modes, chunking,
+        vector switch and embedding model, documents_degraded (documents still without vectors,
+        searched by keyword only), and disk bytes.
+        """
+        return await run(ctx, "coffer__knowledge_base_metrics", lambda _: svc.describe_kb(kb))
 
 
 def _decode(content: str, encoding: str) -> str | bytes:

@@ -28,6 +28,8 @@ __all__ = [
     "DeleteResult",
     "ReindexResult",
     "DirectoryIngestItem",
+    "DoctorReport",
+    "EmbedderStatus",
     "DirectoryIngestResult",
 ]
 
@@ -67,7 +69,11 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
     chunk_count: int
     chunk_size: int
     chunk_overlap: int
-    documents_degraded: int = 0
+    vector: bool = Field(default=False, description="Whether chunks are embedded for vector and hybrid search.")
+    embedding_model: str | None = Field(default=None, description="Identity of the model vectors come from.")
+    documents_degraded: int = Field(
+        default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
+    )
     disk_bytes: int
     path: str = Field(description="Absolute path of the knowledge base folder.")
     created_at: str
@@ -163,6 +169,29 @@ class ReindexResult(_Model):
     indexed: int = Field(description="Documents whose rows were (re)written.")
     removed: int = Field(description="Rows dropped because their file is gone.")
     adopted: int = Field(description="Markdown files added out-of-band and given an id.")
+    embedded: int = Field(default=0, description="Documents whose vectors were (re)made.")
+
+
+class EmbedderStatus(_Model):
+    provider: str
+    identity: str | None = Field(description="The model whose vectors are compatible, or None without an embedder.")
+    reachable: bool | None = Field(description="A test embedding succeeded (None: not checked).")
+    dimensions: int | None = None
+    seconds: float | None = Field(default=None, description="How long the test embedding took.")
+    error: str | None = None
+
+
+class DoctorReport(_Model):
+    coffer_version: str
+    home: str
+    sqlite_binding: str
+    sqlite_version: str
+    fts5: bool
+    sqlite_vec_version: str | None
+    ripgrep: str | None = Field(description="Path of the rg binary grep uses, or None for the Python scan.")
+    embedder: EmbedderStatus
+    knowledge_bases: list[KnowledgeBaseDetails]
+    problems: list[str] = Field(description="Everything that needs attention, in plain words.")
 
 
 class DirectoryIngestItem(_Model):

@@ -15,13 +15,14 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
 from coffer_mcp.chunking import chunk_markdown
 from coffer_mcp.convert import derive_title
 from coffer_mcp.index import queries as q
+from coffer_mcp.index import vectors
 from coffer_mcp.index.db import Connection
 from coffer_mcp.store import (
     KbConfig,
@@ -35,6 +36,10 @@ from coffer_mcp.store import (
     render_document,
 )
 from coffer_mcp.timeutil import from_epoch_ns
+from coffer_mcp.vectorize import embed_document, embed_due, embedder_usable
+
+if TYPE_CHECKING:
+    from coffer_mcp.embed import Embedder
 
 __all__ = [
     "Drift",
@@ -116,13 +121,15 @@ def _text(value: Any) -> str:
 
 def index_document(
     conn: Connection, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False,
-    truth: Truth | None = None,
+    truth: Truth | None = None, embedder: Embedder | None = None,
 ) -> bool:  # fmt: skip
     """Bring one document's rows in line with its file. Returns True if chunks were rewritten.
 
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
     A missing file ⇒ the document's rows are removed. ``truth`` may pass the file's content when
-    the caller has just written it. Call while holding the KB lock.
+    the caller has just written it. New chunks of a vector KB are embedded with ``embedder``
+    when one is usable; otherwise the document stays due (``embed_pending``). Call while
+    holding the KB lock.
     """
     truth = truth or read_truth(kb, doc_id)
     if truth is None:
@@ -144,6 +151,9 @@ def index_document(
     with q.write(conn):
         q.upsert_document(conn, row)
         q.replace_chunks(conn, kb.name, doc_id, chunks)
+        q.set_embedding(conn, doc_id, pending=config.vector, model=None)
+    if config.vector and embedder_usable(embedder):
+        embed_document(conn, kb.name, doc_id, embedder)
     return True
 
 
@@ -154,13 +164,14 @@ class Drift:
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     foreign: list[Path] = field(default_factory=list)
+    embeddings_due: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.changed or self.removed or self.foreign)
+        return bool(self.changed or self.removed or self.foreign or self.embeddings_due)
 
 
-def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig) -> Drift:
-    """Compare file stamps with row stamps; reads no file content.
+def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig, embedder: Embedder | None = None) -> Drift:
+    """Compare file stamps with row stamps (reads no file content); note embeddings that are due.
 
     This runs before every read, over every document, so the loop is kept lean.
     """
@@ -181,6 +192,8 @@ def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig) -> Drift:
         if known.get(doc_id) != (f"{stat.st_mtime_ns}:{stat.st_size}", params):
             drift.changed.append(doc_id)
     drift.removed = [doc_id for doc_id in known if doc_id not in seen]
+    if config.vector and embedder_usable(embedder):
+        drift.embeddings_due = bool(vectors.pending_documents(conn, kb.name, embedder.identity, limit=1))
     drift.changed.sort()
     drift.foreign.sort()
     return drift
@@ -198,15 +211,18 @@ def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
         return
 
 
-def reconcile(conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False,
-              progress: Progress | None = None) -> dict[str, int]:  # fmt: skip
-    """Apply the drift of one knowledge base. Call while holding the KB lock.
+def reconcile(
+    conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
+    embedder: Embedder | None = None, embed_seconds: float | None = None,
+) -> dict[str, int]:  # fmt: skip
+    """Apply the drift of one knowledge base, then catch up on embeddings. Call holding the KB lock.
 
-    With ``force`` every document is re-read and re-chunked (the full rebuild).
-    Returns counts: ``indexed``, ``removed``, ``adopted``, ``documents``.
+    With ``force`` every document is re-read and re-chunked (the full rebuild). Documents of a
+    vector KB that are due for embedding are embedded for at most ``embed_seconds`` (None: all).
+    Returns counts: ``indexed``, ``removed``, ``adopted``, ``embedded``, ``documents``.
     """
     remove_stale_temp_files(kb.docs, kb.raw)
-    drift = detect_drift(conn, kb, config)
+    drift = detect_drift(conn, kb, config, embedder)
     adopted = [adopt_foreign_file(kb, path) for path in drift.foreign]
     targets = sorted({*drift.changed, *(a for a in adopted if a)})
     if force:
@@ -214,6 +230,7 @@ def reconcile(conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = 
     total = len(targets) + len(drift.removed)
     indexed = 0
     for done, doc_id in enumerate(targets, 1):
+        # Embedding waits until every file is indexed: a slow provider never delays the text index.
         indexed += index_document(conn, kb, config, doc_id, force=force)
         if progress:
             progress(done, total)
@@ -224,9 +241,12 @@ def reconcile(conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = 
         _remove_orphan_raw(kb, drift.removed)
         if progress:
             progress(total, total)
+    embedded = 0
+    if config.vector and embedder_usable(embedder):
+        embedded = embed_due(conn, kb.name, embedder, seconds=embed_seconds, progress=progress)
     documents = len(q.doc_stamps(conn, kb.name))
     return {"indexed": indexed, "removed": len(drift.removed), "adopted": sum(map(bool, adopted)),
-            "documents": documents}  # fmt: skip
+            "embedded": embedded, "documents": documents}  # fmt: skip
 
 
 def _remove_orphan_raw(kb: KbPaths, doc_ids: list[str]) -> None:

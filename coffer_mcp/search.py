@@ -1,4 +1,6 @@
-"""Keyword retrieval over the index: AND-first widening to OR, then a substring fallback.
+"""Retrieval over the index: keyword (BM25), vector (sqlite-vec KNN) and their fusion.
+
+Keyword search runs AND-first, widening to OR, then a substring fallback:
 
 1. The full-text index (BM25), with English stemming for words and CJK runs as bigrams. All
    terms must match first; only when that finds fewer than ``top_k`` chunks does an OR query
@@ -6,6 +8,9 @@
 2. When the index finds nothing — a partial word (``ackend``), a single CJK character (``向``) —
    a bounded substring scan. Latin terms must all be present there, so a stray short word never
    matches inside unrelated words.
+
+Hybrid search fuses a keyword and a vector list by reciprocal rank fusion (K = 60; a passage is
+one ``(document_id, position)``), so passages both lists rank reinforce each other.
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from coffer_mcp.index import queries as q
+from coffer_mcp.index import vectors
 from coffer_mcp.index.db import Connection
 from coffer_mcp.index.fts import analyze, match_expression
 from coffer_mcp.models import Passage
 
-__all__ = ["keyword_search", "to_passage"]
+__all__ = ["RRF_K", "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search"]
 
 SUBSTRING_SCAN_LIMIT = 5000
+RRF_K = 60
 
 
 def keyword_search(
@@ -59,6 +66,50 @@ def _run(
     if source == "substring":
         return q.substring_search(conn, terms, operator, kbs, doc_ids, limit, SUBSTRING_SCAN_LIMIT)
     return q.fts_search(conn, match_expression(terms, operator), kbs, doc_ids, limit)
+
+
+def vector_search(
+    conn: Connection, table: str, query_vector: Sequence[float], kbs: Sequence[str], top_k: int,
+    doc_ids: Sequence[str] | None = None,
+) -> list[Passage]:  # fmt: skip
+    """The ``top_k`` chunks nearest to ``query_vector`` in one model's table."""
+    # Restricting to documents happens after the KNN: look further so enough survive.
+    depth = top_k if not doc_ids else min(top_k * 20, 4096)
+    rows = vectors.knn(conn, table, query_vector, kbs, doc_ids, depth)
+    return [to_passage(row) for row in rows[:top_k]]
+
+
+def fuse_rrf(ranked_lists: Sequence[Sequence[Passage]], top_k: int, k: int = RRF_K) -> list[Passage]:
+    """Reciprocal rank fusion: each passage scores the sum of ``1 / (k + rank)`` over the lists."""
+    scores: dict[tuple[str, int], float] = {}
+    first: dict[tuple[str, int], Passage] = {}
+    for ranked in ranked_lists:
+        for rank, passage in enumerate(ranked, 1):
+            key = (passage.document_id, passage.position)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            first.setdefault(key, passage)
+    best = sorted(scores, key=lambda key: (-scores[key], key))[:top_k]
+    return [first[key].model_copy(update={"score": round(scores[key], 6)}) for key in best]
+
+
+def fuse_convex(keyword: Sequence[Passage], vector: Sequence[Passage], top_k: int, alpha: float = 0.5) -> list[Passage]:
+    """Convex combination of min-max-normalized scores: ``alpha * vector + (1 - alpha) * keyword``.
+
+    A passage missing from one list scores 0 there.
+    """
+    combined: dict[tuple[str, int], float] = {}
+    first: dict[tuple[str, int], Passage] = {}
+    for weight, ranked in ((1 - alpha, keyword), (alpha, vector)):
+        if not ranked:
+            continue
+        low, high = min(p.score for p in ranked), max(p.score for p in ranked)
+        for passage in ranked:
+            key = (passage.document_id, passage.position)
+            norm = (passage.score - low) / (high - low) if high > low else 1.0
+            combined[key] = combined.get(key, 0.0) + weight * norm
+            first.setdefault(key, passage)
+    best = sorted(combined, key=lambda key: (-combined[key], key))[:top_k]
+    return [first[key].model_copy(update={"score": round(combined[key], 6)}) for key in best]
 
 
 def to_passage(row: Any) -> Passage:

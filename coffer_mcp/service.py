@@ -13,33 +13,36 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ulid import ULID
 
 from coffer_mcp.documents import DocumentOperations
+from coffer_mcp.retrieval import ALL, KbSelector, RetrievalOperations
+from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
+from coffer_mcp import __version__
 from coffer_mcp.errors import (
+    CofferError,
     InvalidArgumentError,
     KnowledgeBaseExistsError,
     KnowledgeBaseNotFoundError,
     StoreError,
 )
-from coffer_mcp.grep import grep_dirs
 from coffer_mcp.index import queries as q
-from coffer_mcp.index.db import Connection, connect, database_errors
+from coffer_mcp.grep import find_rg
+from coffer_mcp.index.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.schema import migrate
 from coffer_mcp.models import (
     DeleteResult,
-    GrepHit,
-    GrepResult,
+    DoctorReport,
+    EmbedderStatus,
     KnowledgeBaseDetails,
     KnowledgeBaseSummary,
     ReindexResult,
-    SearchResult,
 )
 from coffer_mcp.reindex import detect_drift, reconcile
-from coffer_mcp.search import keyword_search
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     KbConfig,
@@ -58,22 +61,26 @@ __all__ = ["Coffer", "KbSelector", "Progress"]
 
 log = logging.getLogger(__name__)
 
-KbSelector = str | Sequence[str]
-"""One knowledge base name, several, or ``"*"`` for all of them."""
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, message)``, called during long operations."""
 
-ALL = "*"
-MODES = ["grep", "keyword"]
-MAX_QUERY_CHARS = 2000
+BASE_MODES = ("grep", "keyword")
+VECTOR_MODES = ("vector", "hybrid")
 _DELETING = ".deleting-"
 _REGISTRY_LOCK = ".registry"
 
 
-class Coffer(DocumentOperations):
+class Coffer(DocumentOperations, RetrievalOperations):
     """The Coffer core over one ``COFFER_HOME``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        """A service over ``settings.home``.
+
+        Args:
+            settings: The global settings.
+            embedder: An embedder to use instead of the one the settings describe (tests, custom
+                providers); it must follow the ``coffer_mcp.embed.Embedder`` protocol.
+        """
         self.settings = settings
         self.paths = StorePaths(settings.home)
         self._local = threading.local()
@@ -81,6 +88,8 @@ class Coffer(DocumentOperations):
         self._guard = threading.Lock()
         self._ready = False
         self._configs: dict[str, tuple[str, KbConfig]] = {}
+        self._embedder: Embedder | None = embedder
+        self._embedder_made = embedder is not None
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -134,6 +143,26 @@ class Coffer(DocumentOperations):
                 hint="The index is rebuildable: move coffer.db away and run 'coffer kb reindex --all'.",
             ) from exc
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The configured embedder (made on first use; the model itself loads on first embed)."""
+        if not self._embedder_made:
+            with self._guard:
+                if not self._embedder_made:
+                    self._embedder = make_embedder(embedding_config(self.settings))
+                    self._embedder_made = True
+        return self._embedder
+
+    def modes(self, config: KbConfig) -> list[str]:
+        """The retrieval modes a knowledge base answers with right now."""
+        return [*BASE_MODES, *VECTOR_MODES] if config.vector and self.embedder is not None else list(BASE_MODES)
+
+    def _wanted_model(self, config: KbConfig) -> str | None:
+        """The model whose vectors a KB's documents should have ('' when vector has no embedder)."""
+        if not config.vector:
+            return None
+        return self.embedder.identity if self.embedder is not None else ""
+
     @contextlib.contextmanager
     def kb_lock(self, name: str, *, timeout: float | None = None) -> Iterator[None]:
         """Hold the write lock of one knowledge base."""
@@ -152,7 +181,7 @@ class Coffer(DocumentOperations):
 
     def create_kb(
         self, name: str, description: str = "", *, chunk_size: int | None = None,
-        chunk_overlap: int | None = None, actor: str = "cli",
+        chunk_overlap: int | None = None, vector: bool = False, actor: str = "cli",
     ) -> KnowledgeBaseDetails:  # fmt: skip
         """Create an empty knowledge base.
 
@@ -166,6 +195,7 @@ class Coffer(DocumentOperations):
             description=description,
             chunk_size=chunk_size or self.settings.chunk_size,
             chunk_overlap=self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
+            vector=vector,
             created_at=now,
             updated_at=now,
         )
@@ -181,7 +211,7 @@ class Coffer(DocumentOperations):
             write_kb_config(kb.config, config)
             with q.write(conn):
                 q.upsert_kb(conn, name, config, _stamp(kb.config))
-                q.audit(conn, "KB_CREATED", name, actor, details={"description": description})
+                q.audit(conn, "KB_CREATED", name, actor, details={"description": description, "vector": vector})
         return self.describe_kb(name)
 
     def list_kbs(self) -> list[KnowledgeBaseSummary]:
@@ -192,39 +222,49 @@ class Coffer(DocumentOperations):
         counts = q.document_counts(self.conn)
         return [
             KnowledgeBaseSummary(name=name, description=self._config(name).description,
-                                 document_count=counts.get(name, 0), modes=list(MODES))
+                                 document_count=counts.get(name, 0), modes=self.modes(self._config(name)))
             for name in names
         ]  # fmt: skip
 
     def describe_kb(self, name: str) -> KnowledgeBaseDetails:
         """Counts, settings and disk usage of one knowledge base."""
-        kb, config = self.open_kb(name)
+        kb, _ = self.open_kb(name)
         self.refresh(name)
-        documents, chunks, degraded = q.kb_counts(self.conn, name)
+        config = self._config(name)
+        documents, chunks, degraded = q.kb_counts(self.conn, name, self._wanted_model(config))
         return KnowledgeBaseDetails(
-            name=name, description=config.description, document_count=documents, modes=list(MODES),
+            name=name, description=config.description, document_count=documents, modes=self.modes(config),
             chunk_count=chunks, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
+            vector=config.vector, embedding_model=self._wanted_model(config) or None,
             documents_degraded=degraded, disk_bytes=_disk_bytes(kb.root), path=str(kb.root),
             created_at=config.created_at, updated_at=config.updated_at,
         )  # fmt: skip
 
     def update_kb(
         self, name: str, *, description: str | None = None, chunk_size: int | None = None,
-        chunk_overlap: int | None = None, actor: str = "cli", progress: Progress | None = None,
+        chunk_overlap: int | None = None, vector: bool | None = None, actor: str = "cli",
+        progress: Progress | None = None,
     ) -> KnowledgeBaseDetails:  # fmt: skip
-        """Change a knowledge base's settings; new chunking parameters re-chunk its documents."""
+        """Change a knowledge base's settings.
+
+        New chunking parameters re-chunk its documents; turning ``vector`` on embeds them (with
+        progress), turning it off drops its vectors.
+        """
         kb, _ = self.open_kb(name)
         with self.kb_lock(name):
             old = self._config(name)
-            changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
+            changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
+                       "vector": vector}  # fmt: skip
             changes = {k: v for k, v in changes.items() if v is not None}
             config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
             write_kb_config(kb.config, config)
             with q.write(self.conn):
                 q.upsert_kb(self.conn, name, config, _stamp(kb.config))
                 q.audit(self.conn, "KB_UPDATED", name, actor, details=changes)
-            if config.chunk_params != old.chunk_params:
-                self._reconcile_locked(kb, config, progress=progress)
+                if old.vector and not config.vector:
+                    q.clear_kb_embeddings(self.conn, name)
+            if config.chunk_params != old.chunk_params or config.vector != old.vector:
+                self._reconcile_locked(kb, config, progress=progress, embed_seconds=None)
         return self.describe_kb(name)
 
     def delete_kb(self, name: str, *, actor: str = "cli") -> DeleteResult:
@@ -329,7 +369,7 @@ class Coffer(DocumentOperations):
     def refresh(self, name: str) -> None:
         """Reconcile one knowledge base with its files before a read (cheap when nothing moved)."""
         kb, config = self.open_kb(name)
-        if not detect_drift(self.conn, kb, config):
+        if not detect_drift(self.conn, kb, config, self.embedder if config.vector else None):
             return
         try:
             with self.kb_lock(name, timeout=self.settings.reconcile_lock_wait):
@@ -339,79 +379,69 @@ class Coffer(DocumentOperations):
                 raise
             log.info("knowledge base %s is busy; serving the index as it is", name)
 
-    def _reconcile_locked(self, kb: KbPaths, config: KbConfig, *, force: bool = False,
-                          progress: Progress | None = None) -> dict[str, int]:  # fmt: skip
+    def _reconcile_locked(
+        self, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
+        embed_seconds: float | None = -1.0,
+    ) -> dict[str, int]:  # fmt: skip
+        """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
         report = None if progress is None else (lambda done, total: progress(done, total, "indexing"))
-        return reconcile(self.conn, kb, config, force=force, progress=report)
+        budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
+        embedder = self.embedder if config.vector else None
+        return reconcile(self.conn, kb, config, force=force, progress=report, embedder=embedder,
+                         embed_seconds=budget)  # fmt: skip
 
     def reindex(self, name: str, *, force: bool = True, progress: Progress | None = None) -> ReindexResult:
         """Rebuild a knowledge base's rows from its files (``force`` re-chunks every document)."""
         self._sync_registry()
         kb, _ = self.open_kb(name)
         with self.kb_lock(name):
-            counts = self._reconcile_locked(kb, self._config(name), force=force, progress=progress)
+            counts = self._reconcile_locked(kb, self._config(name), force=force, progress=progress,
+                                            embed_seconds=None)  # fmt: skip
         return ReindexResult(kb=name, **counts)
 
     def reindex_all(self, *, force: bool = True, progress: Progress | None = None) -> list[ReindexResult]:
         return [self.reindex(name, force=force, progress=progress) for name in self._sync_registry()]
 
-    # -- retrieval -------------------------------------------------------------------------------
+    # -- diagnosis -------------------------------------------------------------------------------
 
-    def resolve_kbs(self, selector: KbSelector) -> list[str]:
-        """Names of the knowledge bases a selector designates (each checked to exist)."""
-        if isinstance(selector, str):
-            if selector.strip() == ALL:
-                names = self._sync_registry()
-                if not names:
-                    raise self._unknown_kb(ALL)
-                return names
-            selector = [selector]
-        names = list(dict.fromkeys(selector))
-        if not names:
-            raise InvalidArgumentError("No knowledge base given.", hint="Pass a name, a list of names, or '*'.")
-        for name in names:
-            self.open_kb(name)
-        return names
-
-    def search(
-        self, kb: KbSelector, query: str, top_k: int = 5, *, document_ids: Sequence[str] | None = None
-    ) -> SearchResult:
-        """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases."""
-        query = (query or "").strip()
-        if not query:
-            raise InvalidArgumentError("The query is empty.", hint="Pass the words or phrase to look for.")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidArgumentError(
-                f"The query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}.",
-                hint="Search with the key phrase rather than a whole passage.",
-            )
-        if not 1 <= top_k <= 1000:
-            raise InvalidArgumentError(f"top_k must be between 1 and 1000, got {top_k}.", hint="Use e.g. 5.")
-        names = self.resolve_kbs(kb)
-        for name in names:
-            self.refresh(name)
-        passages = keyword_search(self.conn, names, query, top_k, document_ids)
-        return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names)
-
-    def grep(
-        self, kb: KbSelector, pattern: str, max_matches: int = 50, *, ignore_case: bool = False,
-        fixed_strings: bool = False,
-    ) -> GrepResult:  # fmt: skip
-        """Regex matches, line by line, over the Markdown files (no index involved)."""
-        names = self.resolve_kbs(kb)
-        for name in names:
-            self.refresh(name)
-        dirs = {self.paths.kb(name).docs: name for name in names}
-        outcome = grep_dirs(
-            list(dirs), pattern, max_matches=max_matches, timeout=self.settings.grep_timeout,
-            ignore_case=ignore_case, fixed_strings=fixed_strings, rg_path=self.settings.rg_path,
+    def doctor(self, *, check_embedder: bool = True) -> DoctorReport:
+        """What this installation can do, and what needs attention."""
+        chosen = binding()
+        conn = self.conn
+        problems: list[str] = []
+        vec = vec_version(conn)
+        if vec is None:
+            problems.append("sqlite-vec is not loaded: vector search cannot work (pip install sqlean.py sqlite-vec).")
+        rg = find_rg(self.settings.rg_path)
+        if rg is None:
+            problems.append("ripgrep (rg) is not on PATH: grep uses the slower pure-Python scan.")
+        embedder = self._embedder_status(check_embedder)
+        if embedder.error:
+            problems.append(f"The embedder is not working: {embedder.error}")
+        kbs = [self.describe_kb(name) for name in self._sync_registry()]
+        problems += [f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
+                     for kb in kbs if kb.documents_degraded]  # fmt: skip
+        return DoctorReport(
+            coffer_version=__version__, home=str(self.paths.home), sqlite_binding=chosen.name,
+            sqlite_version=chosen.sqlite_version, fts5=_has_fts5(conn), sqlite_vec_version=vec, ripgrep=rg,
+            embedder=embedder, knowledge_bases=kbs, problems=problems,
         )  # fmt: skip
-        hits = [
-            GrepHit(path=str(m.path), document_id=m.path.stem, line_number=m.line_number, line=m.line,
-                    kb=dirs[m.path.parent])
-            for m in outcome.matches
-        ]  # fmt: skip
-        return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+
+    def _embedder_status(self, check: bool) -> EmbedderStatus:
+        provider = self.settings.embedding_provider
+        embedder = self.embedder
+        if embedder is None:
+            return EmbedderStatus(provider=provider, identity=None, reachable=None)
+        if not check:
+            return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=None)
+        started = time.perf_counter()
+        try:
+            vector = embedder.embed_query("Coffer doctor: is the embedder reachable?")
+        except CofferError as exc:
+            return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=False,
+                                  error=f"{exc.message} {exc.hint}".strip())  # fmt: skip
+        return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=True,
+                              dimensions=len(vector), seconds=round(time.perf_counter() - started, 3))  # fmt: skip
 
     # -- history ---------------------------------------------------------------------------------
 
@@ -420,6 +450,30 @@ class Coffer(DocumentOperations):
         """Log one MCP tool call (no arguments, no content)."""
         with q.write(self.conn):
             q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+
+
+def embedding_config(settings: Settings) -> EmbeddingConfig:
+    """The embedder's settings, taken from the global ones."""
+    key = settings.embedding_api_key
+    return EmbeddingConfig(
+        provider=settings.embedding_provider,
+        model=settings.embedding_model,
+        model_path=settings.embedding_model_path,
+        base_url=settings.embedding_base_url,
+        api_key=key.get_secret_value() if key is not None else None,
+        dimensions=settings.embedding_dimensions,
+        batch_size=settings.embedding_batch_size,
+        cooldown_seconds=settings.embedding_cooldown_seconds,
+    )
+
+
+def _has_fts5(conn: Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp.fts5_probe")
+    except database_errors():
+        return False
+    return True
 
 
 def _stamp(path: Path) -> str:

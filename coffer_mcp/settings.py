@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from coffer_mcp.errors import ConfigError
 
@@ -29,7 +29,16 @@ ENV_VARS: dict[str, str] = {
     "COFFER_CHUNK_OVERLAP": "chunk_overlap",
     "COFFER_CURATION_TOOLS": "curation_tools",
     "COFFER_LOG_LEVEL": "log_level",
+    "COFFER_EMBEDDING_PROVIDER": "embedding_provider",
+    "COFFER_EMBEDDING_MODEL": "embedding_model",
+    "COFFER_EMBEDDING_MODEL_PATH": "embedding_model_path",
+    "COFFER_EMBEDDING_BASE_URL": "embedding_base_url",
+    "COFFER_EMBEDDING_API_KEY_ENV": "embedding_api_key_env",
+    "COFFER_EMBEDDING_DIMENSIONS": "embedding_dimensions",
 }
+# config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
+_EMBEDDING_KEYS = ("provider", "model", "model_path", "base_url", "api_key_env", "dimensions", "batch_size",
+                   "cooldown_seconds")  # fmt: skip
 
 
 class Settings(BaseModel):
@@ -51,11 +60,31 @@ class Settings(BaseModel):
         default=2.0, ge=0, description="How long a read waits for a busy writer before serving the index as is."
     )
     log_level: str = "WARNING"
+    embedding_provider: Literal["fastembed", "openai", "none"] = "fastembed"
+    embedding_model: str | None = Field(default=None, description="None: the provider's default model.")
+    embedding_model_path: Path | None = Field(default=None, description="fastembed: a local model folder.")
+    embedding_base_url: str | None = Field(default=None, description="openai: any /v1/embeddings server.")
+    embedding_api_key_env: str = Field(
+        default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The NAME of the environment variable holding the API key (never the key).",
+    )  # fmt: skip
+    embedding_api_key: SecretStr | None = Field(default=None, exclude=True, description="Resolved from the env var.")
+    embedding_dimensions: int | None = Field(default=None, ge=1, le=8192)
+    embedding_batch_size: int = Field(default=16, ge=1, le=128)
+    embedding_cooldown_seconds: float = Field(default=30.0, ge=0)
+    embed_on_read_seconds: float = Field(
+        default=2.0, ge=0, description="How long a read may spend embedding documents that are due."
+    )
 
     @field_validator("home", mode="before")
     @classmethod
     def _expand_home(cls, value: Any) -> Any:
         return Path(value).expanduser().resolve() if isinstance(value, (str, Path)) else value
+
+    @field_validator("embedding_model_path", mode="before")
+    @classmethod
+    def _expand_model_path(cls, value: Any) -> Any:
+        return Path(value).expanduser() if isinstance(value, (str, Path)) and str(value) else None
 
     @field_validator("log_level")
     @classmethod
@@ -86,8 +115,12 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     flags = {k: v for k, v in overrides.items() if v is not None}
     home = flags.get("home") or from_env.get("home") or Path("~/.coffer").expanduser()
     from_file = _read_config_file(Path(home).expanduser() / "config.yaml")
+    merged = {**from_file, **from_env, **flags, "home": home}
+    key_env = merged.get("embedding_api_key_env") or "OPENAI_API_KEY"
+    if environ.get(key_env):
+        merged["embedding_api_key"] = environ[key_env]
     try:
-        return Settings(**{**from_file, **from_env, **flags, "home": home})
+        return Settings(**merged)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigError(
@@ -110,4 +143,24 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of settings.", hint="See docs/configuration.md.")
     data.pop("home", None)  # the file lives in home; it cannot move it
-    return data
+    return _flatten_embedding(data, path)
+
+
+def _flatten_embedding(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    embedding = data.pop("embedding", None)
+    if embedding is None:
+        return data
+    if not isinstance(embedding, dict):
+        raise ConfigError(f"'embedding' in {path} must be a mapping.", hint="e.g. embedding: {provider: fastembed}")
+    if "api_key" in embedding:
+        raise ConfigError(
+            f"{path} holds a plaintext embedding API key.",
+            hint="Remove it; put the key in an environment variable and name that variable in api_key_env.",
+        )
+    unknown = set(embedding) - set(_EMBEDDING_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"Unknown embedding settings in {path}: {', '.join(sorted(unknown))}.",
+            hint=f"Known: {', '.join(_EMBEDDING_KEYS)}.",
+        )
+    return {**data, **{f"embedding_{key}": value for key, value in embedding.items()}}

@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "coffer_mcp"
 LAYERS = [
     {"errors", "models", "timeutil", "settings"},
     {"store", "convert", "index", "embed", "chunking", "grep"},
-    {"search", "reindex"},
-    {"documents", "service"},
+    {"search", "reindex", "vectorize"},
+    {"documents", "retrieval", "service"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
 ]
 # Third-party packages each confined to one place.

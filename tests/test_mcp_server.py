@@ -53,8 +53,9 @@ CONTRACT = {
     "coffer__edit_document": (["kb", "doc_id", "content"], (False, True, True)),
     "coffer__delete_document": (["kb", "doc_id"], (False, True, True)),
     "coffer__list_documents": (["kb", "q", "limit", "offset"], (True, None, None)),
-    "coffer__create_knowledge_base": (["name", "description"], (False, False, False)),
+    "coffer__create_knowledge_base": (["name", "description", "vector"], (False, False, False)),
     "coffer__delete_knowledge_base": (["name", "confirm"], (False, True, True)),
+    "coffer__knowledge_base_metrics": (["kb"], (True, None, None)),
 }
 
 

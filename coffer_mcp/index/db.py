@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import logging
 import os
+import time
 import sqlite3 as _stdlib_sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,7 @@ def connect(path: Path | str, *, load_vec: bool = True) -> Connection:
 
 def _apply_pragmas(conn: Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    mode = _enable_wal(conn)
     if mode.lower() not in ("wal", "memory"):
         log.warning("SQLite refused WAL mode (got %s); concurrent writers will wait longer", mode)
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -101,6 +102,25 @@ def _sqlite_vec_path() -> str | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
+def _enable_wal(conn: Connection) -> str:
+    """Switch a new database to WAL (the mode persists in the file).
+
+    Switching needs an exclusive lock and SQLite does not wait on the busy handler for it, so
+    processes opening a brand-new database at the same moment retry briefly.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode.lower() == "wal":
+            return mode
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except database_errors() as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _load_sqlite_vec(conn: Connection) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from coffer_mcp.index import vectors
 from coffer_mcp.index.db import Connection
 from coffer_mcp.index.fts import search_text
 from coffer_mcp.models import Chunk
@@ -16,6 +17,8 @@ __all__ = [
     "DOC_COLUMNS",
     "audit",
     "chunk_count",
+    "chunk_texts",
+    "clear_kb_embeddings",
     "delete_document",
     "delete_kb",
     "doc_by_filename",
@@ -29,6 +32,7 @@ __all__ = [
     "list_documents",
     "record_invocation",
     "replace_chunks",
+    "set_embedding",
     "set_file_stamp",
     "substring_search",
     "upsert_document",
@@ -64,30 +68,36 @@ def kb_stamps(conn: Connection) -> dict[str, str]:
 def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
     conn.execute(
         """INSERT INTO knowledge_bases
-               (name, description, chunk_size, chunk_overlap, created_at, updated_at, config_stamp)
-           VALUES (?, ?, ?, ?, ?, ?, ?)
+               (name, description, chunk_size, chunk_overlap, vector, created_at, updated_at, config_stamp)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (name) DO UPDATE SET description = excluded.description,
                chunk_size = excluded.chunk_size, chunk_overlap = excluded.chunk_overlap,
-               created_at = excluded.created_at, updated_at = excluded.updated_at,
-               config_stamp = excluded.config_stamp""",
-        (name, config.description, config.chunk_size, config.chunk_overlap,
+               vector = excluded.vector, created_at = excluded.created_at,
+               updated_at = excluded.updated_at, config_stamp = excluded.config_stamp""",
+        (name, config.description, config.chunk_size, config.chunk_overlap, int(config.vector),
          config.created_at, config.updated_at, stamp),
     )  # fmt: skip
 
 
 def delete_kb(conn: Connection, name: str) -> None:
-    """Drop every row of a knowledge base, its chunks' FTS entries first."""
+    """Drop every row of a knowledge base, its chunks' FTS entries and vectors first."""
+    vectors.delete_kb_vectors(conn, name)
     _delete_chunks(conn, "kb = ?", (name,))
     conn.execute("DELETE FROM documents WHERE kb = ?", (name,))
     conn.execute("DELETE FROM knowledge_bases WHERE name = ?", (name,))
 
 
-def kb_counts(conn: Connection, name: str) -> tuple[int, int, int]:
-    """(documents, chunks, documents with a pending embedding) of one knowledge base."""
+def kb_counts(conn: Connection, name: str, vector_model: str | None) -> tuple[int, int, int]:
+    """(documents, chunks, degraded documents) of one knowledge base.
+
+    With ``vector_model`` (the KB wants vectors of that model), a document is degraded when its
+    embedding failed or its vectors are missing or from another model.
+    """
     docs, degraded = conn.execute(
-        "SELECT count(*), coalesce(sum(embed_pending), 0) FROM documents WHERE kb = ?", (name,)
+        "SELECT count(*), coalesce(sum(embed_pending = 1 OR embedding_model IS NOT ?), 0) FROM documents WHERE kb = ?",
+        (vector_model, name),
     ).fetchone()
-    return docs, chunk_count(conn, name), degraded
+    return docs, chunk_count(conn, name), degraded if vector_model is not None else 0
 
 
 def chunk_count(conn: Connection, name: str) -> int:
@@ -167,11 +177,30 @@ def _fts_body(headings: str, text: str) -> str:
 def _delete_chunks(conn: Connection, where: str, params: tuple[Any, ...]) -> None:
     """Delete chunks and their FTS entries (a contentless FTS5 delete needs the indexed text)."""
     doomed = conn.execute(f"SELECT id, headings, text FROM chunks WHERE {where}", params).fetchall()
+    vectors.delete_vectors(conn, [row[0] for row in doomed])
     conn.executemany(
         "INSERT INTO chunks_fts (chunks_fts, rowid, body) VALUES ('delete', ?, ?)",
         [(row[0], _fts_body(row[1], row[2])) for row in doomed],
     )
     conn.execute(f"DELETE FROM chunks WHERE {where}", params)
+
+
+def chunk_texts(conn: Connection, doc_id: str) -> list[tuple[int, str]]:
+    """``(chunk id, text)`` of a document, in order."""
+    rows = conn.execute("SELECT id, text FROM chunks WHERE document_id = ? ORDER BY position", (doc_id,))
+    return [(row[0], row[1]) for row in rows]
+
+
+def set_embedding(conn: Connection, doc_id: str, *, pending: bool, model: str | None) -> None:
+    conn.execute(
+        "UPDATE documents SET embed_pending = ?, embedding_model = ? WHERE id = ?", (int(pending), model, doc_id)
+    )
+
+
+def clear_kb_embeddings(conn: Connection, kb: str) -> None:
+    """Forget a knowledge base's vectors (its vector switch was turned off)."""
+    vectors.delete_kb_vectors(conn, kb)
+    conn.execute("UPDATE documents SET embed_pending = 0, embedding_model = NULL WHERE kb = ?", (kb,))
 
 
 def delete_document(conn: Connection, doc_id: str) -> None:

@@ -94,8 +94,22 @@ CREATE TABLE mcp_invocations (
 );
 """
 
+_VECTORS = """
+-- Vectors live in one sqlite-vec table per embedding model (index/vectors.py); a document
+-- records which model its vectors came from, and whether its embedding is still owed.
+CREATE TABLE embedding_models (
+    id INTEGER PRIMARY KEY,
+    identity TEXT NOT NULL UNIQUE,
+    dimensions INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+ALTER TABLE documents ADD COLUMN embedding_model TEXT;
+ALTER TABLE knowledge_bases ADD COLUMN vector INTEGER NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
+    ("0002_vectors", _VECTORS),
 ]
 
 

@@ -28,6 +28,7 @@ class KbConfig(BaseModel):
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     chunk_size: int = Field(default=512, ge=64, le=8192)
     chunk_overlap: int = Field(default=64, ge=0)
+    vector: bool = Field(default=False, description="Embed chunks for vector and hybrid search.")
     created_at: str
     updated_at: str
 

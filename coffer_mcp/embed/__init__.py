@@ -1,0 +1,25 @@
+"""Embedding providers behind one small contract: ``make_embedder(config) -> Embedder | None``.
+
+    from coffer_mcp.embed import EmbeddingConfig, make_embedder
+
+    embedder = make_embedder(EmbeddingConfig(provider="fastembed"))  # loads nothing yet
+    vectors = embedder.embed_documents(["first text", "second text"])  # L2-normalized floats
+
+fastembed and openai are imported on first use, never by importing this package.
+"""
+
+from __future__ import annotations
+
+from coffer_mcp.embed._factory import make_embedder
+from coffer_mcp.embed._fastembed import FastEmbedEmbedder
+from coffer_mcp.embed._openai import OpenAIEmbedder
+from coffer_mcp.embed.base import CooldownEmbedder, Embedder, EmbeddingConfig
+
+__all__ = [
+    "CooldownEmbedder",
+    "Embedder",
+    "EmbeddingConfig",
+    "FastEmbedEmbedder",
+    "OpenAIEmbedder",
+    "make_embedder",
+]

@@ -1,0 +1,202 @@
+"""fastembed: in-process ONNX embedding, loaded on first use.
+
+Where the model comes from, in order:
+
+1. ``model_path`` set: that directory, never the network.
+2. Otherwise fastembed's cache (``FASTEMBED_CACHE_PATH``, default ``<tmp>/fastembed_cache``),
+   without touching the network.
+3. Otherwise a download from Hugging Face (``HF_ENDPOINT``), but only after a 5-second probe
+   shows the hub answers at all: when it cannot be reached fastembed retries three times with
+   sleeps of 3, 9 and 27 seconds before giving up, and that 39-second stall would hit the first
+   document ingested on every offline machine. With ``HF_HUB_OFFLINE=1`` nothing is downloaded.
+
+fastembed logs through loguru to stderr and huggingface_hub draws its progress bars on stderr;
+nothing here writes to stdout, which belongs to the MCP protocol in stdio mode.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coffer_mcp.embed.base import normalized, shorten
+from coffer_mcp.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from fastembed import TextEmbedding
+
+__all__ = ["DEFAULT_MODEL", "FastEmbedEmbedder"]
+
+DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+HUB_PROBE_SECONDS = 5.0
+
+
+class FastEmbedEmbedder:
+    """Embeds with a fastembed ``TextEmbedding`` model, loaded lazily and at most once.
+
+    Args:
+        model_name: A model fastembed supports, e.g. ``sentence-transformers/all-MiniLM-L6-v2``;
+            it decides pooling and normalization, also for a model loaded from ``model_path``.
+        model_path: A local directory holding the model's ONNX export (offline use).
+        batch_size: Texts per model call; memory grows with it.
+        threads: onnxruntime threads (None: onnxruntime's default).
+        dimensions: When set, the model's vector size must equal it.
+    """
+
+    def __init__(
+        self, model_name: str = DEFAULT_MODEL, *, model_path: Path | None = None, batch_size: int = 16,
+        threads: int | None = None, dimensions: int | None = None,
+    ) -> None:  # fmt: skip
+        self.model_name = model_name
+        self.model_path = model_path
+        self.batch_size = max(1, batch_size)
+        self.threads = threads
+        self.expected_dimensions = dimensions
+        self._model: TextEmbedding | None = None
+        self._load_lock = threading.Lock()
+        # One model call at a time: onnxruntime already spreads a call over its threads, and
+        # overlapping calls would multiply peak memory. Taken per batch, so a search query waits
+        # for at most one batch of a long document.
+        self._run_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FastEmbedEmbedder({self.model_name!r}, model_path={self.model_path!r})"
+
+    @property
+    def identity(self) -> str:
+        return f"fastembed:{self.model_name}"
+
+    def dimensions(self) -> int:
+        return self._load().embedding_size
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        model = self._load()
+        vectors: list[list[float]] = []
+        for batch in _batches(texts, self.batch_size):
+            with self._run_lock:
+                rows = list(model.passage_embed(batch, batch_size=self.batch_size))
+            vectors.extend(normalized(row.tolist()) for row in rows)
+        if len(vectors) != len(texts):
+            raise EmbeddingError(f"{self.identity} returned {len(vectors)} vectors for {len(texts)} texts.")
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        model = self._load()
+        with self._run_lock:
+            rows = list(model.query_embed(text))
+        return normalized(rows[0].tolist())
+
+    def _load(self) -> TextEmbedding:
+        if self._model is None:
+            with self._load_lock:
+                if self._model is None:
+                    self._model = self._open()
+        return self._model
+
+    def _open(self) -> TextEmbedding:
+        from fastembed import TextEmbedding
+
+        self._check_model_name(TextEmbedding)
+        options: dict[str, Any] = {"threads": self.threads} if self.threads else {}
+        if self.model_path is not None:
+            model = self._open_directory(TextEmbedding, options)
+        else:
+            model = _open_cached(TextEmbedding, self.model_name, options) or self._download(TextEmbedding, options)
+        self._check_dimensions(model.embedding_size)
+        return model
+
+    def _check_model_name(self, text_embedding: type[TextEmbedding]) -> None:
+        supported = {entry["model"].lower() for entry in text_embedding.list_supported_models()}
+        if self.model_name.lower() not in supported:
+            raise EmbeddingError(
+                f"fastembed does not know the model {self.model_name!r}.",
+                hint="Set the embedding model to a name fastembed supports (e.g. BAAI/bge-small-en-v1.5 or "
+                "sentence-transformers/all-MiniLM-L6-v2; see fastembed's TextEmbedding.list_supported_models()).",
+            )
+
+    def _open_directory(self, text_embedding: type[TextEmbedding], options: dict[str, Any]) -> TextEmbedding:
+        path = self.model_path
+        assert path is not None
+        hint = (
+            f"Check embedding model_path: it must be a directory holding the ONNX export of {self.model_name} "
+            "(model.onnx, tokenizer.json, config.json, ...), and the embedding model must name the model it holds."
+        )
+        if not path.is_dir():
+            raise EmbeddingError(f"The fastembed model directory {path} does not exist.", hint=hint)
+        try:
+            return text_embedding(self.model_name, specific_model_path=str(path), **options)
+        except Exception as exc:  # onnxruntime and tokenizers raise their own, unrelated types
+            raise EmbeddingError(
+                f"Could not load {self.model_name} from {path}: {shorten(exc)}", hint=hint
+            ) from exc
+
+    def _download(self, text_embedding: type[TextEmbedding], options: dict[str, Any]) -> TextEmbedding:
+        from huggingface_hub import constants
+
+        offline_hint = (
+            f"Set embedding model_path to a local copy of {self.model_name} (works offline), or let Coffer "
+            "download it once while Hugging Face is reachable (HF_ENDPOINT selects a mirror)."
+        )
+        if constants.HF_HUB_OFFLINE:
+            raise EmbeddingError(
+                f"{self.model_name} is not in fastembed's cache and HF_HUB_OFFLINE forbids downloading it.",
+                hint=offline_hint,
+            )
+        problem = _unreachable(constants.ENDPOINT)
+        if problem:
+            raise EmbeddingError(
+                f"{self.model_name} is not in fastembed's cache and {constants.ENDPOINT} cannot be reached "
+                f"to download it: {problem}",
+                hint=offline_hint,
+            )
+        try:
+            return text_embedding(self.model_name, **options)
+        except Exception as exc:  # requests, httpx, huggingface_hub and onnxruntime errors alike
+            raise EmbeddingError(
+                f"Could not download {self.model_name}: {shorten(exc)}", hint=offline_hint
+            ) from exc
+
+    def _check_dimensions(self, size: int) -> None:
+        if self.expected_dimensions is not None and self.expected_dimensions != size:
+            raise EmbeddingError(
+                f"{self.model_name} makes {size}-dimensional vectors, not {self.expected_dimensions}.",
+                hint=f"fastembed models have a fixed size: unset embedding dimensions or set it to {size}.",
+            )
+
+
+def _open_cached(text_embedding: type[TextEmbedding], model_name: str, options: dict[str, Any]) -> TextEmbedding | None:
+    """The model from fastembed's cache, or None when it is not there; never touches the network."""
+    from loguru import logger
+
+    # A cache miss is the normal first run, yet fastembed logs it as two ERROR lines.
+    logger.disable("fastembed")
+    try:
+        return text_embedding(model_name, local_files_only=True, **options)
+    except (ValueError, OSError):
+        return None
+    finally:
+        logger.enable("fastembed")
+
+
+def _unreachable(endpoint: str) -> str | None:
+    """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts)."""
+    request = urllib.request.Request(endpoint, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 (the hub's own URL)
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
+        return shorten(exc)
+
+
+def _batches(texts: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(texts), size):
+        yield list(texts[start : start + size])

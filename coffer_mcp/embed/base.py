@@ -1,0 +1,192 @@
+"""The embedder contract, its configuration, and the cooldown guard every provider is wrapped in.
+
+Providers (``_fastembed``, ``_openai``) import their library on first use, raise ``EmbeddingError``
+with a specific hint where they recognise a failure, and may raise anything else where they do
+not: ``CooldownEmbedder`` maps the rest at this boundary and keeps a failed provider from being
+called again for ``cooldown_seconds``, so a dead provider costs one failure, not one per document.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+
+from coffer_mcp.errors import EmbeddingError
+
+__all__ = ["CooldownEmbedder", "Embedder", "EmbeddingConfig", "normalized", "shorten"]
+
+COOLING_DOWN = "embedding_cooling_down"
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingConfig:
+    """How to embed. Settings build it; ``make_embedder`` turns it into an ``Embedder``.
+
+    Attributes:
+        provider: ``fastembed`` (in-process ONNX), ``openai`` (any /v1/embeddings server) or ``none``.
+        model: The model name; None means the provider's default.
+        model_path: fastembed only: a local model directory, so nothing is downloaded.
+        base_url: openai only: the server's base URL, e.g. ``http://localhost:11434/v1``.
+        api_key: openai only: the key itself (settings resolve it from the named env var).
+        dimensions: openai: requested output size; fastembed: checked against the model's size.
+        batch_size: Texts per fastembed model call; openai requests hold ``min(batch_size*8, 128)``.
+        cooldown_seconds: After a failure, refuse calls this long instead of trying again.
+        threads: fastembed onnxruntime threads (None: onnxruntime's default).
+        timeout_seconds: openai request timeout.
+    """
+
+    provider: Literal["fastembed", "openai", "none"] = "fastembed"
+    model: str | None = None
+    model_path: Path | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    dimensions: int | None = None
+    batch_size: int = 16
+    cooldown_seconds: float = 30.0
+    threads: int | None = None
+    timeout_seconds: float = 60.0
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into L2-normalized vectors. Every method may raise ``EmbeddingError``."""
+
+    @property
+    def identity(self) -> str:
+        """A stable id of the model: vectors with equal identities are comparable. No secrets."""
+        ...
+
+    def dimensions(self) -> int:
+        """The vector length; may load the model or make one probe call."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """A vector for a search query (some models embed queries differently from passages)."""
+        ...
+
+
+class CooldownEmbedder:
+    """Wraps a provider: maps its failures to ``EmbeddingError`` and fails fast while cooling down.
+
+    After a failure, calls raise ``EmbeddingError(code="embedding_cooling_down")`` without reaching
+    the provider until ``cooldown_seconds`` have passed; the next call then tries the provider
+    again, and a success clears the failure. Thread-safe.
+
+    Args:
+        provider: The embedder to guard.
+        cooldown_seconds: How long to refuse calls after a failure (0: never refuse).
+        hint: What to check when the provider fails with an error it did not explain itself.
+        clock: Monotonic seconds; tests may pass their own.
+    """
+
+    def __init__(
+        self, provider: Embedder, *, cooldown_seconds: float, hint: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.provider = provider
+        self._cooldown = cooldown_seconds
+        self._hint = hint
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failed_at: float | None = None
+        self._failure: EmbeddingError | None = None
+
+    def __repr__(self) -> str:
+        return f"CooldownEmbedder({self.identity!r}, cooling_down={self.cooling_down})"
+
+    @property
+    def identity(self) -> str:
+        return self.provider.identity
+
+    @property
+    def cooling_down(self) -> bool:
+        """True while calls are refused after a failure."""
+        with self._lock:
+            return self._remaining() > 0
+
+    @property
+    def last_error(self) -> str | None:
+        """The message of the failure that started the current cooldown, if any."""
+        with self._lock:
+            return None if self._failure is None else self._failure.message
+
+    def dimensions(self) -> int:
+        return self._call(self.provider.dimensions)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._call(lambda: self.provider.embed_documents(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._call(lambda: self.provider.embed_query(text))
+
+    def _call(self, call: Callable[[], _T]) -> _T:
+        self._refuse_while_cooling_down()
+        try:
+            result = call()
+        except EmbeddingError as exc:
+            self._record(exc)
+            raise
+        # Providers run third-party and native code whose exception types are open-ended; whatever
+        # they raise must reach callers as an EmbeddingError, which they answer by degrading to
+        # keyword search. KeyboardInterrupt and friends (BaseException) still propagate.
+        except Exception as exc:
+            error = EmbeddingError(f"Embedding with {self.identity} failed: {shorten(exc)}", hint=self._hint)
+            self._record(error)
+            raise error from exc
+        with self._lock:
+            self._failed_at = self._failure = None
+        return result
+
+    def _refuse_while_cooling_down(self) -> None:
+        with self._lock:
+            remaining, failure = self._remaining(), self._failure
+        if remaining > 0 and failure is not None:
+            raise EmbeddingError(
+                f"Embedding with {self.identity} is paused for {math.ceil(remaining)} more seconds after a "
+                f"failure: {failure.message}",
+                code=COOLING_DOWN,
+                hint=f"{failure.hint} It is retried automatically when the pause ends.".strip(),
+            )
+
+    def _record(self, error: EmbeddingError) -> None:
+        with self._lock:
+            self._failed_at, self._failure = self._clock(), error
+
+    def _remaining(self) -> float:
+        if self._failed_at is None:
+            return 0.0
+        return self._failed_at + self._cooldown - self._clock()
+
+
+def normalized(vector: Sequence[float]) -> list[float]:
+    """``vector`` scaled to unit length, as plain floats; a zero vector is returned unchanged.
+
+    Raises:
+        EmbeddingError: The vector holds NaN or infinite values.
+    """
+    values = [float(x) for x in vector]
+    norm = math.sqrt(math.fsum(x * x for x in values))
+    if not math.isfinite(norm):
+        raise EmbeddingError(
+            "The embedding provider returned a vector with NaN or infinite values.",
+            hint="Check the embedding model (a broken or wrongly exported model) or the server behind base_url.",
+        )
+    return values if norm == 0 else [x / norm for x in values]
+
+
+def shorten(exc: BaseException, limit: int = 300) -> str:
+    """One line naming the exception, short enough for an error message or a status report."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if not text.startswith(type(exc).__name__):
+        text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,145 @@
+"""Retrieval operations of the service: resolve knowledge bases, search, grep.
+
+A search resolves its strategy from the knowledge bases asked for: hybrid when any of them has
+``vector`` on and an embedder is configured, else keyword. If the query cannot be embedded (the
+provider is down or cooling down), the search degrades to keyword — never an error — and the
+result says which strategy actually ran.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from coffer_mcp.errors import EmbeddingError, InvalidArgumentError
+from coffer_mcp.grep import grep_dirs
+from coffer_mcp.index import vectors
+from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchResult
+from coffer_mcp.search import fuse_rrf, keyword_search, vector_search
+
+if TYPE_CHECKING:
+    from coffer_mcp.service import Coffer
+
+__all__ = ["ALL", "KbSelector", "RetrievalOperations", "StrategyChoice"]
+
+log = logging.getLogger(__name__)
+
+KbSelector = str | Sequence[str]
+"""One knowledge base name, several, or ``"*"`` for all of them."""
+StrategyChoice = Literal["auto", "keyword", "vector", "hybrid"]
+
+ALL = "*"
+MAX_QUERY_CHARS = 2000
+MAX_TOP_K = 1000
+# Each list fused into a hybrid result is this many times deeper than the answer.
+FUSION_DEPTH = 4
+MIN_FUSION_DEPTH = 50
+
+
+class RetrievalOperations:
+    """Mixed into ``Coffer``; kept apart so each module stays small."""
+
+    def resolve_kbs(self: Coffer, selector: KbSelector) -> list[str]:
+        """Names of the knowledge bases a selector designates (each checked to exist)."""
+        if isinstance(selector, str):
+            if selector.strip() == ALL:
+                names = self._sync_registry()
+                if not names:
+                    raise self._unknown_kb(ALL)
+                return names
+            selector = [selector]
+        names = list(dict.fromkeys(selector))
+        if not names:
+            raise InvalidArgumentError("No knowledge base given.", hint="Pass a name, a list of names, or '*'.")
+        for name in names:
+            self.open_kb(name)
+        return names
+
+    def search(
+        self: Coffer, kb: KbSelector, query: str, top_k: int = 5, *, document_ids: Sequence[str] | None = None,
+        strategy: StrategyChoice = "auto",
+    ) -> SearchResult:  # fmt: skip
+        """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases.
+
+        ``strategy`` other than ``auto`` forces one (benchmarks, debugging); a vector strategy
+        that cannot run still degrades to keyword.
+        """
+        query = _check_query(query, top_k)
+        names = self.resolve_kbs(kb)
+        for name in names:
+            self.refresh(name)
+        vector_kbs = [n for n in names if self._config(n).vector] if self.embedder is not None else []
+        wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
+        if wanted == "keyword" or not vector_kbs:
+            return self._keyword_result(names, query, top_k, document_ids)
+        try:
+            near = self._vector_passages(vector_kbs, query, _depth(top_k, wanted), document_ids)
+        except EmbeddingError as exc:
+            log.info("search degrades to keyword: %s", exc)
+            return self._keyword_result(names, query, top_k, document_ids)
+        if wanted == "vector":
+            return SearchResult(strategy="vector", passages=near[:top_k], knowledge_bases=names)
+        keyword = keyword_search(self.conn, names, query, _depth(top_k, wanted), document_ids)
+        fused = fuse_rrf([keyword, near], top_k)
+        return SearchResult(strategy="hybrid", passages=fused, knowledge_bases=names)
+
+    def _keyword_result(
+        self: Coffer, names: list[str], query: str, top_k: int, document_ids: Sequence[str] | None
+    ) -> SearchResult:
+        passages = keyword_search(self.conn, names, query, top_k, document_ids)
+        return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names)
+
+    def _vector_passages(
+        self: Coffer, kbs: list[str], query: str, depth: int, document_ids: Sequence[str] | None
+    ) -> list[Passage]:
+        """Nearest chunks in the current model's table (none yet if nothing was embedded)."""
+        embedder = self.embedder
+        query_vector = embedder.embed_query(query)
+        try:
+            table = vectors.model_table(self.conn, embedder.identity, len(query_vector), create=False)
+        except ValueError as exc:
+            raise EmbeddingError(str(exc), hint="Run 'coffer kb reindex --all' after changing the model.") from exc
+        if table is None:
+            return []
+        return vector_search(self.conn, table, query_vector, kbs, depth, document_ids)
+
+    def grep(
+        self: Coffer, kb: KbSelector, pattern: str, max_matches: int = 50, *, ignore_case: bool = False,
+        fixed_strings: bool = False,
+    ) -> GrepResult:  # fmt: skip
+        """Regex matches, line by line, over the Markdown files (no index involved)."""
+        names = self.resolve_kbs(kb)
+        for name in names:
+            self.refresh(name)
+        dirs = {self.paths.kb(name).docs: name for name in names}
+        outcome = grep_dirs(
+            list(dirs), pattern, max_matches=max_matches, timeout=self.settings.grep_timeout,
+            ignore_case=ignore_case, fixed_strings=fixed_strings, rg_path=self.settings.rg_path,
+        )  # fmt: skip
+        hits = [
+            GrepHit(path=str(m.path), document_id=m.path.stem, line_number=m.line_number, line=m.line,
+                    kb=dirs[m.path.parent])
+            for m in outcome.matches
+        ]  # fmt: skip
+        return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+
+
+def _check_query(query: str, top_k: int) -> str:
+    query = (query or "").strip()
+    if not query:
+        raise InvalidArgumentError("The query is empty.", hint="Pass the words or phrase to look for.")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgumentError(
+            f"The query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}.",
+            hint="Search with the key phrase rather than a whole passage.",
+        )
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidArgumentError(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}.", hint="Use e.g. 5.")
+    return query
+
+
+def _depth(top_k: int, strategy: str) -> int:
+    if strategy != "hybrid":
+        return top_k
+    return min(MAX_TOP_K, max(top_k * FUSION_DEPTH, MIN_FUSION_DEPTH))

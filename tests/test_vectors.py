@@ -1,0 +1,154 @@
+"""Vector and hybrid retrieval through the service, with a deterministic embedder.
+
+The real providers are tested in tests/embed/ and, end to end, in tests/test_hybrid_models.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.models import Passage
+from coffer_mcp.search import fuse_rrf
+from tests.fakes import HashEmbedder
+
+DOCS = {
+    "kayak.md": "# Kayaking\n\nPaddle strokes, spray decks and rolling a sea kayak in cold water.",
+    "bread.md": "# Baking\n\nSourdough starter, flour, water, salt and a long cold proof.",
+    "garden.md": "# Garden\n\nTomatoes need sun, water and staking; prune the suckers weekly.",
+}
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture
+def vcoffer(home: Path, embedder: HashEmbedder):
+    with Coffer(load_settings(home=home), embedder=embedder) as service:
+        service.create_kb("v", vector=True)
+        yield service
+
+
+def fill(coffer: Coffer) -> dict[str, str]:
+    return {name: coffer.add_document("v", name, text).document_id for name, text in DOCS.items()}
+
+
+def vector_rows(coffer: Coffer) -> int:
+    tables = [f"vec_chunks_{r[0]}" for r in coffer.conn.execute("SELECT id FROM embedding_models")]
+    return sum(coffer.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+
+
+def chunk_rows(coffer: Coffer) -> list[tuple]:
+    return [tuple(r) for r in coffer.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
+
+
+def test_a_vector_knowledge_base_searches_hybrid_and_says_so(vcoffer: Coffer) -> None:
+    ids = fill(vcoffer)
+    result = vcoffer.search("v", "sea kayak rolling")
+    assert result.strategy == "hybrid"
+    assert result.passages[0].document_id == ids["kayak.md"]
+    details = vcoffer.describe_kb("v")
+    assert details.modes == ["grep", "keyword", "vector", "hybrid"]
+    assert (details.vector, details.embedding_model, details.documents_degraded) == (True, "test:hash-64", 0)
+
+
+def test_vector_and_keyword_strategies_can_be_forced(vcoffer: Coffer) -> None:
+    fill(vcoffer)
+    assert vcoffer.search("v", "tomatoes sun", strategy="vector").strategy == "vector"
+    assert vcoffer.search("v", "tomatoes sun", strategy="keyword").strategy == "keyword"
+
+
+def test_a_keyword_knowledge_base_stays_keyword_even_with_an_embedder(vcoffer: Coffer) -> None:
+    vcoffer.create_kb("plain")
+    vcoffer.add_document("plain", "a.md", "# A\n\nsea kayak")
+    assert vcoffer.search("plain", "kayak").strategy == "keyword"
+    assert vector_rows(vcoffer) == 0
+
+
+def test_a_dead_provider_degrades_search_and_ingest_to_keyword(vcoffer: Coffer, embedder: HashEmbedder) -> None:
+    embedder.failing = True
+    ids = fill(vcoffer)
+    assert vcoffer.describe_kb("v").documents_degraded == 3
+    result = vcoffer.search("v", "sourdough")
+    assert (result.strategy, result.passages[0].document_id) == ("keyword", ids["bread.md"])
+
+
+def test_a_recovered_provider_is_caught_up_on_the_next_read_without_rechunking(
+    vcoffer: Coffer, embedder: HashEmbedder
+) -> None:
+    embedder.failing = True
+    fill(vcoffer)
+    before = chunk_rows(vcoffer)
+    embedder.failing = False
+    assert vcoffer.describe_kb("v").documents_degraded == 0
+    assert chunk_rows(vcoffer) == before
+    assert vector_rows(vcoffer) == len(before)
+    assert vcoffer.search("v", "sourdough").strategy == "hybrid"
+
+
+def test_a_new_model_re_embeds_into_its_own_table_and_search_keeps_working(home: Path, embedder) -> None:
+    with Coffer(load_settings(home=home), embedder=embedder) as first:
+        first.create_kb("v", vector=True)
+        fill(first)
+        chunks = chunk_rows(first)
+    wider = HashEmbedder(dims=96, name="wider")
+    with Coffer(load_settings(home=home), embedder=wider) as second:
+        assert second.describe_kb("v").embedding_model == "test:wider-96"
+        result = second.search("v", "tomatoes staking")
+        assert result.strategy == "hybrid" and result.passages
+        models = [tuple(r) for r in second.conn.execute("SELECT identity, dimensions FROM embedding_models")]
+        assert models == [("test:hash-64", 64), ("test:wider-96", 96)]
+        table = "vec_chunks_2"
+        assert second.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == len(chunks)
+        assert chunk_rows(second) == chunks
+
+
+def test_turning_vector_off_drops_the_vectors_and_on_embeds_again(vcoffer: Coffer) -> None:
+    fill(vcoffer)
+    assert vector_rows(vcoffer) > 0
+    off = vcoffer.update_kb("v", vector=False)
+    assert (off.vector, off.modes, vector_rows(vcoffer)) == (False, ["grep", "keyword"], 0)
+    on = vcoffer.update_kb("v", vector=True)
+    assert on.documents_degraded == 0 and vector_rows(vcoffer) == len(chunk_rows(vcoffer))
+
+
+def test_editing_and_deleting_keep_vectors_in_step_with_chunks(vcoffer: Coffer) -> None:
+    ids = fill(vcoffer)
+    vcoffer.edit_document("v", ids["garden.md"], "# Garden\n\n" + "Roses and compost. " * 80)
+    assert vector_rows(vcoffer) == len(chunk_rows(vcoffer))
+    vcoffer.delete_document("v", ids["kayak.md"])
+    assert vector_rows(vcoffer) == len(chunk_rows(vcoffer))
+    vcoffer.delete_kb("v")
+    assert vector_rows(vcoffer) == 0
+
+
+def test_dropping_the_database_and_reindexing_restores_identical_hybrid_results(home: Path, embedder) -> None:
+    queries = ["sea kayak", "cold proof flour", "prune tomatoes"]
+    with Coffer(load_settings(home=home), embedder=embedder) as service:
+        service.create_kb("v", vector=True)
+        fill(service)
+        before = [[(p.document_id, p.position, p.score) for p in service.search("v", q).passages] for q in queries]
+    (home / "coffer.db").unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{home / 'coffer.db'}{suffix}").unlink(missing_ok=True)
+    with Coffer(load_settings(home=home), embedder=embedder) as service:
+        [result] = service.reindex_all()
+        assert result.embedded == 3
+        after = [[(p.document_id, p.position, p.score) for p in service.search("v", q).passages] for q in queries]
+    assert after == before
+
+
+def test_rrf_rewards_passages_both_lists_rank() -> None:
+    def passage(doc: str, position: int = 0) -> Passage:
+        return Passage(text="t", document_id=doc, title="T", score=1.0, position=position, heading_path=[],
+                       chunk_id=f"{doc}:{position}", kb="v")  # fmt: skip
+
+    keyword = [passage("a"), passage("b"), passage("c")]
+    vector = [passage("d"), passage("b"), passage("a", 1)]
+    fused = fuse_rrf([keyword, vector], top_k=4)
+    assert [(p.document_id, p.position) for p in fused] == [("b", 0), ("a", 0), ("d", 0), ("a", 1)]
+    assert fused[0].score == pytest.approx(2 / 62, abs=1e-6)
