@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the MCP server (stdio)")
     serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
+    serve.add_argument("--read-only", action="store_true", help="expose no tool that writes")
     serve.set_defaults(handler=_serve)
     doctor = commands.add_parser("doctor", help="check SQLite, sqlite-vec, ripgrep, the embedder and every KB")
     doctor.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -90,6 +91,8 @@ def _add_update(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-size", type=int)
     p.add_argument("--chunk-overlap", type=int)
     p.add_argument("--vector", action=argparse.BooleanOptionalAction, help="embed documents (--no-vector drops vectors)")
+    p.add_argument("--auto-update-sources", action=argparse.BooleanOptionalAction,
+                   help="let check-sources refresh changed documents")  # fmt: skip
     p.set_defaults(handler=_kb_update)
 
 
@@ -112,6 +115,19 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (folders are walked recursively)")
     p.add_argument("--replace", action="store_true", help="update documents whose source changed")
     p.set_defaults(handler=_kb_ingest)
+
+
+def _add_ingest_url(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("url")
+    p.add_argument("--replace", action="store_true", help="update the document if the page changed")
+    p.set_defaults(handler=_kb_ingest_url)
+
+
+def _add_check_sources(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("--no-update", action="store_true", help="only report, even with auto_update_sources")
+    p.set_defaults(handler=_kb_check_sources)
 
 
 def _add_search(p: argparse.ArgumentParser) -> None:
@@ -189,7 +205,7 @@ def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings) as coffer:
         details = coffer.update_kb(args.name, description=args.description, chunk_size=args.chunk_size,
                                    chunk_overlap=args.chunk_overlap, vector=args.vector,
-                                   progress=_progress(args))  # fmt: skip
+                                   auto_update_sources=args.auto_update_sources, progress=_progress(args))  # fmt: skip
     _emit(args, details, _key_values)
 
 
@@ -218,6 +234,30 @@ def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         print(", ".join(f"{n} {s}" for s, n in counts.items()), file=sys.stderr)
     return EXIT_ERROR if items and all(i.status == "rejected" for i in items) else 0
+
+
+def _kb_ingest_url(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        result = coffer.ingest_url(args.name, args.url, replace=args.replace)
+    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
+
+
+def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        report = coffer.check_sources(args.name, auto_update=not args.no_update, progress=_progress(args))
+
+    def render(r) -> str:
+        lines = [f"{c.status:<9} {c.document_id}  {c.source_path}" for c in r.documents]
+        summary = ", ".join(f"{getattr(r, s)} {s}" for s in ("unchanged", "changed", "missing", "edited", "updated"))
+        return "\n".join([*lines, summary]) if lines else "no document was ingested from a path"
+
+    _emit(args, report, render)
+
+
+def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings) as coffer:
+        result = coffer.update_from_source(args.name, args.doc_id)
+    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
 
 
 def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
@@ -309,7 +349,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.service import Coffer
 
     coffer = Coffer(settings)
-    server = build_server(coffer, curation=False if args.no_curation else None)
+    server = build_server(coffer, curation=False if args.no_curation else None, read_only=args.read_only or None)
     _announce(settings)
     try:
         server.run("stdio")
@@ -339,6 +379,9 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("update", "change a knowledge base's description or chunking", _add_update),
     ("delete", "delete a knowledge base and all its documents", _add_delete),
     ("ingest", "add files or folders to a knowledge base", _add_ingest),
+    ("ingest-url", "fetch a public web page or file into a knowledge base", _add_ingest_url),
+    ("check-sources", "compare documents ingested from paths with their files", _add_check_sources),
+    ("update-from-source", "re-ingest a document from its source file", _add_doc(_kb_update_from_source)),
     ("search", "search passages", _add_search),
     ("grep", "regex search over the Markdown files", _add_grep),
     ("read", "print a document's Markdown", _add_doc(_kb_read)),

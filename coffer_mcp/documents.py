@@ -8,15 +8,17 @@ audit event. A rejected ingest persists nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ulid import ULID
 
 from coffer_mcp.convert import clean_markdown, convert, first_heading
+from coffer_mcp.curation import check_inside
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
@@ -25,6 +27,7 @@ from coffer_mcp.errors import (
 )
 from coffer_mcp.index import queries as q
 from coffer_mcp.models import (
+    ChunkView,
     DeleteResult,
     DirectoryIngestItem,
     DirectoryIngestResult,
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["DocumentOperations"]
 
 MAX_PAGE_CHARS = 200_000
+MAX_PAGE_LINES = 20_000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
@@ -71,26 +75,55 @@ class DocumentOperations:
         rows, total = q.list_documents(self.conn, kb, q_filter.strip(), limit, offset)
         return DocumentPage(documents=[_info(paths, row) for row in rows], total=total, limit=limit, offset=offset)
 
-    def read_document(self: Coffer, kb: str, doc_id: str, *, offset: int = 0, limit: int | None = None) -> Document:
-        """A document's Markdown body (optionally one page of it), frontmatter and file path."""
+    def read_document(
+        self: Coffer, kb: str, doc_id: str, *, offset: int = 0, limit: int | None = None,
+        unit: Literal["chars", "lines"] = "chars", around_position: int | None = None, window: int = 1,
+    ) -> Document:  # fmt: skip
+        """A document's Markdown body, frontmatter and file path — whole, one page, or around a hit.
+
+        ``offset``/``limit`` page the body in characters or lines (``has_more`` says if it goes on).
+        ``around_position`` returns instead the chunks ``position - window … position + window``
+        (a search hit and its neighbours), so a passage can be expanded without the whole file.
+        """
         paths, _ = self.open_kb(kb)
         _check_id(kb, doc_id)
-        if offset < 0 or (limit is not None and not 1 <= limit <= MAX_PAGE_CHARS):
-            raise InvalidArgumentError(
-                f"offset must be >= 0 and limit 1-{MAX_PAGE_CHARS} characters.", hint="Use offset=0, limit=20000."
-            )
+        _check_page(offset, limit, unit, around_position, window)
         self.refresh(kb)
         try:
             text = paths.doc(doc_id).read_bytes().decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise _missing(kb, doc_id) from None
         meta, body = parse_document(text)
-        end = len(body) if limit is None else min(len(body), offset + limit)
         row = q.get_document(self.conn, kb, doc_id)
-        title = row["title"] if row is not None else (meta or {}).get("title", doc_id)
+        common = {
+            "document_id": doc_id, "kb": kb, "metadata": meta or {}, "path": str(paths.doc(doc_id)),
+            "title": str(row["title"] if row is not None else (meta or {}).get("title", doc_id)),
+            "total_chars": len(body), "total_lines": body.count("\n") + 1,
+        }  # fmt: skip
+        if around_position is not None:
+            return self._chunk_window(doc_id, around_position, window, common)
+        pieces = body.splitlines(keepends=True) if unit == "lines" else body
+        end = len(pieces) if limit is None else min(len(pieces), offset + limit)
+        page = "".join(pieces[offset:end]) if unit == "lines" else body[offset:end]
+        return Document(**common, markdown=page, offset=offset, unit=unit, has_more=end < len(pieces))
+
+    def _chunk_window(self: Coffer, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
+        rows = self.conn.execute(
+            "SELECT position, heading_path, text FROM chunks WHERE document_id = ? AND position BETWEEN ? AND ? "
+            "ORDER BY position",
+            (doc_id, position - window, position + window),
+        ).fetchall()
+        last = self.conn.execute("SELECT max(position) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
+        if not rows:
+            raise InvalidArgumentError(
+                f"Document {doc_id} has no chunk at position {position} (positions run 0-{last}).",
+                hint="Pass the position of a search passage.",
+            )
+        chunks = [ChunkView(position=r["position"], heading_path=json.loads(r["heading_path"]), text=r["text"])
+                  for r in rows]  # fmt: skip
         return Document(
-            document_id=doc_id, kb=kb, title=str(title), markdown=body[offset:end], metadata=meta or {},
-            path=str(paths.doc(doc_id)), offset=offset, total_chars=len(body), has_more=end < len(body),
+            **common, markdown="\n\n".join(c.text for c in chunks), offset=chunks[0].position, unit="chunks",
+            has_more=chunks[-1].position < (last or 0), chunks=chunks,
         )  # fmt: skip
 
     # -- writes ----------------------------------------------------------------------------------
@@ -110,18 +143,23 @@ class DocumentOperations:
         return self._ingest(paths, _filename(filename), data, replace=replace, actor=actor, source_path=source_path)
 
     def _ingest(
-        self: Coffer, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str, source_path: str | None
-    ) -> IngestResult:
-        """Ingest without a full reconcile: only the matching document's file is checked."""
+        self: Coffer, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str,
+        source_path: str | None, source_url: str | None = None,
+    ) -> IngestResult:  # fmt: skip
+        """Ingest without a full reconcile: only the matching document's file is checked.
+
+        A document is matched by ``source_path``, else ``source_url``, else ``original_filename``.
+        """
         source_sha = hashlib.sha256(data).hexdigest()
+        source = (source_path, source_url)
         # Decide before converting: an identical or refused re-upload costs no conversion.
-        early = self._reupload(paths, name, _match(self, paths.name, name, source_path), source_sha, replace)
+        early = self._reupload(paths, name, _match(self, paths.name, name, *source), source_sha, replace)
         if early is not None:
             return early
         conversion = convert(name, data, max_bytes=self.settings.max_document_bytes)
         with self.kb_lock(paths.name):
             config = self._config(paths.name)
-            existing = self._live_match(paths, name, source_path)
+            existing = self._live_match(paths, name, *source)
             early = self._reupload(paths, name, existing, source_sha, replace)
             if early is not None:
                 return early
@@ -142,6 +180,8 @@ class DocumentOperations:
             }
             if source_path:
                 metadata["source_path"] = source_path
+            if source_url:
+                metadata["source_url"] = source_url
             _write_original(paths, doc_id, conversion.original_format, data, existing)
             atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
@@ -151,12 +191,12 @@ class DocumentOperations:
                 q.audit(self.conn, event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
         return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
 
-    def _live_match(self: Coffer, paths: KbPaths, name: str, source_path: str | None) -> Any:
+    def _live_match(self: Coffer, paths: KbPaths, name: str, source_path: str | None, source_url: str | None) -> Any:
         """The matching document whose file still exists; rows of files deleted by hand are dropped.
 
         Call while holding the KB lock.
         """
-        while (row := _match(self, paths.name, name, source_path)) is not None:
+        while (row := _match(self, paths.name, name, source_path, source_url)) is not None:
             if paths.doc(row["id"]).exists():
                 return row
             index_document(self.conn, paths, self._config(paths.name), row["id"])  # removes the stale rows
@@ -235,11 +275,13 @@ class DocumentOperations:
 
     def ingest_path(
         self: Coffer, kb: str, path: str | Path, *, replace: bool = False, actor: str = "cli",
-        progress: Progress | None = None,
+        progress: Progress | None = None, within: Sequence[Path] | None = None,
     ) -> DirectoryIngestResult:  # fmt: skip
         """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
 
-        Each file is its own transaction: one bad file is reported and the rest go on.
+        Each file is its own transaction: one bad file is reported and the rest go on, and a
+        cancelled call stops between files with every finished file committed. Symbolic links are
+        not followed; with ``within``, a file whose real path leaves those folders is refused.
         """
         root = Path(path).expanduser()
         if not root.exists():
@@ -248,14 +290,18 @@ class DocumentOperations:
         files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
         items = []
         for done, file in enumerate(files, 1):
-            items.append(self._ingest_one(paths, file, replace=replace, actor=actor))
+            items.append(self._ingest_one(paths, file, replace=replace, actor=actor, within=within))
             if progress:
                 progress(done, len(files), file.name)
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         return DirectoryIngestResult(kb=kb, items=items, **counts)
 
-    def _ingest_one(self: Coffer, paths: KbPaths, file: Path, *, replace: bool, actor: str) -> DirectoryIngestItem:
+    def _ingest_one(
+        self: Coffer, paths: KbPaths, file: Path, *, replace: bool, actor: str, within: Sequence[Path] | None
+    ) -> DirectoryIngestItem:
         try:
+            if within is not None:
+                check_inside(file, within)
             size = file.stat().st_size
             if size > self.settings.max_document_bytes:
                 raise IngestRejectedError(
@@ -282,9 +328,11 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _match(service: Coffer, kb: str, filename: str, source_path: str | None) -> Any:
+def _match(service: Coffer, kb: str, filename: str, source_path: str | None, source_url: str | None) -> Any:
     if source_path:
         return q.doc_by_source_path(service.conn, kb, source_path)
+    if source_url:
+        return q.doc_by_source_url(service.conn, kb, source_url)
     return q.doc_by_filename(service.conn, kb, filename)
 
 
@@ -304,6 +352,16 @@ def _filename(filename: str) -> str:
             hint="Pass a plain file name with an extension, e.g. 'notes.md'.",
         )
     return name
+
+
+def _check_page(offset: int, limit: int | None, unit: str, around: int | None, window: int) -> None:
+    bound = MAX_PAGE_CHARS if unit == "chars" else MAX_PAGE_LINES
+    if offset < 0 or (limit is not None and not 1 <= limit <= bound):
+        raise InvalidArgumentError(f"offset must be >= 0 and limit 1-{bound} {unit}.", hint="Use offset=0, limit=20000.")
+    if unit not in ("chars", "lines"):
+        raise InvalidArgumentError(f"unit must be 'chars' or 'lines', not {unit!r}.", hint="Use unit='lines'.")
+    if around is not None and (around < 0 or not 0 <= window <= 20):
+        raise InvalidArgumentError("around_position must be >= 0 and window 0-20.", hint="Use window=1.")
 
 
 def _check_id(kb: str, doc_id: str) -> None:

@@ -8,7 +8,10 @@ are mapped where they enter our code (``raise ... from exc``).
     ├── InvalidArgumentError            invalid_argument
     │   ├── InvalidNameError            invalid_name
     │   ├── InvalidPatternError         invalid_pattern
-    │   └── ConfirmationRequiredError   confirmation_required
+    │   ├── ConfirmationRequiredError   confirmation_required
+    │   ├── PathNotAllowedError         path_not_allowed
+    │   └── UrlRefusedError             url_refused
+    ├── FetchError                      fetch_failed
     ├── NotFoundError
     │   ├── KnowledgeBaseNotFoundError  unknown_kb
     │   └── DocumentNotFoundError       unknown_document
@@ -30,6 +33,9 @@ __all__ = [
     "InvalidNameError",
     "InvalidPatternError",
     "ConfirmationRequiredError",
+    "FetchError",
+    "PathNotAllowedError",
+    "UrlRefusedError",
     "NotFoundError",
     "KnowledgeBaseNotFoundError",
     "DocumentNotFoundError",
@@ -95,6 +101,24 @@ class InvalidPatternError(InvalidArgumentError):
 
 class ConfirmationRequiredError(InvalidArgumentError):
     code = "confirmation_required"
+
+
+class PathNotAllowedError(InvalidArgumentError):
+    """A path outside the folders the configuration allows (``allowed_dirs``)."""
+
+    code = "path_not_allowed"
+
+
+class UrlRefusedError(InvalidArgumentError):
+    """A URL the SSRF guard refuses: another scheme, or a private, local or metadata address."""
+
+    code = "url_refused"
+
+
+class FetchError(CofferError):
+    """A URL could not be fetched (network error, HTTP error status, too many redirects)."""
+
+    code = "fetch_failed"
 
 
 class NotFoundError(CofferError):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "Chunk",
+    "ChunkView",
     "KnowledgeBaseSummary",
     "KnowledgeBaseDetails",
     "KnowledgeBaseList",
@@ -23,6 +24,8 @@ __all__ = [
     "IngestResult",
     "Passage",
     "SearchResult",
+    "SourceCheck",
+    "SourceReport",
     "GrepHit",
     "GrepResult",
     "DeleteResult",
@@ -70,6 +73,7 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
     chunk_size: int
     chunk_overlap: int
     vector: bool = Field(default=False, description="Whether chunks are embedded for vector and hybrid search.")
+    auto_update_sources: bool = Field(default=False, description="check_sources refreshes changed documents.")
     embedding_model: str | None = Field(default=None, description="Identity of the model vectors come from.")
     documents_degraded: int = Field(
         default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
@@ -102,16 +106,25 @@ class DocumentPage(_Model):
     offset: int
 
 
+class ChunkView(_Model):
+    position: int
+    heading_path: list[str]
+    text: str
+
+
 class Document(_Model):
     document_id: str
     kb: str
     title: str
-    markdown: str = Field(description="The Markdown body (without frontmatter), or the requested page of it.")
+    markdown: str = Field(description="The Markdown body (without frontmatter), or the requested part of it.")
     metadata: dict[str, Any] = Field(description="The document's frontmatter.")
     path: str = Field(description="Absolute path of the Markdown file on disk.")
-    offset: int = Field(default=0, description="Character offset of this page within the body.")
+    offset: int = Field(default=0, description="Where this part starts, in `unit`s (chunks: the first position).")
+    unit: Literal["chars", "lines", "chunks"] = "chars"
     total_chars: int = Field(description="Length of the whole body in characters.")
-    has_more: bool = Field(default=False, description="True when the body continues after this page.")
+    total_lines: int = Field(description="Length of the whole body in lines.")
+    has_more: bool = Field(default=False, description="True when the body continues after this part.")
+    chunks: list[ChunkView] = Field(default_factory=list, description="With around_position: the chunks returned.")
 
 
 class IngestResult(_Model):
@@ -192,6 +205,24 @@ class DoctorReport(_Model):
     embedder: EmbedderStatus
     knowledge_bases: list[KnowledgeBaseDetails]
     problems: list[str] = Field(description="Everything that needs attention, in plain words.")
+
+
+class SourceCheck(_Model):
+    document_id: str
+    title: str
+    source_path: str
+    status: Literal["unchanged", "changed", "missing", "edited", "updated"]
+    message: str | None = None
+
+
+class SourceReport(_Model):
+    kb: str
+    documents: list[SourceCheck]
+    unchanged: int
+    changed: int
+    missing: int
+    edited: int
+    updated: int
 
 
 class DirectoryIngestItem(_Model):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ulid import ULID
 
+from coffer_mcp.curation import CurationOperations
 from coffer_mcp.documents import DocumentOperations
 from coffer_mcp.retrieval import ALL, KbSelector, RetrievalOperations
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
@@ -70,7 +71,7 @@ _DELETING = ".deleting-"
 _REGISTRY_LOCK = ".registry"
 
 
-class Coffer(DocumentOperations, RetrievalOperations):
+class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
     """The Coffer core over one ``COFFER_HOME``."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
@@ -235,15 +236,16 @@ class Coffer(DocumentOperations, RetrievalOperations):
         return KnowledgeBaseDetails(
             name=name, description=config.description, document_count=documents, modes=self.modes(config),
             chunk_count=chunks, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
-            vector=config.vector, embedding_model=self._wanted_model(config) or None,
+            vector=config.vector, auto_update_sources=config.auto_update_sources,
+            embedding_model=self._wanted_model(config) or None,
             documents_degraded=degraded, disk_bytes=_disk_bytes(kb.root), path=str(kb.root),
             created_at=config.created_at, updated_at=config.updated_at,
         )  # fmt: skip
 
     def update_kb(
         self, name: str, *, description: str | None = None, chunk_size: int | None = None,
-        chunk_overlap: int | None = None, vector: bool | None = None, actor: str = "cli",
-        progress: Progress | None = None,
+        chunk_overlap: int | None = None, vector: bool | None = None, auto_update_sources: bool | None = None,
+        actor: str = "cli", progress: Progress | None = None,
     ) -> KnowledgeBaseDetails:  # fmt: skip
         """Change a knowledge base's settings.
 
@@ -254,7 +256,7 @@ class Coffer(DocumentOperations, RetrievalOperations):
         with self.kb_lock(name):
             old = self._config(name)
             changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
-                       "vector": vector}  # fmt: skip
+                       "vector": vector, "auto_update_sources": auto_update_sources}  # fmt: skip
             changes = {k: v for k, v in changes.items() if v is not None}
             config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
             write_kb_config(kb.config, config)

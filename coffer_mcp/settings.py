@@ -6,6 +6,7 @@ API and the tests can build settings from anything.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +36,10 @@ ENV_VARS: dict[str, str] = {
     "COFFER_EMBEDDING_BASE_URL": "embedding_base_url",
     "COFFER_EMBEDDING_API_KEY_ENV": "embedding_api_key_env",
     "COFFER_EMBEDDING_DIMENSIONS": "embedding_dimensions",
+    "COFFER_READ_ONLY": "read_only",
+    "COFFER_ALLOWED_DIRS": "allowed_dirs",
+    "COFFER_HTTP_TOKEN": "http_token",
+    "COFFER_EDITOR": "editor",
 }
 # config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
 _EMBEDDING_KEYS = ("provider", "model", "model_path", "base_url", "api_key_env", "dimensions", "batch_size",
@@ -55,6 +60,20 @@ class Settings(BaseModel):
     chunk_size: int = Field(default=512, ge=64, le=8192, description="Default for new KBs.")
     chunk_overlap: int = Field(default=64, ge=0, le=4096, description="Default for new KBs.")
     curation_tools: bool = True
+    read_only: bool = Field(default=False, description="Expose no tool that writes (MCP).")
+    allowed_dirs: list[Path] = Field(
+        default_factory=list,
+        description="Folders coffer__ingest_path may read and export may write to (none by default).",
+    )
+    url_allow_private: list[str] = Field(
+        default_factory=list,
+        description="Hosts or CIDR ranges URL ingest may reach despite the SSRF guard (e.g. a test server).",
+    )
+    max_url_bytes: int = Field(default=25 * MB, ge=1)
+    url_timeout: float = Field(default=30.0, gt=0, le=600)
+    http_token: SecretStr | None = Field(default=None, description="Bearer token the HTTP server requires.")
+    editor: str | None = Field(default=None, description="Command opening a file in the user's editor.")
+    snapshot_retention: int = Field(default=20, ge=1, le=10_000)
     lock_timeout: float = Field(default=60.0, gt=0)
     reconcile_lock_wait: float = Field(
         default=2.0, ge=0, description="How long a read waits for a busy writer before serving the index as is."
@@ -86,6 +105,19 @@ class Settings(BaseModel):
     def _expand_model_path(cls, value: Any) -> Any:
         return Path(value).expanduser() if isinstance(value, (str, Path)) and str(value) else None
 
+    @field_validator("allowed_dirs", mode="before")
+    @classmethod
+    def _split_dirs(cls, value: Any) -> Any:
+        # The environment gives one string: folders separated by the OS path separator (":" or ";").
+        if isinstance(value, str):
+            return [part for part in value.split(os.pathsep) if part.strip()]
+        return value
+
+    @field_validator("allowed_dirs")
+    @classmethod
+    def _resolve_dirs(cls, value: list[Path]) -> list[Path]:
+        return [Path(p).expanduser().resolve() for p in value]
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -116,6 +148,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     home = flags.get("home") or from_env.get("home") or Path("~/.coffer").expanduser()
     from_file = _read_config_file(Path(home).expanduser() / "config.yaml")
     merged = {**from_file, **from_env, **flags, "home": home}
+    # Editors: COFFER_EDITOR, else the conventional VISUAL and EDITOR.
+    if "editor" not in merged and (environ.get("VISUAL") or environ.get("EDITOR")):
+        merged["editor"] = environ.get("VISUAL") or environ.get("EDITOR")
     key_env = merged.get("embedding_api_key_env") or "OPENAI_API_KEY"
     if environ.get(key_env):
         merged["embedding_api_key"] = environ[key_env]

@@ -14,9 +14,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "coffer_mcp"
 # Layers, lowest first: a module may import its own layer and lower ones only.
 LAYERS = [
     {"errors", "models", "timeutil", "settings"},
-    {"store", "convert", "index", "embed", "chunking", "grep"},
+    {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
     {"search", "reindex", "vectorize"},
-    {"documents", "retrieval", "service"},
+    {"documents", "retrieval", "curation", "service"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
 ]
 # Third-party packages each confined to one place.
@@ -29,6 +29,8 @@ OWNERS = {
     "openai": ("embed",),
     "starlette": ("web",),
     "uvicorn": ("web", "cli"),
+    "httpcore": ("fetch",),
+    "httpx": ("fetch", "web"),
 }
 
 

@@ -14,7 +14,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer
-from coffer_mcp.mcp_server import TOOL_NAMES, build_server
+from coffer_mcp.mcp_server import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,8 @@ CONTRACT = {
     "coffer__list_knowledge_bases": ([], (True, None, None)),
     "coffer__search_knowledge": (["kb", "query", "top_k"], (True, None, None)),
     "coffer__grep_knowledge": (["kb", "pattern", "max_matches", "ignore_case", "fixed_strings"], (True, None, None)),
-    "coffer__read_document": (["kb", "doc_id", "offset", "limit"], (True, None, None)),
+    "coffer__read_document": (["kb", "doc_id", "offset", "limit", "unit", "around_position", "window"],
+                              (True, None, None)),
     "coffer__add_document": (["kb", "filename", "content", "replace", "content_encoding"], (False, False, True)),
     "coffer__edit_document": (["kb", "doc_id", "content"], (False, True, True)),
     "coffer__delete_document": (["kb", "doc_id"], (False, True, True)),
@@ -56,6 +57,13 @@ CONTRACT = {
     "coffer__create_knowledge_base": (["name", "description", "vector"], (False, False, False)),
     "coffer__delete_knowledge_base": (["name", "confirm"], (False, True, True)),
     "coffer__knowledge_base_metrics": (["kb"], (True, None, None)),
+    "coffer__check_sources": (["kb"], (False, True, True)),
+    "coffer__update_knowledge_base": (["name", "description", "chunk_size", "chunk_overlap", "vector",
+                                       "auto_update_sources"], (False, True, True)),
+    "coffer__reindex_knowledge_base": (["kb", "force"], (False, False, True)),
+    "coffer__ingest_path": (["kb", "path", "replace"], (False, False, True)),
+    "coffer__ingest_url": (["kb", "url", "replace"], (False, False, True)),
+    "coffer__update_from_source": (["kb", "doc_id"], (False, True, True)),
 }
 
 
@@ -112,7 +120,29 @@ async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None
 async def test_switching_curation_off_leaves_the_seven_core_tools(coffer: Coffer) -> None:
     async with client_for(coffer, curation=False) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-    assert names == set(TOOL_NAMES[:7])
+    assert names == set(CORE_TOOLS) and len(CORE_TOOLS) == 7
+
+
+async def test_a_read_only_server_lists_no_write_tool_and_refuses_nothing_it_lists(coffer: Coffer) -> None:
+    coffer.create_kb("kb")
+    doc = coffer.add_document("kb", "a.md", "# A\n\nreadable text")
+    arguments = {
+        "coffer__list_knowledge_bases": {},
+        "coffer__search_knowledge": {"kb": "kb", "query": "readable"},
+        "coffer__grep_knowledge": {"kb": "kb", "pattern": "readable"},
+        "coffer__read_document": {"kb": "kb", "doc_id": doc.document_id},
+        "coffer__list_documents": {"kb": "kb"},
+        "coffer__knowledge_base_metrics": {"kb": "kb"},
+        "coffer__check_sources": {"kb": "kb"},
+    }
+    async with client_for(coffer, read_only=True) as client:
+        tools = (await client.list_tools()).tools
+        assert {tool.name for tool in tools} == set(READ_TOOLS) == set(arguments)
+        assert all(tool.annotations.read_only_hint for tool in tools)
+        for tool in tools:
+            await call(client, tool.name, **arguments[tool.name])
+        unknown = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "b.md", "content": "x"})
+    assert unknown.is_error
 
 
 async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> None:
@@ -271,3 +301,26 @@ async def test_the_server_instructions_name_the_knowledge_bases(coffer: Coffer) 
     coffer.add_document("handbook", "a.md", "# A\n\ntext")
     server = build_server(coffer)
     assert "handbook (1 documents)" in server.instructions
+
+
+async def test_documents_are_listable_and_readable_as_resources(coffer: Coffer) -> None:
+    coffer.create_kb("kb")
+    doc = coffer.add_document("kb", "a.md", "# Alpha\n\nresource body")
+    async with client_for(coffer) as client:
+        listed = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+        read = await client.read_resource(f"coffer://kb/{doc.document_id}")
+    assert [(str(r.uri), r.title, r.mime_type) for r in listed] == [
+        (f"coffer://kb/{doc.document_id}", "Alpha", "text/markdown")
+    ]
+    assert [t.uri_template for t in templates] == ["coffer://{kb}/{doc_id}"]
+    assert read.contents[0].text == "# Alpha\n\nresource body"
+
+
+async def test_reading_an_unknown_resource_is_a_protocol_error(coffer: Coffer) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    coffer.create_kb("kb")
+    async with client_for(coffer) as client:
+        with pytest.raises(MCPError):
+            await client.read_resource("coffer://kb/01M8NP4MZTN0XVCZWDXQ46XW1Z")

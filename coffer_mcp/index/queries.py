@@ -23,6 +23,7 @@ __all__ = [
     "delete_kb",
     "doc_by_filename",
     "doc_by_source_path",
+    "doc_by_source_url",
     "document_counts",
     "doc_stamps",
     "fts_search",
@@ -134,6 +135,14 @@ def doc_by_source_path(conn: Connection, kb: str, source_path: str) -> Any:
     return conn.execute(
         "SELECT * FROM documents WHERE kb = ? AND source_path = ? ORDER BY created_at, id LIMIT 1",
         (kb, source_path),
+    ).fetchone()
+
+
+def doc_by_source_url(conn: Connection, kb: str, source_url: str) -> Any:
+    return conn.execute(
+        "SELECT * FROM documents WHERE kb = ? AND json_extract(metadata, '$.source_url') = ? "
+        "ORDER BY created_at, id LIMIT 1",
+        (kb, source_url),
     ).fetchone()
 
 

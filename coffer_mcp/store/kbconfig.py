@@ -29,6 +29,7 @@ class KbConfig(BaseModel):
     chunk_size: int = Field(default=512, ge=64, le=8192)
     chunk_overlap: int = Field(default=64, ge=0)
     vector: bool = Field(default=False, description="Embed chunks for vector and hybrid search.")
+    auto_update_sources: bool = Field(default=False, description="check_sources refreshes changed documents.")
     created_at: str
     updated_at: str
 

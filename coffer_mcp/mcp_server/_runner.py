@@ -1,0 +1,96 @@
+"""Running a tool: the core on a worker thread, progress and cancellation, logging, error mapping."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent
+
+from coffer_mcp.errors import CofferError
+
+if TYPE_CHECKING:
+    from coffer_mcp.service import Coffer
+
+__all__ = ["Job", "Runner"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What a tool body gets: who is acting, and a progress callback for long work."""
+
+    actor: str
+    ctx: Context
+
+    def progress(self, done: int, total: int, message: str = "") -> None:
+        """Report progress (if the client asked for it) and stop here if the call was cancelled.
+
+        Called from the worker thread between documents, so a cancelled call stops cleanly with
+        every finished document committed.
+        """
+        anyio.from_thread.check_cancelled()
+        anyio.from_thread.run(self.ctx.report_progress, done, total, message or None)
+
+
+class Runner:
+    """Runs a core call on a worker thread, logs it, and maps ``CofferError`` to a tool error."""
+
+    def __init__(self, service: Coffer) -> None:
+        self.service = service
+
+    async def __call__(self, ctx: Context, tool: str, call: Callable[[Job], T]) -> T | CallToolResult:
+        client = client_name(ctx)
+        job = Job(actor=f"agent:{client}", ctx=ctx)
+        started = time.perf_counter()
+
+        def work() -> T | CallToolResult:
+            outcome, code = "crash", "internal"
+            try:
+                result = call(job)
+                outcome, code = "ok", None
+                return result
+            except CofferError as exc:
+                outcome, code = "error", exc.code
+                return tool_error(exc)
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # the call was cancelled between documents
+                    outcome, code = "cancelled", None
+                raise
+            finally:
+                self._record(tool, client, started, outcome, code)
+
+        return await anyio.to_thread.run_sync(work)
+
+    def _record(self, tool: str, client: str, started: float, outcome: str, code: str | None) -> None:
+        try:
+            self.service.record_invocation(tool, client, (time.perf_counter() - started) * 1000, outcome, code)
+        except Exception:  # noqa: BLE001 - history must never fail the call it describes
+            log.exception("could not record the invocation of %s", tool)
+
+
+def tool_error(exc: CofferError) -> CallToolResult:
+    """A tool error whose text is ``{"code", "message", "hint"}`` as JSON."""
+    text = json.dumps(exc.to_dict(), ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def client_name(ctx: Context) -> str:
+    """The connected client's name from its ``clientInfo`` ("unknown" when it sent none)."""
+    try:
+        params = ctx.session.client_params
+    except (AttributeError, ValueError, RuntimeError):
+        return "unknown"
+    info = getattr(params, "client_info", None)
+    return (getattr(info, "name", None) or "unknown")[:100]
