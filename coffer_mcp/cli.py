@@ -165,6 +165,12 @@ def _add_documents(p: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=_kb_documents)
 
 
+def _add_verify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?")
+    p.add_argument("--all", action="store_true", help="every knowledge base")
+    p.set_defaults(handler=_kb_verify)
+
+
 def _add_reindex(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?")
     p.add_argument("--all", action="store_true", help="every knowledge base")
@@ -304,6 +310,20 @@ def _kb_documents(args: argparse.Namespace, settings: Settings) -> None:
     _emit(args, page, render)
 
 
+def _kb_verify(args: argparse.Namespace, settings: Settings) -> int:
+    if bool(args.name) == bool(args.all):
+        print("coffer: give a knowledge base name or --all", file=sys.stderr)
+        return EXIT_USAGE
+    with _service(settings) as coffer:
+        names = [kb.name for kb in coffer.list_kbs()] if args.all else [args.name]
+        reports = [coffer.verify(name) for name in names]
+    _emit(args, reports, lambda rs: "\n".join(
+        f"{r.kb}: {'ok' if r.ok else 'DRIFT'} ({r.documents} files, {r.rows} rows, {r.chunks} chunks)"
+        + "".join(f"\n  {p}" for p in r.problems) for r in rs
+    ) or "no knowledge bases")  # fmt: skip
+    return 0 if all(r.ok for r in reports) else EXIT_ERROR
+
+
 def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
     if bool(args.name) == bool(args.all):
         print("coffer: give a knowledge base name or --all", file=sys.stderr)
@@ -388,6 +408,7 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("rm", "delete a document", _add_doc(_kb_rm)),
     ("documents", "list a knowledge base's documents", _add_documents),
     ("reindex", "rebuild the index from the files", _add_reindex),
+    ("verify", "check that files, index and vectors agree (exit 1 on drift)", _add_verify),
 ]
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "SearchResult",
     "SourceCheck",
     "SourceReport",
+    "VerifyReport",
     "GrepHit",
     "GrepResult",
     "DeleteResult",
@@ -205,6 +206,15 @@ class DoctorReport(_Model):
     embedder: EmbedderStatus
     knowledge_bases: list[KnowledgeBaseDetails]
     problems: list[str] = Field(description="Everything that needs attention, in plain words.")
+
+
+class VerifyReport(_Model):
+    kb: str
+    documents: int = Field(description="Document files on disk.")
+    rows: int = Field(description="Document rows in the index.")
+    chunks: int
+    problems: list[str] = Field(description="Every disagreement between files, rows, full-text index and vectors.")
+    ok: bool
 
 
 class SourceCheck(_Model):

@@ -213,12 +213,13 @@ def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
 
 def reconcile(
     conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
-    embedder: Embedder | None = None, embed_seconds: float | None = None,
+    embedder: Embedder | None = None, embed_seconds: float | None = None, tidy: bool = False,
 ) -> dict[str, int]:  # fmt: skip
     """Apply the drift of one knowledge base, then catch up on embeddings. Call holding the KB lock.
 
     With ``force`` every document is re-read and re-chunked (the full rebuild). Documents of a
     vector KB that are due for embedding are embedded for at most ``embed_seconds`` (None: all).
+    With ``tidy``, originals left without a document by a crashed ingest are removed.
     Returns counts: ``indexed``, ``removed``, ``adopted``, ``embedded``, ``documents``.
     """
     remove_stale_temp_files(kb.docs, kb.raw)
@@ -241,12 +242,21 @@ def reconcile(
         _remove_orphan_raw(kb, drift.removed)
         if progress:
             progress(total, total)
+    if tidy:
+        _remove_orphan_raw(kb, [p.stem for p in _raw_entries(kb) if not kb.doc(p.stem).exists()])
     embedded = 0
     if config.vector and embedder_usable(embedder):
         embedded = embed_due(conn, kb.name, embedder, seconds=embed_seconds, progress=progress)
     documents = len(q.doc_stamps(conn, kb.name))
     return {"indexed": indexed, "removed": len(drift.removed), "adopted": sum(map(bool, adopted)),
             "embedded": embedded, "documents": documents}  # fmt: skip
+
+
+def _raw_entries(kb: KbPaths) -> list[Path]:
+    try:
+        return [p for p in kb.raw.iterdir() if not p.name.startswith(".") and p.is_file()]
+    except FileNotFoundError:
+        return []
 
 
 def _remove_orphan_raw(kb: KbPaths, doc_ids: list[str]) -> None:

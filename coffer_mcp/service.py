@@ -32,6 +32,7 @@ from coffer_mcp.errors import (
     StoreError,
 )
 from coffer_mcp.index import queries as q
+from coffer_mcp.index import vectors
 from coffer_mcp.grep import find_rg
 from coffer_mcp.index.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.schema import migrate
@@ -39,6 +40,7 @@ from coffer_mcp.models import (
     DeleteResult,
     DoctorReport,
     EmbedderStatus,
+    VerifyReport,
     KnowledgeBaseDetails,
     KnowledgeBaseSummary,
     ReindexResult,
@@ -57,6 +59,7 @@ from coffer_mcp.store import (
     write_kb_config,
 )
 from coffer_mcp.timeutil import utc_now
+from coffer_mcp.verify import vector_orphans, verify_fts, verify_kb
 
 __all__ = ["Coffer", "KbSelector", "Progress"]
 
@@ -383,14 +386,14 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
 
     def _reconcile_locked(
         self, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
-        embed_seconds: float | None = -1.0,
+        embed_seconds: float | None = -1.0, tidy: bool = False,
     ) -> dict[str, int]:  # fmt: skip
         """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
         report = None if progress is None else (lambda done, total: progress(done, total, "indexing"))
         budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
         embedder = self.embedder if config.vector else None
         return reconcile(self.conn, kb, config, force=force, progress=report, embedder=embedder,
-                         embed_seconds=budget)  # fmt: skip
+                         embed_seconds=budget, tidy=tidy)  # fmt: skip
 
     def reindex(self, name: str, *, force: bool = True, progress: Progress | None = None) -> ReindexResult:
         """Rebuild a knowledge base's rows from its files (``force`` re-chunks every document)."""
@@ -398,13 +401,36 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         kb, _ = self.open_kb(name)
         with self.kb_lock(name):
             counts = self._reconcile_locked(kb, self._config(name), force=force, progress=progress,
-                                            embed_seconds=None)  # fmt: skip
+                                            embed_seconds=None, tidy=True)  # fmt: skip
+        self._repair_shared_indexes()
         return ReindexResult(kb=name, **counts)
+
+    def _repair_shared_indexes(self) -> None:
+        """Rebuild the full-text index and drop orphan vectors if verification finds them off."""
+        if not verify_fts(self.conn) and not vector_orphans(self.conn):
+            return
+        with self._registry_lock(), q.write(self.conn):
+            log.warning("repairing the full-text index and vector tables")
+            q.rebuild_fts(self.conn)
+            vectors.drop_orphans(self.conn)
 
     def reindex_all(self, *, force: bool = True, progress: Progress | None = None) -> list[ReindexResult]:
         return [self.reindex(name, force=force, progress=progress) for name in self._sync_registry()]
 
     # -- diagnosis -------------------------------------------------------------------------------
+
+    def verify(self, name: str) -> VerifyReport:
+        """Check that a knowledge base's files, rows, full-text entries and vectors agree (read-only).
+
+        Database-wide checks (full-text integrity, vectors without chunks) are reported with it.
+        """
+        kb, config = self.open_kb(name)
+        report = verify_kb(self.conn, kb, vector_model=self._wanted_model(config) or None)
+        extra = verify_fts(self.conn) + vector_orphans(self.conn)
+        if not extra:
+            return report
+        problems = [*report.problems, *extra]
+        return report.model_copy(update={"problems": problems, "ok": False})
 
     def doctor(self, *, check_embedder: bool = True) -> DoctorReport:
         """What this installation can do, and what needs attention."""

@@ -146,3 +146,20 @@ def test_a_newer_schema_is_refused_with_a_hint(home: Path) -> None:
     with Coffer(load_settings(home=home)) as coffer, pytest.raises(StoreError) as caught:
         coffer.list_kbs()
     assert "reindex" in caught.value.hint
+
+
+def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    ids = fill(coffer)
+    assert coffer.verify(notes).ok
+    docs = home / "knowledge" / "notes" / "docs"
+    (docs / f"{ids['faq.md']}.md").write_text("# FAQ\n\nchanged behind the index", encoding="utf-8")
+    (home / "knowledge" / "notes" / "raw" / "01M8NP4MZTN0XVCZWDXQ46XW1Z.md").write_text("orphan", encoding="utf-8")
+    coffer.conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (999999, 'ghost entry')")
+    report = coffer.verify(notes)
+    assert not report.ok
+    text = "\n".join(report.problems)
+    assert ids["faq.md"] in text and "original without a document" in text and "without a chunk" in text
+    coffer.reindex(notes)
+    assert coffer.verify(notes).ok

@@ -31,6 +31,7 @@ __all__ = [
     "kb_counts",
     "kb_stamps",
     "list_documents",
+    "rebuild_fts",
     "record_invocation",
     "replace_chunks",
     "set_embedding",
@@ -210,6 +211,14 @@ def clear_kb_embeddings(conn: Connection, kb: str) -> None:
     """Forget a knowledge base's vectors (its vector switch was turned off)."""
     vectors.delete_kb_vectors(conn, kb)
     conn.execute("UPDATE documents SET embed_pending = 0, embedding_model = NULL WHERE kb = ?", (kb,))
+
+
+def rebuild_fts(conn: Connection) -> int:
+    """Rebuild the whole full-text index from the chunks table (repairs any drift)."""
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+    rows = conn.execute("SELECT id, headings, text FROM chunks").fetchall()
+    conn.executemany("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", [(r[0], _fts_body(r[1], r[2])) for r in rows])
+    return len(rows)
 
 
 def delete_document(conn: Connection, doc_id: str) -> None:

@@ -20,6 +20,7 @@ from coffer_mcp.timeutil import utc_now
 __all__ = [
     "delete_vectors",
     "delete_kb_vectors",
+    "drop_orphans",
     "knn",
     "model_table",
     "pending_documents",
@@ -75,6 +76,18 @@ def delete_kb_vectors(conn: Connection, kb: str) -> None:
     for table in _tables(conn):
         ids = [row[0] for row in conn.execute(f"SELECT chunk_id FROM {table} WHERE kb = ?", (kb,))]
         conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", [(cid,) for cid in ids])
+
+
+def drop_orphans(conn: Connection) -> int:
+    """Delete vectors whose chunk no longer exists, in every model's table."""
+    dropped = 0
+    for table in _tables(conn):
+        cursor = conn.execute(
+            f"DELETE FROM {table} WHERE chunk_id IN (SELECT v.chunk_id FROM {table} v "
+            "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id))"
+        )
+        dropped += max(cursor.rowcount, 0)
+    return dropped
 
 
 def store_vectors(conn: Connection, table: str, kb: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
