@@ -156,7 +156,9 @@ class DocumentOperations:
         early = self._reupload(paths, name, _match(self, paths.name, name, *source), source_sha, replace)
         if early is not None:
             return early
-        conversion = convert(name, data, max_bytes=self.settings.max_document_bytes)
+        settings = self.settings
+        conversion = convert(name, data, max_bytes=settings.max_document_bytes, timeout=settings.conversion_timeout,
+                             memory_bytes=settings.conversion_memory_mb * 1024 * 1024)  # fmt: skip
         with self.kb_lock(paths.name):
             config = self._config(paths.name)
             existing = self._live_match(paths, name, *source)

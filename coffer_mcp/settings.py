@@ -69,6 +69,10 @@ class Settings(BaseModel):
         default_factory=list,
         description="Hosts or CIDR ranges URL ingest may reach despite the SSRF guard (e.g. a test server).",
     )
+    conversion_timeout: float = Field(
+        default=120.0, gt=0, le=3600, description="Seconds a PDF/Office/HTML conversion may take before it is stopped."
+    )
+    conversion_memory_mb: int = Field(default=2048, ge=0, description="Memory cap of the converter process (0: none).")
     max_url_bytes: int = Field(default=25 * MB, ge=1)
     url_timeout: float = Field(default=30.0, gt=0, le=600)
     http_token: SecretStr | None = Field(default=None, description="Bearer token the HTTP server requires.")

@@ -7,6 +7,7 @@ from ._base import Conversion, Converter
 from ._clean import clean_markdown
 from ._csv import CsvConverter
 from ._markitdown import MarkItDownConverter
+from ._sandbox import convert_in_sandbox
 from ._text import PassthroughConverter
 from ._title import derive_title, extension_of, safe_filename
 
@@ -25,7 +26,10 @@ def supported_formats() -> list[str]:
     return list(_EXTENSIONS)
 
 
-def convert(filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Conversion:
+def convert(
+    filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float | None = None,
+    memory_bytes: int = 0,
+) -> Conversion:  # fmt: skip
     """Convert one uploaded file to cleaned Markdown with a title.
 
     Checks run in order: empty bytes, unknown extension, size limit (before any conversion),
@@ -35,6 +39,9 @@ def convert(filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -
         filename: The original filename; only its final component and extension are used.
         data: The file's bytes.
         max_bytes: The ``max_document_bytes`` limit.
+        timeout: With a value, MarkItDown formats convert in a worker process that is killed
+            after this many seconds (``conversion_failed``); None converts in this process.
+        memory_bytes: The worker's address-space cap (0: none).
 
     Raises:
         IngestRejectedError: ``empty``, ``unsupported_type``, ``too_large``, ``scanned_pdf`` or
@@ -47,7 +54,11 @@ def convert(filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -
     converter = _converter_for(ext, name)
     if len(data) > max_bytes:
         raise _too_large(name, len(data), max_bytes)
-    markdown = clean_markdown(converter.convert(data, name))
+    if converter is _MARKITDOWN and timeout is not None:
+        raw = convert_in_sandbox(name, data, timeout=timeout, memory_bytes=memory_bytes)
+    else:
+        raw = converter.convert(data, name)
+    markdown = clean_markdown(raw)
     # A scan often keeps a text layer of page numbers only: no letters means no text.
     if not markdown or (ext == "pdf" and not any(ch.isalpha() for ch in markdown)):
         raise _nothing_left(name, ext)

@@ -1,0 +1,58 @@
+"""The converter worker process: ``python -m coffer_mcp.convert._worker MEMORY_BYTES``.
+
+Reads ``(filename, bytes)`` requests and answers ``("ok", markdown)`` or
+``("rejected", reason, message, hint)``; exits when its stdin closes (the parent is gone).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _private_stdout() -> object:
+    """Keep the real stdout for replies and send fd 1 — anything a library prints — to stderr."""
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return channel
+
+
+def _cap_memory(limit: int) -> None:
+    try:
+        import resource
+    except ImportError:  # Windows: no address-space limit
+        return
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def main() -> None:
+    channel = _private_stdout()
+    _cap_memory(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    from coffer_mcp.convert._markitdown import MarkItDownConverter
+    from coffer_mcp.convert._sandbox import read_message, write_message
+    from coffer_mcp.errors import IngestRejectedError
+
+    converter = MarkItDownConverter()
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            name, data = read_message(requests)
+        except EOFError:
+            return
+        try:
+            reply = ("ok", converter.convert(data, name))
+        except IngestRejectedError as exc:
+            reply = ("rejected", exc.code, exc.message, exc.hint)
+        except MemoryError:
+            reply = ("rejected", "conversion_failed", f"Converting {name!r} needed too much memory.",
+                     "The file may be a decompression bomb; if it is genuine, raise conversion_memory_mb.")  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - anything the engine throws is this file's failure
+            reply = ("rejected", "conversion_failed", f"Could not convert {name!r}: {str(exc)[:300]}",
+                     "The file is probably malformed; re-export it and try again.")  # fmt: skip
+        write_message(channel, reply)
+
+
+if __name__ == "__main__":
+    main()
