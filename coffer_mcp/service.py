@@ -36,6 +36,7 @@ from coffer_mcp.index import vectors
 from coffer_mcp.grep import find_rg
 from coffer_mcp.index.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.schema import migrate
+from coffer_mcp.portability import recover_interrupted_restores
 from coffer_mcp.models import (
     DeleteResult,
     DoctorReport,
@@ -107,6 +108,8 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             with self._guard:
                 if not self._ready:
                     self._migrate(conn)
+                    # A restore a crash interrupted is finished (or rolled back) before anything reads.
+                    recover_interrupted_restores(self.paths)
                     self._ready = True
                 self._connections.append(conn)
             self._local.conn = conn
@@ -350,6 +353,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         with self._registry_lock():
             for path in leftovers:
                 shutil.rmtree(path, ignore_errors=True)
+            folders = self._kb_folders()  # again: another process may have changed them meanwhile
             self._apply_registry(folders, q.kb_stamps(conn))
         return folders
 

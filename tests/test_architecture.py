@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "models", "timeutil", "settings"},
     {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
     {"search", "reindex", "vectorize", "verify"},
-    {"documents", "retrieval", "curation", "service"},
+    {"documents", "retrieval", "curation", "portability", "service"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
 ]
 # Third-party packages each confined to one place.

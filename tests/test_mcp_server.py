@@ -64,6 +64,10 @@ CONTRACT = {
     "coffer__ingest_path": (["kb", "path", "replace"], (False, False, True)),
     "coffer__ingest_url": (["kb", "url", "replace"], (False, False, True)),
     "coffer__update_from_source": (["kb", "doc_id"], (False, True, True)),
+    "coffer__list_snapshots": (["kb"], (True, None, None)),
+    "coffer__export_knowledge_base": (["kb", "path", "with_vectors"], (False, False, True)),
+    "coffer__snapshot_knowledge_base": (["kb", "note"], (False, False, False)),
+    "coffer__restore_snapshot": (["kb", "snapshot_id", "confirm"], (False, True, True)),
 }
 
 
@@ -134,6 +138,7 @@ async def test_a_read_only_server_lists_no_write_tool_and_refuses_nothing_it_lis
         "coffer__list_documents": {"kb": "kb"},
         "coffer__knowledge_base_metrics": {"kb": "kb"},
         "coffer__check_sources": {"kb": "kb"},
+        "coffer__list_snapshots": {"kb": "kb"},
     }
     async with client_for(coffer, read_only=True) as client:
         tools = (await client.list_tools()).tools
@@ -324,3 +329,27 @@ async def test_reading_an_unknown_resource_is_a_protocol_error(coffer: Coffer) -
     async with client_for(coffer) as client:
         with pytest.raises(MCPError):
             await client.read_resource("coffer://kb/01M8NP4MZTN0XVCZWDXQ46XW1Z")
+
+
+async def test_an_agent_snapshots_exports_and_restores_a_knowledge_base(home: Path, tmp_path: Path) -> None:
+    from coffer_mcp import load_settings
+
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    with Coffer(load_settings(home=home, allowed_dirs=[str(exports)])) as coffer:
+        coffer.create_kb("kb")
+        doc = coffer.add_document("kb", "a.md", "# A\n\nthe original words")
+        async with client_for(coffer) as client:
+            snap = await call(client, "coffer__snapshot_knowledge_base", kb="kb", note="before edits")
+            await call(client, "coffer__edit_document", kb="kb", doc_id=doc.document_id, content="# A\n\nruined")
+            refused = await call_error(client, "coffer__restore_snapshot", kb="kb", snapshot_id=snap["id"],
+                                       confirm=False)  # fmt: skip
+            restored = await call(client, "coffer__restore_snapshot", kb="kb", snapshot_id=snap["id"], confirm=True)
+            listed = await call(client, "coffer__list_snapshots", kb="kb")
+            pack = await call(client, "coffer__export_knowledge_base", kb="kb", path=str(exports / "kb.cofferpack"))
+            outside = await call_error(client, "coffer__export_knowledge_base", kb="kb",
+                                       path=str(tmp_path / "kb.cofferpack"))  # fmt: skip
+        assert refused["code"] == "confirmation_required"
+        assert restored["pre_restore_snapshot_id"] in {s["id"] for s in listed["snapshots"]}
+        assert coffer.read_document("kb", doc.document_id).markdown == "# A\n\nthe original words"
+        assert Path(pack["path"]).is_file() and outside["code"] == "path_not_allowed"

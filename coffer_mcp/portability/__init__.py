@@ -1,0 +1,50 @@
+"""Portability and undo: packs (export / import) and snapshots (snapshot / restore).
+
+Files are truth, so both are the knowledge base's files plus a manifest of their hashes; the index
+is rebuilt from them (a pack may also carry its vectors, so a big corpus is not re-embedded).
+
+    export_kb(coffer, name, out, with_vectors=...)   -> ExportResult    one .cofferpack file
+    import_pack(coffer, pack, as_name=..., merge=...) -> ImportResult   untrusted input, verified first
+    snapshot_kb / list_snapshots / delete_snapshot    -> SnapshotInfo
+    restore_snapshot(coffer, name, snapshot_id)      -> RestoreResult   crash-safe swap
+    recover_interrupted_restores(paths)                                 run when the store opens
+
+Every function takes the service first and is synchronous; surfaces (CLI, MCP) wrap them.
+See docs/portability.md.
+"""
+
+from coffer_mcp.portability._export import PACK_SUFFIX, ExportResult, export_kb
+from coffer_mcp.portability._format import FORMAT_VERSION, PackError
+from coffer_mcp.portability._import import ImportConflict, ImportResult, SkippedDocument, import_pack
+from coffer_mcp.portability._snapshots import (
+    RestoreResult,
+    SnapshotError,
+    SnapshotInfo,
+    SnapshotNotFoundError,
+    delete_snapshot,
+    list_snapshots,
+    recover_interrupted_restores,
+    restore_snapshot,
+    snapshot_kb,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PACK_SUFFIX",
+    "ExportResult",
+    "ImportConflict",
+    "ImportResult",
+    "PackError",
+    "RestoreResult",
+    "SkippedDocument",
+    "SnapshotError",
+    "SnapshotInfo",
+    "SnapshotNotFoundError",
+    "delete_snapshot",
+    "export_kb",
+    "import_pack",
+    "list_snapshots",
+    "recover_interrupted_restores",
+    "restore_snapshot",
+    "snapshot_kb",
+]

@@ -1,0 +1,237 @@
+"""Reading an untrusted pack into a staging folder, verifying every byte against its manifest.
+
+Nothing here writes outside the staging folder, and nothing is extracted by ``tarfile`` itself:
+each member is checked (name, type, declared size) before a byte of it is read, then copied into
+a file we create, hashed on the way. The manifest comes first, so its claims are checked before
+any data: declared sizes over the limit, member counts, unexpected or missing members, and any
+member whose header disagrees with it stop the import. The decompressed stream is bounded as
+well, so a gzip bomb or an oversized tar header (pax, GNU long name) is refused, not inflated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import tarfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from coffer_mcp.errors import InvalidArgumentError, StoreError
+from coffer_mcp.portability._files import CHUNK, copy_hashed, fsync_tree
+from coffer_mcp.portability._format import (
+    KB_YAML,
+    MANIFEST,
+    MAX_CONFIG_BYTES,
+    MAX_MANIFEST_BYTES,
+    VECTORS,
+    Manifest,
+    PackError,
+    member_kind,
+    parse_config,
+    parse_manifest,
+)
+from coffer_mcp.store import KbPaths, make_kb_config
+
+if TYPE_CHECKING:
+    from coffer_mcp.service import Progress
+
+__all__ = ["Extracted", "Limits", "extract_pack"]
+
+_MAX_READ = 2 * CHUNK  # no legitimate tar header of a pack is larger
+_TAR_OVERHEAD = 3 * 512  # a member's header, a pax header and padding
+_STREAM_SLACK = 64 * 1024  # end-of-archive blocks and record padding
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What an import accepts: total uncompressed bytes and number of members."""
+
+    max_bytes: int
+    max_members: int
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """A verified pack in its staging folder: ``kb`` is a complete KB folder ready to move."""
+
+    manifest: Manifest
+    kb: KbPaths
+    vectors: Path | None
+
+
+def extract_pack(pack: Path, staging: Path, name: str, limits: Limits, progress: Progress | None = None) -> Extracted:
+    """Verify ``pack`` while copying it into ``staging``; raises ``PackError`` at the first lie.
+
+    ``name`` is only the name the staged ``KbPaths`` carries.
+    """
+    kb = KbPaths(name, staging / "kb")
+    kb.docs.mkdir(parents=True)
+    kb.raw.mkdir()
+    try:
+        with _open_pack(pack) as stream, tarfile.open(fileobj=stream, mode="r:") as tar:  # type: ignore[call-overload]
+            members = iter(tar)
+            manifest = _read_manifest(tar, next(members, None), limits)
+            overhead = _TAR_OVERHEAD * (len(manifest.files) + 1) + _STREAM_SLACK
+            stream.limit = stream.tell() + manifest.declared_bytes + overhead
+            _copy_members(tar, members, manifest, staging, progress)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise PackError(f"The pack is not a readable tar.gz archive: {exc}.") from exc
+    except OSError as exc:
+        raise StoreError(f"Cannot unpack into {staging}: {exc}.", hint="Check the free space in COFFER_HOME.") from exc
+    _match_config(kb, manifest)
+    fsync_tree(staging)
+    return Extracted(manifest=manifest, kb=kb, vectors=staging / VECTORS if manifest.vectors else None)
+
+
+def _match_config(kb: KbPaths, manifest: Manifest) -> None:
+    """The staged ``kb.yaml`` must be valid and say what the manifest says."""
+    config = parse_config(kb.config.read_bytes())
+    if config != make_kb_config(**manifest.kb.config):
+        raise PackError("The pack's kb.yaml disagrees with the settings in its manifest.")
+
+
+@contextlib.contextmanager
+def _open_pack(pack: Path) -> Iterator[_Bounded]:
+    try:
+        handle = pack.open("rb")
+    except IsADirectoryError as exc:
+        raise InvalidArgumentError(f"{pack} is a folder, not a pack file.", hint="Pass a .cofferpack file.") from exc
+    except OSError as exc:
+        raise InvalidArgumentError(f"Cannot read {pack}: {exc.strerror or exc}.", hint="Check the path.") from exc
+    with handle:
+        compressed = handle.read(2) == b"\x1f\x8b"
+        handle.seek(0)
+        source: BinaryIO = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle  # type: ignore
+        with source:
+            yield _Bounded(source, MAX_MANIFEST_BYTES + _STREAM_SLACK)
+
+
+class _Bounded(io.RawIOBase):
+    """The decompressed tar stream, refusing to grow past ``limit`` or to serve oversized reads."""
+
+    def __init__(self, inner: BinaryIO, limit: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0 or size > _MAX_READ:
+            raise PackError("The pack holds an oversized tar header.")
+        self._check(self.inner.tell() + size)
+        return self.inner.read(size)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_SET:
+            self._check(offset)
+        return self.inner.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+    def _check(self, position: int) -> None:
+        if position > self.limit:
+            raise PackError("The pack expands beyond the sizes its manifest declares (a tar bomb?).")
+
+
+def _read_manifest(tar: tarfile.TarFile, first: tarfile.TarInfo | None, limits: Limits) -> Manifest:
+    if first is None:
+        raise PackError("The pack is empty.")
+    if _member_name(first) != MANIFEST:
+        raise PackError(f"The pack's first member is {first.name!r:.120}, not manifest.json.")
+    if first.size > MAX_MANIFEST_BYTES:
+        raise PackError(f"The pack's manifest claims {first.size:,} bytes; the limit is {MAX_MANIFEST_BYTES:,}.")
+    manifest = parse_manifest(_read_all(tar, first))
+    declared = manifest.declared_bytes
+    if declared > limits.max_bytes:
+        raise PackError(
+            f"The pack declares {declared:,} bytes of files; this import accepts at most {limits.max_bytes:,}.",
+            hint="Free disk space in COFFER_HOME, or raise the import's size limit if you trust the pack.",
+        )
+    if len(manifest.files) + 1 > limits.max_members:
+        raise PackError(f"The pack declares {len(manifest.files) + 1:,} members; the limit is {limits.max_members:,}.")
+    size = manifest.files[KB_YAML].size
+    if size > MAX_CONFIG_BYTES:
+        raise PackError(f"The pack's kb.yaml claims {size:,} bytes.")
+    return manifest
+
+
+def _read_all(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    source = tar.extractfile(member)
+    assert source is not None  # a regular file, checked by _member_name
+    chunks, left = [], member.size
+    while left and (block := source.read(min(CHUNK, left))):
+        chunks.append(block)
+        left -= len(block)
+    return b"".join(chunks)
+
+
+def _copy_members(
+    tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], manifest: Manifest, staging: Path,
+    progress: Progress | None,
+) -> None:  # fmt: skip
+    seen: set[str] = set()
+    total = len(manifest.files)
+    for member in members:
+        name = _member_name(member)
+        if name is None:
+            continue
+        if name in seen:
+            raise PackError(f"The pack holds {name!r} twice.")
+        entry = manifest.files.get(name)
+        if entry is None:
+            raise PackError(f"The pack holds {name!r:.120}, which its manifest does not list.")
+        if member.size != entry.size:
+            raise PackError(f"{name} claims {member.size:,} bytes; the manifest records {entry.size:,}.")
+        source = tar.extractfile(member)
+        assert source is not None
+        dest = _destination(staging, name)
+        sha, size = copy_hashed(source, dest, size=member.size)
+        if size != entry.size or sha != entry.sha256:
+            raise PackError(f"{name} does not match the sha256 its manifest records: it was altered.")
+        if 0 <= member.mtime < 2**34:  # keep file times: they are the fallback for missing timestamps
+            os.utime(dest, (member.mtime, member.mtime))
+        seen.add(name)
+        if progress:
+            progress(len(seen), total, "verifying")
+    missing = sorted(set(manifest.files) - seen)
+    if missing:
+        raise PackError(f"The pack lacks {len(missing)} member(s) its manifest lists, e.g. {missing[0]}.")
+
+
+def _member_name(member: tarfile.TarInfo) -> str | None:
+    """The member's name if it is a file a pack may hold; None for the two folders; else refuse."""
+    name = member.name
+    shown = repr(name[:120])
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise PackError(f"The pack holds a member with an absolute path: {shown}.")
+    if ".." in name.replace("\\", "/").split("/"):
+        raise PackError(f"The pack holds a member that climbs out of its folder: {shown}.")
+    if member.issym() or member.islnk():
+        raise PackError(f"The pack holds a link: {shown} -> {member.linkname[:120]!r}.")
+    if member.ischr() or member.isblk() or member.isfifo():
+        raise PackError(f"The pack holds a device or pipe: {shown}.")
+    if member.isdir():
+        if name.rstrip("/") in ("docs", "raw"):
+            return None
+        raise PackError(f"The pack holds an unexpected folder: {shown}.")
+    if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+        raise PackError(f"The pack holds a member of an unsupported type: {shown}.")
+    if member_kind(name) is None:
+        raise PackError(f"The pack holds an unexpected member: {shown}.")
+    return name
+
+
+def _destination(staging: Path, name: str) -> Path:
+    """Where a verified member goes: the KB's files under ``kb/``, the rest beside it."""
+    return staging / "kb" / name if member_kind(name) in ("doc", "raw", "config") else staging / name

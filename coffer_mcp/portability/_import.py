@@ -1,0 +1,280 @@
+"""Import: a verified pack becomes a new knowledge base, or is merged into an existing one.
+
+The pack is verified completely in a staging folder under ``knowledge/.importing-<ULID>``
+(ignored by every scan) before the store is touched. A new knowledge base appears with one
+rename of that folder under the registry lock; a merge moves new documents in one by one (the
+original first, then the Markdown, as an ingest does), so a crash leaves whole documents only.
+The index is then rebuilt from the files without the embedder; carried vectors are inserted
+where the model identity and the chunk texts match, and every other document stays due.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from ulid import ULID
+
+from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
+from coffer_mcp.index import queries as q
+from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
+from coffer_mcp.portability._files import staging_dir
+from coffer_mcp.portability._format import PackError
+from coffer_mcp.portability._vectors import load_vectors
+from coffer_mcp.reindex import file_stamp, read_truth, reconcile
+from coffer_mcp.store import KbPaths, parse_document, read_kb_config, render_document, validate_kb_name
+from coffer_mcp.store.files import atomic_write, fsync_dir
+from coffer_mcp.timeutil import utc_now
+
+if TYPE_CHECKING:
+    from coffer_mcp.service import Coffer, Progress
+
+__all__ = ["DEFAULT_MAX_MEMBERS", "ImportConflict", "ImportResult", "SkippedDocument", "import_pack"]
+
+DEFAULT_MAX_BYTES = 64 * 1024**3
+DEFAULT_MAX_MEMBERS = 2_000_000
+_DISK_MARGIN = 256 * 1024 * 1024
+_STAGING = ".importing-"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class SkippedDocument(_Model):
+    document_id: str
+    reason: Literal["already_present", "duplicate_source"] = Field(
+        description="already_present: the same id with the same content; duplicate_source: another "
+        "document of the knowledge base has the same original (source_sha256)."
+    )
+    existing_document_id: str
+
+
+class ImportConflict(_Model):
+    document_id: str
+    message: str
+
+
+class ImportResult(_Model):
+    """What ``import_pack`` did."""
+
+    kb: str
+    created: bool = Field(description="True when the import made a new knowledge base.")
+    documents_added: int
+    raw_files_added: int
+    documents: int = Field(description="Documents in the knowledge base afterwards.")
+    skipped: list[SkippedDocument] = Field(default_factory=list, description="Merge: documents already there.")
+    conflicts: list[ImportConflict] = Field(
+        default_factory=list, description="Merge: same id, different content; the existing document was kept."
+    )
+    renamed_ids: dict[str, str] = Field(
+        default_factory=dict, description="Pack ids taken by another knowledge base here, and their new ids."
+    )
+    vectors_used: int = Field(description="Documents whose carried vectors were used (no embedding needed).")
+    documents_to_embed: int = Field(description="Documents of a vector knowledge base left due for embedding.")
+    embedding_model: str | None = Field(default=None, description="Identity of the model the pack's vectors come from.")
+    note: str = Field(default="", description="Why carried vectors were not used, when they were not.")
+
+
+def import_pack(
+    coffer: Coffer, pack: str | Path, *, as_name: str | None = None, merge: bool = False,
+    max_bytes: int | None = None, actor: str = "cli", progress: Progress | None = None,
+) -> ImportResult:  # fmt: skip
+    """Import a pack file made by ``export_kb``; the pack is untrusted input.
+
+    Every member is verified (names, types, sizes, sha256, manifest counts) before the store is
+    touched; a refused pack changes nothing. The KB is named ``as_name`` or as in the pack.
+    An existing name is refused unless ``merge``: then documents whose original (source_sha256)
+    is already there are skipped, ids are kept, and same-id-different-content is reported as a
+    conflict, never overwritten. The embedder is never called.
+
+    Raises:
+        PackError: the pack is damaged, tampered with or unsafe (code ``invalid_pack``).
+        KnowledgeBaseExistsError: the name is taken and ``merge`` is false.
+        InvalidNameError: ``as_name`` (or the pack's name) breaks the naming rule.
+    """
+    if as_name is not None:
+        _check_free(coffer, validate_kb_name(as_name), merge)
+    coffer.conn  # noqa: B018 - opens the store (creates COFFER_HOME) before staging into it
+    staging = staging_dir(coffer.paths.knowledge, _STAGING)
+    try:
+        extracted = extract_pack(Path(pack).expanduser(), staging, as_name or "staged", _limits(coffer, max_bytes),
+                                 progress)  # fmt: skip
+        name = as_name or _pack_name(extracted)
+        if coffer.paths.kb(name).root.exists():
+            _check_free(coffer, name, merge)
+            return _merge(coffer, extracted, name, actor, progress)
+        return _install(coffer, extracted, name, actor, progress)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _limits(coffer: Coffer, max_bytes: int | None) -> Limits:
+    free = shutil.disk_usage(coffer.paths.home).free - _DISK_MARGIN
+    return Limits(max_bytes=max(0, min(max_bytes or DEFAULT_MAX_BYTES, free)), max_members=DEFAULT_MAX_MEMBERS)
+
+
+def _pack_name(extracted: Extracted) -> str:
+    try:
+        return validate_kb_name(extracted.manifest.kb.name)
+    except InvalidNameError as exc:
+        raise PackError(f"The pack names its knowledge base {extracted.manifest.kb.name!r:.80}, which is not a "
+                        "valid name here.", hint="Pass a name to import it as (--as NAME).") from exc  # fmt: skip
+
+
+def _check_free(coffer: Coffer, name: str, merge: bool) -> None:
+    if not merge and coffer.paths.kb(name).root.exists():
+        raise KnowledgeBaseExistsError(
+            f"Knowledge base '{name}' already exists.",
+            hint="Import under another name (--as NAME), or merge the pack's new documents into it (--merge).",
+        )
+
+
+def _install(coffer: Coffer, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
+    """Move the staged folder into place as a new KB, register and index it (without embedding)."""
+    kb = coffer.paths.kb(name)
+    ids = extracted.manifest.doc_ids
+    conn = coffer.conn
+    with coffer._registry_lock(), coffer.kb_lock(name):
+        _check_free(coffer, name, merge=False)
+        renamed = _reassign_ids(coffer, extracted.kb, ids, name)
+        os.rename(extracted.kb.root, kb.root)
+        fsync_dir(kb.root.parent)
+        config = read_kb_config(kb.config, fallback_time=utc_now())
+        with q.write(conn):
+            q.upsert_kb(conn, name, config, file_stamp(kb.config.stat()))
+        counts = reconcile(conn, kb, config, force=True, progress=_indexing(progress))
+        result = _finish(coffer, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
+        _audit(coffer, name, actor, extracted, result)
+    return result.model_copy(update={"created": True, "renamed_ids": renamed, "documents_added": len(ids),
+                                     "raw_files_added": extracted.manifest.counts.raw_files})  # fmt: skip
+
+
+def _merge(coffer: Coffer, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
+    kb, config = coffer.open_kb(name)
+    conn = coffer.conn
+    with coffer.kb_lock(name):
+        reconcile(conn, kb, config)  # the rows must say what the files say before we compare
+        add, skipped, conflicts = _plan(coffer, kb, extracted)
+        renamed = _reassign_ids(coffer, extracted.kb, add, name)
+        raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in add)
+        counts = reconcile(conn, kb, config, progress=_indexing(progress))
+        result = _finish(coffer, kb, extracted, {i: renamed.get(i, i) for i in add}, counts["documents"])
+        result = result.model_copy(update={"skipped": skipped, "conflicts": conflicts, "renamed_ids": renamed,
+                                           "documents_added": len(add), "raw_files_added": raws})  # fmt: skip
+        _audit(coffer, name, actor, extracted, result)
+    return result
+
+
+def _plan(coffer: Coffer, kb: KbPaths, extracted: Extracted) -> tuple[list[str], list, list]:
+    """Which pack documents a merge adds, skips, or reports as conflicts."""
+    rows = coffer.conn.execute("SELECT id, source_sha256, content_sha256 FROM documents WHERE kb = ?", (kb.name,))
+    by_id, by_source = {}, {}
+    for row in rows:
+        by_id[row["id"]] = row["content_sha256"]
+        by_source.setdefault(row["source_sha256"], row["id"])
+    add, skipped, conflicts = [], [], []
+    for doc_id in extracted.manifest.doc_ids:
+        truth = read_truth(extracted.kb, doc_id)
+        assert truth is not None  # verified present
+        if doc_id in by_id:
+            if by_id[doc_id] == truth.row["content_sha256"]:
+                skipped.append(SkippedDocument(document_id=doc_id, reason="already_present",
+                                               existing_document_id=doc_id))  # fmt: skip
+            else:
+                conflicts.append(ImportConflict(document_id=doc_id, message="A document with this id and different "
+                                                "content is already here; it was kept."))  # fmt: skip
+        elif truth.row["source_sha256"] in by_source:
+            existing = by_source[truth.row["source_sha256"]]
+            skipped.append(SkippedDocument(document_id=doc_id, reason="duplicate_source",
+                                           existing_document_id=existing))  # fmt: skip
+        else:
+            add.append(doc_id)
+    return add, skipped, conflicts
+
+
+def _move_document(staged: KbPaths, kb: KbPaths, doc_id: str) -> int:
+    """Move one document in: originals first, the Markdown last (the commit point, as in ingest)."""
+    raws = staged.raw_files(doc_id)
+    kb.raw.mkdir(parents=True, exist_ok=True)
+    for raw in raws:
+        os.replace(raw, kb.raw / raw.name)
+    fsync_dir(kb.raw)
+    os.replace(staged.doc(doc_id), kb.doc(doc_id))
+    fsync_dir(kb.docs)
+    return len(raws)
+
+
+def _reassign_ids(coffer: Coffer, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
+    """New ids for pack documents whose id another knowledge base here already uses.
+
+    Document ids are unique across the store, so a pack imported beside its source (a copy)
+    cannot keep them. The staged files are renamed and their frontmatter ``id`` rewritten.
+    """
+    renamed = {}
+    for old in sorted(_ids_elsewhere(coffer, ids, target)):
+        new = str(ULID())
+        path = staged.doc(old)
+        meta, body = parse_document(path.read_bytes().decode("utf-8", errors="replace"))
+        if meta is None:
+            os.rename(path, staged.doc(new))
+        else:
+            atomic_write(staged.doc(new), render_document({**meta, "id": new}, body).encode("utf-8"))
+            path.unlink()
+        for raw in staged.raw_files(old):
+            os.rename(raw, raw.with_name(f"{new}{raw.suffix}"))
+        renamed[old] = new
+    return renamed
+
+
+def _ids_elsewhere(coffer: Coffer, ids: list[str], target: str) -> set[str]:
+    """Ids used by another knowledge base, in its files or in the index."""
+    taken: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        sql = f"SELECT id FROM documents WHERE kb != ? AND id IN ({', '.join('?' * len(part))})"
+        taken.update(row[0] for row in coffer.conn.execute(sql, [target, *part]))
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(coffer.paths.knowledge):
+            if entry.name.startswith(".") or entry.name == target or not entry.is_dir(follow_symlinks=False):
+                continue
+            docs = Path(entry.path) / "docs"
+            taken.update(doc_id for doc_id in ids if (docs / f"{doc_id}.md").exists())
+    return taken
+
+
+def _finish(coffer: Coffer, kb: KbPaths, extracted: Extracted, targets: dict[str, str], documents: int) -> ImportResult:
+    """Insert the carried vectors of ``targets`` (pack id -> id here) and count what stays due."""
+    config = read_kb_config(kb.config, fallback_time=utc_now())
+    vector_set = extracted.manifest.vectors
+    used, note = 0, ""
+    if vector_set is not None and extracted.vectors is not None:
+        if not config.vector:
+            note = "The knowledge base does not use vectors, so the pack's vectors were not needed."
+        elif coffer.embedder is None:
+            note = "No embedder is configured here, so the pack's vectors cannot be searched."
+        else:
+            used, note = load_vectors(coffer.conn, kb.name, vector_set, extracted.vectors, targets, coffer.embedder)
+    due = 0
+    if config.vector:
+        wanted = coffer.embedder.identity if coffer.embedder is not None else ""
+        due = q.kb_counts(coffer.conn, kb.name, wanted)[2]
+    return ImportResult(kb=kb.name, created=False, documents_added=0, raw_files_added=0, documents=documents,
+                        vectors_used=used, documents_to_embed=due, note=note,
+                        embedding_model=vector_set.model if vector_set else None)  # fmt: skip
+
+
+def _audit(coffer: Coffer, name: str, actor: str, extracted: Extracted, result: ImportResult) -> None:
+    details = {"documents_added": result.documents_added, "conflicts": len(result.conflicts),
+               "skipped": len(result.skipped), "vectors_used": result.vectors_used,
+               "pack_created_at": extracted.manifest.created_at}  # fmt: skip
+    with q.write(coffer.conn):
+        q.audit(coffer.conn, "KB_IMPORTED", name, actor, details=details)
+
+
+def _indexing(progress: Progress | None):
+    return None if progress is None else (lambda done, total: progress(done, total, "indexing"))

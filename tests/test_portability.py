@@ -1,0 +1,386 @@
+"""Packs: export a knowledge base to one verified file, import it elsewhere (untrusted input)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError
+from coffer_mcp.portability import PackError, export_kb, import_pack
+from tests.conftest import FIXTURES
+from tests.fakes import HashEmbedder
+
+MIXED = ["sample.md", "sample.csv", "sample.docx", "sample.pdf", "sample_zh.md"]
+QUERIES = ["heron protocol handshake", "Obsidian Kettle", "bramble yield forecast", "copper meadow telemetry",
+           "向量检索"]  # fmt: skip
+DOCS = {
+    "kayak.md": "# Kayaking\n\nPaddle strokes, spray decks and rolling a sea kayak in cold water.",
+    "bread.md": "# Baking\n\nSourdough starter, flour, water, salt and a long cold proof.",
+    "garden.md": "# Garden\n\nTomatoes need sun, water and staking; prune the suckers weekly.",
+}
+Members = list[tuple[tarfile.TarInfo, bytes | None]]
+
+
+def open_service(home: Path, embedder: HashEmbedder | None = None, **settings) -> Coffer:
+    return Coffer(load_settings(home=home, **settings), embedder=embedder or HashEmbedder())
+
+
+def fill(coffer: Coffer, kb: str, docs: dict[str, str] = DOCS) -> dict[str, str]:
+    return {name: coffer.add_document(kb, name, text).document_id for name, text in docs.items()}
+
+
+def results(coffer: Coffer, kb: str, strategy: str) -> list[list[tuple[str, int, float]]]:
+    return [[(p.document_id, p.position, p.score) for p in coffer.search(kb, q, top_k=8, strategy=strategy).passages]
+            for q in QUERIES]  # fmt: skip
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def store_state(coffer: Coffer) -> tuple[list[str], dict[str, int]]:
+    """Every path under COFFER_HOME (but the database and lock files) and the row counts."""
+    home = coffer.paths.home
+    paths = sorted(str(p.relative_to(home)) for p in home.rglob("*")
+                   if not p.name.startswith("coffer.db") and "locks" not in p.relative_to(home).parts)  # fmt: skip
+    tables = ("knowledge_bases", "documents", "chunks", "audit_log")
+    return paths, {t: coffer.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def read_members(pack: Path) -> Members:
+    with tarfile.open(pack, "r:gz") as tar:
+        return [(m, tar.extractfile(m).read() if m.isreg() else None) for m in tar]
+
+
+def write_members(pack: Path, members: Members) -> Path:
+    with tarfile.open(pack, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            info = copy.copy(info)
+            if data is None:
+                tar.addfile(info)  # a header only: links, devices, or a size claim with no data
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return pack
+
+
+def edit_manifest(members: Members, edit: Callable[[dict], None]) -> Members:
+    manifest = json.loads(members[0][1])
+    edit(manifest)
+    return [(members[0][0], json.dumps(manifest).encode()), *members[1:]]
+
+
+def named(members: Members, prefix: str) -> int:
+    return next(i for i, (info, _) in enumerate(members) if info.name.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small vector KB exported with its vectors."""
+    root = tmp_path_factory.mktemp("source")
+    with open_service(root / "home") as source:
+        source.create_kb("notes", "kayaks and bread", vector=True)
+        fill(source, "notes")
+        return Path(export_kb(source, "notes", root / "notes.cofferpack", with_vectors=True).path)
+
+
+@pytest.fixture
+def target(tmp_path: Path):
+    """A store that already holds one knowledge base, to check a refused import leaves it alone."""
+    with open_service(tmp_path / "target") as service:
+        service.create_kb("keep")
+        fill(service, "keep", {"a.md": "# A\n\nalpha"})
+        yield service
+
+
+# -- round trip --------------------------------------------------------------------------------
+
+
+def test_a_mixed_format_kb_round_trips_with_its_vectors_into_a_fresh_home_without_embedding(tmp_path: Path) -> None:
+    with open_service(tmp_path / "a") as source:
+        source.create_kb("mixed", vector=True)
+        for name in MIXED:
+            assert source.ingest_path("mixed", FIXTURES / name).created == 1
+        keyword, hybrid = results(source, "mixed", "keyword"), results(source, "mixed", "hybrid")
+        exported = export_kb(source, "mixed", tmp_path / "mixed.cofferpack", with_vectors=True)
+        source_files = files_of(source.paths.kb("mixed").root)
+    assert (exported.documents, exported.raw_files, exported.embedding_model) == (5, 5, "test:hash-64")
+    embedder = HashEmbedder()
+    embedder.failing = True  # any embedding during the import would fail it
+    with open_service(tmp_path / "b", embedder) as dest:
+        imported = import_pack(dest, tmp_path / "mixed.cofferpack", as_name="copy")
+        assert embedder.calls == 0
+        assert (imported.created, imported.documents, imported.vectors_used, imported.documents_to_embed) == (
+            True, 5, 5, 0)  # fmt: skip
+        assert files_of(dest.paths.kb("copy").root) == source_files
+        embedder.failing = False
+        assert results(dest, "copy", "keyword") == keyword
+        assert results(dest, "copy", "hybrid") == hybrid
+        assert embedder.calls == len(QUERIES)  # the queries, and no document
+        assert dest.describe_kb("copy").documents_degraded == 0
+
+
+def test_the_pack_is_a_gzip_tar_whose_first_member_is_a_manifest_of_every_file(pack: Path) -> None:
+    assert pack.read_bytes()[:2] == b"\x1f\x8b"
+    members = read_members(pack)
+    assert members[0][0].name == "manifest.json"
+    manifest = json.loads(members[0][1])
+    files = {info.name: data for info, data in members[1:]}
+    assert set(manifest["files"]) == set(files)
+    for name, data in files.items():
+        assert manifest["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    assert manifest["counts"] == {"documents": 3, "raw_files": 3, "vectors": 3}
+    assert (manifest["format"], manifest["format_version"], manifest["kb"]["name"]) == ("coffer-pack", 1, "notes")
+    assert manifest["kb"]["config"]["vector"] is True
+    assert (manifest["vectors"]["model"], manifest["vectors"]["dimensions"]) == ("test:hash-64", 64)
+    assert len(files["vectors.f32"]) == 3 * 64 * 4
+    assert all(info.isreg() and info.mode == 0o644 for info, _ in members)
+
+
+def test_an_export_never_overwrites_unless_asked_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    with open_service(tmp_path / "home") as service:
+        service.create_kb("notes")
+        fill(service, "notes")
+        out = tmp_path / "out" / "notes.cofferpack"
+        with pytest.raises(InvalidArgumentError, match="does not exist"):
+            export_kb(service, "notes", out)
+        out.parent.mkdir()
+        first = export_kb(service, "notes", out)
+        with pytest.raises(InvalidArgumentError, match="already exists"):
+            export_kb(service, "notes", out)
+        second = export_kb(service, "notes", out, overwrite=True)
+        with pytest.raises(InvalidArgumentError, match="inside the Coffer store"):
+            export_kb(service, "notes", service.paths.kb("notes").root / "x.cofferpack")
+    assert (first.vectors, second.documents) == (0, 3)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["notes.cofferpack"]
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == second.sha256
+
+
+def test_without_vectors_the_documents_stay_due_and_the_next_search_embeds_them(tmp_path: Path) -> None:
+    with open_service(tmp_path / "a") as source:
+        source.create_kb("notes", vector=True)
+        fill(source, "notes")
+        export_kb(source, "notes", tmp_path / "p.cofferpack")
+    embedder = HashEmbedder()
+    with open_service(tmp_path / "b", embedder) as dest:
+        imported = import_pack(dest, tmp_path / "p.cofferpack")
+        assert (imported.kb, imported.vectors_used, imported.documents_to_embed, embedder.calls) == ("notes", 0, 3, 0)
+        assert dest.search("notes", "sea kayak").strategy == "hybrid"
+        assert dest.describe_kb("notes").documents_degraded == 0
+
+
+def test_vectors_of_another_model_are_not_used_and_are_made_again_later(pack: Path, tmp_path: Path) -> None:
+    other = HashEmbedder(name="other")
+    with open_service(tmp_path / "b", other) as dest:
+        imported = import_pack(dest, pack)
+        assert (imported.vectors_used, imported.documents_to_embed, other.calls) == (0, 3, 0)
+        assert "test:hash-64" in imported.note and "test:other-64" in imported.note
+        dest.reindex("notes", force=False)
+        assert dest.describe_kb("notes").documents_degraded == 0
+
+
+# -- untrusted input ---------------------------------------------------------------------------
+
+
+def flip_a_byte_of_a_doc(members: Members) -> Members:
+    i = named(members, "docs/")
+    data = bytearray(members[i][1])
+    data[-2] ^= 0x01
+    return [*members[:i], (members[i][0], bytes(data)), *members[i + 1 :]]
+
+
+def change_a_manifest_count(members: Members) -> Members:
+    return edit_manifest(members, lambda m: m["counts"].update(documents=m["counts"]["documents"] + 1))
+
+
+def change_the_vector_count(members: Members) -> Members:
+    return edit_manifest(members, lambda m: m["counts"].update(vectors=2))
+
+
+def add_a_parent_member(members: Members) -> Members:
+    return [*members, (tarfile.TarInfo("docs/../../evil.md"), b"# evil")]
+
+
+def add_an_absolute_member(members: Members) -> Members:
+    return [*members, (tarfile.TarInfo("/tmp/evil.md"), b"# evil")]
+
+
+def _special(members: Members, kind: bytes, linkname: str = "") -> Members:
+    i = named(members, "docs/")
+    info = tarfile.TarInfo(members[i][0].name)
+    info.type, info.linkname = kind, linkname
+    return [*members[:i], (info, None), *members[i + 1 :]]
+
+
+def make_a_doc_a_symlink(members: Members) -> Members:
+    return _special(members, tarfile.SYMTYPE, "/etc/passwd")
+
+
+def make_a_doc_a_hard_link(members: Members) -> Members:
+    return _special(members, tarfile.LNKTYPE, "kb.yaml")
+
+
+def make_a_doc_a_fifo(members: Members) -> Members:
+    return _special(members, tarfile.FIFOTYPE)
+
+
+def claim_a_huge_member_in_its_header(members: Members) -> Members:
+    i = named(members, "raw/")
+    info = copy.copy(members[i][0])
+    info.size = 10**12
+    return [*members[:i], (info, None)]
+
+
+def claim_a_huge_member_in_the_manifest(members: Members) -> Members:
+    name = members[named(members, "raw/")][0].name
+    return edit_manifest(members, lambda m: m["files"][name].update(size=10**13))
+
+
+def inflate_a_member_honestly(members: Members) -> Members:
+    """A gzip bomb: 4 MiB of zeros (compressing to a few KiB), the manifest telling the truth."""
+    i = named(members, "raw/")
+    zeros = bytes(4 * 1024 * 1024)
+    name = members[i][0].name
+    members = [*members[:i], (members[i][0], zeros), *members[i + 1 :]]
+    return edit_manifest(members, lambda m: m["files"][name].update(sha256=hashlib.sha256(zeros).hexdigest(),
+                                                                    size=len(zeros)))  # fmt: skip
+
+
+def add_an_oversized_pax_header(members: Members) -> Members:
+    i = named(members, "docs/")
+    info = copy.copy(members[i][0])
+    info.pax_headers = {"comment": "x" * 1_000_000}
+    return [*members[:i], (info, members[i][1]), *members[i + 1 :]]
+
+
+def add_an_unlisted_member(members: Members) -> Members:
+    return [*members, (tarfile.TarInfo("notes.txt"), b"hello")]
+
+
+def duplicate_a_member(members: Members) -> Members:
+    return [*members, members[named(members, "docs/")]]
+
+
+def drop_a_member(members: Members) -> Members:
+    i = named(members, "raw/")
+    return [*members[:i], *members[i + 1 :]]
+
+
+def put_the_manifest_last(members: Members) -> Members:
+    return [*members[1:], members[0]]
+
+
+def claim_a_newer_format(members: Members) -> Members:
+    return edit_manifest(members, lambda m: m.update(format_version=99))
+
+
+def disagree_with_kb_yaml(members: Members) -> Members:
+    return edit_manifest(members, lambda m: m["kb"]["config"].update(chunk_size=1024))
+
+
+TAMPERINGS = [
+    (flip_a_byte_of_a_doc, "does not match the sha256"),
+    (change_a_manifest_count, "counts 4 documents"),
+    (change_the_vector_count, "counts 2 vectors"),
+    (add_a_parent_member, "climbs out"),
+    (add_an_absolute_member, "absolute path"),
+    (make_a_doc_a_symlink, "a link"),
+    (make_a_doc_a_hard_link, "a link"),
+    (make_a_doc_a_fifo, "device or pipe"),
+    (claim_a_huge_member_in_its_header, "claims 1,000,000,000,000 bytes"),
+    (claim_a_huge_member_in_the_manifest, "accepts at most"),
+    (inflate_a_member_honestly, "accepts at most"),
+    (add_an_oversized_pax_header, "oversized tar header"),
+    (add_an_unlisted_member, "unexpected member"),
+    (duplicate_a_member, "twice"),
+    (drop_a_member, "lacks 1 member"),
+    (put_the_manifest_last, "not manifest.json"),
+    (claim_a_newer_format, "format version 99"),
+    (disagree_with_kb_yaml, "disagrees with the settings"),
+]
+
+
+@pytest.mark.parametrize(("tamper", "reason"), TAMPERINGS, ids=[f.__name__ for f, _ in TAMPERINGS])
+def test_a_tampered_pack_is_refused_and_the_store_is_unchanged(
+    tamper: Callable[[Members], Members], reason: str, pack: Path, target: Coffer, tmp_path: Path
+) -> None:
+    bad = write_members(tmp_path / "bad.cofferpack", tamper(read_members(pack)))
+    before = store_state(target)
+    with pytest.raises(PackError, match=reason) as caught:
+        import_pack(target, bad, max_bytes=1024 * 1024)
+    assert caught.value.code == "invalid_pack" and caught.value.hint
+    assert store_state(target) == before
+
+
+def test_a_file_that_is_not_a_pack_is_refused(target: Coffer, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.cofferpack"
+    junk.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 4)
+    before = store_state(target)
+    with pytest.raises(PackError, match="not a readable"):
+        import_pack(target, junk)
+    with pytest.raises(InvalidArgumentError, match="Cannot read"):
+        import_pack(target, tmp_path / "missing.cofferpack")
+    assert store_state(target) == before
+
+
+# -- names and merge ---------------------------------------------------------------------------
+
+
+def test_an_existing_name_is_refused_unless_merging(pack: Path, target: Coffer) -> None:
+    import_pack(target, pack)
+    before = store_state(target)
+    with pytest.raises(KnowledgeBaseExistsError) as caught:
+        import_pack(target, pack)
+    assert "--merge" in caught.value.hint
+    with pytest.raises(KnowledgeBaseExistsError):
+        import_pack(target, pack, as_name="keep")
+    assert store_state(target) == before
+    merged = import_pack(target, pack, merge=True)
+    assert (merged.documents_added, len(merged.skipped), merged.conflicts) == (0, 3, [])
+    assert {s.reason for s in merged.skipped} == {"already_present"}
+
+
+def test_a_merge_skips_originals_already_there_keeps_ids_and_reports_conflicts(pack: Path, tmp_path: Path) -> None:
+    with open_service(tmp_path / "b") as dest:
+        first = import_pack(dest, pack)
+        ids = {row["original_filename"]: row["id"] for row in dest.conn.execute("SELECT * FROM documents")}
+        dest.edit_document("notes", ids["bread.md"], "# Baking\n\nRye, not sourdough.")
+        dest.delete_document("notes", ids["garden.md"])
+        dest.create_kb("other")
+        fill(dest, "other", {"kayak.md": DOCS["kayak.md"], "new.md": "# New\n\nsomething else"})
+        merged = import_pack(dest, pack, merge=True)
+        again = import_pack(dest, pack, as_name="other", merge=True)
+        garden = dest.read_document("notes", ids["garden.md"])
+    assert first.created and not merged.created
+    assert [c.document_id for c in merged.conflicts] == [ids["bread.md"]]
+    assert [(s.document_id, s.reason) for s in merged.skipped] == [(ids["kayak.md"], "already_present")]
+    assert (merged.documents_added, merged.documents, merged.renamed_ids) == (1, 3, {})
+    assert "Tomatoes" in garden.markdown  # the deleted document came back, under its id
+    duplicate = [s for s in again.skipped if s.reason == "duplicate_source"]
+    assert [s.document_id for s in duplicate] == [ids["kayak.md"]]
+    assert duplicate[0].existing_document_id != ids["kayak.md"]
+    assert again.documents_added == 2 and len(again.renamed_ids) == 2  # ids used by 'notes' are renewed
+
+
+def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_source_alone(tmp_path: Path) -> None:
+    with open_service(tmp_path / "home") as service:
+        service.create_kb("notes", vector=True)
+        ids = fill(service, "notes")
+        export_kb(service, "notes", tmp_path / "p.cofferpack", with_vectors=True)
+        source_files = files_of(service.paths.kb("notes").root)
+        copied = import_pack(service, tmp_path / "p.cofferpack", as_name="copy")
+        assert set(copied.renamed_ids) == set(ids.values()) and copied.vectors_used == 3
+        assert files_of(service.paths.kb("notes").root) == source_files
+        assert service.describe_kb("notes").document_count == service.describe_kb("copy").document_count == 3
+        hit = service.search("copy", "sourdough").passages[0]
+        assert hit.document_id == copied.renamed_ids[ids["bread.md"]]
+        assert service.read_document("copy", hit.document_id).metadata["id"] == hit.document_id
+
