@@ -58,7 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
     parser.add_argument("--home", help="the Coffer home folder (default: $COFFER_HOME or ~/.coffer)")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    serve = commands.add_parser("serve", help="run the MCP server (stdio)")
+    serve = commands.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
+    serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP at /mcp, plus the viewer")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    serve.add_argument("--token", help="bearer token every HTTP request must carry (or COFFER_HTTP_TOKEN)")
+    serve.add_argument("--json-response", action="store_true", help="answer HTTP requests with JSON, not SSE")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+                       help="also accept this Host header (behind a reverse proxy); repeatable")  # fmt: skip
     serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
     serve.add_argument("--read-only", action="store_true", help="expose no tool that writes")
     serve.set_defaults(handler=_serve)
@@ -128,6 +135,36 @@ def _add_check_sources(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--no-update", action="store_true", help="only report, even with auto_update_sources")
     p.set_defaults(handler=_kb_check_sources)
+
+
+def _add_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("out", help="the pack file to write (e.g. notes.cofferpack)")
+    p.add_argument("--with-vectors", action="store_true", help="carry the vectors so the corpus is not re-embedded")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.set_defaults(handler=_kb_export)
+
+
+def _add_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pack")
+    p.add_argument("--as", dest="as_name", metavar="NAME", help="import under another name")
+    p.add_argument("--merge", action="store_true", help="merge into an existing knowledge base")
+    p.set_defaults(handler=_kb_import)
+
+
+def _add_snapshot(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("--note", default="")
+    p.set_defaults(handler=_kb_snapshot)
+
+
+def _add_snapshot_id(handler: Callable[..., int | None]) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name")
+        p.add_argument("snapshot_id")
+        p.set_defaults(handler=handler)
+
+    return configure
 
 
 def _add_search(p: argparse.ArgumentParser) -> None:
@@ -266,6 +303,68 @@ def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None
     _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
 
 
+def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.portability import export_kb
+
+    with _service(settings) as coffer:
+        result = export_kb(coffer, args.name, args.out, with_vectors=args.with_vectors, overwrite=args.overwrite,
+                           progress=_progress(args))  # fmt: skip
+    _emit(args, result, lambda r: f"exported '{r.kb}' ({r.documents} documents, {r.vectors} vectors) to {r.path}\n"
+                                  f"sha256 {r.sha256}")  # fmt: skip
+
+
+def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.portability import import_pack
+
+    with _service(settings) as coffer:
+        result = import_pack(coffer, args.pack, as_name=args.as_name, merge=args.merge, progress=_progress(args))
+
+    def render(r) -> str:
+        lines = [f"imported into '{r.kb}': {r.documents_added} documents added, {len(r.skipped)} skipped, "
+                 f"{len(r.conflicts)} conflicts; vectors {'used' if r.vectors_used else 'not used'}"]  # fmt: skip
+        lines += [f"  conflict {c.document_id}: {c.message}" for c in r.conflicts]
+        if r.note:
+            lines.append(f"  {r.note}")
+        return "\n".join(lines)
+
+    _emit(args, result, render)
+
+
+def _kb_snapshot(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.portability import snapshot_kb
+
+    with _service(settings) as coffer:
+        info = snapshot_kb(coffer, args.name, note=args.note)
+    _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({i.documents} documents)")
+
+
+def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.portability import list_snapshots
+
+    with _service(settings) as coffer:
+        infos = list_snapshots(coffer, args.name)
+    _emit(args, infos, lambda items: _table(
+        ["ID", "CREATED", "DOCS", "NOTE"], [[i.id, i.created_at, i.documents, i.note] for i in items]
+    ) if items else f"no snapshots of '{args.name}'")  # fmt: skip
+
+
+def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.portability import restore_snapshot
+
+    with _service(settings) as coffer:
+        result = restore_snapshot(coffer, args.name, args.snapshot_id, progress=_progress(args))
+    _emit(args, result, lambda r: f"restored '{r.kb}' to snapshot {r.snapshot_id} ({r.documents} documents); "
+                                  f"the state before is snapshot {r.pre_restore_snapshot_id}")  # fmt: skip
+
+
+def _kb_snapshot_delete(args: argparse.Namespace, settings: Settings) -> None:
+    from coffer_mcp.portability import delete_snapshot
+
+    with _service(settings) as coffer:
+        info = delete_snapshot(coffer, args.name, args.snapshot_id)
+    _emit(args, info, lambda i: f"deleted snapshot {i.id} of '{i.kb}'")
+
+
 def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings) as coffer:
         result = coffer.search(_selector(args.name), " ".join(args.query), args.top_k, strategy=args.strategy)
@@ -364,7 +463,9 @@ def _render_doctor(r) -> str:
     return "\n".join(lines)
 
 
-def _serve(args: argparse.Namespace, settings: Settings) -> None:
+def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
+    if args.http:
+        return _serve_http(args, settings)
     from coffer_mcp.mcp_server import build_server
     from coffer_mcp.service import Coffer
 
@@ -375,6 +476,24 @@ def _serve(args: argparse.Namespace, settings: Settings) -> None:
         server.run("stdio")
     finally:
         coffer.close()
+
+
+def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
+    from coffer_mcp.service import Coffer
+    from coffer_mcp.web import check_bind, serve_http
+
+    token = args.token or (settings.http_token.get_secret_value() if settings.http_token else None)
+    check_bind(args.host, token)  # before anything else: refuse to listen beyond loopback unprotected
+    coffer = Coffer(settings)
+    try:
+        serve_http(coffer, host=args.host, port=args.port, token=token, json_response=args.json_response,
+                   allowed_hosts=args.allowed_host, curation=False if args.no_curation else None,
+                   read_only=args.read_only or None)  # fmt: skip
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how an HTTP server is stopped
+    finally:
+        coffer.close()
+    return 0
 
 
 def _announce(settings: Settings) -> None:
@@ -409,6 +528,12 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("documents", "list a knowledge base's documents", _add_documents),
     ("reindex", "rebuild the index from the files", _add_reindex),
     ("verify", "check that files, index and vectors agree (exit 1 on drift)", _add_verify),
+    ("export", "write a knowledge base to one verified pack file", _add_export),
+    ("import", "import a pack file (verified before anything is written)", _add_import),
+    ("snapshot", "save the knowledge base's files as a snapshot", _add_snapshot),
+    ("snapshots", "list a knowledge base's snapshots", _add_name(_kb_snapshots)),
+    ("restore", "go back to a snapshot (the current state is snapshotted first)", _add_snapshot_id(_kb_restore)),
+    ("snapshot-delete", "delete one snapshot", _add_snapshot_id(_kb_snapshot_delete)),
 ]
 
 

@@ -98,3 +98,13 @@ def test_the_console_scripts_are_installed() -> None:
         assert Path(path).exists(), f"{script} is not installed; run pip install -e ."
     result = subprocess.run([shutil.which("coffer") or "coffer", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and "coffer-mcp" in result.stdout
+
+
+def test_serving_http_beyond_loopback_without_a_token_refuses_to_start(home: Path) -> None:
+    env = {k: v for k, v in __import__("os").environ.items() if k != "COFFER_HTTP_TOKEN"}
+    result = subprocess.run(
+        [sys.executable, "-m", "coffer_mcp", "--home", str(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "COFFER_HTTP_TOKEN" in result.stderr and result.stdout == ""

@@ -34,8 +34,8 @@ def test_every_environment_variable_is_documented(variable: str) -> None:
     assert variable in README
     assert variable in (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
-    [package] = server["packages"]
-    assert variable in {v["name"] for v in package["environmentVariables"]}
+    for package in server["packages"]:
+        assert variable in {v["name"] for v in package["environmentVariables"]}
 
 
 @pytest.mark.parametrize("command", [name for name, _, _ in _KB_COMMANDS])
@@ -49,15 +49,15 @@ def test_every_tool_is_documented(tool: str) -> None:
     assert f"`{tool}`" in (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
 
 
-def test_server_json_describes_the_pypi_package_on_stdio() -> None:
+def test_server_json_describes_the_pypi_package_on_stdio_and_streamable_http() -> None:
     server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
     from coffer_mcp import __version__
 
-    [package] = server["packages"]
-    assert (package["registryType"], package["identifier"], package["transport"]) == (
-        "pypi", "coffer-mcp", {"type": "stdio"},
-    )  # fmt: skip
-    assert server["version"] == package["version"] == __version__
+    stdio, http = server["packages"]
+    assert (stdio["registryType"], stdio["identifier"], stdio["transport"]) == ("pypi", "coffer-mcp", {"type": "stdio"})
+    assert (http["transport"]["type"], http["transport"]["url"]) == ("streamable-http", "http://127.0.0.1:8765/mcp")
+    assert "--http" in {a["name"] for a in http["packageArguments"]}
+    assert server["version"] == stdio["version"] == http["version"] == __version__
     assert len(server["description"]) <= 100
     assert f"mcp-name: {server['name']}" in README
 

@@ -1,0 +1,292 @@
+// The Coffer viewer: knowledge bases, documents, search; read-only, no build step.
+//
+// State lives in the URL hash (#/kb/NAME, #/kb/NAME/doc/ID, #/search/QUERY, #/kb/NAME/search/QUERY)
+// so Back works and a view can be bookmarked. Everything from the server is shown through
+// textContent or the DOM-building Markdown renderer: no server string is ever parsed as HTML.
+
+import { renderMarkdown } from "./markdown.js";
+
+const ACTION_TOKEN = document.querySelector('meta[name="coffer-action-token"]').content;
+const PAGE_SIZE = 50;
+const $ = (id) => document.getElementById(id);
+const state = { kb: null, filter: "", offset: 0, total: 0, doc: null, kbs: [], seq: 0, mainSeq: 0 };
+
+class ApiError extends Error {
+  constructor(body, status) {
+    super(body.message || `HTTP ${status}`);
+    this.hint = body.hint || "";
+    this.code = body.code || "http_error";
+    this.status = status;
+  }
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(`/api/v1${path}`, { credentials: "same-origin", ...options });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(body, response.status);
+  return body;
+}
+
+const enc = encodeURIComponent;
+
+function make(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function toast(message, hint = "", isError = false) {
+  const box = $("toast");
+  box.replaceChildren(make("strong", "", message));
+  if (hint) box.append(make("span", "hint", hint));
+  box.classList.toggle("error", isError);
+  box.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { box.hidden = true; }, isError ? 9000 : 4000);
+}
+
+function fail(error) {
+  toast(error.message, error.hint, true);
+}
+
+function show(view) {
+  for (const id of ["welcome", "results", "document"]) $(id).hidden = id !== view;
+}
+
+function formatBytes(bytes) {
+  const units = ["B", "KB", "MB", "GB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
+}
+
+// -- knowledge bases ---------------------------------------------------------------------------
+
+async function loadKbs() {
+  const { knowledge_bases: kbs } = await api("/knowledge_bases");
+  state.kbs = kbs;
+  const list = $("kb-list");
+  list.replaceChildren();
+  if (!kbs.length) list.append(make("li", "empty", "No knowledge bases yet. Create one with: coffer kb create NAME"));
+  for (const kb of kbs) {
+    const link = make("a", "item", "");
+    link.href = `#/kb/${enc(kb.name)}`;
+    link.dataset.kb = kb.name;
+    link.title = kb.description || kb.name;
+    link.append(make("span", "name", kb.name), make("span", "count", String(kb.document_count)));
+    const li = make("li");
+    li.append(link);
+    list.append(li);
+  }
+  const scope = $("search-scope");
+  scope.replaceChildren(new Option("All knowledge bases", ""));
+  for (const kb of kbs) scope.append(new Option(kb.name, kb.name));
+  scope.value = state.kb || "";
+  markActive();
+}
+
+function markActive() {
+  for (const link of document.querySelectorAll("#kb-list a")) link.classList.toggle("active", link.dataset.kb === state.kb);
+  for (const link of document.querySelectorAll("#doc-list a")) link.classList.toggle("active", link.dataset.doc === state.doc);
+}
+
+async function selectKb(kb) {
+  state.kb = kb;
+  state.filter = "";
+  state.offset = 0;
+  $("doc-filter").value = "";
+  $("doc-filter").disabled = !kb;
+  $("search-scope").value = kb || "";
+  markActive();
+  if (!kb) {
+    $("kb-meta").hidden = true;
+    $("doc-list").replaceChildren();
+    updatePager();
+    return;
+  }
+  await Promise.all([loadKbMeta(kb), loadDocs()]);
+}
+
+async function loadKbMeta(kb) {
+  const details = await api(`/knowledge_bases/${enc(kb)}`);
+  const meta = $("kb-meta");
+  const facts = `${details.document_count} documents · ${details.chunk_count} chunks · ${formatBytes(details.disk_bytes)}`;
+  const actions = make("div", "actions small");
+  actions.append(actionButton("Open folder", `/knowledge_bases/${enc(kb)}/open`),
+    actionButton("Reveal", `/knowledge_bases/${enc(kb)}/reveal`));
+  meta.replaceChildren(make("h2", "", details.name), make("p", "desc", details.description || ""),
+    make("p", "facts", facts), make("p", "facts", `search: ${details.modes.join(", ")}`), actions);
+  meta.hidden = false;
+}
+
+// -- documents ---------------------------------------------------------------------------------
+
+async function loadDocs() {
+  const seq = ++state.seq; // answers to an older filter must not overwrite a newer one
+  const kb = state.kb;
+  const query = `q=${enc(state.filter)}&limit=${PAGE_SIZE}&offset=${state.offset}`;
+  const page = await api(`/knowledge_bases/${enc(kb)}/documents?${query}`);
+  if (seq !== state.seq) return;
+  state.total = page.total;
+  const list = $("doc-list");
+  list.replaceChildren();
+  if (!page.documents.length) list.append(make("li", "empty", state.filter ? "No title matches." : "No documents yet."));
+  for (const doc of page.documents) {
+    const link = make("a", "item doc", "");
+    link.href = `#/kb/${enc(kb)}/doc/${enc(doc.document_id)}`;
+    link.dataset.doc = doc.document_id;
+    link.append(make("span", "name", doc.title), make("span", "file", doc.original_filename));
+    const li = make("li");
+    li.append(link);
+    list.append(li);
+  }
+  updatePager();
+  markActive();
+}
+
+function updatePager() {
+  const shown = state.kb ? Math.min(state.total, state.offset + PAGE_SIZE) : 0;
+  $("page-info").textContent = state.kb && state.total ? `${state.offset + 1}–${shown} of ${state.total}` : "";
+  $("prev-page").disabled = !state.kb || state.offset === 0;
+  $("next-page").disabled = !state.kb || shown >= state.total;
+}
+
+async function showDocument(kb, id) {
+  const seq = ++state.mainSeq; // a slow answer for an earlier click must not replace a later view
+  const doc = await api(`/knowledge_bases/${enc(kb)}/documents/${enc(id)}`);
+  if (seq !== state.mainSeq) return;
+  state.doc = id;
+  $("doc-title").textContent = doc.title;
+  const meta = doc.metadata || {};
+  $("doc-meta").textContent = [meta.original_filename, meta.original_format, meta.source_mode,
+    meta.updated_at && `updated ${meta.updated_at}`].filter(Boolean).join(" · ");
+  $("doc-path").textContent = doc.path;
+  $("doc-path").title = `In folder ${doc.folder}`;
+  const body = renderMarkdown(doc.markdown);
+  const first = body.firstElementChild;
+  // Converted documents usually open with their title as a heading; the page header shows it already.
+  if (first && first.tagName === "H1" && first.textContent.trim() === doc.title.trim()) first.remove();
+  $("doc-body").replaceChildren(body);
+  $("open-doc").dataset.path = `/knowledge_bases/${enc(kb)}/documents/${enc(id)}/open`;
+  $("reveal-doc").dataset.path = `/knowledge_bases/${enc(kb)}/documents/${enc(id)}/reveal`;
+  show("document");
+  markActive();
+  $("main").scrollTop = 0;
+}
+
+// -- search ------------------------------------------------------------------------------------
+
+async function runSearch(kb, q) {
+  $("search-input").value = q;
+  const path = kb ? `/knowledge_bases/${enc(kb)}/search` : "/search";
+  const seq = ++state.mainSeq;
+  const result = await api(`${path}?q=${enc(q)}&top_k=10`);
+  if (seq !== state.mainSeq) return;
+  const box = $("results");
+  const n = result.passages.length;
+  const heading = make("h1", "", `${n} passage${n === 1 ? "" : "s"} for “${q}”`);
+  const scope = make("p", "facts", `${kb ? `in ${kb}` : "in all knowledge bases"} · ${result.strategy} search`);
+  const list = make("ol", "passages");
+  for (const passage of result.passages) list.append(passageItem(passage, q));
+  box.replaceChildren(heading, scope, list);
+  state.doc = null;
+  show("results");
+  markActive();
+}
+
+function passageItem(passage, q) {
+  const li = make("li", "passage");
+  const link = make("a", "", "");
+  link.href = `#/kb/${enc(passage.kb)}/doc/${enc(passage.document_id)}`;
+  link.append(make("span", "title", passage.title), make("span", "kb", passage.kb));
+  li.append(link);
+  if (passage.heading_path.length) li.append(make("p", "where", passage.heading_path.join(" › ")));
+  const text = make("p", "text");
+  highlight(text, passage.text, q);
+  li.append(text);
+  return li;
+}
+
+function highlight(parent, text, q) {
+  const terms = q.split(/\s+/).map((t) => t.replace(/[^\p{L}\p{N}]/gu, "")).filter((t) => t.length > 1);
+  if (!terms.length) { parent.textContent = text; return; }
+  const pattern = new RegExp(`(${terms.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`, "giu");
+  text.split(pattern).forEach((part, index) => {
+    parent.append(index % 2 ? make("mark", "", part) : document.createTextNode(part));
+  });
+}
+
+// -- filesystem actions ------------------------------------------------------------------------
+
+function actionButton(label, path) {
+  const button = make("button", "", label);
+  button.type = "button";
+  button.dataset.path = path;
+  button.addEventListener("click", () => act(button));
+  return button;
+}
+
+async function act(button) {
+  try {
+    const result = await api(button.dataset.path, { method: "POST", headers: { "X-Coffer-Action-Token": ACTION_TOKEN } });
+    toast(`${result.action === "open" ? "Opened" : "Revealed"} ${result.path}`, `with ${result.opener}`);
+  } catch (error) {
+    fail(error);
+  }
+}
+
+// -- routing -----------------------------------------------------------------------------------
+
+function parseHash() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const route = { kb: null, doc: null, q: null };
+  if (parts[0] === "kb" && parts[1]) {
+    route.kb = parts[1];
+    if (parts[2] === "doc" && parts[3]) route.doc = parts[3];
+    if (parts[2] === "search") route.q = parts.slice(3).join("/");
+  } else if (parts[0] === "search") route.q = parts.slice(1).join("/");
+  return route;
+}
+
+async function route() {
+  const { kb, doc, q } = parseHash();
+  try {
+    if (kb !== state.kb) await selectKb(kb);
+    if (doc) await showDocument(kb, doc);
+    else if (q) await runSearch(kb, q);
+    else { state.mainSeq += 1; state.doc = null; show("welcome"); markActive(); }
+  } catch (error) {
+    fail(error);
+  }
+}
+
+function debounce(fn, ms) {
+  let timer;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+function wire() {
+  $("doc-filter").addEventListener("input", debounce(() => {
+    state.filter = $("doc-filter").value.trim();
+    state.offset = 0;
+    loadDocs().catch(fail);
+  }, 150));
+  $("prev-page").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE_SIZE); loadDocs().catch(fail); });
+  $("next-page").addEventListener("click", () => { state.offset += PAGE_SIZE; loadDocs().catch(fail); });
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = $("search-input").value.trim();
+    if (!q) return;
+    const kb = $("search-scope").value;
+    const target = kb ? `#/kb/${enc(kb)}/search/${enc(q)}` : `#/search/${enc(q)}`;
+    if (location.hash === target) route(); // the same search again: no hashchange fires
+    else location.hash = target;
+  });
+  for (const id of ["open-doc", "reveal-doc"]) $(id).addEventListener("click", () => act($(id)));
+  window.addEventListener("hashchange", route);
+}
+
+wire();
+loadKbs().then(route).catch(fail);

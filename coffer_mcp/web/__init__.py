@@ -1,0 +1,31 @@
+"""The HTTP surface: MCP over streamable HTTP, the viewer's JSON API, the viewer page, file actions.
+
+    build_app(service, token=...)      one Starlette app (run its lifespan)
+    serve_http(service, host=, port=)  uvicorn, blocking; check_bind refuses an open public bind
+    bind_http(...) -> HttpServer       bound but not yet serving (tests; ``start()``/``stop()``)
+
+Security, on every route: the ``Host`` must be this server (DNS rebinding), an ``Origin`` must be
+same-origin, and with a token configured the request must carry it (``Authorization: Bearer``,
+or the viewer's cookie, set by opening ``/?token=...`` once). Filesystem actions also need the
+per-process action token the viewer page carries, and act only inside ``COFFER_HOME/knowledge``.
+"""
+
+from coffer_mcp.web._actions import NoOpenerError, OpenerFailedError, OutsideStoreError
+from coffer_mcp.web._api import ACTION_HEADER
+from coffer_mcp.web._app import STATIC_DIR, build_app
+from coffer_mcp.web._security import COOKIE_NAME
+from coffer_mcp.web._serve import HttpServer, bind_http, check_bind, serve_http
+
+__all__ = [
+    "ACTION_HEADER",
+    "COOKIE_NAME",
+    "STATIC_DIR",
+    "HttpServer",
+    "NoOpenerError",
+    "OpenerFailedError",
+    "OutsideStoreError",
+    "bind_http",
+    "build_app",
+    "check_bind",
+    "serve_http",
+]

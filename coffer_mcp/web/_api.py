@@ -1,0 +1,209 @@
+"""The viewer's JSON API under ``/api/v1/``: thin handlers over the synchronous core.
+
+Each handler parses its parameters, runs one core call on a worker thread (the core blocks on
+SQLite and files) and returns the pydantic model as JSON. ``CofferError`` becomes
+``{code, message, hint}`` with a status that says whose fault it was.
+
+    GET  /api/v1/knowledge_bases                                 list knowledge bases
+    GET  /api/v1/knowledge_bases/{kb}                            details and metrics
+    GET  /api/v1/knowledge_bases/{kb}/documents?q=&limit=&offset=
+    GET  /api/v1/knowledge_bases/{kb}/documents/{id}             Markdown, metadata, path, folder
+    GET  /api/v1/knowledge_bases/{kb}/search?q=&top_k=           passages from one KB
+    GET  /api/v1/search?q=&top_k=&kb=                            passages from one KB or all
+    POST /api/v1/knowledge_bases/{kb}/open | /reveal             the KB folder
+    POST /api/v1/knowledge_bases/{kb}/documents/{id}/open | /reveal
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from coffer_mcp.errors import (
+    CofferError,
+    EmbeddingError,
+    InvalidArgumentError,
+    KnowledgeBaseExistsError,
+    NotFoundError,
+)
+from coffer_mcp.service import Coffer
+from coffer_mcp.web._actions import (
+    Action,
+    NoOpenerError,
+    OutsideStoreError,
+    document_target,
+    kb_target,
+    run_action,
+)
+from coffer_mcp.web._security import same_origin, tokens_equal
+
+__all__ = ["ACTION_HEADER", "api_routes", "error_response"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handler = Callable[[Request], Awaitable[Any]]
+
+ACTION_HEADER = "x-coffer-action-token"
+
+
+class ForbiddenActionError(CofferError):
+    """A filesystem action without the page's action token, or not from this server's own page."""
+
+    code = "forbidden_action"
+
+
+_STATUS: list[tuple[type[CofferError], int]] = [
+    (InvalidArgumentError, 400),
+    (OutsideStoreError, 403),
+    (ForbiddenActionError, 403),
+    (NotFoundError, 404),
+    (KnowledgeBaseExistsError, 409),
+    (NoOpenerError, 501),
+    (EmbeddingError, 503),
+]
+
+
+def error_response(exc: CofferError) -> JSONResponse:
+    """The JSON body and status for a core error."""
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+    return JSONResponse(exc.to_dict(), status_code=status, headers={"cache-control": "no-store"})
+
+
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a handler: JSON out, ``CofferError`` mapped, anything else logged as a 500."""
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            result = await handler(request)
+        except CofferError as exc:
+            return error_response(exc)
+        except Exception:  # noqa: BLE001 - the edge: log it, answer JSON rather than a bare 500
+            log.exception("viewer API %s %s failed", request.method, request.url.path)
+            return JSONResponse({"code": "internal", "message": "The server failed; see its log.", "hint": ""},
+                                status_code=500)  # fmt: skip
+        body = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+        return JSONResponse(body, headers={"cache-control": "no-store"})
+
+    return endpoint
+
+
+async def _run(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgumentError(f"'{name}' must be an integer, got {raw[:40]!r}.", hint=f"e.g. {name}={default}") from None
+
+
+def api_routes(service: Coffer, action_token: str) -> list[Route]:
+    """The routes of ``/api/v1`` (mount them there) over ``service``.
+
+    Args:
+        service: The core service.
+        action_token: The per-process secret the viewer page carries; filesystem actions need it.
+    """
+    api = _Handlers(service, action_token)
+    kb, doc = "/knowledge_bases/{kb}", "/knowledge_bases/{kb}/documents/{doc_id}"
+    get, post = ["GET"], ["POST"]
+    return [
+        Route("/knowledge_bases", _endpoint(api.list_kbs), methods=get),
+        Route(kb, _endpoint(api.describe_kb), methods=get),
+        Route(kb + "/documents", _endpoint(api.list_documents), methods=get),
+        Route(doc, _endpoint(api.read_document), methods=get),
+        Route(kb + "/search", _endpoint(api.search), methods=get),
+        Route("/search", _endpoint(api.search), methods=get),
+        Route(kb + "/open", _endpoint(api.action("open", api.kb_target)), methods=post),
+        Route(kb + "/reveal", _endpoint(api.action("reveal", api.kb_target)), methods=post),
+        Route(doc + "/open", _endpoint(api.action("open", api.document_target)), methods=post),
+        Route(doc + "/reveal", _endpoint(api.action("reveal", api.document_target)), methods=post),
+        Route("/{rest:path}", _endpoint(_unknown), methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
+    ]
+
+
+class _Handlers:
+    """The endpoints, each a thin call on the core."""
+
+    def __init__(self, service: Coffer, action_token: str) -> None:
+        self.service = service
+        self.action_token = action_token
+
+    async def list_kbs(self, request: Request) -> Any:
+        return {"knowledge_bases": [kb.model_dump(mode="json") for kb in await _run(self.service.list_kbs)]}
+
+    async def describe_kb(self, request: Request) -> Any:
+        return await _run(self.service.describe_kb, request.path_params["kb"])
+
+    async def list_documents(self, request: Request) -> Any:
+        return await _run(self.service.list_documents, request.path_params["kb"], request.query_params.get("q", ""),
+                          _int(request, "limit", 50), _int(request, "offset", 0))  # fmt: skip
+
+    async def read_document(self, request: Request) -> Any:
+        doc = await _run(self.service.read_document, request.path_params["kb"], request.path_params["doc_id"],
+                         offset=_int(request, "offset", 0), limit=_int(request, "limit", 0) or None)  # fmt: skip
+        return {**doc.model_dump(mode="json"), "folder": str(Path(doc.path).parent)}
+
+    async def search(self, request: Request) -> Any:
+        kb = request.path_params.get("kb") or request.query_params.get("kb") or "*"
+        return await _run(self.service.search, kb, request.query_params.get("q", ""), _int(request, "top_k", 10))
+
+    def kb_target(self, request: Request) -> Path:
+        return kb_target(self.service, request.path_params["kb"])
+
+    def document_target(self, request: Request) -> Path:
+        return document_target(self.service, request.path_params["kb"], request.path_params["doc_id"])
+
+    def action(self, name: Action, target: Callable[[Request], Path]) -> Handler:
+        """A filesystem action: checked for origin and action token first, then resolved and run."""
+
+        async def act(request: Request) -> Any:
+            _check_action(request, self.action_token)
+
+            def work() -> dict[str, Any]:
+                path = target(request)  # validates names and ids, stays inside the store
+                launch = run_action(self.service, name, path)
+                return {"ok": True, "action": name, "path": str(path), "opener": launch.opener}
+
+            return await _run(work)
+
+        return act
+
+
+async def _unknown(request: Request) -> Any:
+    raise NotFoundError(f"No API endpoint {request.method} {request.url.path}.",
+                        hint="See the endpoint list in coffer_mcp/web/_api.py (GET /api/v1/knowledge_bases).")  # fmt: skip
+
+
+def _check_action(request: Request, action_token: str) -> None:
+    """Filesystem actions: only from this server's own page (same origin) carrying its action token.
+
+    The guard already refused a foreign Origin; here the Origin must be *present* (browsers send
+    it on every POST from script), and a custom header cannot be sent cross-origin without a CORS
+    preflight, which this server never grants.
+    """
+    origin = request.headers.get("origin")
+    fetch_site = request.headers.get("sec-fetch-site")
+    if origin is None or not same_origin(origin, request.headers.get("host", "")) or fetch_site not in (
+        None, "same-origin"
+    ):  # fmt: skip
+        raise ForbiddenActionError("Filesystem actions are only accepted from the viewer page itself.",
+                                   hint="Use the buttons of the viewer served by this server.")  # fmt: skip
+    if not tokens_equal(request.headers.get(ACTION_HEADER), action_token):
+        raise ForbiddenActionError("The action token is missing or stale.",
+                                   hint="Reload the viewer page; it carries the server's current token.")  # fmt: skip

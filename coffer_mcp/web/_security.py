@@ -1,0 +1,275 @@
+"""The guard in front of every route: Host and Origin checks (DNS rebinding), then the bearer token.
+
+Order matters: a request from a foreign site is refused (403) before the token is looked at, so
+such a page gets the same answer whatever token it tries. Tokens are compared in constant time. The viewer cannot send an ``Authorization`` header on a page load, so it may
+present the token once as ``/?token=...``: the guard answers with an HttpOnly, SameSite=Strict
+cookie holding a value *derived* from the token (never the token itself) and redirects to ``/``
+so the token leaves the address bar and the history. The cookie is accepted everywhere except
+``/mcp``, which wants the bearer header, as MCP clients send it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["COOKIE_NAME", "Guard", "HostPolicy", "is_loopback", "same_origin", "tokens_equal"]
+
+COOKIE_NAME = "coffer_viewer"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_WILDCARDS = ("", "0.0.0.0", "::")
+_MCP_PATH = "/mcp"
+# The viewer page and its assets: no framing (the open buttons must not be clickjacked), no
+# script or style from anywhere but this server, no referrer leaking a KB path.
+_PAGE_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                                 b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]  # fmt: skip
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (``127.0.0.0/8``, ``::1``)."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def tokens_equal(given: str | None, expected: str) -> bool:
+    """Compare a presented secret with the expected one in constant time."""
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def cookie_value(token: str) -> str:
+    """What the viewer cookie holds: derived from the token, so the browser never stores the token."""
+    return hmac.new(token.encode("utf-8"), b"coffer viewer cookie v1", hashlib.sha256).hexdigest()
+
+
+def _split_host(value: str) -> tuple[str, int | None] | None:
+    """``"[::1]:8765"`` -> ``("::1", 8765)``; None when it is not a plain host[:port]."""
+    try:
+        parts = urlsplit(f"//{value}")
+        port = parts.port
+    except ValueError:
+        return None
+    name = parts.hostname
+    if not name or parts.username is not None or parts.path or parts.query or parts.fragment:
+        return None
+    return name.lower(), port
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Which ``Host`` header values this server answers.
+
+    A DNS-rebinding attack reaches the server under the attacker's *host name*, so the rule is:
+    the loopback names and the bound address (on the bound port, when known); on a wildcard bind
+    (``0.0.0.0``, ``::``) any IP literal too, since an IP literal cannot be rebound; and the
+    operator's ``allowed_hosts``, where an entry without a port matches any port (a reverse
+    proxy on 443 in front of 8765) and ``name:port`` only that port.
+    """
+
+    bound: frozenset[str]
+    extra: frozenset[str]
+    pinned: frozenset[tuple[str, int]]
+    port: int | None
+    any_ip: bool
+
+    @classmethod
+    def build(cls, host: str, port: int | None, allowed_hosts: Iterable[str] = ()) -> HostPolicy:
+        """The policy for a server bound to ``host:port`` (port None: not known, so any port).
+
+        Raises:
+            ValueError: an ``allowed_hosts`` entry is not a host or host:port.
+        """
+        bare = host.strip("[]").lower()
+        bound = set(LOOPBACK_NAMES)
+        if bare not in _WILDCARDS:
+            bound.add(bare)
+        extra: set[str] = set()
+        pinned: set[tuple[str, int]] = set()
+        for entry in allowed_hosts:
+            split = _split_host(entry.strip())
+            if split is None:
+                raise ValueError(f"not a host or host:port: {entry!r}")
+            name, entry_port = split
+            if entry_port is None:
+                extra.add(name)
+            else:
+                pinned.add((name, entry_port))
+        return cls(frozenset(bound), frozenset(extra), frozenset(pinned), port, any_ip=bare in _WILDCARDS)
+
+    def allows(self, host_header: str | None) -> bool:
+        """True when a request carrying this ``Host`` header is addressed to us."""
+        split = _split_host(host_header or "")
+        if split is None:
+            return False
+        name, port = split
+        if name in self.extra or (name, port or 80) in self.pinned:
+            return True
+        if name not in self.bound and not (self.any_ip and _is_ip(name)):
+            return False
+        return self.port is None or (port or 80) == self.port
+
+
+def same_origin(origin: str, host_header: str) -> bool:
+    """True when ``Origin`` names the very host and port the request was sent to."""
+    try:
+        parts = urlsplit(origin)
+        origin_port = parts.port
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        return False
+    default = 443 if parts.scheme == "https" else 80
+    split = _split_host(host_header)
+    if split is None:
+        return False
+    name, port = split
+    return parts.hostname.lower() == name and (origin_port or default) == (port or default)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the guard refused a request: the status and the JSON error body."""
+
+    status: int
+    code: str
+    message: str
+    hint: str
+
+    def body(self) -> bytes:
+        return json.dumps({"code": self.code, "message": self.message, "hint": self.hint}).encode("utf-8")
+
+
+class Guard:
+    """ASGI middleware checking Host, Origin and the token before any route runs.
+
+    Args:
+        app: The application to protect (every route, including ``/mcp`` and static files).
+        policy: The Host rule.
+        token: The bearer token every request must carry, or None for none (loopback only).
+    """
+
+    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None) -> None:
+        self.app = app
+        self.policy = policy
+        self.token = token or None
+        self._cookie = cookie_value(token) if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1008})  # no WebSocket endpoints here
+            return
+        headers = Headers(scope=scope)
+        refusal = self.check_origin(headers) or self.check_token(scope, headers)
+        if refusal is not None:
+            await _refuse(refusal, send)
+            return
+        if self.token and scope["path"] == "/" and tokens_equal(_query(scope).get("token"), self.token):
+            await self._set_cookie(send)
+            return
+        await self.app(scope, receive, _with_page_headers(scope, send))
+
+    def check_origin(self, headers: Headers) -> Refusal | None:
+        """403 unless ``Host`` is ours and ``Origin`` (when present) is same-origin."""
+        host = headers.get("host")
+        if not self.policy.allows(host):
+            return Refusal(403, "forbidden_host", f"Host {host!r} is not served here.",
+                           "Connect through the address the server listens on, or add the name to "
+                           "the allowed hosts.")  # fmt: skip
+        origin = headers.get("origin")
+        if origin is not None and not same_origin(origin, host or ""):
+            return Refusal(403, "forbidden_origin", f"Cross-origin request from {origin!r} refused.",
+                           "Only pages served by this Coffer server may call it from a browser.")  # fmt: skip
+        return None
+
+    def check_token(self, scope: Scope, headers: Headers) -> Refusal | None:
+        """401 unless a token is configured and presented (header, viewer cookie, or ``/?token=``)."""
+        if self.token is None:
+            return None
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and tokens_equal(given.strip(), self.token):
+            return None
+        path = scope["path"]
+        if path != _MCP_PATH and not path.startswith(_MCP_PATH + "/"):
+            if tokens_equal(_cookies(headers).get(COOKIE_NAME), self._cookie or ""):
+                return None
+            if path == "/" and tokens_equal(_query(scope).get("token"), self.token):
+                return None
+        return Refusal(401, "unauthorized", "This Coffer server requires a token.",
+                       "Send 'Authorization: Bearer <token>' (COFFER_HTTP_TOKEN); in a browser open "
+                       "/?token=<token> once and the viewer remembers it.")  # fmt: skip
+
+    async def _set_cookie(self, send: Send) -> None:
+        cookie = f"{COOKIE_NAME}={self._cookie}; Path=/; HttpOnly; SameSite=Strict"
+        await send({"type": "http.response.start", "status": 303, "headers": [
+            (b"location", b"/"), (b"set-cookie", cookie.encode("latin-1")), (b"cache-control", b"no-store"),
+            (b"content-length", b"0"), *_PAGE_HEADERS,
+        ]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _refuse(refusal: Refusal, send: Send) -> None:
+    body = refusal.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store")]  # fmt: skip
+    if refusal.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="coffer"'))
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _with_page_headers(scope: Scope, send: Send) -> Send:
+    """Add the browser hardening headers to everything but the MCP endpoint."""
+    if scope["path"] == _MCP_PATH:
+        return send
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *_PAGE_HEADERS]}
+        await send(message)
+
+    return wrapped
+
+
+def _query(scope: Scope) -> dict[str, str]:
+    raw = scope.get("query_string", b"").decode("latin-1")
+    return {key: values[0] for key, values in parse_qs(raw).items()}
+
+
+def _cookies(headers: Headers) -> dict[str, str]:
+    cookie = SimpleCookie()
+    try:
+        cookie.load(headers.get("cookie", ""))
+    except CookieError:  # a malformed Cookie header counts as no cookie
+        return {}
+    return {key: morsel.value for key, morsel in cookie.items()}

@@ -1,0 +1,160 @@
+"""Run the HTTP app with uvicorn: refuse an unprotected public bind, listen, say where, serve.
+
+The socket is bound here rather than by uvicorn so the real port (``--port 0`` picks a free one)
+is known before the app is built: the Host rule pins it, and the banner prints it.
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import uvicorn
+from uvicorn.config import LOGGING_CONFIG
+
+from coffer_mcp import __version__
+from coffer_mcp.errors import ConfigError
+from coffer_mcp.service import Coffer
+from coffer_mcp.web._app import build_app
+from coffer_mcp.web._security import is_loopback
+
+__all__ = ["HttpServer", "bind_http", "check_bind", "serve_http"]
+
+_GRACEFUL_SECONDS = 5  # open SSE streams would otherwise hold a Ctrl-C forever
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen beyond loopback without a token.
+
+    Raises:
+        ConfigError: ``host`` is not a loopback address and ``token`` is empty.
+    """
+    if is_loopback(host) or token:
+        return
+    shown = host or "all interfaces"
+    raise ConfigError(
+        f"Refusing to listen on {shown} without a token: anyone who can reach it could read and change "
+        "your knowledge bases.",
+        hint="Set COFFER_HTTP_TOKEN or pass --token (e.g. a value from "
+        "'python -c \"import secrets; print(secrets.token_urlsafe(32))\"'), or keep --host 127.0.0.1.",
+    )
+
+
+@dataclass
+class HttpServer:
+    """A bound, not yet serving, uvicorn server over the Coffer app."""
+
+    server: uvicorn.Server
+    sock: socket.socket
+    host: str
+    port: int
+    token_required: bool
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        """The base URL (a wildcard bind is reached through loopback)."""
+        host = self.host.strip("[]")
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def run(self) -> None:
+        """Serve until interrupted (blocking; Ctrl-C stops it when run on the main thread)."""
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            self.sock.close()
+
+    def start(self) -> None:
+        """Serve on a background thread (tests, embedding); ``stop()`` ends it."""
+        self._thread = threading.Thread(target=self.run, name="coffer-http", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the server to exit and wait for its thread.
+
+        Raises:
+            TimeoutError: the server did not stop within ``timeout`` seconds.
+        """
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"the HTTP server did not stop within {timeout} s")
+
+    def banner(self) -> str:
+        """The one line saying where the server listens and how to connect."""
+        how = ("token required: send 'Authorization: Bearer <token>'; open the viewer once as "
+               "/?token=<token>") if self.token_required else "no token (loopback only)"  # fmt: skip
+        return (f"coffer-mcp {__version__}: MCP over streamable HTTP at {self.url}/mcp, "
+                f"viewer at {self.url}/ ({how})")  # fmt: skip
+
+
+def bind_http(
+    service: Coffer, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+    json_response: bool = False, allowed_hosts: Sequence[str] = (), curation: bool | None = None,
+    read_only: bool | None = None,
+) -> HttpServer:  # fmt: skip
+    """Check the bind, listen on ``host:port`` and prepare the server (call ``run`` or ``start``).
+
+    Raises:
+        ConfigError: an unprotected public bind, an unusable address or port, a bad allowed host.
+    """
+    check_bind(host, token)
+    sock = _listen(host, port)
+    bound_port = sock.getsockname()[1]
+    try:
+        app = build_app(service, token=token, json_response=json_response, allowed_hosts=allowed_hosts,
+                        curation=curation, read_only=read_only, host=host, port=bound_port)  # fmt: skip
+    except ValueError as exc:
+        sock.close()
+        raise ConfigError(f"Invalid allowed host: {exc}.", hint="Use a host name or host:port.") from exc
+    config = uvicorn.Config(app, log_config=_stderr_logging(), log_level=service.settings.log_level.lower(),
+                            lifespan="on", timeout_graceful_shutdown=_GRACEFUL_SECONDS)  # fmt: skip
+    return HttpServer(uvicorn.Server(config), sock, host, bound_port, token_required=bool(token))
+
+
+def serve_http(
+    service: Coffer, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+    json_response: bool = False, allowed_hosts: Sequence[str] = (), curation: bool | None = None,
+    read_only: bool | None = None,
+) -> None:  # fmt: skip
+    """Serve MCP, the JSON API and the viewer over HTTP until interrupted (blocking).
+
+    Logs go to stderr; one line on stderr says where it listens and how to connect.
+
+    Raises:
+        ConfigError: see ``bind_http``.
+    """
+    server = bind_http(service, host=host, port=port, token=token, json_response=json_response,
+                       allowed_hosts=allowed_hosts, curation=curation, read_only=read_only)  # fmt: skip
+    print(server.banner(), file=sys.stderr, flush=True)
+    server.run()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    address = host.strip("[]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if sys.platform != "win32":
+            # Restarting right after a stop must not fail on TIME_WAIT (Windows' flag means "steal").
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.",
+                          hint="Pick another --port, or stop the program using it.") from exc  # fmt: skip
+    return sock
+
+
+def _stderr_logging() -> dict:
+    """uvicorn's logging, with the access log on stderr too (its default is stdout)."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return config

@@ -1,0 +1,215 @@
+"""The viewer in a real headless Chromium: token login, KBs, title filter, a document, search, open in editor.
+
+Screenshots go to ``tmp_path/screenshots`` and, when ``COFFER_TEST_ARTIFACTS`` is set, to
+``$COFFER_TEST_ARTIFACTS/web-viewer`` as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.web.cdp import Page, WebSocket, launch, stop
+from tests.web.conftest import TOKEN
+from tests.web.support import Recorder, Seeded, make_coffer, running, seed
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the recording opener is a POSIX script")
+
+
+def find_browser() -> str:
+    for name in BROWSERS:
+        if found := shutil.which(name):
+            return found
+    pytest.skip("Chromium is not installed (Debian: apt-get install chromium; .ci/run does it)")
+
+
+class Shots:
+    """Screenshots, kept under tmp_path and copied to $COFFER_TEST_ARTIFACTS when set."""
+
+    def __init__(self, page: Page, folder: Path) -> None:
+        self.page = page
+        self.folder = folder
+        extra = os.environ.get("COFFER_TEST_ARTIFACTS")
+        self.artifacts = Path(extra) / "web-viewer" if extra else None
+
+    def take(self, name: str) -> Path:
+        path = self.page.screenshot(self.folder / f"{name}.png")
+        assert path.stat().st_size > 1000
+        if self.artifacts is not None:
+            self.artifacts.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, self.artifacts / path.name)
+        return path
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[Page]:
+    process, url = launch(find_browser(), tmp_path / "chromium-profile")
+    ws = WebSocket(url)
+    try:
+        yield Page(ws)
+    finally:
+        ws.close()
+        stop(process)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Seeded, Recorder, Path]]:
+    recorder = Recorder(tmp_path / "recorder")
+    with make_coffer(tmp_path / "home", editor=recorder.command) as service:
+        seeded = seed(service, extra_docs=3)
+        with running(service, token=TOKEN) as url:
+            yield url, seeded, recorder, service.paths.kb("notes").docs
+    recorder.close()
+
+
+def click(page: Page, selector: str) -> None:
+    page.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
+
+
+def type_into(page: Page, selector: str, text: str) -> None:
+    page.evaluate(f"""(() => {{
+        const input = document.querySelector({json.dumps(selector)});
+        input.focus();
+        input.value = {json.dumps(text)};
+        input.dispatchEvent(new Event("input", {{ bubbles: true }}));
+    }})()""")
+
+
+def count(selector: str) -> str:
+    return f"document.querySelectorAll({json.dumps(selector)}).length"
+
+
+def text_of(selector: str) -> str:
+    return f"((document.querySelector({json.dumps(selector)}) || {{}}).textContent || '')"
+
+
+def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_viewer(
+    browser_page: Page, served: tuple[str, Seeded, Recorder, Path], tmp_path: Path
+) -> None:
+    url, seeded, recorder, docs = served
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+
+    # The token once in the address: the server swaps it for a cookie and drops it from the URL.
+    page.goto(f"{url}/?token={TOKEN}")
+    assert page.evaluate("location.search") == ""
+    page.wait_for(f"{count('#kb-list a')} === 2")
+    shots.take("01-knowledge-bases")
+
+    click(page, '#kb-list a[data-kb="notes"]')
+    page.wait_for(f"{count('#doc-list a')} === 6 && !document.querySelector('#kb-meta').hidden")
+    assert "6 documents" in page.evaluate(text_of("#kb-meta"))
+
+    type_into(page, "#doc-filter", "alpha")
+    page.wait_for(f"{count('#doc-list a')} === 1")
+    assert "Alpha guide" in page.evaluate(text_of("#doc-list"))
+    shots.take("02-filtered")
+
+    click(page, "#doc-list a")
+    page.wait_for(f"{text_of('#doc-title')} === 'Alpha guide' && {count('#doc-body table')} === 1")
+    body = page.evaluate("""(() => ({
+        h2: [...document.querySelectorAll('#doc-body h2')].map(h => h.textContent),
+        strong: document.querySelector('#doc-body strong').textContent,
+        items: document.querySelectorAll('#doc-body ol > li').length,
+        nested: document.querySelectorAll('#doc-body ol ul li').length,
+        link: document.querySelector('#doc-body a').href,
+        code: document.querySelector('#doc-body pre code').textContent,
+        fencedTags: document.querySelectorAll('#doc-body pre b').length,
+        right: document.querySelector('#doc-body td.align-right').textContent,
+        quote: document.querySelector('#doc-body blockquote').textContent.trim(),
+        path: document.querySelector('#doc-path').textContent,
+    }))()""")
+    assert body["h2"] == ["Install"] and body["strong"] == "Markdown"
+    assert body["items"] == 2 and body["nested"] == 1
+    assert body["link"] == "https://example.org/docs"
+    assert body["code"] == 'print("hello <b>fenced</b>")' and body["fencedTags"] == 0
+    assert body["right"] == "fast" and body["quote"] == "A quoted line about retrieval."
+    assert body["path"] == str(docs / f"{seeded.alpha}.md")
+    shots.take("03-document")
+
+    # A hostile document: its HTML shows as text, its script links are dead.
+    page.evaluate(f"location.hash = '#/kb/notes/doc/{seeded.hostile}'")
+    page.wait_for(f"{text_of('#doc-title')} === 'Hostile page' && {text_of('#doc-body')}.includes('bold tag')")
+    hostile = page.evaluate("""(() => ({
+        pwned: window.__pwned === undefined ? null : window.__pwned,
+        live: document.querySelectorAll('#doc-body script, #doc-body img, #doc-body b').length,
+        links: [...document.querySelectorAll('#doc-body a')].map(a => a.getAttribute('href')),
+        text: document.querySelector('#doc-body').textContent,
+    }))()""")
+    assert hostile["pwned"] is None and hostile["live"] == 0 and hostile["links"] == []
+    assert '<img src=x onerror="window.__pwned = 2">' in hostile["text"] and "<b>bold tag</b>" in hostile["text"]
+    shots.take("04-hostile-document-as-text")
+
+    page.evaluate("document.querySelector('#search-scope').value = 'notes'")
+    type_into(page, "#search-input", "hybrid vector")
+    page.evaluate("document.querySelector('#search-form').requestSubmit()")
+    page.wait_for(f"!document.querySelector('#results').hidden && {count('#results .passage')} >= 1")
+    assert "Beta notes on vector search" in page.evaluate(text_of("#results"))
+    assert page.evaluate(count("#results mark")) >= 1
+    shots.take("05-search")
+
+    click(page, "#results .passage a")
+    page.wait_for(f"{text_of('#doc-title')} === 'Beta notes on vector search'")
+
+    click(page, "#open-doc")
+    argv = recorder.wait_call()
+    assert argv == [os.path.realpath(docs / f"{seeded.beta}.md")]
+    page.wait_for(f"!document.querySelector('#toast').hidden && {text_of('#toast')}.includes('Opened')")
+    shots.take("06-opened-in-editor")
+
+    assert page.console == [], page.console
+
+
+def test_the_viewer_without_the_token_shows_the_401_explanation(
+    browser_page: Page, served: tuple[str, Seeded, Recorder, Path]
+) -> None:
+    url = served[0]
+    browser_page.goto(f"{url}/")
+    text = browser_page.evaluate("document.body.textContent")
+    assert "unauthorized" in text and "?token=" in text
+
+
+RENDER_CASES = {
+    "inline": ("**bold** _em_ ~~gone~~ `a < b`", "<p><strong>bold</strong> <em>em</em> <del>gone</del> <code>a &lt; b</code></p>"),
+    "snake_case": ("call snake_case_name and 2*3*4", "<p>call snake_case_name and 2*3*4</p>"),
+    "script_link": ("[x](javascript:alert(1))", '<p><span class="dead-link" title="javascript:alert(1)">x</span></p>'),
+    "autolink": ("<https://a.example/p?q=1>", '<p><a href="https://a.example/p?q=1" target="_blank" '
+                 'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>'),
+    "image": ("![chart](https://img.example/c.png)", '<p><a href="https://img.example/c.png" target="_blank" '
+              'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>'),
+    "raw_html": ('<div onclick="x()">hi</div>', "<p>&lt;div onclick=\"x()\"&gt;hi&lt;/div&gt;</p>"),
+    "ordered_start": ("3. three\n4. four", '<ol start="3"><li>three</li><li>four</li></ol>'),
+    "nested": ("- a\n  - b\n- c", "<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>"),
+    "setext": ("Title\n=====\n\nSub\n---", "<h1>Title</h1><h2>Sub</h2>"),
+    "hard_break": ("one  \ntwo", "<p>one<br>two</p>"),
+    "tilde_fence": ("~~~\n<b>x</b>\n~~~", "<pre><code>&lt;b&gt;x&lt;/b&gt;</code></pre>"),
+    "table": ("| a | b |\n|:-:|--|\n| 1 | 2 |", '<div class="table-wrap"><table><thead><tr><th class="align-center">a</th>'
+              '<th>b</th></tr></thead><tbody><tr><td class="align-center">1</td><td>2</td></tr></tbody></table></div>'),
+    "rule_and_quote": ("> q\n\n***", "<blockquote><p>q</p></blockquote><hr>"),
+    "task": ("- [x] done\n- [ ] todo", '<ul><li class="task">\u2611 done</li><li class="task">\u2610 todo</li></ul>'),
+}
+
+
+def test_the_markdown_renderer_builds_safe_elements_for_each_construct(
+    browser_page: Page, served: tuple[str, Seeded, Recorder, Path]
+) -> None:
+    browser_page.goto(f"{served[0]}/?token={TOKEN}")
+    sources = {name: source for name, (source, _) in RENDER_CASES.items()}
+    rendered = browser_page.evaluate(f"""import('/static/markdown.js').then(({{ renderMarkdown }}) => {{
+        const out = {{}};
+        for (const [name, source] of Object.entries({json.dumps(sources)})) {{
+            const box = document.createElement('div');
+            box.append(renderMarkdown(source));
+            out[name] = box.innerHTML;
+        }}
+        return out;
+    }})""")
+    wrong = {name: rendered[name] for name, (_, expected) in RENDER_CASES.items() if rendered[name] != expected}
+    assert wrong == {}
