@@ -43,6 +43,7 @@ from coffer_mcp.store import (
     body_sha256,
     is_document_id,
     parse_document,
+    path_stamp,
     remove_file,
     render_document,
     sanitize_filename,
@@ -186,6 +187,7 @@ class DocumentOperations:
                 metadata["source_url"] = source_url
             _write_original(paths, doc_id, conversion.original_format, data, existing)
             atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
+            self._scans.wrote(paths.name, path_stamp(paths.docs))
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
             index_document(self.conn, paths, config, doc_id, truth=truth, embedder=self.embedder)
             event = "KB_DOCUMENT_UPDATED" if existing is not None else "KB_DOCUMENT_INGESTED"
@@ -254,6 +256,7 @@ class DocumentOperations:
                 "updated_at": utc_now(),
             }
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
+            self._scans.wrote(paths.name, path_stamp(paths.docs))
             index_document(self.conn, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body),
                            embedder=self.embedder)  # fmt: skip
             with q.write(self.conn):
@@ -269,6 +272,7 @@ class DocumentOperations:
             removed = remove_file(paths.doc(doc_id))
             if not (known or removed):
                 raise _missing(kb, doc_id)
+            self._scans.wrote(kb, path_stamp(paths.docs))
             removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
             with q.write(self.conn):
                 q.delete_document(self.conn, doc_id)

@@ -54,6 +54,7 @@ from coffer_mcp.store import (
     StorePaths,
     file_lock,
     make_kb_config,
+    path_stamp,
     read_kb_config,
     remove_file,
     validate_kb_name,
@@ -93,6 +94,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         self._guard = threading.Lock()
         self._ready = False
         self._configs: dict[str, tuple[str, KbConfig]] = {}
+        self._scans = _ScanLog()
         self._embedder: Embedder | None = embedder
         self._embedder_made = embedder is not None
 
@@ -217,7 +219,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             kb.raw.mkdir()
             write_kb_config(kb.config, config)
             with q.write(conn):
-                q.upsert_kb(conn, name, config, _stamp(kb.config))
+                q.upsert_kb(conn, name, config, path_stamp(kb.config))
                 q.audit(conn, "KB_CREATED", name, actor, details={"description": description, "vector": vector})
         return self.describe_kb(name)
 
@@ -267,7 +269,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
             write_kb_config(kb.config, config)
             with q.write(self.conn):
-                q.upsert_kb(self.conn, name, config, _stamp(kb.config))
+                q.upsert_kb(self.conn, name, config, path_stamp(kb.config))
                 q.audit(self.conn, "KB_UPDATED", name, actor, details=changes)
                 if old.vector and not config.vector:
                     q.clear_kb_embeddings(self.conn, name)
@@ -321,7 +323,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
     def _config(self, name: str) -> KbConfig:
         """The KB's settings from ``kb.yaml``, parsed again only when the file changed."""
         kb = self.paths.kb(name)
-        stamp = _stamp(kb.config)
+        stamp = path_stamp(kb.config)
         cached = self._configs.get(name)
         if cached and cached[0] == stamp:
             return cached[1]
@@ -345,7 +347,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         """Make the ``knowledge_bases`` rows match the KB folders; returns the KB names."""
         folders = self._kb_folders()
         conn = self.conn
-        wanted = {name: _stamp(self.paths.kb(name).config) for name in folders}
+        wanted = {name: path_stamp(self.paths.kb(name).config) for name in folders}
         known = q.kb_stamps(conn)
         leftovers = [p for p in self.paths.knowledge.glob(f"{_DELETING}*") if p.is_dir()]
         if wanted == known and not leftovers:
@@ -364,9 +366,9 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             if not kb.config.exists():
                 # A folder made by hand: adopt it with default settings.
                 write_kb_config(kb.config, self._config(name))
-            if known.get(name) != _stamp(kb.config):
+            if known.get(name) != path_stamp(kb.config):
                 with q.write(conn):
-                    q.upsert_kb(conn, name, self._config(name), _stamp(kb.config))
+                    q.upsert_kb(conn, name, self._config(name), path_stamp(kb.config))
         gone = [name for name in known if name not in folders]
         if gone:
             with q.write(conn):
@@ -376,13 +378,27 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
     # -- reconcile and reindex -------------------------------------------------------------------
 
     def refresh(self, name: str) -> None:
-        """Reconcile one knowledge base with its files before a read (cheap when nothing moved)."""
+        """Reconcile one knowledge base with its files before a read (cheap when nothing moved).
+
+        Every file is ``stat``-ed — unless the last such check took longer than
+        ``reconcile_budget_ms`` (a big knowledge base) and was less than ``reconcile_interval``
+        ago and the ``docs/`` folder itself has not changed since (no file added, removed or
+        replaced by a save-by-rename editor). So small knowledge bases see every edit on the next
+        read, and big ones see edits made in place within ``reconcile_interval``.
+        """
         kb, config = self.open_kb(name)
-        if not detect_drift(self.conn, kb, config, self.embedder if config.vector else None):
+        folder = path_stamp(kb.docs)
+        if self._scans.fresh(name, folder, self.settings):
+            return
+        started = time.monotonic()
+        drift = detect_drift(self.conn, kb, config, self.embedder if config.vector else None)
+        self._scans.record(name, folder, started, time.monotonic() - started)
+        if not drift:
             return
         try:
             with self.kb_lock(name, timeout=self.settings.reconcile_lock_wait):
                 self._reconcile_locked(kb, self._config(name))
+                self._scans.wrote(name, path_stamp(kb.docs))
         except StoreError as exc:
             if exc.code != "busy":
                 raise
@@ -499,6 +515,30 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
     )
 
 
+class _ScanLog:
+    """When each knowledge base's files were last checked against the index, and what it cost."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[str, float, float]] = {}
+
+    def fresh(self, name: str, folder: str, settings: Settings) -> bool:
+        last = self._last.get(name)
+        if last is None or last[0] != folder:
+            return False
+        _, at, cost = last
+        expensive = cost * 1000 > settings.reconcile_budget_ms
+        return expensive and time.monotonic() - at < settings.reconcile_interval
+
+    def record(self, name: str, folder: str, at: float, cost: float) -> None:
+        self._last[name] = (folder, at, cost)
+
+    def wrote(self, name: str, folder: str) -> None:
+        """Our own write changed the folder: the check stays as fresh as it was."""
+        if name in self._last:
+            _, at, cost = self._last[name]
+            self._last[name] = (folder, at, cost)
+
+
 def _has_fts5(conn: Connection) -> bool:
     try:
         conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
@@ -506,14 +546,6 @@ def _has_fts5(conn: Connection) -> bool:
     except database_errors():
         return False
     return True
-
-
-def _stamp(path: Path) -> str:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return "missing"
-    return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
 def _disk_bytes(root: Path) -> int:

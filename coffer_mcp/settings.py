@@ -82,6 +82,13 @@ class Settings(BaseModel):
     reconcile_lock_wait: float = Field(
         default=2.0, ge=0, description="How long a read waits for a busy writer before serving the index as is."
     )
+    reconcile_interval: float = Field(
+        default=1.0, ge=0,
+        description="Big knowledge bases: at most this many seconds between checks of every file's stamp.",
+    )  # fmt: skip
+    reconcile_budget_ms: float = Field(
+        default=5.0, ge=0, description="A knowledge base whose full check costs more than this counts as big."
+    )
     log_level: str = "WARNING"
     embedding_provider: Literal["fastembed", "openai", "none"] = "fastembed"
     embedding_model: str | None = Field(default=None, description="None: the provider's default model.")

@@ -163,3 +163,21 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     assert ids["faq.md"] in text and "original without a document" in text and "without a chunk" in text
     coffer.reindex(notes)
     assert coffer.verify(notes).ok
+
+
+def test_a_big_knowledge_base_still_sees_files_added_or_saved_by_rename_at_once(home: Path) -> None:
+    # reconcile_budget_ms=0 makes every knowledge base count as big: per-file checks are spaced
+    # reconcile_interval apart, but any change to the docs/ folder itself triggers one at once.
+    with Coffer(load_settings(home=home, reconcile_budget_ms=0, reconcile_interval=3600)) as coffer:
+        coffer.create_kb("notes")
+        ids = fill(coffer)
+        coffer.search("notes", "proxy")  # a full check, now recorded as expensive
+        path = home / "knowledge" / "notes" / "docs" / f"{ids['faq.md']}.md"
+        path.write_text(path.read_text(encoding="utf-8").replace("restart", "reboot"), encoding="utf-8")
+        assert not coffer.search("notes", "reboot").passages  # edited in place: seen within the interval
+        replacement = path.with_name(".editor-swap")
+        replacement.write_text(path.read_text(encoding="utf-8").replace("reboot", "powercycle"), encoding="utf-8")
+        os.replace(replacement, path)  # how most editors save
+        assert coffer.search("notes", "powercycle").passages
+        (path.parent / "dropped.md").write_text("# Dropped\n\nbrand new words", encoding="utf-8")
+        assert coffer.search("notes", "brand new words").passages

@@ -7,7 +7,7 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["TEMP_MARKER", "atomic_write", "fsync_dir", "remove_file", "remove_stale_temp_files"]
+__all__ = ["TEMP_MARKER", "atomic_write", "fsync_dir", "path_stamp", "remove_file", "remove_stale_temp_files"]
 
 TEMP_MARKER = ".tmp-"
 
@@ -30,6 +30,15 @@ def atomic_write(path: Path, data: bytes) -> None:
         remove_file(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def path_stamp(path: Path) -> str:
+    """``mtime_ns:size`` of a file or folder ("missing" if absent): what cheap change checks compare."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return "missing"
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
 def fsync_dir(folder: Path) -> None:
