@@ -252,10 +252,30 @@ def _scope(kbs: Sequence[str], doc_ids: Sequence[str] | None) -> tuple[str, list
     return clause, params
 
 
+_FTS_SLACK = 16
+_FTS_MAX_DEPTH = 4096
+
+
 def fts_search(
     conn: Connection, expression: str, kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
 ) -> list[Any]:
-    """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better)."""
+    """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better).
+
+    FTS5 ranks every match, but joining every match to its chunk row costs more than ranking:
+    so the best ``limit`` (plus slack, for ties) come from the full-text index alone, and only
+    those are joined and filtered to the knowledge bases asked for. When the filter leaves too
+    few (other knowledge bases hold the best matches), the look goes deeper, then falls back to
+    filtering every match.
+    """
+    depth = limit + _FTS_SLACK
+    while depth <= _FTS_MAX_DEPTH:
+        top = conn.execute(
+            "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?", (expression, depth)
+        ).fetchall()
+        rows = _chunk_rows(conn, {row[0]: row[1] for row in top}, kbs, doc_ids)
+        if len(rows) >= limit or len(top) < depth:
+            return rows[:limit]
+        depth *= 8
     scope, params = _scope(kbs, doc_ids)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
@@ -265,6 +285,23 @@ def fts_search(
         ORDER BY bm25(chunks_fts), c.document_id, c.position
         LIMIT ?"""
     return conn.execute(sql, [expression, *params, limit]).fetchall()
+
+
+def _chunk_rows(
+    conn: Connection, scores: dict[int, float], kbs: Sequence[str], doc_ids: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """Passage rows for the given chunk ids inside the scope, best score first."""
+    if not scores:
+        return []
+    scope, params = _scope(kbs, doc_ids)
+    rows = conn.execute(
+        f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title
+            FROM chunks c JOIN documents d ON d.id = c.document_id
+            WHERE c.id IN ({', '.join('?' * len(scores))}) AND {scope}""",
+        [*scores, *params],
+    ).fetchall()
+    found = [{**dict(zip(row.keys(), row)), "score": scores[row["id"]]} for row in rows]
+    return sorted(found, key=lambda r: (-r["score"], r["document_id"], r["position"]))
 
 
 def substring_search(

@@ -107,9 +107,20 @@ ALTER TABLE documents ADD COLUMN embedding_model TEXT;
 ALTER TABLE knowledge_bases ADD COLUMN vector INTEGER NOT NULL DEFAULT 0;
 """
 
+_LOOKUP_INDEXES = """
+-- Re-upload lookups ask for the oldest match (ORDER BY created_at, id): an index that serves the
+-- WHERE and the ORDER BY together keeps the planner off a scan of the whole knowledge base.
+DROP INDEX documents_by_filename;
+DROP INDEX documents_by_source;
+CREATE INDEX documents_by_filename ON documents (kb, original_filename, created_at, id);
+CREATE INDEX documents_by_source ON documents (kb, source_path, created_at, id);
+CREATE INDEX documents_by_url ON documents (kb, json_extract(metadata, '$.source_url'), created_at, id);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_vectors", _VECTORS),
+    ("0003_lookup_indexes", _LOOKUP_INDEXES),
 ]
 
 
