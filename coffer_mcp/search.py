@@ -9,8 +9,13 @@ Keyword search runs AND-first, widening to OR, then a substring fallback:
    a bounded substring scan. Latin terms must all be present there, so a stray short word never
    matches inside unrelated words.
 
-Hybrid search fuses a keyword and a vector list by reciprocal rank fusion (K = 60; a passage is
-one ``(document_id, position)``), so passages both lists rank reinforce each other.
+Hybrid search fuses a keyword and a vector list, a passage being one ``(document_id, position)``:
+each list's scores are min-max normalized and combined as ``0.6 * keyword + 0.4 * vector``
+(``fuse_convex``). Chosen from data over reciprocal rank fusion (``fuse_rrf``, kept for
+comparison): on SciFact both beat either list alone (0.728 vs 0.725 nDCG@10 at RRF K=60), but
+when the embedding model does not know the documents' language (English MiniLM on Chinese, a
+common misconfiguration), RRF K=60 fell from keyword's 0.977 to 0.596 while this stays at 0.975:
+a keyword leader can only be displaced by passages the vector list also ranks well.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from coffer_mcp.index.db import Connection
 from coffer_mcp.index.fts import analyze, match_expression
 from coffer_mcp.models import Passage
 
-__all__ = ["RRF_K", "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search"]
+__all__ = ["RRF_K", "VECTOR_WEIGHT", "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search"]
 
 SUBSTRING_SCAN_LIMIT = 5000
 RRF_K = 60
+VECTOR_WEIGHT = 0.4
 
 
 def keyword_search(
@@ -92,10 +98,13 @@ def fuse_rrf(ranked_lists: Sequence[Sequence[Passage]], top_k: int, k: int = RRF
     return [first[key].model_copy(update={"score": round(scores[key], 6)}) for key in best]
 
 
-def fuse_convex(keyword: Sequence[Passage], vector: Sequence[Passage], top_k: int, alpha: float = 0.5) -> list[Passage]:
+def fuse_convex(
+    keyword: Sequence[Passage], vector: Sequence[Passage], top_k: int, alpha: float = VECTOR_WEIGHT
+) -> list[Passage]:
     """Convex combination of min-max-normalized scores: ``alpha * vector + (1 - alpha) * keyword``.
 
-    A passage missing from one list scores 0 there.
+    A passage missing from one list scores 0 there. With ``alpha`` below one half, the keyword
+    list's best passage outscores every passage found by the vector list alone.
     """
     combined: dict[tuple[str, int], float] = {}
     first: dict[tuple[str, int], Passage] = {}

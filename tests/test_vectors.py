@@ -152,3 +152,18 @@ def test_rrf_rewards_passages_both_lists_rank() -> None:
     fused = fuse_rrf([keyword, vector], top_k=4)
     assert [(p.document_id, p.position) for p in fused] == [("b", 0), ("a", 0), ("d", 0), ("a", 1)]
     assert fused[0].score == pytest.approx(2 / 62, abs=1e-6)
+
+
+def test_convex_fusion_never_lets_vector_only_passages_displace_the_keyword_leader() -> None:
+    from coffer_mcp.search import fuse_convex
+
+    def passage(doc: str, score: float) -> Passage:
+        return Passage(text="t", document_id=doc, title="T", score=score, position=0, heading_path=[],
+                       chunk_id=f"{doc}:0", kb="v")  # fmt: skip
+
+    keyword = [passage("a", 9.0), passage("b", 5.0), passage("c", 1.0)]
+    noise = [passage("x", 0.31), passage("y", 0.30), passage("b", 0.29)]  # a useless vector ranking
+    fused = fuse_convex(keyword, noise, top_k=3)
+    assert fused[0].document_id == "a"
+    agreeing = [passage("b", 0.9), passage("a", 0.2)]
+    assert [p.document_id for p in fuse_convex(keyword, agreeing, top_k=2)] == ["b", "a"]
