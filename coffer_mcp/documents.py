@@ -140,6 +140,8 @@ class DocumentOperations:
         place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
         """
         paths, _ = self.open_kb(kb)
+        # A file written by a process that crashed before indexing it must be matched, not duplicated.
+        self.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
         return self._ingest(paths, _filename(filename), data, replace=replace, actor=actor, source_path=source_path)
 
@@ -160,7 +162,7 @@ class DocumentOperations:
         settings = self.settings
         conversion = convert(name, data, max_bytes=settings.max_document_bytes, timeout=settings.conversion_timeout,
                              memory_bytes=settings.conversion_memory_mb * 1024 * 1024)  # fmt: skip
-        with self.kb_lock(paths.name):
+        with self.writing(paths):
             config = self._config(paths.name)
             existing = self._live_match(paths, name, *source)
             early = self._reupload(paths, name, existing, source_sha, replace)
@@ -240,7 +242,13 @@ class DocumentOperations:
         body = clean_markdown(content)
         if not body:
             raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
-        with self.kb_lock(kb):
+        size = len(body.encode("utf-8"))
+        if size > self.settings.max_document_bytes:
+            raise IngestRejectedError(
+                "too_large", f"The new content is {size:,} bytes; the limit is {self.settings.max_document_bytes:,}.",
+                hint="Split the document, or raise max_document_bytes in config.yaml.",
+            )  # fmt: skip
+        with self.writing(paths):
             config = self._config(kb)
             truth = read_truth(paths, doc_id)
             if truth is None:
@@ -267,7 +275,7 @@ class DocumentOperations:
         """Remove a document's Markdown, its original and its rows."""
         paths, _ = self.open_kb(kb)
         _check_id(kb, doc_id)
-        with self.kb_lock(kb):
+        with self.writing(paths):
             known = q.get_document(self.conn, kb, doc_id) is not None
             removed = remove_file(paths.doc(doc_id))
             if not (known or removed):
@@ -293,6 +301,7 @@ class DocumentOperations:
         if not root.exists():
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
         paths, _ = self.open_kb(kb)
+        self.refresh(kb)
         files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
         items = []
         for done, file in enumerate(files, 1):
@@ -343,7 +352,7 @@ def _match(service: Coffer, kb: str, filename: str, source_path: str | None, sou
 
 
 def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: Any) -> None:
-    paths.raw.mkdir(parents=True, exist_ok=True)
+    paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
     atomic_write(paths.raw / f"{doc_id}.{ext or 'bin'}", data)
     if existing is not None and existing["original_format"] != ext:
         # Only the latest original is kept (a re-upload may come in another format).

@@ -222,7 +222,7 @@ def reconcile(
     With ``tidy``, originals left without a document by a crashed ingest are removed.
     Returns counts: ``indexed``, ``removed``, ``adopted``, ``embedded``, ``documents``.
     """
-    remove_stale_temp_files(kb.docs, kb.raw)
+    remove_stale_temp_files(kb.docs, kb.raw, kb.root)
     drift = detect_drift(conn, kb, config, embedder)
     adopted = [adopt_foreign_file(kb, path) for path in drift.foreign]
     targets = sorted({*drift.changed, *(a for a in adopted if a)})

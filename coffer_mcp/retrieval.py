@@ -44,7 +44,7 @@ class RetrievalOperations:
     def resolve_kbs(self: Coffer, selector: KbSelector) -> list[str]:
         """Names of the knowledge bases a selector designates (each checked to exist)."""
         if isinstance(selector, str):
-            if selector.strip() == ALL:
+            if _is_all(selector):
                 names = self._sync_registry()
                 if not names:
                     raise self._unknown_kb(ALL)
@@ -67,9 +67,7 @@ class RetrievalOperations:
         that cannot run still degrades to keyword.
         """
         query = _check_query(query, top_k)
-        names = self.resolve_kbs(kb)
-        for name in names:
-            self.refresh(name)
+        names = self.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         vector_kbs = [n for n in names if self._config(n).vector] if self.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword" or not vector_kbs:
@@ -110,9 +108,7 @@ class RetrievalOperations:
         fixed_strings: bool = False,
     ) -> GrepResult:  # fmt: skip
         """Regex matches, line by line, over the Markdown files (no index involved)."""
-        names = self.resolve_kbs(kb)
-        for name in names:
-            self.refresh(name)
+        names = self.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         dirs = {self.paths.kb(name).docs: name for name in names}
         outcome = grep_dirs(
             list(dirs), pattern, max_matches=max_matches, timeout=self.settings.grep_timeout,
@@ -124,6 +120,10 @@ class RetrievalOperations:
             for m in outcome.matches
         ]  # fmt: skip
         return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+
+
+def _is_all(selector: KbSelector) -> bool:
+    return isinstance(selector, str) and selector.strip() == ALL
 
 
 def _check_query(query: str, top_k: int) -> str:

@@ -73,6 +73,7 @@ Progress = Callable[[int, int, str], None]
 BASE_MODES = ("grep", "keyword")
 VECTOR_MODES = ("vector", "hybrid")
 _DELETING = ".deleting-"
+_CREATING = ".creating-"
 _REGISTRY_LOCK = ".registry"
 
 
@@ -182,6 +183,14 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         ):
             yield
 
+    @contextlib.contextmanager
+    def writing(self, kb: KbPaths, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold a knowledge base's write lock, after checking it was not deleted meanwhile."""
+        with self.kb_lock(kb.name, timeout=timeout):
+            if not kb.root.is_dir():
+                raise self._unknown_kb(kb.name)
+            yield
+
     def _registry_lock(self) -> contextlib.AbstractContextManager[None]:
         return file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=self.settings.lock_timeout,
                          what="the list of knowledge bases")  # fmt: skip
@@ -215,9 +224,12 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
                     f"Knowledge base '{name}' already exists.",
                     hint="Pick another name, or add documents to the existing one.",
                 )
-            kb.docs.mkdir(parents=True)
-            kb.raw.mkdir()
-            write_kb_config(kb.config, config)
+            # Built aside and renamed into place: a crash never leaves a half-made knowledge base.
+            staging = kb.root.with_name(f"{_CREATING}{name}-{ULID()}")
+            (staging / "docs").mkdir(parents=True)
+            (staging / "raw").mkdir()
+            write_kb_config(staging / "kb.yaml", config)
+            os.rename(staging, kb.root)
             with q.write(conn):
                 q.upsert_kb(conn, name, config, path_stamp(kb.config))
                 q.audit(conn, "KB_CREATED", name, actor, details={"description": description, "vector": vector})
@@ -225,9 +237,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
 
     def list_kbs(self) -> list[KnowledgeBaseSummary]:
         """Every knowledge base, by name, after reconciling each with its files."""
-        names = self._sync_registry()
-        for name in names:
-            self.refresh(name)
+        names = self.refresh_many(self._sync_registry(), vanished_ok=True)
         counts = q.document_counts(self.conn)
         return [
             KnowledgeBaseSummary(name=name, description=self._config(name).description,
@@ -261,7 +271,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         progress), turning it off drops its vectors.
         """
         kb, _ = self.open_kb(name)
-        with self.kb_lock(name):
+        with self.writing(kb):
             old = self._config(name)
             changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
                        "vector": vector, "auto_update_sources": auto_update_sources}  # fmt: skip
@@ -349,7 +359,8 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         conn = self.conn
         wanted = {name: path_stamp(self.paths.kb(name).config) for name in folders}
         known = q.kb_stamps(conn)
-        leftovers = [p for p in self.paths.knowledge.glob(f"{_DELETING}*") if p.is_dir()]
+        leftovers = [p for prefix in (_DELETING, _CREATING)
+                     for p in self.paths.knowledge.glob(f"{prefix}*") if p.is_dir()]  # fmt: skip
         if wanted == known and not leftovers:
             return folders
         with self._registry_lock():
@@ -365,7 +376,9 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             kb = self.paths.kb(name)
             if not kb.config.exists():
                 # A folder made by hand: adopt it with default settings.
-                write_kb_config(kb.config, self._config(name))
+                with self.kb_lock(name):
+                    if not kb.config.exists():
+                        write_kb_config(kb.config, self._config(name))
             if known.get(name) != path_stamp(kb.config):
                 with q.write(conn):
                     q.upsert_kb(conn, name, self._config(name), path_stamp(kb.config))
@@ -396,13 +409,26 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         if not drift:
             return
         try:
-            with self.kb_lock(name, timeout=self.settings.reconcile_lock_wait):
+            with self.writing(kb, timeout=self.settings.reconcile_lock_wait):
                 self._reconcile_locked(kb, self._config(name))
                 self._scans.wrote(name, path_stamp(kb.docs))
         except StoreError as exc:
             if exc.code != "busy":
                 raise
             log.info("knowledge base %s is busy; serving the index as it is", name)
+
+    def refresh_many(self, names: Sequence[str], *, vanished_ok: bool = False) -> list[str]:
+        """Refresh each knowledge base; with ``vanished_ok``, drop those another process deleted meanwhile."""
+        present = []
+        for name in names:
+            try:
+                self.refresh(name)
+            except KnowledgeBaseNotFoundError:
+                if not vanished_ok:
+                    raise
+                continue
+            present.append(name)
+        return present
 
     def _reconcile_locked(
         self, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
@@ -419,7 +445,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         """Rebuild a knowledge base's rows from its files (``force`` re-chunks every document)."""
         self._sync_registry()
         kb, _ = self.open_kb(name)
-        with self.kb_lock(name):
+        with self.writing(kb):
             counts = self._reconcile_locked(kb, self._config(name), force=force, progress=progress,
                                             embed_seconds=None, tidy=True)  # fmt: skip
         self._repair_shared_indexes()

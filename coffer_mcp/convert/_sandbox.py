@@ -70,7 +70,7 @@ class _Worker:
 
     def convert(self, name: str, data: bytes, timeout: float) -> str:
         try:
-            write_message(self.proc.stdin, (name, data))
+            write_message(self.proc.stdin, (name, data, timeout))
             reply = self.replies.get(timeout=timeout)
         except queue.Empty:
             self.kill()

@@ -6,8 +6,12 @@ Reads ``(filename, bytes)`` requests and answers ``("ok", markdown)`` or
 
 from __future__ import annotations
 
+import math
 import os
+import signal
 import sys
+import threading
+import time
 
 
 def _private_stdout() -> object:
@@ -27,9 +31,29 @@ def _cap_memory(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _die_with_parent() -> None:
+    """Exit when the server that started us is gone (its conversions have no one to wait for them)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _deadline(seconds: float) -> None:
+    """Kill this process if one conversion outlives ``seconds`` — even with no parent to do it."""
+    if hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(max(1, math.ceil(seconds)) if seconds > 0 else 0)
+
+
 def main() -> None:
     channel = _private_stdout()
     _cap_memory(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    _die_with_parent()
     from coffer_mcp.convert._markitdown import MarkItDownConverter
     from coffer_mcp.convert._sandbox import read_message, write_message
     from coffer_mcp.errors import IngestRejectedError
@@ -38,9 +62,10 @@ def main() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            name, data = read_message(requests)
+            name, data, timeout = read_message(requests)
         except EOFError:
             return
+        _deadline(timeout + 5)  # the parent normally stops us first, at `timeout`
         try:
             reply = ("ok", converter.convert(data, name))
         except IngestRejectedError as exc:
@@ -51,6 +76,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - anything the engine throws is this file's failure
             reply = ("rejected", "conversion_failed", f"Could not convert {name!r}: {str(exc)[:300]}",
                      "The file is probably malformed; re-export it and try again.")  # fmt: skip
+        _deadline(0)
         write_message(channel, reply)
 
 

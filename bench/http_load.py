@@ -1,0 +1,376 @@
+"""Load on the HTTP transport: clients searching and writing through ``/mcp`` at the same time.
+
+Run from the repository root::
+
+    python -m bench.http_load [--searchers 32] [--writers 4] [--seconds 60] [--documents 400]
+                              [--json-response] [--out bench/results/http_load.json]
+
+It seeds a fresh ``COFFER_HOME`` with generated documents, starts ``coffer serve --http --port 0``
+as a subprocess on 127.0.0.1, opens one MCP session per client with the Python SDK's
+streamable-HTTP client, and for ``--seconds``: each searcher calls ``coffer__search_knowledge``
+with seeded random queries, each writer alternates ``coffer__add_document`` (a new document) and
+``coffer__edit_document`` (one of its own). A request fails when it raises, times out or comes back
+as a tool error. Reports latency percentiles (P50/P95/P99, ms) and throughput per kind, prints a
+Markdown table, and writes the numbers with the machine, date and command to ``--out``.
+
+``tests/reliability/test_http_load.py`` runs a short version of the same load (and reuses
+``http_server`` to start the server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import queue
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+__all__ = ["LoadResult", "ServerProcess", "http_server", "main", "run_load", "seed_corpus", "summarize", "to_markdown"]
+
+KB = "bench"
+CALL_TIMEOUT = 60.0
+_BANNER = re.compile(r"MCP over streamable HTTP at (http://\S+)/mcp")
+# Words for generated documents and queries: technical prose, so BM25 has real work to do.
+WORDS = (
+    "index query vector search chunk document passage token stemming ranking score latency recall "
+    "precision cache memory disk file lock writer reader transaction journal commit rollback crash "
+    "replica shard cluster node graph neighbour approximate exact hybrid keyword fusion model embed "
+    "protocol session stream server client request response timeout retry backoff queue worker thread "
+    "process signal pipe socket loopback origin header token bearer cookie viewer markdown heading "
+    "table fence paragraph sentence section title author summary abstract method result dataset "
+    "benchmark baseline metric throughput percentile sample median variance error failure recovery"
+).split()
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ServerProcess:
+    """``coffer serve --http`` running as a subprocess; ``stderr`` collects everything it logged."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    stderr: list[str] = field(default_factory=list)
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+
+def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a Coffer subprocess over ``home``: no inherited ``COFFER_*`` settings."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COFFER_")}
+    env.update({"COFFER_HOME": str(home), "COFFER_EMBEDDING_PROVIDER": "none", "PYTHONUNBUFFERED": "1"})
+    env.update(extra or {})
+    return env
+
+
+@contextlib.contextmanager
+def http_server(home: Path, env: Mapping[str, str] | None = None, *, args: Sequence[str] = (),
+                start_timeout: float = 60.0) -> Iterator[ServerProcess]:  # fmt: skip
+    """Start ``coffer serve --http --host 127.0.0.1 --port 0`` and yield it once it listens.
+
+    The banner on stderr gives the port; a thread keeps draining stderr into ``stderr`` so the
+    server never blocks on a full pipe. On exit the server gets SIGINT (Ctrl-C), then SIGKILL.
+    """
+    command = [sys.executable, "-m", "coffer_mcp", "serve", "--http", "--host", "127.0.0.1", "--port", "0", *args]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=dict(env) if env is not None else server_env(home))  # fmt: skip
+    server = ServerProcess(proc, url="")
+    ready: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:
+        for line in proc.stderr:
+            server.stderr.append(line)
+            if match := _BANNER.search(line):
+                ready.put(match.group(1))
+        ready.put(None)
+
+    reader = threading.Thread(target=drain, name="coffer-http-stderr", daemon=True)
+    reader.start()
+    try:
+        url = ready.get(timeout=start_timeout)
+        if url is None:
+            raise RuntimeError("coffer serve --http exited before listening:\n" + "".join(server.stderr))
+        server.url = url
+        yield server
+    finally:
+        _stop(proc)
+        reader.join(10)
+        proc.stderr.close()
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- the corpus ----------------------------------------------------------------------------------
+
+
+def prose(rng: random.Random, words: int) -> str:
+    """Seeded pseudo-prose: sentences of the benchmark vocabulary."""
+    sentences = []
+    while words > 0:
+        length = min(words, rng.randint(6, 16))
+        sentence = " ".join(rng.choice(WORDS) for _ in range(length))
+        sentences.append(sentence[0].upper() + sentence[1:] + ".")
+        words -= length
+    return " ".join(sentences)
+
+
+def document(rng: random.Random, title: str) -> str:
+    """A Markdown document of two sections, about 250 words."""
+    return (f"# {title}\n\n{prose(rng, 90)}\n\n## Details\n\n{prose(rng, 80)}\n\n"
+            f"## Notes\n\n{prose(rng, 80)}\n")  # fmt: skip
+
+
+def seed_corpus(home: Path, documents: int, seed: int = 7) -> None:
+    """Create knowledge base ``bench`` under ``home`` with ``documents`` generated documents."""
+    from coffer_mcp import Coffer, load_settings
+
+    rng = random.Random(seed)
+    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+        coffer.create_kb(KB, "HTTP load benchmark corpus")
+        for i in range(documents):
+            coffer.add_document(KB, f"seed-{i:05d}.md", document(rng, f"Seed document {i}"))
+
+
+# -- the load ------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    """Every request's latency by kind, and every failure."""
+
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {"search": [], "add": [], "edit": []})
+    failures: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    searchers: int = 0
+    writers: int = 0
+
+
+class _Load:
+    def __init__(self, url: str, result: LoadResult, seconds: float, seed: int) -> None:
+        self.url = url
+        self.result = result
+        self.seconds = seconds
+        self.seed = seed
+        self.go = anyio.Event()
+        self.connected = 0
+        self.clients = result.searchers + result.writers
+        self.deadline = math.inf
+        self.started = math.nan
+
+    async def call(self, client: Any, kind: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(CALL_TIMEOUT):
+                reply = await client.call_tool(tool, arguments)
+        except Exception as exc:  # noqa: BLE001 - every failure of a request is counted, whatever it is
+            self.result.failures.append({"kind": kind, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            return None
+        elapsed = (time.perf_counter() - started) * 1000
+        if reply.is_error:
+            text = " ".join(getattr(part, "text", "") for part in reply.content)
+            self.result.failures.append({"kind": kind, "error": text[:500]})
+            return None
+        self.result.latencies[kind].append(elapsed)
+        return reply.structured_content
+
+    async def session(self, name: str, body: Any) -> None:
+        from mcp import Client
+        from mcp.types import Implementation
+
+        ready = False
+        try:
+            async with Client(self.url, client_info=Implementation(name=name, version="1")) as client:
+                ready = True
+                await self._ready()
+                await body(client, random.Random(f"{self.seed}:{name}"))
+        except Exception as exc:  # noqa: BLE001 - a broken session is a failure to count, not a crash
+            self.result.failures.append({"kind": "session", "error": f"{name}: {type(exc).__name__}: {exc}"[:500]})
+            if not ready:
+                await self._ready()
+
+    async def _ready(self) -> None:
+        """Wait until every client has connected, so the clock measures only the load itself."""
+        self.connected += 1
+        if self.connected == self.clients:
+            self.started = time.monotonic()
+            self.deadline = self.started + self.seconds
+            self.go.set()
+        await self.go.wait()
+
+    async def searcher(self, client: Any, rng: random.Random) -> None:
+        while time.monotonic() < self.deadline:
+            query = " ".join(rng.sample(WORDS, rng.randint(1, 3)))
+            await self.call(client, "search", "coffer__search_knowledge", {"kb": KB, "query": query, "top_k": 5})
+
+    def writer(self, name: str) -> Any:
+        async def body(client: Any, rng: random.Random) -> None:
+            mine: list[str] = []
+            n = 0
+            while time.monotonic() < self.deadline:
+                n += 1
+                if not mine or n % 2:
+                    content = document(rng, f"{name} note {n}")
+                    args = {"kb": KB, "filename": f"{name}-{n:05d}.md", "content": content}
+                    if (out := await self.call(client, "add", "coffer__add_document", args)) is not None:
+                        mine.append(out["document_id"])
+                else:
+                    content = document(rng, f"{name} edit {n}")
+                    args = {"kb": KB, "doc_id": rng.choice(mine), "content": content}
+                    await self.call(client, "edit", "coffer__edit_document", args)
+
+        return body
+
+
+async def run_load(mcp_url: str, *, searchers: int, writers: int, seconds: float, seed: int = 1) -> LoadResult:
+    """``searchers`` + ``writers`` MCP sessions against ``mcp_url`` for ``seconds`` once all connected."""
+    result = LoadResult(searchers=searchers, writers=writers)
+    load = _Load(mcp_url, result, seconds, seed)
+    async with anyio.create_task_group() as group:
+        for i in range(searchers):
+            group.start_soon(load.session, f"searcher-{i:02d}", load.searcher)
+        for i in range(writers):
+            name = f"writer-{i:02d}"
+            group.start_soon(load.session, name, load.writer(name))
+    # Requests in flight at the deadline still finish: throughput is over the time they took.
+    result.seconds = time.monotonic() - load.started if load.go.is_set() else 0.0
+    return result
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct``-th percentile (0-100), linear between order statistics; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * pct / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(result: LoadResult) -> dict[str, Any]:
+    """Counts, throughput and latency percentiles per kind of request (and all together)."""
+    kinds = {**result.latencies, "all": [v for values in result.latencies.values() for v in values]}
+    rows = {}
+    for kind, values in kinds.items():
+        rows[kind] = {
+            "requests": len(values),
+            "per_second": round(len(values) / result.seconds, 1) if result.seconds else 0.0,
+            **{f"p{p}_ms": round(percentile(values, p), 1) for p in (50, 95, 99)},
+            "max_ms": round(max(values), 1) if values else math.nan,
+        }
+    return {"searchers": result.searchers, "writers": result.writers, "seconds": round(result.seconds, 2),
+            "failed_requests": len(result.failures), "kinds": rows}  # fmt: skip
+
+
+def to_markdown(summary: dict[str, Any]) -> str:
+    lines = [
+        f"{summary['searchers']} searching + {summary['writers']} writing clients, {summary['seconds']:.0f} s, "
+        f"{summary['failed_requests']} failed requests",
+        "",
+        "| requests | count | per second | P50 ms | P95 ms | P99 ms | max ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, row in summary["kinds"].items():
+        lines.append(f"| {kind} | {row['requests']:,} | {row['per_second']:.1f} | {row['p50_ms']:.1f} | "
+                     f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['max_ms']:.1f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the numbers were measured."""
+    from coffer_mcp import __version__
+    from coffer_mcp.index.db import binding
+
+    chosen = binding()
+    return {
+        "platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(), "memory_gb": _memory_gb(), "coffer_version": __version__,
+        "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version,
+    }  # fmt: skip
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def _memory_gb() -> float | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--searchers", type=int, default=32)
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--documents", type=int, default=400, help="generated documents to seed")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json-response", action="store_true", help="serve MCP with JSON replies instead of SSE")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/http_load.json"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        print(f"seeding {args.documents} documents...", file=sys.stderr)
+        seed_corpus(home, args.documents, args.seed)
+        server_args = ["--json-response"] if args.json_response else []
+        with http_server(home, args=server_args) as server:
+            print(f"loading {server.mcp_url} for {args.seconds:g} s...", file=sys.stderr)
+            result = anyio.run(lambda: run_load(server.mcp_url, searchers=args.searchers, writers=args.writers,
+                                                seconds=args.seconds, seed=args.seed))  # fmt: skip
+            server_errors = [line.rstrip() for line in server.stderr if "Traceback" in line or "ERROR" in line]
+    summary = summarize(result)
+    report = {
+        **summary,
+        "failures": result.failures[:50],
+        "server_error_lines": server_errors[:50],
+        "documents_seeded": args.documents,
+        "transport": "streamable HTTP, " + ("JSON replies" if args.json_response else "SSE replies"),
+        "command": " ".join(["python", "-m", "bench.http_load", *(argv if argv is not None else sys.argv[1:])]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+    }
+    print(to_markdown(summary))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
