@@ -19,7 +19,6 @@ from coffer_mcp.errors import (
     PathNotAllowedError,
     ReconversionBlockedError,
 )
-from coffer_mcp.fetch import fetch_url
 from coffer_mcp.index import queries as q
 from coffer_mcp.models import DirectoryIngestResult, IngestResult, SourceCheck, SourceReport
 
@@ -68,6 +67,8 @@ class CurationOperations:
 
     def ingest_url(self: Coffer, kb: str, url: str, *, replace: bool = False, actor: str = "cli") -> IngestResult:
         """Fetch ``url`` (SSRF-guarded, bounded) and ingest it; the URL is kept as ``source_url``."""
+        from coffer_mcp.fetch import fetch_url  # httpcore (and trio, when installed) load on first use
+
         paths, _ = self.open_kb(kb)
         settings = self.settings
         fetched = fetch_url(url, max_bytes=min(settings.max_url_bytes, settings.max_document_bytes),

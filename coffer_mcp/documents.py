@@ -41,6 +41,7 @@ from coffer_mcp.store import (
     KbPaths,
     atomic_write,
     body_sha256,
+    fsync_dir,
     is_document_id,
     parse_document,
     path_stamp,
@@ -147,11 +148,12 @@ class DocumentOperations:
 
     def _ingest(
         self: Coffer, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str,
-        source_path: str | None, source_url: str | None = None,
+        source_path: str | None, source_url: str | None = None, batch: bool = False,
     ) -> IngestResult:  # fmt: skip
         """Ingest without a full reconcile: only the matching document's file is checked.
 
         A document is matched by ``source_path``, else ``source_url``, else ``original_filename``.
+        In a ``batch`` the folders are synced once by the caller, before it answers.
         """
         source_sha = hashlib.sha256(data).hexdigest()
         source = (source_path, source_url)
@@ -187,8 +189,9 @@ class DocumentOperations:
                 metadata["source_path"] = source_path
             if source_url:
                 metadata["source_url"] = source_url
-            _write_original(paths, doc_id, conversion.original_format, data, existing)
-            atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
+            _write_original(paths, doc_id, conversion.original_format, data, existing, sync_dir=not batch)
+            atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"),
+                         sync_dir=not batch)  # fmt: skip
             self._scans.wrote(paths.name, path_stamp(paths.docs))
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
             index_document(self.conn, paths, config, doc_id, truth=truth, embedder=self.embedder)
@@ -304,10 +307,15 @@ class DocumentOperations:
         self.refresh(kb)
         files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
         items = []
-        for done, file in enumerate(files, 1):
-            items.append(self._ingest_one(paths, file, replace=replace, actor=actor, within=within))
-            if progress:
-                progress(done, len(files), file.name)
+        try:
+            for done, file in enumerate(files, 1):
+                items.append(self._ingest_one(paths, file, replace=replace, actor=actor, within=within))
+                if progress:
+                    progress(done, len(files), file.name)
+        finally:
+            # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
+            fsync_dir(paths.docs)
+            fsync_dir(paths.raw)
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         return DirectoryIngestResult(kb=kb, items=items, **counts)
 
@@ -325,7 +333,7 @@ class DocumentOperations:
                     hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
                 )
             result = self._ingest(paths, _filename(file.name), file.read_bytes(), replace=replace, actor=actor,
-                                  source_path=str(file))  # fmt: skip
+                                  source_path=str(file), batch=True)  # fmt: skip
         except (CofferError, OSError) as exc:
             code = exc.code if isinstance(exc, CofferError) else "unreadable"
             message = exc.message if isinstance(exc, CofferError) else str(exc)
@@ -351,9 +359,9 @@ def _match(service: Coffer, kb: str, filename: str, source_path: str | None, sou
     return q.doc_by_filename(service.conn, kb, filename)
 
 
-def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: Any) -> None:
+def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: Any, *, sync_dir: bool) -> None:
     paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
-    atomic_write(paths.raw / f"{doc_id}.{ext or 'bin'}", data)
+    atomic_write(paths.raw / f"{doc_id}.{ext or 'bin'}", data, sync_dir=sync_dir)
     if existing is not None and existing["original_format"] != ext:
         # Only the latest original is kept (a re-upload may come in another format).
         remove_file(paths.raw / f"{doc_id}.{existing['original_format'] or 'bin'}")

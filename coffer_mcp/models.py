@@ -55,7 +55,7 @@ class Chunk:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class KnowledgeBaseSummary(_Model):

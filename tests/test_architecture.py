@@ -71,7 +71,8 @@ def test_each_third_party_package_is_imported_in_one_place(unit: str, path: Path
 def test_importing_the_core_loads_no_heavy_library() -> None:
     code = (
         "import sys, coffer_mcp, coffer_mcp.service, coffer_mcp.cli;"
-        "heavy = {'markitdown', 'fastembed', 'onnxruntime', 'openai', 'mcp', 'starlette', 'uvicorn'};"
+        "heavy = {'markitdown', 'fastembed', 'onnxruntime', 'openai', 'mcp', 'starlette', 'uvicorn', 'httpcore',"
+        " 'numpy', 'sqlite_vec'};"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

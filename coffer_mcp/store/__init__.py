@@ -1,6 +1,6 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
-from coffer_mcp.store.files import atomic_write, path_stamp, remove_file, remove_stale_temp_files
+from coffer_mcp.store.files import atomic_write, fsync_dir, path_stamp, remove_file, remove_stale_temp_files
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
 from coffer_mcp.store.lock import file_lock
@@ -21,6 +21,7 @@ __all__ = [
     "atomic_write",
     "body_sha256",
     "file_lock",
+    "fsync_dir",
     "is_document_id",
     "make_kb_config",
     "parse_document",

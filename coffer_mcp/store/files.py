@@ -12,11 +12,13 @@ __all__ = ["TEMP_MARKER", "atomic_write", "fsync_dir", "path_stamp", "remove_fil
 TEMP_MARKER = ".tmp-"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
 
     The temp file is hidden (leading dot) so scans and grep never see it; a crash leaves at
-    most a stray temp file, removed by ``remove_stale_temp_files`` under the KB lock.
+    most a stray temp file, removed by ``remove_stale_temp_files`` under the KB lock. With
+    ``sync_dir=False`` the rename is made durable later by the caller's ``fsync_dir`` (a batch
+    of files, one folder sync before the batch is acknowledged).
     """
     tmp = path.with_name(f".{path.name}{TEMP_MARKER}{secrets.token_hex(6)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -29,7 +31,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         remove_file(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def path_stamp(path: Path) -> str:
