@@ -42,6 +42,8 @@ from typing import Any
 
 import anyio
 
+from bench._measure import percentile
+
 __all__ = ["LoadResult", "ServerProcess", "http_server", "main", "run_load", "seed_corpus", "summarize", "to_markdown"]
 
 KB = "bench"
@@ -266,15 +268,6 @@ async def run_load(mcp_url: str, *, searchers: int, writers: int, seconds: float
 
 # -- the report ----------------------------------------------------------------------------------
 
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """The ``pct``-th percentile (0-100), linear between order statistics; NaN when empty."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * pct / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def summarize(result: LoadResult) -> dict[str, Any]:

@@ -38,6 +38,7 @@ import regex
 import Stemmer
 
 import coffer_mcp
+from bench._measure import percentile
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index.db import binding
 from coffer_mcp.models import Passage
@@ -159,15 +160,6 @@ def rank_documents(passage_doc_ids: Iterable[str], limit: int = DOCUMENT_DEPTH) 
     ranked = list(dict.fromkeys(passage_doc_ids))
     return ranked[:limit]
 
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """The ``pct``-th percentile (0-100) with linear interpolation between order statistics."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * pct / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 # -- language ------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ulid import ULID
 
 from coffer_mcp.curation import CurationOperations
 from coffer_mcp.documents import DocumentOperations
-from coffer_mcp.retrieval import ALL, KbSelector, RetrievalOperations
+from coffer_mcp.retrieval import KbSelector, RetrievalOperations
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
 from coffer_mcp import __version__
 from coffer_mcp.errors import (
@@ -36,7 +36,6 @@ from coffer_mcp.index import vectors
 from coffer_mcp.grep import find_rg
 from coffer_mcp.index.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.schema import migrate
-from coffer_mcp.portability import recover_interrupted_restores
 from coffer_mcp.models import (
     DeleteResult,
     DoctorReport,
@@ -112,6 +111,8 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
                 if not self._ready:
                     self._migrate(conn)
                     # A restore a crash interrupted is finished (or rolled back) before anything reads.
+                    from coffer_mcp.portability import recover_interrupted_restores
+
                     recover_interrupted_restores(self.paths)
                     self._ready = True
                 self._connections.append(conn)

@@ -32,4 +32,5 @@ __all__ = [
     "render_document",
     "sanitize_filename",
     "validate_kb_name",
+    "write_kb_config",
 ]

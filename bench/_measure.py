@@ -1,0 +1,127 @@
+"""Timing, percentiles, process memory and machine description for the scale benchmark."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import coffer_mcp
+
+__all__ = ["latency", "log", "machine_info", "percentile", "proc_memory", "source_fingerprint", "summarize"]
+
+T = TypeVar("T")
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct``-th percentile (0-100), linear interpolation between order statistics."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * pct / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(ms: Sequence[float]) -> dict[str, float | int]:
+    """P50/P95/P99, mean, min, max (milliseconds) and the sample count."""
+    if not ms:
+        return {"n": 0}
+    return {"n": len(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99),
+            "mean": statistics.fmean(ms), "min": min(ms), "max": max(ms)}  # fmt: skip
+
+
+def latency(call: Callable[[T], object], items: Iterable[T], *, warmup: int = 0) -> dict[str, float | int]:
+    """Call ``call(item)`` for every item, the first ``warmup`` untimed; the timings summarized."""
+    items = list(items)
+    for item in items[:warmup]:
+        call(item)
+    timings = []
+    for item in items[warmup:]:
+        started = time.perf_counter()
+        call(item)
+        timings.append((time.perf_counter() - started) * 1000)
+    return summarize(timings)
+
+
+def proc_memory(pid: int) -> dict[str, float] | None:
+    """``VmRSS`` and ``VmHWM`` (peak RSS) of a process in MB, from /proc (Linux only; else None)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    kb = {key: int(fields[key].split()[0]) for key in ("VmRSS", "VmHWM") if key in fields}
+    return {"rss_mb": kb.get("VmRSS", 0) / 1024, "hwm_mb": kb.get("VmHWM", 0) / 1024} if kb else None
+
+
+def machine_info(vec_version: str | None) -> dict[str, Any]:
+    """Where the numbers were measured."""
+    from coffer_mcp.index.db import binding
+
+    chosen = binding()
+    return {
+        "platform": platform.platform(), "machine": platform.machine(), "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(), "ram_gb": _ram_gb(), "python": platform.python_version(),
+        "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version, "sqlite_vec": vec_version,
+        "ripgrep": _rg_version(), "fastembed": _version("fastembed"), "onnxruntime": _version("onnxruntime"),
+        "mcp": _version("mcp"), "numpy": _version("numpy"),
+    }  # fmt: skip
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _ram_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _rg_version() -> str | None:
+    rg = shutil.which("rg")
+    if rg is None:
+        return None
+    out = subprocess.run([rg, "--version"], capture_output=True, text=True, check=False).stdout
+    return out.splitlines()[0] if out else None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def source_fingerprint() -> str:
+    """A short SHA-256 of the ``coffer_mcp`` sources measured, to tell runs of different code apart."""
+    root = Path(coffer_mcp.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

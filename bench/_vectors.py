@@ -1,0 +1,88 @@
+"""Synthetic chunk vectors for the hybrid measurement, and the embedders that query them.
+
+Embedding 100k chunks with MiniLM on two cores takes hours, and the search side does not care
+where stored vectors came from: so the current model's vec0 table is filled directly with
+clustered, L2-normalized random vectors, and the documents are marked as embedded with that
+model. Queries are then embedded for real (MiniLM), so a timed hybrid search pays the query
+embedding, the KNN scan and the fusion exactly as it would on a really embedded corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from coffer_mcp import Coffer
+from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
+from coffer_mcp.index import queries as q
+from coffer_mcp.index import vectors
+
+__all__ = ["DIMENSIONS", "MINILM", "FakeEmbedder", "fill_vectors", "minilm"]
+
+DIMENSIONS = 384
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+BATCH = 2_000
+
+
+class FakeEmbedder:
+    """A deterministic 384-dimension word-hash embedder (for the smoke test: no model needed)."""
+
+    identity = f"bench:word-hash-{DIMENSIONS}"
+
+    def dimensions(self) -> int:
+        return DIMENSIONS
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._vector(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * DIMENSIONS
+        for word in re.findall(r"\w+", text.lower()):
+            vector[int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big") % DIMENSIONS] += 1.0
+        norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+        return [v / norm for v in vector]
+
+
+def minilm(model_path: Path) -> Embedder | None:
+    """The real local MiniLM embedder (as ``coffer serve`` would make it), or None without the model."""
+    if not (model_path / "model.onnx").exists() and not any(model_path.glob("*.onnx")):
+        return None
+    return make_embedder(EmbeddingConfig(provider="fastembed", model=MINILM, model_path=model_path))
+
+
+def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
+    """Give every chunk of ``kb`` a synthetic vector in ``identity``'s table; mark its documents embedded.
+
+    Vectors are drawn around ``sqrt(chunks)`` random centroids (topics), then L2-normalized.
+    Returns the number of vectors stored.
+    """
+    conn = coffer.conn
+    chunk_ids = [row[0] for row in conn.execute("SELECT id FROM chunks WHERE kb = ? ORDER BY id", (kb,))]
+    rng = np.random.default_rng([seed, 4_000_037])
+    centroids = _unit(rng.standard_normal((max(8, int(math.sqrt(len(chunk_ids)))), DIMENSIONS)))
+    with q.write(conn):
+        table = vectors.model_table(conn, identity, DIMENSIONS)
+    assert table is not None
+    for start in range(0, len(chunk_ids), BATCH):
+        ids = chunk_ids[start : start + BATCH]
+        topics = centroids[rng.integers(len(centroids), size=len(ids))]
+        batch = _unit(topics + 0.8 * rng.standard_normal((len(ids), DIMENSIONS)) / math.sqrt(DIMENSIONS))
+        with q.write(conn):
+            vectors.store_vectors(conn, table, kb, list(zip(ids, batch.astype(np.float32).tolist())))
+    doc_ids = [row[0] for row in conn.execute("SELECT id FROM documents WHERE kb = ?", (kb,))]
+    with q.write(conn):
+        for doc_id in doc_ids:
+            q.set_embedding(conn, doc_id, pending=False, model=identity)
+    return len(chunk_ids)
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -1,0 +1,389 @@
+"""Speed at scale: ingest, rebuild, search / grep / read latency, MCP stdio, hybrid, memory, start-up.
+
+Run from the repository root::
+
+    python -m bench.scale --chunks 1000,10000,100000 [--out bench/results/scale.json]
+                          [--queries 200] [--skip-mcp] [--skip-hybrid] [--grep-mb 50]
+
+For each size a deterministic synthetic Markdown corpus (~1,200-character documents, ~3.5 chunks
+each) is written to a temporary folder until it makes that many chunks; it is ingested into a
+fresh ``COFFER_HOME``, the index is deleted and rebuilt from the files, and every read path is
+timed in-process and through a real ``coffer serve`` subprocess. Hybrid search runs over
+synthetic stored vectors with queries embedded for real by the local MiniLM model. Progress goes
+to stderr, the Markdown tables to stdout, everything to the JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import coffer_mcp
+from bench import _report
+from bench._corpus import (
+    CorpusInfo,
+    Vocabulary,
+    grep_words,
+    load_vocabulary,
+    make_queries,
+    regex_patterns,
+    write_corpus,
+)
+from bench._measure import latency, log, machine_info, source_fingerprint
+from bench._serve import mcp_search_latency, serve_memory, startup_times
+from bench._vectors import DIMENSIONS, MINILM, FakeEmbedder, fill_vectors, minilm
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.embed import Embedder
+from coffer_mcp.index import vectors
+from coffer_mcp.index.db import connect, vec_version
+from coffer_mcp.search import keyword_search, vector_search
+from coffer_mcp.settings import Settings
+
+KB = "bench"
+GREP_KB = "bench-grep"
+NO_MATCH = "qzxjvkwpq"  # in no document: every grep of it reads every file
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_VOCAB = REPO.parent / "shared" / "eval" / "scifact" / "corpus.jsonl"
+DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-int8"
+HYBRID_DEPTH = 50  # what a top_k=5 hybrid search asks of each list (retrieval.MIN_FUSION_DEPTH)
+
+
+def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Path, grep_mb: float) -> dict[str, Any]:
+    """Every measurement at one corpus size; ``grep_mb`` > 0 also times grep over that many MB."""
+    log(f"== {target:,} chunks")
+    load_start = os.getloadavg()[0]
+    corpus_dir, home = root / "corpus", root / "home"
+    started = time.perf_counter()
+    info = write_corpus(corpus_dir, vocab, args.seed, chunks=target)
+    log(f"  corpus: {info.documents:,} documents, {info.chunks:,} chunks, {info.mb:.1f} MB "
+        f"({time.perf_counter() - started:.1f} s)")  # fmt: skip
+    settings = load_settings(home=home, embedding_provider="none")
+    result: dict[str, Any] = {"target_chunks": target, "corpus": _corpus_json(info, time.perf_counter() - started)}
+    result["ingest"], counts = ingest(settings, corpus_dir, info)
+    result["documents"], result["chunks"] = counts
+    result["add_document"] = add_document_rate(root / "home-add", corpus_dir, min(args.add_sample, info.documents))
+    result["rebuild"] = rebuild(settings, counts)
+    queries = make_queries(vocab, info.phrases, args.queries + _warmup(args), args.seed)
+    with Coffer(settings) as coffer:
+        result["docs_folder_mb"] = _folder_mb(coffer.paths.kb(KB).docs)
+        result["latency_ms"] = in_process_latency(coffer, vocab, queries, args)
+        result["latency_ms"]["refresh_every_file"] = strict_refresh(home, args)
+    result["mcp"] = _skipped("--skip-mcp") if args.skip_mcp else mcp_latency(home, queries, args)
+    result["hybrid"], model_env = hybrid(args, settings, queries)
+    result["memory"] = memory(home, model_env, queries[0])
+    result["startup"] = startup(home, args.startup_runs)
+    # Last: a second KB shares the one full-text index, and would slow every search measured after it.
+    with Coffer(settings) as coffer:
+        result["grep_target"] = grep_target(coffer, args, vocab, root, info, result["docs_folder_mb"], grep_mb)
+    result["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
+    return result
+
+
+def _corpus_json(info: CorpusInfo, seconds: float) -> dict[str, Any]:
+    return {"documents": info.documents, "chunks_expected": info.chunks, "mb": info.mb,
+            "mean_document_chars": info.bytes / max(1, info.documents), "generate_seconds": seconds}  # fmt: skip
+
+
+def _warmup(args: argparse.Namespace) -> int:
+    return max(3, args.queries // 10)
+
+
+def _skipped(reason: str) -> dict[str, str]:
+    return {"skipped": reason}
+
+
+def _folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.glob("*.md")) / 1e6
+
+
+# -- writes --------------------------------------------------------------------------------------
+
+
+def ingest(settings: Settings, corpus_dir: Path, info: CorpusInfo) -> tuple[dict[str, Any], tuple[int, int]]:
+    """One ``ingest_path`` call over the corpus folder into a fresh keyword-only KB."""
+    log(f"  ingest_path: {info.documents:,} documents")
+    with Coffer(settings) as coffer:
+        coffer.create_kb(KB)
+        started = time.perf_counter()
+        outcome = coffer.ingest_path(KB, corpus_dir, progress=_progress("ingested"))
+        seconds = time.perf_counter() - started
+        if outcome.created != info.documents:
+            raise RuntimeError(f"ingest created {outcome.created} of {info.documents} documents "
+                               f"({outcome.rejected} rejected)")  # fmt: skip
+        details = coffer.describe_kb(KB)
+    return {"documents": info.documents, "seconds": seconds, "docs_per_s": info.documents / seconds,
+            "mb_per_s": info.mb / seconds}, (details.document_count, details.chunk_count)  # fmt: skip
+
+
+def add_document_rate(home: Path, corpus_dir: Path, n: int) -> dict[str, Any]:
+    """The one-document-at-a-time rate agents see: ``add_document`` for the first ``n`` files."""
+    log(f"  add_document loop: {n:,} documents")
+    files = sorted(corpus_dir.glob("*.md"))[:n]
+    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+        coffer.create_kb(KB)
+        started = time.perf_counter()
+        for file in files:
+            coffer.add_document(KB, file.name, file.read_text(encoding="utf-8"))
+        seconds = time.perf_counter() - started
+    shutil.rmtree(home, ignore_errors=True)
+    return {"documents": n, "seconds": seconds, "docs_per_s": n / seconds if seconds else math.inf}
+
+
+def rebuild(settings: Settings, counts: tuple[int, int]) -> dict[str, Any]:
+    """Delete coffer.db (and its WAL), open a new service, time ``reindex_all``; the counts must return."""
+    log("  rebuild from files")
+    db = settings.home / "coffer.db"
+    for path in (db, db.with_name("coffer.db-wal"), db.with_name("coffer.db-shm")):
+        path.unlink(missing_ok=True)
+    with Coffer(settings) as coffer:
+        started = time.perf_counter()
+        coffer.reindex_all(progress=_progress("reindexed"))
+        seconds = time.perf_counter() - started
+        details = coffer.describe_kb(KB)
+    again = (details.document_count, details.chunk_count)
+    if again != counts:
+        raise RuntimeError(f"the rebuild gave (documents, chunks) = {again}, not {counts}")
+    return {"seconds": seconds, "documents": again[0], "chunks": again[1], "docs_per_s": again[0] / seconds}
+
+
+def _progress(verb: str):
+    def report(done: int, total: int, _message: str) -> None:
+        if done % 5000 == 0 or done == total:
+            log(f"    {verb} {done:,}/{total:,}")
+
+    return report
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+
+def in_process_latency(
+    coffer: Coffer, vocab: Vocabulary, queries: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """P50/P95/P99 of keyword search (with and without reconcile), reconcile alone, grep and read."""
+    log("  in-process latency")
+    warm, n = _warmup(args), args.queries
+    conn = coffer.conn
+    doc_ids = [row[0] for row in conn.execute("SELECT id FROM documents WHERE kb = ? ORDER BY id", (KB,))]
+    picks = np.random.default_rng([args.seed, 5_000_011]).integers(len(doc_ids), size=n + warm)
+    out = {
+        "keyword": latency(lambda query: coffer.search(KB, query, 5, strategy="keyword"), queries, warmup=warm),
+        "refresh": latency(lambda _: coffer.refresh(KB), range(n + warm), warmup=warm),
+        "keyword_without_refresh": latency(lambda query: keyword_search(conn, [KB], query, 5), queries, warmup=warm),
+        "read": latency(lambda i: coffer.read_document(KB, doc_ids[i]), picks, warmup=warm),
+    }
+    out.update(grep_latency(coffer, [KB], vocab, args))
+    return out
+
+
+def strict_refresh(home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``refresh`` with every file stat-ed (``reconcile_interval`` 0): what a read pays once the
+    interval has passed since the last full check, e.g. an agent searching every few seconds."""
+    settings = load_settings(home=home, embedding_provider="none", reconcile_interval=0)
+    with Coffer(settings) as coffer:
+        return latency(lambda _: coffer.refresh(KB), range(args.queries + _warmup(args)), warmup=_warmup(args))
+
+
+def grep_latency(coffer: Coffer, kbs: list[str], vocab: Vocabulary, args: argparse.Namespace) -> dict[str, Any]:
+    """Grep a Zipf-drawn literal word, a small regex, and a word in no file (a full scan); max 50 lines."""
+    warm, n = _warmup(args), args.queries
+    words, patterns = grep_words(vocab, n + warm, args.seed), regex_patterns(vocab, n + warm, args.seed)
+    full_scans = max(5, n // 10)
+    return {
+        "grep_literal": latency(lambda w: coffer.grep(kbs, w, 50, fixed_strings=True), words, warmup=warm),
+        "grep_regex": latency(lambda p: coffer.grep(kbs, p, 50), patterns, warmup=warm),
+        "grep_no_match": latency(lambda _: coffer.grep(kbs, NO_MATCH, 50, fixed_strings=True),
+                                 range(full_scans + 1), warmup=1),  # fmt: skip
+        "grep_engine": coffer.grep(kbs, NO_MATCH, 1, fixed_strings=True).engine,
+    }
+
+
+def grep_target(coffer: Coffer, args: argparse.Namespace, vocab: Vocabulary, root: Path, info: CorpusInfo,
+                docs_mb: float, grep_mb: float) -> dict[str, Any]:  # fmt: skip
+    """Grep over ``grep_mb`` MB of document files: this KB topped up by a second KB of more documents."""
+    if grep_mb <= 0:
+        return _skipped("only measured at the largest size (and not with --grep-mb 0)")
+    kbs = [KB]
+    if docs_mb < grep_mb:
+        extra_mb = (grep_mb - docs_mb) * info.mb / docs_mb  # source MB grow by frontmatter once ingested
+        log(f"  grep corpus: topping {docs_mb:.1f} MB up to {grep_mb:.0f} MB with a second KB")
+        extra = write_corpus(root / "corpus-grep", vocab, args.seed, megabytes=extra_mb, start=info.documents)
+        coffer.create_kb(GREP_KB)
+        coffer.ingest_path(GREP_KB, extra.folder, progress=_progress("ingested"))
+        kbs.append(GREP_KB)
+    total_mb = sum(_folder_mb(coffer.paths.kb(name).docs) for name in kbs)
+    files = sum(1 for name in kbs for _ in coffer.paths.kb(name).docs.glob("*.md"))
+    log(f"  grep over {total_mb:.1f} MB")
+    return {"knowledge_bases": kbs, "mb": total_mb, "files": files, **grep_latency(coffer, kbs, vocab, args)}
+
+
+def mcp_latency(home: Path, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    log("  MCP stdio latency")
+    return mcp_search_latency(home, KB, queries, warmup=_warmup(args))
+
+
+# -- hybrid and memory ---------------------------------------------------------------------------
+
+
+def hybrid(
+    args: argparse.Namespace, settings: Settings, queries: list[str]
+) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """Vector on, synthetic vectors stored, then timed hybrid / vector search with real query embedding.
+
+    Returns the report and, when the real model ran, the environment that makes ``coffer serve``
+    use it (for the memory measurement).
+    """
+    if args.skip_hybrid:
+        return _skipped("--skip-hybrid"), None
+    embedder: Embedder | None = FakeEmbedder() if args.fake_embedder else minilm(args.model_path)
+    if embedder is None:
+        reason = f"no local model at {args.model_path}"
+        log(f"  hybrid skipped: {reason}")
+        return _skipped(reason), None
+    log(f"  hybrid: storing synthetic {DIMENSIONS}-dimension vectors as {embedder.identity}")
+    with Coffer(settings) as coffer:
+        coffer.update_kb(KB, vector=True)
+        started = time.perf_counter()
+        stored = fill_vectors(coffer, KB, embedder.identity, args.seed)
+        fill_seconds = time.perf_counter() - started
+    with Coffer(settings, embedder=embedder) as coffer:
+        report = {"identity": embedder.identity, "vectors": stored, "fill_seconds": fill_seconds,
+                  "latency_ms": hybrid_latency(coffer, embedder, queries, args)}  # fmt: skip
+    env = None if args.fake_embedder else {"COFFER_EMBEDDING_PROVIDER": "fastembed", "COFFER_EMBEDDING_MODEL": MINILM,
+                                           "COFFER_EMBEDDING_MODEL_PATH": str(args.model_path)}  # fmt: skip
+    return report, env
+
+
+def hybrid_latency(coffer: Coffer, embedder: Embedder, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    log("  hybrid latency")
+    warm = _warmup(args)
+    ran = coffer.search(KB, queries[0], 5, strategy="hybrid").strategy  # also loads the model
+    if ran != "hybrid":
+        raise RuntimeError(f"a hybrid search ran as {ran}: the vectors are not being used")
+    table = vectors.model_table(coffer.conn, embedder.identity, DIMENSIONS, create=False)
+    query_vectors = [embedder.embed_query(query) for query in queries]
+    return {
+        "hybrid": latency(lambda query: coffer.search(KB, query, 5, strategy="hybrid"), queries, warmup=warm),
+        "vector": latency(lambda query: coffer.search(KB, query, 5, strategy="vector"), queries, warmup=warm),
+        "embed_query": latency(embedder.embed_query, queries, warmup=warm),
+        "knn": latency(lambda v: vector_search(coffer.conn, table, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm),
+    }
+
+
+def memory(home: Path, model_env: dict[str, str] | None, query: str) -> dict[str, Any]:
+    """RSS of ``coffer serve``: idle after tools/list, then after one search (hybrid when the model ran)."""
+    if not Path("/proc/self/status").exists():
+        return _skipped("needs Linux /proc")
+    log("  serve memory")
+    env = model_env or {"COFFER_EMBEDDING_PROVIDER": "none"}
+    return {"embedder": "MiniLM (fastembed)" if model_env else None, **serve_memory(home, env, search=(KB, query))}
+
+
+def startup(home: Path, runs: int) -> dict[str, Any]:
+    if runs <= 0:
+        return _skipped("--startup-runs 0")
+    log("  start-up")
+    return startup_times(home, runs)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", default="1000,10000,100000", help="comma-separated corpus sizes in chunks")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/scale.json"), help="the JSON report")
+    parser.add_argument("--queries", type=int, default=200, help="timed operations per measurement (after warm-up)")
+    parser.add_argument("--skip-mcp", action="store_true", help="no search latency through MCP stdio")
+    parser.add_argument("--skip-hybrid", action="store_true", help="no vector / hybrid measurement")
+    parser.add_argument("--fake-embedder", action="store_true",
+                        help="hybrid with a deterministic word-hash embedder instead of MiniLM (tests)")  # fmt: skip
+    parser.add_argument("--grep-mb", type=float, default=50.0,
+                        help="at the largest size, also grep over this many MB of files (0: off)")  # fmt: skip
+    parser.add_argument("--add-sample", type=int, default=1000, help="documents for the add_document loop")
+    parser.add_argument("--startup-runs", type=int, default=5, help="timed coffer serve start-ups per size (0: none)")
+    parser.add_argument("--seed", type=int, default=20261130, help="the corpus and query seed")
+    parser.add_argument("--vocab", type=Path, default=DEFAULT_VOCAB,
+                        help="a BEIR corpus.jsonl for the vocabulary (built-in words when absent)")  # fmt: skip
+    parser.add_argument("--model-path", type=Path, default=DEFAULT_MODEL, help="the local MiniLM model folder")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the temporary corpora and homes go")
+    parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSON",
+                        help="run nothing: print the tables of these result files, their sizes pooled")  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        args.chunks = [int(size.replace("_", "")) for size in args.chunks.split(",") if size.strip()]
+    except ValueError:
+        parser.error(f"--chunks takes comma-separated integers, got {args.chunks!r}")
+    if not args.chunks or min(args.chunks) < 1 or args.queries < 1:
+        parser.error("--chunks and --queries must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the tables, write the JSON; returns what was written."""
+    args = parse_args(argv)
+    if args.report:
+        return render(args.report)
+    command = " ".join(["python -m bench.scale", *(sys.argv[1:] if argv is None else argv)])
+    date = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
+    vocab = load_vocabulary(args.vocab)
+    sizes = []
+    with tempfile.TemporaryDirectory(prefix="coffer-scale-", dir=args.workdir) as tmp:
+        for target in args.chunks:
+            root = Path(tmp) / f"chunks-{target}"
+            sizes.append(run_size(args, vocab, target, root, args.grep_mb if target == max(args.chunks) else 0))
+            shutil.rmtree(root, ignore_errors=True)
+        data = {
+            "command": command, "date": date, "coffer_version": coffer_mcp.__version__,
+            "coffer_source_sha256": fingerprint, "machine": machine_info(_vec_version(Path(tmp))),
+            "options": {"chunks": args.chunks, "queries": args.queries, "warmup": _warmup(args),
+                        "skip_mcp": args.skip_mcp, "skip_hybrid": args.skip_hybrid, "fake_embedder": args.fake_embedder,
+                        "grep_mb": args.grep_mb, "add_sample": args.add_sample, "startup_runs": args.startup_runs,
+                        "seed": args.seed, "vocabulary": vocab.source, "model_path": str(args.model_path)},
+            "sizes": sizes,
+        }  # fmt: skip
+    if source_fingerprint() != fingerprint:
+        log("warning: the coffer_mcp sources changed during the run; the figures may mix two versions")
+        data["sources_changed_during_run"] = True
+    data["targets"] = _report.targets(sizes)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(_report.markdown(data))
+    print(f"\nwritten to {args.out}")
+    return data
+
+
+def render(files: Sequence[Path]) -> dict[str, Any]:
+    """The tables of earlier runs, their sizes pooled, so targets read at 10,000 documents can be
+    interpolated between runs (e.g. ``scale-1k-10k.json`` and ``scale-100k.json``)."""
+    runs = [json.loads(path.read_text(encoding="utf-8")) for path in files]
+    sizes = sorted((size for run in runs for size in run["sizes"]), key=lambda size: size["target_chunks"])
+    data = {**runs[-1], "sizes": sizes, "command": " && ".join(run["command"] for run in runs)}
+    data["targets"] = _report.targets(sizes)
+    print(_report.markdown(data))
+    return data
+
+
+def _vec_version(folder: Path) -> str | None:
+    conn = connect(folder / "probe.db")
+    try:
+        return vec_version(conn)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The scale benchmark: its corpus is deterministic, and one tiny end-to-end run reports every field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench._corpus import generate_document, load_vocabulary, make_queries, write_corpus
+from bench._report import at_documents
+from bench.scale import main
+
+LATENCY = {"n", "p50", "p95", "p99", "mean", "min", "max"}
+
+
+def test_a_document_depends_only_on_the_seed_and_its_index() -> None:
+    vocab = load_vocabulary(None)
+    assert generate_document(vocab, 1, 5) == generate_document(vocab, 1, 5)
+    assert generate_document(vocab, 1, 5) != generate_document(vocab, 2, 5)
+    assert generate_document(vocab, 1, 5).startswith("# ")
+    assert "\n## " in generate_document(vocab, 1, 5)
+
+
+def test_the_corpus_is_written_until_it_makes_the_chunks_asked_for(tmp_path: Path) -> None:
+    vocab = load_vocabulary(tmp_path / "absent.jsonl")  # the built-in words
+    info = write_corpus(tmp_path / "corpus", vocab, seed=3, chunks=120)
+    files = sorted((tmp_path / "corpus").glob("*.md"))
+    assert len(files) == info.documents and 120 <= info.chunks < 140
+    assert 900 < info.bytes / info.documents < 1600  # ~1,200-character documents
+    queries = make_queries(vocab, info.phrases, 50, seed=3)
+    assert len(queries) == 50 and all(1 <= len(query.split()) <= 4 for query in queries)
+    assert queries == make_queries(vocab, info.phrases, 50, seed=3)
+
+
+def test_a_value_at_ten_thousand_documents_is_interpolated_between_the_sizes_around_it() -> None:
+    value, how, fair = at_documents([(5_000, 2.0), (15_000, 4.0)], 10_000)
+    assert (value, how, fair) == (3.0, "interpolated between 5,000 and 15,000 documents", True)
+    value, how, fair = at_documents([(100, 1.0)], 10_000)
+    assert value == 100.0 and "scaled" in how and not fair
+
+
+def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    main(["--chunks", "120", "--queries", "5", "--fake-embedder", "--grep-mb", "0.3", "--add-sample", "10",
+          "--startup-runs", "1", "--out", str(out), "--workdir", str(tmp_path)])  # fmt: skip
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert {"command", "date", "machine", "options", "sizes", "targets", "coffer_source_sha256"} <= data.keys()
+    assert {"platform", "cpu_model", "cpu_count", "ram_gb", "python", "sqlite_binding", "sqlite_version",
+            "sqlite_vec", "ripgrep"} <= data["machine"].keys()  # fmt: skip
+    (size,) = data["sizes"]
+    assert size["documents"] == size["corpus"]["documents"] and size["chunks"] >= 120
+    assert {"docs_per_s", "mb_per_s", "seconds"} <= size["ingest"].keys()
+    assert size["add_document"]["documents"] == 10
+    assert size["rebuild"]["documents"] == size["documents"] and size["rebuild"]["chunks"] == size["chunks"]
+    for name in ("keyword", "keyword_without_refresh", "refresh", "refresh_every_file", "read", "grep_literal",
+                 "grep_regex"):
+        assert set(size["latency_ms"][name]) == LATENCY and size["latency_ms"][name]["n"] == 5
+    assert size["latency_ms"]["grep_no_match"]["n"] == 5  # max(5, queries / 10) full scans
+    assert size["grep_target"]["mb"] >= 0.3 and set(size["grep_target"]["grep_no_match"]) == LATENCY
+    assert size["mcp"]["strategies"] == ["keyword"] and set(size["mcp"]["search"]) == LATENCY
+    hybrid = size["hybrid"]
+    assert hybrid["identity"] == "bench:word-hash-384" and hybrid["vectors"] == size["chunks"]
+    for name in ("hybrid", "vector", "embed_query", "knn"):
+        assert set(hybrid["latency_ms"][name]) == LATENCY
+    if Path("/proc/self/status").exists():
+        assert size["memory"]["idle"]["rss_mb"] > 0 and size["memory"]["after_search"]["hwm_mb"] > 0
+    assert set(size["startup"]["tools_list_ms"]) == LATENCY
+    assert [row["target"] for row in data["targets"]][0] == "keyword search P95, in-process"
+    assert all(row["verdict"] for row in data["targets"])
+
+
+def test_skipped_parts_say_why(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    main(["--chunks", "60", "--queries", "3", "--skip-mcp", "--skip-hybrid", "--grep-mb", "0", "--add-sample", "5",
+          "--startup-runs", "0", "--out", str(out), "--workdir", str(tmp_path)])  # fmt: skip
+    (size,) = json.loads(out.read_text(encoding="utf-8"))["sizes"]
+    assert size["mcp"] == {"skipped": "--skip-mcp"} and size["hybrid"] == {"skipped": "--skip-hybrid"}
+    assert "skipped" in size["grep_target"] and size["startup"] == {"skipped": "--startup-runs 0"}
+
+
+@pytest.mark.parametrize("argv", [["--chunks", "ten"], ["--chunks", "0"], ["--queries", "0"]])
+def test_bad_sizes_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(argv)
