@@ -4,7 +4,8 @@ Keyword search runs AND-first, widening to OR, then a substring fallback:
 
 1. The full-text index (BM25), with English stemming for words and CJK runs as bigrams. All
    terms must match first; only when that finds fewer than ``top_k`` chunks does an OR query
-   fill the rest (AND hits stay first).
+   fill the rest (AND hits stay first), leaving out terms found in more than
+   ``COMMON_MATCHES`` chunks whenever the rarer terms can fill the list alone.
 2. When the index finds nothing — a partial word (``ackend``), a single CJK character (``向``) —
    a bounded substring scan. Latin terms must all be present there, so a stray short word never
    matches inside unrelated words.
@@ -30,9 +31,10 @@ from coffer_mcp.index.db import Connection
 from coffer_mcp.index.fts import analyze, match_expression
 from coffer_mcp.models import Passage
 
-__all__ = ["RRF_K", "VECTOR_WEIGHT", "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search"]
+__all__ = ["COMMON_MATCHES", "RRF_K", "VECTOR_WEIGHT", "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search"]
 
 SUBSTRING_SCAN_LIMIT = 5000
+COMMON_MATCHES = 4096
 RRF_K = 60
 VECTOR_WEIGHT = 0.4
 
@@ -60,9 +62,28 @@ def _and_then_or(
     if not widen or len(rows) >= top_k or len(terms) == 1:
         return rows
     seen = {row["id"] for row in rows}
-    wider = _run(conn, source, terms, "OR", kbs, doc_ids, top_k + len(rows))
+    depth = top_k + len(rows)
+    wider = None
+    if source == "fts" and (rare := _rare_terms(conn, terms)):
+        wider = _run(conn, source, rare, "OR", kbs, doc_ids, depth)
+        if len(wider) < depth:
+            wider = None  # the rare terms alone cannot fill the list: every term is needed
+    if wider is None:
+        wider = _run(conn, source, terms, "OR", kbs, doc_ids, depth)
     rows.extend(row for row in wider if row["id"] not in seen)
     return rows[:top_k]
+
+
+def _rare_terms(conn: Connection, terms: list[str]) -> list[str] | None:
+    """The terms in at most ``COMMON_MATCHES`` chunks, when some (not all) terms are in more.
+
+    BM25 has to score every chunk an OR matches, so one common term ("cells" in a biology
+    corpus) makes the widening cost the whole corpus. Such a term weighs little (its IDF is
+    low): chunks matching only it rank below chunks matching a rare term, so OR over the rare
+    terms finds the same list in a fraction of the time whenever it can fill it.
+    """
+    rare = [t for t in terms if not q.fts_matches_more_than(conn, match_expression([t], "AND"), COMMON_MATCHES)]
+    return rare if rare and len(rare) < len(terms) else None
 
 
 def _run(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coffer_mcp import Coffer
+from coffer_mcp import Coffer, search
 from coffer_mcp.errors import InvalidArgumentError
 
 CORPUS = {
@@ -41,6 +41,22 @@ def test_and_matches_rank_before_partial_matches(coffer: Coffer, corpus: dict[st
     assert set(ranked) == {corpus["bread.md"], corpus["hnsw.md"]}
     both = top(coffer, "flour salt")
     assert both == [corpus["bread.md"]]
+
+
+def test_widening_past_a_common_term_still_fills_the_list(
+    coffer: Coffer, notes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "cells" is in more chunks than COMMON_MATCHES: the rare terms fill a short list alone, and a
+    # longer one still gets the chunks that match only the common term.
+    monkeypatch.setattr(search, "COMMON_MATCHES", 3)
+    common = [coffer.add_document(notes, f"cells{i}.md", f"# Cells {i}\n\nCells divide.").document_id
+              for i in range(5)]  # fmt: skip
+    mito = coffer.add_document(notes, "mito.md", "# Mitochondria\n\nMitochondria power cells.").document_id
+    ribo = coffer.add_document(notes, "ribo.md", "# Ribosomes\n\nRibosomes build proteins.").document_id
+    query = "cells mitochondria ribosomes"
+    assert set(top(coffer, query, 2)) == {mito, ribo}
+    ranked = top(coffer, query, 7)
+    assert set(ranked[:2]) == {mito, ribo} and set(ranked[2:]) == set(common)
 
 
 @pytest.mark.parametrize("query", ["近邻搜索", "向量检索", "向量", "召回", "検索", "近傍探索"])

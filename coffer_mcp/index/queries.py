@@ -26,6 +26,7 @@ __all__ = [
     "doc_by_source_url",
     "document_counts",
     "doc_stamps",
+    "fts_matches_more_than",
     "fts_search",
     "get_document",
     "kb_counts",
@@ -285,6 +286,12 @@ def fts_search(
         ORDER BY bm25(chunks_fts), c.document_id, c.position
         LIMIT ?"""
     return conn.execute(sql, [expression, *params, limit]).fetchall()
+
+
+def fts_matches_more_than(conn: Connection, expression: str, count: int) -> bool:
+    """Whether more than ``count`` chunks (in any knowledge base) match: a bounded, unranked walk."""
+    sql = "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)"
+    return conn.execute(sql, (expression, count + 1)).fetchone()[0] > count
 
 
 def _chunk_rows(
