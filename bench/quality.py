@@ -17,7 +17,6 @@ Adding a retrieval mode (``vector``, ``hybrid``) is one function registered in `
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -38,7 +37,7 @@ import regex
 import Stemmer
 
 import coffer_mcp
-from bench._measure import percentile
+from bench._measure import percentile, source_fingerprint
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index.db import binding
 from coffer_mcp.models import Passage
@@ -383,15 +382,6 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(), "cpu_count": os.cpu_count(),
         "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version, "bm25s": bm25s.__version__,
     }  # fmt: skip
-
-
-def source_fingerprint() -> str:
-    """A short SHA-256 of the ``coffer_mcp`` sources measured, to tell runs of different code apart."""
-    root = Path(coffer_mcp.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 def report(

@@ -31,7 +31,10 @@ from coffer_mcp.index.db import Connection
 from coffer_mcp.index.fts import analyze, match_expression
 from coffer_mcp.models import Passage
 
-__all__ = ["COMMON_MATCHES", "RRF_K", "VECTOR_WEIGHT", "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search"]
+__all__ = [
+    "COMMON_MATCHES", "RRF_K", "VECTOR_WEIGHT",
+    "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search",
+]  # fmt: skip
 
 SUBSTRING_SCAN_LIMIT = 5000
 COMMON_MATCHES = 4096

@@ -398,7 +398,8 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         ``reconcile_budget_ms`` (a big knowledge base) and was less than ``reconcile_interval``
         ago and the ``docs/`` folder itself has not changed since (no file added, removed or
         replaced by a save-by-rename editor). So small knowledge bases see every edit on the next
-        read, and big ones see edits made in place within ``reconcile_interval``.
+        read, and big ones see edits made in place within ``reconcile_interval`` — or, when one
+        check takes longer than ``MAX_SCAN_SHARE`` of that, within 20 times the check's cost.
         """
         kb, config = self.open_kb(name)
         folder = path_stamp(kb.docs)
@@ -542,6 +543,10 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
     )
 
 
+MAX_SCAN_SHARE = 0.05
+"""At most this share of a busy reader's time goes to full file checks (a 240 ms check: every 4.8 s)."""
+
+
 class _ScanLog:
     """When each knowledge base's files were last checked against the index, and what it cost."""
 
@@ -549,12 +554,18 @@ class _ScanLog:
         self._last: dict[str, tuple[str, float, float]] = {}
 
     def fresh(self, name: str, folder: str, settings: Settings) -> bool:
+        """Whether the last full check still stands: it was expensive, recent, and the folder is as it was.
+
+        "Recent" is ``reconcile_interval``, stretched for a check so slow that a reader busy
+        back to back would otherwise spend more than ``MAX_SCAN_SHARE`` of its time re-checking.
+        """
         last = self._last.get(name)
-        if last is None or last[0] != folder:
+        if last is None or last[0] != folder or settings.reconcile_interval <= 0:
             return False
         _, at, cost = last
-        expensive = cost * 1000 > settings.reconcile_budget_ms
-        return expensive and time.monotonic() - at < settings.reconcile_interval
+        if cost * 1000 <= settings.reconcile_budget_ms:
+            return False
+        return time.monotonic() - at < max(settings.reconcile_interval, cost / MAX_SCAN_SHARE)
 
     def record(self, name: str, folder: str, at: float, cost: float) -> None:
         self._last[name] = (folder, at, cost)

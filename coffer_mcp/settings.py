@@ -84,7 +84,10 @@ class Settings(BaseModel):
     )
     reconcile_interval: float = Field(
         default=1.0, ge=0,
-        description="Big knowledge bases: at most this many seconds between checks of every file's stamp.",
+        description=(
+            "Big knowledge bases: seconds between checks of every file's stamp (or 20 times a check's "
+            "cost, when longer)."
+        ),
     )  # fmt: skip
     reconcile_budget_ms: float = Field(
         default=5.0, ge=0, description="A knowledge base whose full check costs more than this counts as big."

@@ -56,6 +56,7 @@ def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
     for name in ("keyword", "keyword_without_refresh", "refresh", "refresh_every_file", "read", "grep_literal",
                  "grep_regex"):
         assert set(size["latency_ms"][name]) == LATENCY and size["latency_ms"][name]["n"] == 5
+    assert set(size["latency_ms"]["keyword_content_words"]) == LATENCY  # the queries with a content word
     assert size["latency_ms"]["grep_no_match"]["n"] == 5  # max(5, queries / 10) full scans
     assert size["grep_target"]["mb"] >= 0.3 and set(size["grep_target"]["grep_no_match"]) == LATENCY
     assert size["mcp"]["strategies"] == ["keyword"] and set(size["mcp"]["search"]) == LATENCY

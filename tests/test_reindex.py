@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.service import _ScanLog
 from coffer_mcp.store import parse_document
 
 DOCS = {
@@ -163,6 +165,20 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     assert ids["faq.md"] in text and "original without a document" in text and "without a chunk" in text
     coffer.reindex(notes)
     assert coffer.verify(notes).ok
+
+
+def test_a_slow_full_check_is_spaced_out_so_that_it_takes_a_small_share_of_the_time(home: Path) -> None:
+    settings = load_settings(home=home, reconcile_interval=1, reconcile_budget_ms=5)
+    scans, two_seconds_ago = _ScanLog(), time.monotonic() - 2
+    scans.record("notes", "stamp", two_seconds_ago, 0.2)  # 200 ms: next one due 4 s after it started
+    assert scans.fresh("notes", "stamp", settings)
+    assert not scans.fresh("notes", "another stamp", settings)  # the folder changed: check at once
+    scans.record("notes", "stamp", two_seconds_ago, 0.02)  # 20 ms: the 1 s interval applies
+    assert not scans.fresh("notes", "stamp", settings)
+    scans.record("notes", "stamp", time.monotonic(), 0.001)  # within the budget: every read checks
+    assert not scans.fresh("notes", "stamp", settings)
+    scans.record("notes", "stamp", time.monotonic(), 0.2)
+    assert not scans.fresh("notes", "stamp", load_settings(home=home, reconcile_interval=0))
 
 
 def test_a_big_knowledge_base_still_sees_files_added_or_saved_by_rename_at_once(home: Path) -> None:
