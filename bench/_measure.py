@@ -18,7 +18,10 @@ from typing import Any, TypeVar
 
 import coffer_mcp
 
-__all__ = ["latency", "log", "machine_info", "percentile", "proc_memory", "source_fingerprint", "summarize"]
+__all__ = [
+    "cpu_model", "latency", "log", "machine_info", "percentile", "proc_memory", "ram_gb", "source_fingerprint",
+    "summarize",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -71,15 +74,16 @@ def machine_info(vec_version: str | None) -> dict[str, Any]:
 
     chosen = binding()
     return {
-        "platform": platform.platform(), "machine": platform.machine(), "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(), "ram_gb": _ram_gb(), "python": platform.python_version(),
+        "platform": platform.platform(), "machine": platform.machine(), "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(), "ram_gb": ram_gb(), "python": platform.python_version(),
         "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version, "sqlite_vec": vec_version,
         "ripgrep": _rg_version(), "fastembed": _version("fastembed"), "onnxruntime": _version("onnxruntime"),
         "mcp": _version("mcp"), "numpy": _version("numpy"),
     }  # fmt: skip
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo, else what ``platform`` knows)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
@@ -89,7 +93,8 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def _ram_gb() -> float | None:
+def ram_gb() -> float | None:
+    """Total RAM in GB (Linux /proc/meminfo, else None)."""
     try:
         for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("MemTotal:"):

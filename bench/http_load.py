@@ -42,7 +42,7 @@ from typing import Any
 
 import anyio
 
-from bench._measure import percentile
+from bench._measure import cpu_model, percentile, ram_gb
 
 __all__ = ["LoadResult", "ServerProcess", "http_server", "main", "run_load", "seed_corpus", "summarize", "to_markdown"]
 
@@ -307,25 +307,9 @@ def machine_info() -> dict[str, Any]:
     chosen = binding()
     return {
         "platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-        "cpu_model": _cpu_model(), "memory_gb": _memory_gb(), "coffer_version": __version__,
+        "cpu_model": cpu_model(), "memory_gb": ram_gb(), "coffer_version": __version__,
         "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version,
     }  # fmt: skip
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
-def _memory_gb() -> float | None:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 1024 / 1024, 1)
-    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

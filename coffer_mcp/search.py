@@ -66,12 +66,9 @@ def _and_then_or(
         return rows
     seen = {row["id"] for row in rows}
     depth = top_k + len(rows)
-    wider = None
-    if source == "fts" and (rare := _rare_terms(conn, terms)):
-        wider = _run(conn, source, rare, "OR", kbs, doc_ids, depth)
-        if len(wider) < depth:
-            wider = None  # the rare terms alone cannot fill the list: every term is needed
-    if wider is None:
+    rare = _rare_terms(conn, terms) if source == "fts" else None
+    wider = _run(conn, source, rare, "OR", kbs, doc_ids, depth) if rare else []
+    if len(wider) < depth:  # the rare terms alone cannot fill the list: every term is needed
         wider = _run(conn, source, terms, "OR", kbs, doc_ids, depth)
     rows.extend(row for row in wider if row["id"] not in seen)
     return rows[:top_k]
