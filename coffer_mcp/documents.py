@@ -335,10 +335,13 @@ class DocumentOperations:
             result = self._ingest(paths, _filename(file.name), file.read_bytes(), replace=replace, actor=actor,
                                   source_path=str(file), batch=True)  # fmt: skip
         except (CofferError, OSError) as exc:
-            code = exc.code if isinstance(exc, CofferError) else "unreadable"
-            message = exc.message if isinstance(exc, CofferError) else str(exc)
-            return DirectoryIngestItem(path=str(file), status="rejected", code=code, message=message)
-        return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id)
+            if isinstance(exc, CofferError):
+                return DirectoryIngestItem(path=str(file), status="rejected", code=exc.code, message=exc.message,
+                                           hint=exc.hint or None)  # fmt: skip
+            return DirectoryIngestItem(path=str(file), status="rejected", code="unreadable", message=str(exc),
+                                       hint="Check that the file exists and is readable by this user.")  # fmt: skip
+        return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id,
+                                   title=result.title)  # fmt: skip
 
 
 def _walk(root: Path) -> Iterator[Path]:

@@ -239,8 +239,10 @@ class DirectoryIngestItem(_Model):
     path: str
     status: Literal["created", "updated", "unchanged", "rejected"]
     document_id: str | None = None
+    title: str | None = None
     code: str | None = None
     message: str | None = None
+    hint: str | None = None
 
 
 class DirectoryIngestResult(_Model):
