@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ulid import ULID
 
-from coffer_mcp.convert import clean_markdown, convert, first_heading
-from coffer_mcp.curation import check_inside
+from coffer_mcp.convert import clean_markdown, convert, first_heading, looks_like_base64_of, text_upload_name
+from coffer_mcp.curation import read_source
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
@@ -41,10 +41,12 @@ from coffer_mcp.store import (
     KbPaths,
     atomic_write,
     body_sha256,
+    check_path_text,
     fsync_dir,
     is_document_id,
     parse_document,
     path_stamp,
+    read_store_file,
     remove_file,
     render_document,
     sanitize_filename,
@@ -58,6 +60,9 @@ __all__ = ["DocumentOperations"]
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
+MAX_OFFSET = 2**31 - 1
+"""The largest offset or position any read accepts (SQLite integers overflow at 2**63)."""
+MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
@@ -70,8 +75,9 @@ class DocumentOperations:
 
     def list_documents(self: Coffer, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
         """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
-        if not 1 <= limit <= 1000 or offset < 0:
-            raise InvalidArgumentError("limit must be 1-1000 and offset >= 0.", hint="Use e.g. limit=50, offset=0.")
+        if not _is_int(limit) or not _is_int(offset) or not 1 <= limit <= MAX_LIST_LIMIT or not 0 <= offset <= MAX_OFFSET:
+            raise InvalidArgumentError(f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
+                                       hint="Use e.g. limit=50, offset=0.")  # fmt: skip
         paths, _ = self.open_kb(kb)
         self.refresh(kb)
         rows, total = q.list_documents(self.conn, kb, q_filter.strip(), limit, offset)
@@ -92,7 +98,7 @@ class DocumentOperations:
         _check_page(offset, limit, unit, around_position, window)
         self.refresh(kb)
         try:
-            text = paths.doc(doc_id).read_bytes().decode("utf-8", errors="replace")
+            text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise _missing(kb, doc_id) from None
         meta, body = parse_document(text)
@@ -141,10 +147,14 @@ class DocumentOperations:
         place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
         """
         paths, _ = self.open_kb(kb)
+        name, note = _filename(filename), None
+        if isinstance(content, str):
+            name, note = _text_upload(name, content)
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
         self.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
-        return self._ingest(paths, _filename(filename), data, replace=replace, actor=actor, source_path=source_path)
+        result = self._ingest(paths, name, data, replace=replace, actor=actor, source_path=source_path)
+        return result.model_copy(update={"note": note}) if note else result
 
     def _ingest(
         self: Coffer, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str,
@@ -198,7 +208,8 @@ class DocumentOperations:
             event = "KB_DOCUMENT_UPDATED" if existing is not None else "KB_DOCUMENT_INGESTED"
             with q.write(self.conn):
                 q.audit(self.conn, event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
-        return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
+            # Read back under the lock: once it is released another process may delete the KB.
+            return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
 
     def _live_match(self: Coffer, paths: KbPaths, name: str, source_path: str | None, source_url: str | None) -> Any:
         """The matching document whose file still exists; rows of files deleted by hand are dropped.
@@ -228,7 +239,14 @@ class DocumentOperations:
         return None
 
     def _ingest_result(self: Coffer, paths: KbPaths, doc_id: str, status: str) -> IngestResult:
+        """The answer about one document, read back from the index.
+
+        Called under the KB lock after a write; outside it (an unchanged re-upload) the document or
+        the whole knowledge base may have been deleted by another process since it was matched.
+        """
         row = q.get_document(self.conn, paths.name, doc_id)
+        if row is None:
+            raise self._unknown_kb(paths.name) if not paths.root.is_dir() else _missing(paths.name, doc_id)
         chunks = self.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
         return IngestResult(
             document_id=doc_id, kb=paths.name, title=row["title"], status=status, path=str(paths.doc(doc_id)),
@@ -272,7 +290,7 @@ class DocumentOperations:
                            embedder=self.embedder)  # fmt: skip
             with q.write(self.conn):
                 q.audit(self.conn, "KB_DOCUMENT_UPDATED", kb, actor, doc_id, {"source_mode": "edited"})
-        return self._ingest_result(paths, doc_id, "updated")
+            return self._ingest_result(paths, doc_id, "updated")
 
     def delete_document(self: Coffer, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
         """Remove a document's Markdown, its original and its rows."""
@@ -300,12 +318,16 @@ class DocumentOperations:
         cancelled call stops between files with every finished file committed. Symbolic links are
         not followed; with ``within``, a file whose real path leaves those folders is refused.
         """
-        root = Path(path).expanduser()
+        root = Path(check_path_text(path)).expanduser()
         if not root.exists():
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
         paths, _ = self.open_kb(kb)
         self.refresh(kb)
-        files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
+        try:
+            files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
+        except OSError as exc:  # e.g. a link swapped for a file while it was being resolved
+            raise InvalidArgumentError(f"{root} could not be read: {exc.strerror}.",
+                                       hint="Try again once the folder stops changing.") from None  # fmt: skip
         items = []
         try:
             for done, file in enumerate(files, 1):
@@ -323,16 +345,8 @@ class DocumentOperations:
         self: Coffer, paths: KbPaths, file: Path, *, replace: bool, actor: str, within: Sequence[Path] | None
     ) -> DirectoryIngestItem:
         try:
-            if within is not None:
-                check_inside(file, within)
-            size = file.stat().st_size
-            if size > self.settings.max_document_bytes:
-                raise IngestRejectedError(
-                    "too_large",
-                    f"{file.name} is {size:,} bytes; the limit is {self.settings.max_document_bytes:,}.",
-                    hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
-                )
-            result = self._ingest(paths, _filename(file.name), file.read_bytes(), replace=replace, actor=actor,
+            data = read_source(file, within, max_bytes=self.settings.max_document_bytes)
+            result = self._ingest(paths, _filename(file.name), data, replace=replace, actor=actor,
                                   source_path=str(file), batch=True)  # fmt: skip
         except (CofferError, OSError) as exc:
             if isinstance(exc, CofferError):
@@ -370,6 +384,23 @@ def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes, existing
         remove_file(paths.raw / f"{doc_id}.{existing['original_format'] or 'bin'}")
 
 
+def _text_upload(name: str, content: str) -> tuple[str, str | None]:
+    """The name to convert text content under, and a note when it was not the given one.
+
+    Raises:
+        InvalidArgumentError: the text is the base64 of a binary file sent without saying so.
+    """
+    if looks_like_base64_of(name, content):
+        raise InvalidArgumentError(
+            f"The content of {name!r} is base64 text, not a {name.rsplit('.', 1)[-1].upper()} file.",
+            hint='Pass content_encoding="base64" with it.',
+        )
+    converted, added = text_upload_name(name)
+    if not added:
+        return name, None
+    return converted, f"{name!r} has no extension: its text was ingested as Markdown, as {converted!r}."
+
+
 def _filename(filename: str) -> str:
     name = sanitize_filename(filename or "")
     if not name:
@@ -380,14 +411,24 @@ def _filename(filename: str) -> str:
     return name
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_page(offset: int, limit: int | None, unit: str, around: int | None, window: int) -> None:
-    bound = MAX_PAGE_CHARS if unit == "chars" else MAX_PAGE_LINES
-    if offset < 0 or (limit is not None and not 1 <= limit <= bound):
-        raise InvalidArgumentError(f"offset must be >= 0 and limit 1-{bound} {unit}.", hint="Use offset=0, limit=20000.")
     if unit not in ("chars", "lines"):
-        raise InvalidArgumentError(f"unit must be 'chars' or 'lines', not {unit!r}.", hint="Use unit='lines'.")
-    if around is not None and (around < 0 or not 0 <= window <= 20):
-        raise InvalidArgumentError("around_position must be >= 0 and window 0-20.", hint="Use window=1.")
+        raise InvalidArgumentError(f"unit must be 'chars' or 'lines', not {str(unit)[:40]!r}.", hint="Use unit='lines'.")
+    bound = MAX_PAGE_CHARS if unit == "chars" else MAX_PAGE_LINES
+    if not _is_int(offset) or not 0 <= offset <= MAX_OFFSET or (
+        limit is not None and (not _is_int(limit) or not 1 <= limit <= bound)
+    ):
+        raise InvalidArgumentError(f"offset must be 0-{MAX_OFFSET:,} and limit 1-{bound:,} {unit}.",
+                                   hint="Use offset=0, limit=20000.")  # fmt: skip
+    if around is not None and (
+        not _is_int(around) or not _is_int(window) or not 0 <= around <= MAX_OFFSET or not 0 <= window <= 20
+    ):
+        raise InvalidArgumentError(f"around_position must be 0-{MAX_OFFSET:,} and window 0-20.",
+                                   hint="Pass the position of a search passage, with window=1.")  # fmt: skip
 
 
 def _check_id(kb: str, doc_id: str) -> None:

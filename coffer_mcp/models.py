@@ -137,6 +137,7 @@ class IngestResult(_Model):
     path: str
     original_filename: str
     chunk_count: int
+    note: str | None = Field(default=None, description="What Coffer decided for you, e.g. the format it assumed.")
 
 
 class Passage(_Model):
@@ -221,7 +222,7 @@ class SourceCheck(_Model):
     document_id: str
     title: str
     source_path: str
-    status: Literal["unchanged", "changed", "missing", "edited", "updated"]
+    status: Literal["unchanged", "changed", "missing", "edited", "updated", "refused"]
     message: str | None = None
 
 
@@ -233,6 +234,7 @@ class SourceReport(_Model):
     missing: int
     edited: int
     updated: int
+    refused: int = 0
 
 
 class DirectoryIngestItem(_Model):

@@ -31,6 +31,7 @@ from coffer_mcp.store import (
     body_sha256,
     is_document_id,
     parse_document,
+    read_store_file,
     remove_file,
     remove_stale_temp_files,
     render_document,
@@ -72,10 +73,8 @@ class Truth:
 
 def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
     """Read ``docs/<doc_id>.md`` and derive its row; None if the file is gone."""
-    path = kb.doc(doc_id)
     try:
-        stat = path.stat()
-        data = path.read_bytes()
+        data, stat = read_store_file(kb.doc(doc_id))
     except FileNotFoundError:
         return None
     meta, body = parse_document(data.decode("utf-8", errors="replace"))

@@ -110,10 +110,12 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             with self._guard:
                 if not self._ready:
                     self._migrate(conn)
-                    # A restore a crash interrupted is finished (or rolled back) before anything reads.
-                    from coffer_mcp.portability import recover_interrupted_restores
+                    # A restore a crash interrupted is finished (or rolled back) before anything reads,
+                    # and the staging folders of killed imports (gigabytes, maybe) are removed.
+                    from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
 
                     recover_interrupted_restores(self.paths)
+                    remove_abandoned_imports(self.paths)
                     self._ready = True
                 self._connections.append(conn)
             self._local.conn = conn
@@ -234,7 +236,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             with q.write(conn):
                 q.upsert_kb(conn, name, config, path_stamp(kb.config))
                 q.audit(conn, "KB_CREATED", name, actor, details={"description": description, "vector": vector})
-        return self.describe_kb(name)
+            return self._details(kb, config)
 
     def list_kbs(self) -> list[KnowledgeBaseSummary]:
         """Every knowledge base, by name, after reconciling each with its files."""
@@ -250,7 +252,11 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         """Counts, settings and disk usage of one knowledge base."""
         kb, _ = self.open_kb(name)
         self.refresh(name)
-        config = self._config(name)
+        return self._details(kb, self._config(name))
+
+    def _details(self, kb: KbPaths, config: KbConfig) -> KnowledgeBaseDetails:
+        """A knowledge base's details as the index has them (no reconcile: callable under its lock)."""
+        name = kb.name
         documents, chunks, degraded = q.kb_counts(self.conn, name, self._wanted_model(config))
         return KnowledgeBaseDetails(
             name=name, description=config.description, document_count=documents, modes=self.modes(config),
@@ -286,7 +292,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
                     q.clear_kb_embeddings(self.conn, name)
             if config.chunk_params != old.chunk_params or config.vector != old.vector:
                 self._reconcile_locked(kb, config, progress=progress, embed_seconds=None)
-        return self.describe_kb(name)
+            return self._details(kb, config)
 
     def delete_kb(self, name: str, *, actor: str = "cli") -> DeleteResult:
         """Remove a knowledge base: every file under its folder and every index row.
@@ -535,6 +541,9 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
         provider=settings.embedding_provider,
         model=settings.embedding_model,
         model_path=settings.embedding_model_path,
+        # Downloaded models live in the home (the temp dir may be emptied by a reboot), unless the
+        # user chose a cache folder for fastembed.
+        cache_dir=None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models",
         base_url=settings.embedding_base_url,
         api_key=key.get_secret_value() if key is not None else None,
         dimensions=settings.embedding_dimensions,

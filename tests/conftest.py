@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,15 @@ def notes(coffer: Coffer) -> str:
     """An empty knowledge base named 'notes'."""
     coffer.create_kb("notes", "test notes")
     return "notes"
+
+
+def installed_script(name: str) -> str | None:
+    """The console script ``name`` of the interpreter running the tests (a venv's own), else on PATH.
+
+    Beside ``sys.executable`` first: another ``coffer`` on PATH may belong to another checkout.
+    """
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.exists() else shutil.which(name)
 
 
 def shared_path(*parts: str) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp.cli import main
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, installed_script
 
 
 @pytest.fixture
@@ -94,9 +94,8 @@ def test_an_ingest_where_every_file_is_rejected_exits_non_zero(run, tmp_path: Pa
 
 def test_the_console_scripts_are_installed() -> None:
     for script in ("coffer", "coffer-mcp"):
-        path = shutil.which(script) or str(Path(sys.executable).with_name(script))
-        assert Path(path).exists(), f"{script} is not installed; run pip install -e ."
-    result = subprocess.run([shutil.which("coffer") or "coffer", "--version"], capture_output=True, text=True)
+        assert installed_script(script), f"{script} is not installed; run pip install -e ."
+    result = subprocess.run([installed_script("coffer") or "coffer", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and "coffer-mcp" in result.stdout
 
 

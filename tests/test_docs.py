@@ -25,6 +25,8 @@ def test_the_readme_has_exactly_two_set_up_commands_and_ci_runs_the_test_one() -
     run, test = setup_commands()
     assert "pip install -e ." in run and run.endswith("coffer serve")
     assert "pytest" in test and "[test]" in test
+    # A bare pip install fails on PEP 668 systems (Debian, Ubuntu, Homebrew): both use a venv.
+    assert run.startswith("python3 -m venv .venv") and test.startswith("python3 -m venv .venv")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert test in ci.splitlines()
 

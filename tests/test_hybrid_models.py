@@ -7,7 +7,6 @@ the OpenAI provider talks to a real HTTP server on loopback that the test starts
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
+from tests.conftest import installed_script
 from tests.embed.conftest import MODEL_NAME, local_model_dir
 from tests.embed.fake_openai_server import fake_openai_server
 
@@ -44,7 +44,7 @@ def model_env() -> dict[str, str]:
 @pytest.mark.anyio
 async def test_a_vector_knowledge_base_answers_a_paraphrase_that_keyword_misses(home: Path) -> None:
     env = {**os.environ, **model_env(), "COFFER_HOME": str(home)}
-    command = shutil.which("coffer")
+    command = installed_script("coffer")
     params = StdioServerParameters(
         command=command or sys.executable, args=["serve"] if command else ["-m", "coffer_mcp", "serve"], env=env
     )

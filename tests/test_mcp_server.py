@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from mcp.types import Implementation
 
 from coffer_mcp import Coffer
 from coffer_mcp.mcp_server import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, build_server
+from tests.conftest import installed_script
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ def client_for(coffer: Coffer, **kwargs) -> Client:
 
 def stdio_client(home: Path) -> Client:
     """A client of ``coffer serve`` started as the README says, as a subprocess."""
-    command = shutil.which("coffer") or sys.executable
+    command = installed_script("coffer") or sys.executable
     args = ["serve"] if command != sys.executable else ["-m", "coffer_mcp", "serve"]
     params = StdioServerParameters(command=command, args=args, env={**os.environ, "COFFER_HOME": str(home)})
     return Client(params, client_info=CLIENT)

@@ -11,6 +11,7 @@ from ._base import Conversion, Converter
 from ._clean import clean_markdown
 from ._registry import DEFAULT_MAX_BYTES, convert, supported_formats
 from ._title import derive_title, first_heading
+from ._upload import looks_like_base64_of, text_upload_name
 
 __all__ = [
     "Conversion",
@@ -20,5 +21,7 @@ __all__ = [
     "convert",
     "derive_title",
     "first_heading",
+    "looks_like_base64_of",
     "supported_formats",
+    "text_upload_name",
 ]

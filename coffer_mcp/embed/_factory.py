@@ -48,7 +48,7 @@ def _fastembed_provider(config: EmbeddingConfig) -> _fastembed.FastEmbedEmbedder
         )
     return _fastembed.FastEmbedEmbedder(
         config.model or _fastembed.DEFAULT_MODEL, model_path=config.model_path, batch_size=config.batch_size,
-        threads=config.threads, dimensions=config.dimensions,
+        threads=config.threads, dimensions=config.dimensions, cache_dir=config.cache_dir,
     )  # fmt: skip
 
 

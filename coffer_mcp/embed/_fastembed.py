@@ -3,8 +3,9 @@
 Where the model comes from, in order:
 
 1. ``model_path`` set: that directory, never the network.
-2. Otherwise fastembed's cache (``FASTEMBED_CACHE_PATH``, default ``<tmp>/fastembed_cache``),
-   without touching the network.
+2. Otherwise the model cache, without touching the network: ``cache_dir`` (Coffer passes
+   ``$COFFER_HOME/models``, so a reboot that empties the temp dir does not mean a new download),
+   or, when the user set ``FASTEMBED_CACHE_PATH``, that folder.
 3. Otherwise a download from Hugging Face (``HF_ENDPOINT``), but only after a 5-second probe
    shows the hub answers at all: when it cannot be reached fastembed retries three times with
    sleeps of 3, 9 and 27 seconds before giving up, and that 39-second stall would hit the first
@@ -43,6 +44,7 @@ class FastEmbedEmbedder:
         model_name: A model fastembed supports, e.g. ``sentence-transformers/all-MiniLM-L6-v2``;
             it decides pooling and normalization, also for a model loaded from ``model_path``.
         model_path: A local directory holding the model's ONNX export (offline use).
+        cache_dir: Where downloaded models are kept (None: fastembed's default).
         batch_size: Texts per model call; memory grows with it.
         threads: onnxruntime threads (None: onnxruntime's default).
         dimensions: When set, the model's vector size must equal it.
@@ -50,10 +52,11 @@ class FastEmbedEmbedder:
 
     def __init__(
         self, model_name: str = DEFAULT_MODEL, *, model_path: Path | None = None, batch_size: int = 16,
-        threads: int | None = None, dimensions: int | None = None,
+        threads: int | None = None, dimensions: int | None = None, cache_dir: Path | None = None,
     ) -> None:  # fmt: skip
         self.model_name = model_name
         self.model_path = model_path
+        self.cache_dir = cache_dir
         self.batch_size = max(1, batch_size)
         self.threads = threads
         self.expected_dimensions = dimensions
@@ -105,6 +108,8 @@ class FastEmbedEmbedder:
 
         self._check_model_name(TextEmbedding)
         options: dict[str, Any] = {"threads": self.threads} if self.threads else {}
+        if self.cache_dir is not None and self.model_path is None:
+            options["cache_dir"] = str(self.cache_dir)
         if self.model_path is not None:
             model = self._open_directory(TextEmbedding, options)
         else:

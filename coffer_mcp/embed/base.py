@@ -32,6 +32,8 @@ class EmbeddingConfig:
         provider: ``fastembed`` (in-process ONNX), ``openai`` (any /v1/embeddings server) or ``none``.
         model: The model name; None means the provider's default.
         model_path: fastembed only: a local model directory, so nothing is downloaded.
+        cache_dir: fastembed only: where downloaded models are kept (None: fastembed's own
+            default, ``FASTEMBED_CACHE_PATH`` or the system temp dir, which a reboot may empty).
         base_url: openai only: the server's base URL, e.g. ``http://localhost:11434/v1``.
         api_key: openai only: the key itself (settings resolve it from the named env var).
         dimensions: openai: requested output size; fastembed: checked against the model's size.
@@ -44,6 +46,7 @@ class EmbeddingConfig:
     provider: Literal["fastembed", "openai", "none"] = "fastembed"
     model: str | None = None
     model_path: Path | None = None
+    cache_dir: Path | None = None
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     dimensions: int | None = None

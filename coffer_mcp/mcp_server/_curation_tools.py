@@ -81,7 +81,8 @@ def _register_reads(server: MCPServer, run: Runner, *, writes: bool) -> None:
         """
         return await run(
             ctx, "coffer__check_sources",
-            lambda job: svc.check_sources(kb, auto_update=writes, actor=job.actor, progress=job.progress),
+            lambda job: svc.check_sources(kb, auto_update=writes, actor=job.actor, progress=job.progress,
+                                         within=svc.settings.allowed_dirs),
         )  # fmt: skip
 
 
@@ -197,4 +198,5 @@ def _register_ingest(server: MCPServer, run: Runner) -> None:
         Refused for documents edited by hand, so edits are never overwritten.
         """
         return await run(ctx, "coffer__update_from_source",
-                         lambda job: svc.update_from_source(kb, doc_id, actor=job.actor))  # fmt: skip
+                         lambda job: svc.update_from_source(kb, doc_id, actor=job.actor,
+                                                           within=svc.settings.allowed_dirs))  # fmt: skip

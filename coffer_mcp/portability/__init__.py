@@ -8,6 +8,7 @@ is rebuilt from them (a pack may also carry its vectors, so a big corpus is not 
     snapshot_kb / list_snapshots / delete_snapshot    -> SnapshotInfo
     restore_snapshot(coffer, name, snapshot_id)      -> RestoreResult   crash-safe swap
     recover_interrupted_restores(paths)                                 run when the store opens
+    remove_abandoned_imports(paths)                                     run when the store opens
 
 Every function takes the service first and is synchronous; surfaces (CLI, MCP) wrap them.
 See docs/portability.md.
@@ -15,7 +16,13 @@ See docs/portability.md.
 
 from coffer_mcp.portability._export import PACK_SUFFIX, ExportResult, export_kb
 from coffer_mcp.portability._format import FORMAT_VERSION, PackError
-from coffer_mcp.portability._import import ImportConflict, ImportResult, SkippedDocument, import_pack
+from coffer_mcp.portability._import import (
+    ImportConflict,
+    ImportResult,
+    SkippedDocument,
+    import_pack,
+    remove_abandoned_imports,
+)
 from coffer_mcp.portability._snapshots import (
     RestoreResult,
     SnapshotError,
@@ -45,6 +52,7 @@ __all__ = [
     "import_pack",
     "list_snapshots",
     "recover_interrupted_restores",
+    "remove_abandoned_imports",
     "restore_snapshot",
     "snapshot_kb",
 ]

@@ -81,7 +81,7 @@ def export_kb(
     kb, _ = coffer.open_kb(name)
     target = _output_path(coffer, Path(out), overwrite)
     coffer.refresh(name)  # adopt files dropped in by hand, so every document has an id
-    with coffer.kb_lock(name), tempfile.TemporaryFile(dir=coffer.paths.home) as vector_file:
+    with coffer.writing(kb), tempfile.TemporaryFile(dir=coffer.paths.home) as vector_file:
         config = config_yaml(read_kb_config(kb.config, fallback_time=utc_now()))
         files = _pack_files(kb)
         entries = {KB_YAML: _entry_of_bytes(config)}

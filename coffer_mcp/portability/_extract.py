@@ -36,6 +36,7 @@ from coffer_mcp.portability._format import (
     parse_manifest,
 )
 from coffer_mcp.store import KbPaths, make_kb_config
+from coffer_mcp.store.frontmatter import frontmatter_problem
 
 if TYPE_CHECKING:
     from coffer_mcp.service import Progress
@@ -199,6 +200,7 @@ def _copy_members(
         sha, size = copy_hashed(source, dest, size=member.size)
         if size != entry.size or sha != entry.sha256:
             raise PackError(f"{name} does not match the sha256 its manifest records: it was altered.")
+        _check_yaml(name, dest)
         if 0 <= member.mtime < 2**34:  # keep file times: they are the fallback for missing timestamps
             os.utime(dest, (member.mtime, member.mtime))
         seen.add(name)
@@ -207,6 +209,16 @@ def _copy_members(
     missing = sorted(set(manifest.files) - seen)
     if missing:
         raise PackError(f"The pack lacks {len(missing)} member(s) its manifest lists, e.g. {missing[0]}.")
+
+
+def _check_yaml(name: str, path: Path) -> None:
+    """Refuse a document or ``kb.yaml`` whose YAML is beyond the store parser's bounds (an alias bomb)."""
+    if not (name == KB_YAML or (name.startswith("docs/") and name.endswith(".md"))):
+        return
+    problem = frontmatter_problem(path.read_bytes().decode("utf-8", errors="replace"), whole=name == KB_YAML)
+    if problem:
+        raise PackError(f"{name} is unsafe: {problem}.", hint="Coffer never writes such YAML: the pack was crafted "
+                        "or altered. Ask its author for a pack made by 'coffer kb export'.")  # fmt: skip
 
 
 def _member_name(member: tarfile.TarInfo) -> str | None:

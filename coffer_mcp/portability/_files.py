@@ -12,12 +12,22 @@ from typing import BinaryIO
 
 from ulid import ULID
 
+from coffer_mcp.errors import StoreError
+from coffer_mcp.store import file_lock, remove_file
 from coffer_mcp.store.files import TEMP_MARKER, fsync_dir
 
-__all__ = ["CHUNK", "copy_hashed", "fsync_tree", "hash_file", "remove_tree", "staging_dir", "visible_files"]
+__all__ = [
+    "CHUNK",
+    "copy_hashed",
+    "fsync_tree",
+    "hash_file",
+    "owned_staging",
+    "remove_abandoned_staging",
+    "remove_tree",
+    "visible_files",
+]
 
 CHUNK = 64 * 1024
-_STALE_MS = 24 * 3600 * 1000
 
 
 def copy_hashed(source: BinaryIO, dest: Path, *, size: int | None = None) -> tuple[str, int]:
@@ -83,14 +93,38 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def staging_dir(parent: Path, prefix: str) -> Path:
-    """A new, empty folder ``parent/<prefix><ULID>``; stale ones (a day old) left by crashes go."""
-    parent.mkdir(parents=True, exist_ok=True)
-    now_ms = int(ULID().milliseconds)
-    for old in parent.glob(f"{prefix}*"):
-        with contextlib.suppress(ValueError):
-            if now_ms - ULID.from_str(old.name[len(prefix):]).milliseconds > _STALE_MS:
-                shutil.rmtree(old, ignore_errors=True)
-    path = parent / f"{prefix}{ULID()}"
-    path.mkdir()
-    return path
+@contextlib.contextmanager
+def owned_staging(parent: Path, prefix: str, locks: Path) -> Iterator[Path]:
+    """A new, empty folder ``parent/<prefix><ULID>`` that this process owns until the block ends.
+
+    Ownership is a lock on ``locks/<prefix><ULID>.lock``, taken before the folder exists and
+    released by the OS when the process dies: so ``remove_abandoned_staging`` (run when a store
+    opens) removes exactly the folders of killed processes, at once, and never a live one.
+    The folder is removed when the block ends.
+    """
+    name = f"{prefix}{ULID()}"
+    lock = locks / f"{name}.lock"
+    with file_lock(lock, timeout=0, what="a new staging folder"):
+        path = parent / name
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir()
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+            remove_file(lock)
+
+
+def remove_abandoned_staging(parent: Path, prefix: str, locks: Path) -> int:
+    """Remove the ``parent/<prefix>*`` folders no live process owns; returns how many went."""
+    removed = 0
+    for folder in parent.glob(f"{prefix}*"):
+        lock = locks / f"{folder.name}.lock"
+        try:
+            with file_lock(lock, timeout=0, what="a staging folder"):
+                shutil.rmtree(folder, ignore_errors=True)
+                remove_file(lock)
+        except StoreError:
+            continue  # its owner is alive
+        removed += 1
+    return removed

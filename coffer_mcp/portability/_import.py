@@ -22,18 +22,33 @@ from ulid import ULID
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
 from coffer_mcp.index import queries as q
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
-from coffer_mcp.portability._files import staging_dir
+from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._vectors import load_vectors
 from coffer_mcp.reindex import file_stamp, read_truth, reconcile
-from coffer_mcp.store import KbPaths, parse_document, read_kb_config, render_document, validate_kb_name
+from coffer_mcp.store import (
+    KbPaths,
+    StorePaths,
+    check_path_text,
+    parse_document,
+    read_kb_config,
+    render_document,
+    validate_kb_name,
+)
 from coffer_mcp.store.files import atomic_write, fsync_dir
 from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
     from coffer_mcp.service import Coffer, Progress
 
-__all__ = ["DEFAULT_MAX_MEMBERS", "ImportConflict", "ImportResult", "SkippedDocument", "import_pack"]
+__all__ = [
+    "DEFAULT_MAX_MEMBERS",
+    "ImportConflict",
+    "ImportResult",
+    "SkippedDocument",
+    "import_pack",
+    "remove_abandoned_imports",
+]
 
 DEFAULT_MAX_BYTES = 64 * 1024**3
 DEFAULT_MAX_MEMBERS = 2_000_000
@@ -100,17 +115,19 @@ def import_pack(
     if as_name is not None:
         _check_free(coffer, validate_kb_name(as_name), merge)
     coffer.conn  # noqa: B018 - opens the store (creates COFFER_HOME) before staging into it
-    staging = staging_dir(coffer.paths.knowledge, _STAGING)
-    try:
-        extracted = extract_pack(Path(pack).expanduser(), staging, as_name or "staged", _limits(coffer, max_bytes),
-                                 progress)  # fmt: skip
+    with owned_staging(coffer.paths.knowledge, _STAGING, coffer.paths.locks) as staging:
+        extracted = extract_pack(Path(check_path_text(pack)).expanduser(), staging, as_name or "staged",
+                                 _limits(coffer, max_bytes), progress)  # fmt: skip
         name = as_name or _pack_name(extracted)
         if coffer.paths.kb(name).root.exists():
             _check_free(coffer, name, merge)
             return _merge(coffer, extracted, name, actor, progress)
         return _install(coffer, extracted, name, actor, progress)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+
+def remove_abandoned_imports(paths: StorePaths) -> int:
+    """Remove the staging folders of imports whose process died (run when the store opens)."""
+    return remove_abandoned_staging(paths.knowledge, _STAGING, paths.locks)
 
 
 def _limits(coffer: Coffer, max_bytes: int | None) -> Limits:
@@ -157,7 +174,7 @@ def _install(coffer: Coffer, extracted: Extracted, name: str, actor: str, progre
 def _merge(coffer: Coffer, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
     kb, config = coffer.open_kb(name)
     conn = coffer.conn
-    with coffer.kb_lock(name):
+    with coffer.writing(kb):
         reconcile(conn, kb, config)  # the rows must say what the files say before we compare
         add, skipped, conflicts = _plan(coffer, kb, extracted)
         renamed = _reassign_ids(coffer, extracted.kb, add, name)

@@ -111,7 +111,7 @@ def snapshot_kb(coffer: Coffer, name: str, *, note: str = "") -> SnapshotInfo:
     """Copy a knowledge base's files into a new snapshot; prunes beyond ``snapshot_retention``."""
     note = _check_note(note)
     kb, _ = coffer.open_kb(name)
-    with coffer.kb_lock(name):
+    with coffer.writing(kb):
         info = _take(coffer.paths, kb, note)
         _prune(coffer.paths, name, coffer.settings.snapshot_retention)
     return info

@@ -1,13 +1,22 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
-from coffer_mcp.store.files import atomic_write, fsync_dir, path_stamp, remove_file, remove_stale_temp_files
+from coffer_mcp.store.files import (
+    atomic_write,
+    fsync_dir,
+    path_stamp,
+    read_store_file,
+    remove_file,
+    remove_stale_temp_files,
+)
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
 from coffer_mcp.store.lock import file_lock
 from coffer_mcp.store.paths import (
     KB_NAME_RULE,
+    MAX_PATH_CHARS,
     KbPaths,
     StorePaths,
+    check_path_text,
     is_document_id,
     sanitize_filename,
     validate_kb_name,
@@ -17,9 +26,11 @@ __all__ = [
     "KB_NAME_RULE",
     "KbConfig",
     "KbPaths",
+    "MAX_PATH_CHARS",
     "StorePaths",
     "atomic_write",
     "body_sha256",
+    "check_path_text",
     "file_lock",
     "fsync_dir",
     "is_document_id",
@@ -27,6 +38,7 @@ __all__ = [
     "parse_document",
     "path_stamp",
     "read_kb_config",
+    "read_store_file",
     "remove_file",
     "remove_stale_temp_files",
     "render_document",

@@ -3,13 +3,47 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from pathlib import Path
 
-__all__ = ["TEMP_MARKER", "atomic_write", "fsync_dir", "path_stamp", "remove_file", "remove_stale_temp_files"]
+__all__ = [
+    "TEMP_MARKER",
+    "atomic_write",
+    "fsync_dir",
+    "path_stamp",
+    "read_store_file",
+    "remove_file",
+    "remove_stale_temp_files",
+]
 
 TEMP_MARKER = ".tmp-"
+_READ_NO_FOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_store_file(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes and ``stat`` of a regular file of the store; anything else counts as absent.
+
+    The one rule for every read of a store file: a symbolic link (which could point out of the
+    store) or a FIFO or device is never read or served — scans skip them too, so a document
+    that is a link is simply not there.
+
+    Raises:
+        FileNotFoundError: the file is missing, a symbolic link, or not a regular file.
+    """
+    try:
+        fd = os.open(path, _READ_NO_FOLLOW)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ELOOP, errno.ENXIO):
+            raise FileNotFoundError(2, "not a regular file of the store", str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise FileNotFoundError(2, "not a regular file of the store", str(path))
+        return handle.read(), info
 
 
 def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:

@@ -3,6 +3,12 @@
 A document file is ``---\\n<yaml mapping>---\\n\\n<markdown body>\\n``. The body is stored and
 hashed stripped of surrounding whitespace, so an editor that adds or removes a final newline
 does not count as an edit.
+
+Frontmatter may come from anyone (a file dropped into ``docs/``, a pack), so it is parsed within
+bounds: at most ``MAX_FRONTMATTER_CHARS``, no YAML anchors or aliases (an 894-byte "billion
+laughs" block of nested aliases otherwise expands to 10⁸ items: minutes, gigabytes of memory and
+of index), and at most ``MAX_FRONTMATTER_DEPTH`` levels of nesting. A block beyond these bounds is
+ignored like a mangled one: the document keeps its body and counts as edited outside Coffer.
 """
 
 from __future__ import annotations
@@ -13,13 +19,37 @@ from typing import Any
 
 import yaml
 
-__all__ = ["body_sha256", "parse_document", "render_document"]
+__all__ = [
+    "MAX_FRONTMATTER_CHARS",
+    "MAX_FRONTMATTER_DEPTH",
+    "UnsafeFrontmatterError",
+    "body_sha256",
+    "frontmatter_problem",
+    "load_bounded_yaml",
+    "parse_document",
+    "render_document",
+]
+
+MAX_FRONTMATTER_CHARS = 64 * 1024
+MAX_FRONTMATTER_DEPTH = 16
 
 # libyaml's C loader and dumper are ~10x faster than the pure-Python ones; same output.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _OPEN = "---\n"
 _CLOSE_MARKERS = ("\n---\n", "\n---\r\n", "\n...\n")
+_OPENERS = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+            yaml.FlowSequenceStartToken)  # fmt: skip
+_CLOSERS = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+class UnsafeFrontmatterError(ValueError):
+    """A frontmatter block beyond the parser's bounds (size, aliases, nesting); ``body`` follows it."""
+
+    def __init__(self, reason: str, body: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.body = body
 
 
 def body_sha256(body: str) -> str:
@@ -28,18 +58,44 @@ def body_sha256(body: str) -> str:
 
 
 def render_document(metadata: dict[str, Any], body: str) -> str:
-    """The full text of a document file."""
-    header = yaml.dump(metadata, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=10_000)
+    """The full text of a document file (never with YAML aliases: the parser refuses them)."""
+    header = yaml.dump(metadata, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True, width=10_000)
     return f"{_OPEN}{header}---\n\n{body.strip()}\n"
+
+
+class _NoAliasDumper(_DUMPER):  # type: ignore[misc,valid-type]
+    """Writes a value shared twice in the metadata out twice, instead of as an anchor and alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def frontmatter_problem(text: str, *, whole: bool = False) -> str | None:
+    """Why a document's frontmatter block (``whole``: a whole YAML file) is beyond bounds, or None."""
+    try:
+        if whole:
+            _check_bounds(text, "")
+        else:
+            _split_and_load(text)
+    except UnsafeFrontmatterError as exc:
+        return exc.reason
+    return None
 
 
 def parse_document(text: str) -> tuple[dict[str, Any] | None, str]:
     """Split a document file into (frontmatter, body).
 
-    The frontmatter is ``None`` when the file has none or it is not a YAML mapping (a user
-    may have mangled it in an editor); the body is then everything after the block, or the
-    whole file when there is no block at all.
+    The frontmatter is ``None`` when the file has none, it is not a YAML mapping (a user may
+    have mangled it in an editor) or it is beyond the parser's bounds; the body is then
+    everything after the block, or the whole file when there is no block at all.
     """
+    try:
+        return _split_and_load(text)
+    except UnsafeFrontmatterError as exc:
+        return None, exc.body
+
+
+def _split_and_load(text: str) -> tuple[dict[str, Any] | None, str]:
     text = text.lstrip("\ufeff")
     if not text.startswith(_OPEN) and not text.startswith("---\r\n"):
         return None, text.strip()
@@ -52,12 +108,44 @@ def parse_document(text: str) -> tuple[dict[str, Any] | None, str]:
         return None, text.strip()
     header, body = text[head_start:end], text[end + len(marker) :]
     try:
+        _check_bounds(header, body.strip())
         meta = yaml.load(header, Loader=_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return None, body.strip()
     if not isinstance(meta, dict):
         return None, body.strip()
     return {str(k): _plain(v) for k, v in meta.items()}, body.strip()
+
+
+def load_bounded_yaml(text: str) -> Any:
+    """Parse a small YAML file of the store (``kb.yaml``) within the frontmatter's bounds.
+
+    Raises:
+        UnsafeFrontmatterError: the text is too long, uses anchors or aliases, or nests too deeply.
+        yaml.YAMLError: the text is not YAML.
+    """
+    _check_bounds(text, "")
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+
+
+def _check_bounds(header: str, body: str) -> None:
+    """Refuse a header that is too long, uses anchors or aliases, or nests too deeply.
+
+    Runs libyaml's scanner only (no objects are built), so the check itself is bounded by the
+    header's length.
+    """
+    if len(header) > MAX_FRONTMATTER_CHARS:
+        raise UnsafeFrontmatterError(f"the frontmatter is over {MAX_FRONTMATTER_CHARS:,} characters", body)
+    depth = 0
+    for token in yaml.scan(header, Loader=_LOADER):
+        if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
+            raise UnsafeFrontmatterError("the frontmatter uses YAML anchors or aliases", body)
+        if isinstance(token, _OPENERS):
+            depth += 1
+            if depth > MAX_FRONTMATTER_DEPTH:
+                raise UnsafeFrontmatterError(f"the frontmatter nests over {MAX_FRONTMATTER_DEPTH} levels", body)
+        elif isinstance(token, _CLOSERS):
+            depth -= 1
 
 
 def _plain(value: Any) -> Any:

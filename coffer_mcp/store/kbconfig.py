@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from coffer_mcp.errors import InvalidArgumentError
 from coffer_mcp.store.files import atomic_write
+from coffer_mcp.store.frontmatter import UnsafeFrontmatterError, load_bounded_yaml
 
 __all__ = ["KbConfig", "make_kb_config", "read_kb_config", "write_kb_config"]
 
@@ -60,8 +61,8 @@ def make_kb_config(**values: object) -> KbConfig:
 def read_kb_config(path: Path, *, fallback_time: str) -> KbConfig:
     """Read ``kb.yaml``; a missing or unreadable file yields defaults (the folder still counts)."""
     data: dict = {}
-    with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError, UnsafeFrontmatterError, RecursionError):
+        loaded = load_bounded_yaml(path.read_text(encoding="utf-8"))
         if isinstance(loaded, dict):
             data = loaded
     data = {k: v for k, v in data.items() if isinstance(k, str)}

@@ -12,17 +12,20 @@ Layout under ``COFFER_HOME``::
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from coffer_mcp.errors import InvalidNameError
+from coffer_mcp.errors import InvalidArgumentError, InvalidNameError
 
 __all__ = [
     "KB_NAME_RULE",
     "KbPaths",
+    "MAX_PATH_CHARS",
     "StorePaths",
+    "check_path_text",
     "is_document_id",
     "sanitize_filename",
     "validate_kb_name",
@@ -35,6 +38,18 @@ _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") fo
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MAX_FILENAME = 255
+MAX_PATH_CHARS = 4096
+
+
+def check_path_text(path: str | Path) -> str:
+    """``path`` as text, refused when no file system could hold it (a NUL byte, absurd length)."""
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else repr(path)
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(text, str) or "\0" in text or not text.strip() or len(text) > MAX_PATH_CHARS:
+        raise InvalidArgumentError(
+            f"{str(text)[:80]!r} is not a usable path.",
+            hint=f"Pass a file or folder path of at most {MAX_PATH_CHARS} characters, without NUL bytes.",
+        )
+    return text
 
 
 def validate_kb_name(name: object) -> str:
