@@ -317,3 +317,18 @@ async def test_base64_of_a_pdf_sent_as_text_gets_a_hint_to_say_so_and_text_witho
     added = note.structured_content
     assert not note.is_error and added["original_filename"] == "Meeting notes.md" and "Markdown" in added["note"]
     assert added["title"] == "Meeting notes"
+
+
+# -- what a new user trips over ---------------------------------------------------------------------
+
+
+def test_downloaded_embedding_models_are_kept_under_coffer_home_unless_the_user_chose_a_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fastembed's own default is the system temp dir, which a reboot may empty: a new download each time.
+    from coffer_mcp.service import embedding_config
+
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
+    assert embedding_config(load_settings(home=tmp_path / "home")).cache_dir == tmp_path / "home" / "models"
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "mine"))
+    assert embedding_config(load_settings(home=tmp_path / "home")).cache_dir is None
