@@ -5,7 +5,7 @@ Every surface maps these at its edge: ``mcp_server`` turns them into MCP tool er
 are mapped where they enter our code (``raise ... from exc``).
 
     CofferError
-    ├── InvalidArgumentError            invalid_argument
+    ├── InvalidArgumentError            invalid_argument | invalid_url (a URL that does not parse)
     │   ├── InvalidNameError            invalid_name
     │   ├── InvalidPatternError         invalid_pattern
     │   ├── ConfirmationRequiredError   confirmation_required
