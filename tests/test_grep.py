@@ -234,7 +234,8 @@ def test_the_python_engine_stops_catastrophic_backtracking_at_the_timeout(
     write(tmp_path / "a.md", "aaaa\n" + "a" * 5000 + "b\nnever reached aaa\n")
     started = time.monotonic()
     outcome = grep_dirs([tmp_path], "(a+)+$", timeout=0.2, engine="python")
-    assert time.monotonic() - started < 2.0
+    # Without the timeout this never ends; 10 s leaves room for a loaded machine.
+    assert time.monotonic() - started < 10.0
     assert outcome.truncated is True
     assert hits(outcome) == [("a.md", 1, "aaaa")]
 

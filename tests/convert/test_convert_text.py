@@ -102,12 +102,14 @@ def test_one_megabyte_of_markdown_converts_in_milliseconds() -> None:
     block = "## Section\n\nA paragraph with *emphasis* and `code`.\n\n```py\nx = 1\n```\n\n\n"
     data = ("# Big\n\n" + block * (1_000_000 // len(block))).encode()
 
-    started = time.perf_counter()
+    # CPU time of this process, not wall-clock: other work on a loaded machine must not fail it.
+    # Linear cleaning takes tens of milliseconds; a quadratic pass would take minutes.
+    started = time.process_time()
     conversion = convert("big.md", data)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
 
     assert conversion.title == "Big"
-    assert elapsed < 1.0, f"took {elapsed:.3f}s"
+    assert elapsed < 5.0, f"took {elapsed:.3f}s of CPU"
 
 
 @pytest.mark.parametrize(
