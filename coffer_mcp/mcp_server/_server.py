@@ -43,6 +43,7 @@ class CofferServer(MCPServer):
     def __init__(
         self, runner: Runner, all_tools: tuple[str, ...] = (), *, refusal: CofferError | None = None, **kwargs: Any
     ) -> None:
+        self._schemas: dict[str, dict[str, Any]] | None = None  # the published input schemas, by tool
         super().__init__(**kwargs)
         self.runner = runner
         self.all_tools = all_tools
@@ -55,11 +56,21 @@ class CofferServer(MCPServer):
             for tool in await super().list_tools()
         ]
 
+    def add_tool(self, *args: Any, **kwargs: Any) -> None:
+        super().add_tool(*args, **kwargs)
+        self._schemas = None
+
+    def remove_tool(self, name: str) -> None:
+        super().remove_tool(name)
+        self._schemas = None
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> CallToolResult | InputRequiredResult:
         started = time.perf_counter()
-        schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+        if self._schemas is None:  # built once: listing the tools costs more than a small search
+            self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+        schemas = self._schemas
         refusal = self._refusal(name, arguments, schemas)
         if refusal is None:
             try:
