@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from coffer_mcp import __version__
-from coffer_mcp.errors import CofferError, ConfirmationRequiredError
+from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError
 from coffer_mcp.settings import Settings, load_settings
 
 __all__ = ["main", "serve_main"]
@@ -34,15 +34,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        settings = load_settings(os.environ, home=args.home)
+        try:
+            settings = load_settings(os.environ, home=args.home)
+        except ConfigError as exc:
+            if args.handler is not _serve or args.http:
+                raise
+            return _serve_unconfigured(args, exc)
         _configure_logging(settings)
         return args.handler(args, settings) or 0
     except CofferError as exc:
-        print(f"coffer: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        _print_error(exc)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("coffer: interrupted", file=sys.stderr)
         return 130
+
+
+def _print_error(exc: CofferError) -> None:
+    print(f"coffer: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
 
 
 def serve_main() -> None:
@@ -471,11 +480,28 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
 
     coffer = Coffer(settings)
     server = build_server(coffer, curation=False if args.no_curation else None, read_only=args.read_only or None)
-    _announce(settings)
+    _announce(f"COFFER_HOME={settings.home}")
     try:
         server.run("stdio")
     finally:
         coffer.close()
+
+
+def _serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
+    """Serve stdio although the configuration does not load: every tool call answers with ``error``.
+
+    A stdio server that exits before the handshake shows in an MCP client only as "connection
+    closed", with the reason in a log the user rarely finds. Serving lets the agent read the
+    problem, and its fix, in every tool result. Nothing touches COFFER_HOME meanwhile.
+    """
+    from coffer_mcp.mcp_server import build_unconfigured_server
+
+    _print_error(error)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    server = build_unconfigured_server(error, curation=not args.no_curation, read_only=args.read_only)
+    _announce("the configuration is invalid, so every tool answers invalid_config until it is fixed")
+    server.run("stdio")
+    return EXIT_ERROR
 
 
 def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
@@ -496,9 +522,9 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _announce(settings: Settings) -> None:
+def _announce(state: str) -> None:
     """Say on stderr what this is, so a server started by hand in a terminal is not silent."""
-    print(f"coffer-mcp {__version__}: MCP server on stdio; COFFER_HOME={settings.home}", file=sys.stderr)
+    print(f"coffer-mcp {__version__}: MCP server on stdio; {state}", file=sys.stderr)
     if sys.stdin.isatty():
         print(
             "  This process speaks the Model Context Protocol on stdin/stdout and waits for a client.\n"

@@ -160,7 +160,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     }
     flags = {k: v for k, v in overrides.items() if v is not None}
     home = flags.get("home") or from_env.get("home") or Path("~/.coffer").expanduser()
-    from_file = _read_config_file(Path(home).expanduser() / "config.yaml")
+    config_file = Path(home).expanduser().resolve() / "config.yaml"
+    from_file = _read_config_file(config_file)
     merged = {**from_file, **from_env, **flags, "home": home}
     # Editors: COFFER_EDITOR, else the conventional VISUAL and EDITOR.
     if "editor" not in merged and (environ.get("VISUAL") or environ.get("EDITOR")):
@@ -171,11 +172,24 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     try:
         return Settings(**merged)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(
-            f"Invalid configuration: {problems}.",
-            hint=f"Check the COFFER_* environment variables and {Path(home) / 'config.yaml'}.",
-        ) from exc
+        errors = exc.errors(include_url=False)
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in errors)  # fmt: skip
+        fixes = dict.fromkeys(_where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file)
+                              for e in errors)  # fmt: skip
+        raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
+
+
+def _where(field: str, from_file: Mapping[str, Any], from_env: Mapping[str, Any], flags: Mapping[str, Any],
+           config_file: Path) -> str:  # fmt: skip
+    """Where the losing value of ``field`` came from, as the place a user edits to fix it."""
+    if field in flags:
+        return f"the --{field.replace('_', '-')} option"
+    if field in from_env:
+        return next(var for var, name in ENV_VARS.items() if name == field) + " in the environment"
+    if field in from_file:
+        return f"{field} in {config_file}"
+    return f"the COFFER_* environment variables or {config_file}"
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
@@ -184,15 +198,29 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc}.", hint="Fix its permissions or remove it.") from exc
+        raise ConfigError(f"Cannot read {path}: {exc}.", hint=f"Fix the permissions of {path} or remove it.") from exc
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}.", hint="Fix the file or remove it.") from exc
+        raise ConfigError(
+            f"{path} is not valid YAML: {_yaml_problem(exc)}.",
+            hint=f"Fix the YAML syntax in {path} (one 'setting: value' per line), or remove the file to use the "
+            "defaults.",
+        ) from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of settings.", hint="See docs/configuration.md.")
+        raise ConfigError(
+            f"{path} must hold a mapping of settings.",
+            hint=f"Write {path} as 'setting: value' lines (see docs/configuration.md).",
+        )
     data.pop("home", None)  # the file lives in home; it cannot move it
     return _flatten_embedding(data, path)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's report on one line: the problem and where (its own text spans several lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
 def _flatten_embedding(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -200,16 +228,18 @@ def _flatten_embedding(data: dict[str, Any], path: Path) -> dict[str, Any]:
     if embedding is None:
         return data
     if not isinstance(embedding, dict):
-        raise ConfigError(f"'embedding' in {path} must be a mapping.", hint="e.g. embedding: {provider: fastembed}")
+        raise ConfigError(f"'embedding' in {path} must be a mapping.",
+                          hint=f"Write it in {path} as e.g. embedding: {{provider: fastembed}}.")  # fmt: skip
     if "api_key" in embedding:
         raise ConfigError(
             f"{path} holds a plaintext embedding API key.",
-            hint="Remove it; put the key in an environment variable and name that variable in api_key_env.",
+            hint=f"Remove it from {path}; put the key in an environment variable and name that variable in "
+            "api_key_env.",
         )
     unknown = set(embedding) - set(_EMBEDDING_KEYS)
     if unknown:
         raise ConfigError(
             f"Unknown embedding settings in {path}: {', '.join(sorted(unknown))}.",
-            hint=f"Known: {', '.join(_EMBEDDING_KEYS)}.",
+            hint=f"Fix them in {path}; known: {', '.join(_EMBEDDING_KEYS)}.",
         )
     return {**data, **{f"embedding_{key}": value for key, value in embedding.items()}}

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
@@ -42,6 +42,32 @@ async def test_a_client_searches_through_the_stdio_server(home: Path) -> None:
     assert "coffer__search_knowledge" in tools
     assert not result.is_error
     assert result.structured_content["passages"][0]["title"] == "Graphs"
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [("chunk_size: [\n", "is not valid YAML"), ("chunk_size: 5\n", "chunk_size: Input should be greater than")],
+    ids=["bad-yaml", "bad-value"],
+)
+async def test_a_broken_config_file_still_connects_and_every_tool_says_what_to_fix(
+    home: Path, tmp_path: Path, config: str, problem: str
+) -> None:
+    """Before: the server exited before the handshake, and the client saw only "connection closed"."""
+    home.mkdir()
+    config_file = home / "config.yaml"
+    config_file.write_text(config, encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_mcp", "serve"], env=server_env(home))
+    client_info = Implementation(name="config-test", version="1")
+    with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as errlog, anyio.fail_after(60):
+        async with Client(stdio_client(params, errlog=errlog), client_info=client_info) as client:
+            tools = [tool.name for tool in (await client.list_tools()).tools]
+            errors = [json.loads((await client.call_tool(name, {})).content[0].text) for name in tools]
+    assert "coffer__search_knowledge" in tools and "coffer__ingest_path" in tools
+    assert {error["code"] for error in errors} == {"invalid_config"}
+    assert all(problem in error["message"] and str(config_file) in error["hint"] for error in errors), errors[0]
+    stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
+    assert problem in stderr and "hint:" in stderr
+    assert not (home / "coffer.db").exists()  # nothing ran against a home it cannot configure
 
 
 def test_stdout_carries_nothing_but_json_rpc(home: Path) -> None:

@@ -7,7 +7,14 @@ from typing import Annotated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-__all__ = ["ADD", "CHANGE", "CREATE", "READ", "DocId", "KbName", "KbSelector"]
+__all__ = ["ADD", "CHANGE", "CREATE", "MAX_OFFSET", "NO_NUL", "READ", "DocId", "FsPath", "KbName", "KbSelector",
+           "Offset"]
+
+# Offsets and positions: far beyond any document or listing a knowledge base can hold, and well
+# inside SQLite's 64-bit integers, so a hostile number is refused by the schema, not the database.
+MAX_OFFSET = 2**31 - 1
+# Operating systems refuse NUL inside a path ("embedded null byte"); the schema refuses it first.
+NO_NUL = r"^[^\x00]*$"
 
 KbName = Annotated[str, Field(description="Knowledge base name (see coffer__list_knowledge_bases).", max_length=64)]
 KbSelector = Annotated[
@@ -15,6 +22,11 @@ KbSelector = Annotated[
     Field(description="A knowledge base name, a list of names, or '*' for every knowledge base."),
 ]
 DocId = Annotated[str, Field(description="Document id (a 26-character ULID).", max_length=64)]
+
+# Annotate further for a description: ``Annotated[Offset, Field(description=...)]``.
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+FsPath = Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL)]
+
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

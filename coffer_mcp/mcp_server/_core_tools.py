@@ -9,8 +9,9 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from coffer_mcp.documents import MAX_PAGE_CHARS
 from coffer_mcp.errors import InvalidArgumentError
-from coffer_mcp.mcp_server._common import ADD, CHANGE, READ, DocId, KbName, KbSelector
+from coffer_mcp.mcp_server._common import ADD, CHANGE, READ, DocId, KbName, KbSelector, Offset
 from coffer_mcp.mcp_server._runner import Runner
 from coffer_mcp.models import DeleteResult, Document, GrepResult, IngestResult, KnowledgeBaseList, SearchResult
 
@@ -89,11 +90,11 @@ def _register_reads(server: MCPServer, run: Runner) -> None:
         kb: KbName,
         doc_id: DocId,
         ctx: Context,
-        offset: Annotated[int, Field(ge=0, description="Where to start, in `unit`s (for long documents).")] = 0,
-        limit: Annotated[int, Field(ge=1, le=200_000, description="How many `unit`s to return.")] = 50_000,
+        offset: Annotated[Offset, Field(description="Where to start, in `unit`s (for long documents).")] = 0,
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS, description="How many `unit`s to return.")] = 50_000,
         unit: Annotated[Literal["chars", "lines"], Field(description="Page by characters or lines.")] = "chars",
-        around_position: Annotated[int | None, Field(ge=0, description="Instead of a page: the chunk at this "
-                                                     "search-passage position and its neighbours.")] = None,  # fmt: skip
+        around_position: Annotated[Offset | None, Field(description="Instead of a page: the chunk at this "
+                                                        "search-passage position and its neighbours.")] = None,  # fmt: skip
         window: Annotated[int, Field(ge=0, le=20, description="Neighbours on each side of around_position.")] = 1,
     ) -> Document:
         """Read a document: its Markdown body, frontmatter metadata and the path of its file on disk.

@@ -9,7 +9,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from coffer_mcp.errors import ConfirmationRequiredError
-from coffer_mcp.mcp_server._common import ADD, CHANGE, CREATE, READ, DocId, KbName
+from coffer_mcp.mcp_server._common import ADD, CHANGE, CREATE, READ, DocId, FsPath, KbName, Offset
 from coffer_mcp.mcp_server._runner import Job, Runner
 from coffer_mcp.models import (
     DeleteResult,
@@ -55,7 +55,7 @@ def _register_reads(server: MCPServer, run: Runner, *, writes: bool) -> None:
         q: Annotated[str, Field(description="Only documents whose title contains this (case-insensitive).",
                                 max_length=500)] = "",  # fmt: skip
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        offset: Offset = 0,
     ) -> DocumentPage:
         """List a knowledge base's documents (id, title, filename, format, dates), oldest first.
 
@@ -163,8 +163,7 @@ def _register_ingest(server: MCPServer, run: Runner) -> None:
     @server.tool(name="coffer__ingest_path", annotations=ADD)
     async def ingest_path(
         kb: KbName,
-        path: Annotated[str, Field(description="Absolute path of a file or folder inside the allowed folders.",
-                                   max_length=4096)],  # fmt: skip
+        path: Annotated[FsPath, Field(description="Absolute path of a file or folder inside the allowed folders.")],
         ctx: Context,
         replace: _REPLACE = False,
     ) -> DirectoryIngestResult:

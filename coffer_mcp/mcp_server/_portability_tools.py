@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from coffer_mcp.curation import check_inside
 from coffer_mcp.errors import ConfirmationRequiredError
-from coffer_mcp.mcp_server._common import ADD, CHANGE, CREATE, READ, KbName
+from coffer_mcp.mcp_server._common import ADD, CHANGE, CREATE, READ, FsPath, KbName
 from coffer_mcp.mcp_server._runner import Job, Runner
 from coffer_mcp.portability import (
     ExportResult,
@@ -50,8 +50,8 @@ def register_portability(server: MCPServer, run: Runner, *, writes: bool) -> Non
     @server.tool(name="coffer__export_knowledge_base", annotations=ADD)
     async def export_knowledge_base(
         kb: KbName,
-        path: Annotated[str, Field(description="Absolute path of the .cofferpack file to write, inside the "
-                                   "allowed folders.", max_length=4096)],  # fmt: skip
+        path: Annotated[FsPath, Field(description="Absolute path of the .cofferpack file to write, inside the "
+                                      "allowed folders.")],  # fmt: skip
         ctx: Context,
         with_vectors: Annotated[bool, Field(description="Carry the vectors so the importer need not re-embed.")] = False,
     ) -> ExportResult:

@@ -20,11 +20,12 @@ from coffer_mcp.errors import CofferError
 if TYPE_CHECKING:
     from coffer_mcp.service import Coffer
 
-__all__ = ["Job", "Runner"]
+__all__ = ["INTERNAL_ERROR", "Job", "Runner", "internal_error", "tool_error"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+INTERNAL_ERROR = "internal_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +46,12 @@ class Job:
 
 
 class Runner:
-    """Runs a core call on a worker thread, logs it, and maps ``CofferError`` to a tool error."""
+    """Runs a core call on a worker thread, logs it, and maps every exception to a tool error.
 
-    def __init__(self, service: Coffer) -> None:
+    A ``CofferError`` keeps its code; anything else is a bug and becomes ``internal_error``.
+    """
+
+    def __init__(self, service: Coffer | None) -> None:
         self.service = service
 
     async def __call__(self, ctx: Context, tool: str, call: Callable[[Job], T]) -> T | CallToolResult:
@@ -56,24 +60,26 @@ class Runner:
         started = time.perf_counter()
 
         def work() -> T | CallToolResult:
-            outcome, code = "crash", "internal"
+            outcome, code = "cancelled", None  # only a cancellation leaves the try without setting these
             try:
                 result = call(job)
-                outcome, code = "ok", None
+                outcome = "ok"
                 return result
             except CofferError as exc:
                 outcome, code = "error", exc.code
                 return tool_error(exc)
-            except BaseException as exc:
-                if not isinstance(exc, Exception):  # the call was cancelled between documents
-                    outcome, code = "cancelled", None
-                raise
+            except Exception as exc:  # noqa: BLE001 - the MCP edge: a bug still answers in our shape
+                outcome, code = "crash", INTERNAL_ERROR
+                return tool_error(internal_error(tool, exc))
             finally:
-                self._record(tool, client, started, outcome, code)
+                self.record(tool, client, started, outcome, code)
 
         return await anyio.to_thread.run_sync(work)
 
-    def _record(self, tool: str, client: str, started: float, outcome: str, code: str | None) -> None:
+    def record(self, tool: str, client: str, started: float, outcome: str, code: str | None) -> None:
+        """Add a call to ``mcp_invocations``; never fails (history must not fail the call it describes)."""
+        if self.service is None:
+            return
         try:
             self.service.record_invocation(tool, client, (time.perf_counter() - started) * 1000, outcome, code)
         except Exception:  # noqa: BLE001 - history must never fail the call it describes
@@ -84,6 +90,17 @@ def tool_error(exc: CofferError) -> CallToolResult:
     """A tool error whose text is ``{"code", "message", "hint"}`` as JSON."""
     text = json.dumps(exc.to_dict(), ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def internal_error(tool: str, exc: BaseException) -> CofferError:
+    """A bug reached the MCP edge: log its traceback on stderr, tell the caller only its type."""
+    log.error("%s failed unexpectedly", tool, exc_info=exc)
+    return CofferError(
+        f"{tool} failed unexpectedly ({type(exc).__name__}).",
+        code=INTERNAL_ERROR,
+        hint="Coffer did not expect this; it is not a fault in the arguments. The server's log (stderr) has "
+        "the traceback: please report it.",
+    )
 
 
 def client_name(ctx: Context) -> str:

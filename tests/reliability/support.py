@@ -213,14 +213,9 @@ def fingerprint_changes(before: dict[str, Any], after: dict[str, Any]) -> list[s
 
 
 def tool_error_code(result: Any) -> str:
-    """The ``code`` of an MCP tool error: Coffer's JSON error, or ``invalid_params`` for a schema refusal."""
+    """The ``code`` of an MCP tool error (schema refusals included: ``invalid_argument``)."""
     assert result.is_error, result
-    text = result.content[0].text
-    try:
-        return json.loads(text)["code"]
-    except (json.JSONDecodeError, KeyError):
-        assert "validation error" in text.lower(), text
-        return "invalid_params"
+    return json.loads(result.content[0].text)["code"]
 
 
 # -- raw JSON-RPC over a stdio server's pipes ----------------------------------------------------

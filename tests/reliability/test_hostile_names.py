@@ -141,7 +141,7 @@ def test_a_private_address_in_disguise_is_refused_by_the_ssrf_guard_before_any_c
 
 @pytest.mark.anyio
 async def test_hostile_names_filenames_and_ids_through_mcp_get_tool_errors_and_change_nothing(store: Store) -> None:
-    refusals = {*NAME_ERRORS, "invalid_params"}
+    refusals = {*NAME_ERRORS, "invalid_argument"}
     with anyio.fail_after(120):
         async with Client(build_server(store.coffer)) as client:
             for name in [n for n in KB_NAMES if n not in EXISTING and n.strip() != "*"]:
@@ -156,19 +156,19 @@ async def test_hostile_names_filenames_and_ids_through_mcp_get_tool_errors_and_c
                     deleted = await client.call_tool("coffer__delete_knowledge_base", {"name": name, "confirm": True})
                     assert not deleted.is_error
                 else:
-                    assert tool_error_code(created) in {"invalid_name", "invalid_params"}, name
+                    assert tool_error_code(created) in {"invalid_name", "invalid_argument"}, name
             for doc_id in BAD_IDS:
                 read = await client.call_tool("coffer__read_document", {"kb": "notes", "doc_id": doc_id})
-                assert tool_error_code(read) in {"unknown_document", "invalid_params"}, doc_id
+                assert tool_error_code(read) in {"unknown_document", "invalid_argument"}, doc_id
             for url in DISGUISED_URLS:
                 fetched = await client.call_tool("coffer__ingest_url", {"kb": "notes", "url": url})
-                assert tool_error_code(fetched) in {"url_refused", "invalid_params"}, url
+                assert tool_error_code(fetched) in {"url_refused", "invalid_argument"}, url
             assert store.changed() == []
             for filename in FILENAMES:
                 added = await client.call_tool("coffer__add_document", {"kb": "notes", "filename": filename,
                                                                         "content": "# Upload\n\nbody"})  # fmt: skip
                 if added.is_error:
-                    assert tool_error_code(added) in FILENAME_ERRORS | {"invalid_params"}, filename
+                    assert tool_error_code(added) in FILENAME_ERRORS | {"invalid_argument"}, filename
                     continue
                 doc_id = added.structured_content["document_id"]
                 assert Path(added.structured_content["path"]).parent == store.home / "knowledge" / "notes" / "docs"

@@ -1,0 +1,121 @@
+"""``MCPServer`` with Coffer's error shape on every tool error, and documents as resources.
+
+The SDK answers a call it refuses itself (an unknown tool, arguments that break the input schema,
+a crash outside the tool body) with its own text. ``call_tool`` is the one place such refusals
+pass, so they are turned into ``{"code", "message", "hint"}`` here, like the ``CofferError``s the
+tool bodies return through the ``Runner``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, Resource, Tool
+from pydantic import ValidationError
+
+from coffer_mcp.errors import CofferError, NotFoundError
+from coffer_mcp.mcp_server._arguments import invalid_arguments, unknown_arguments
+from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
+
+__all__ = ["CofferServer"]
+
+log = logging.getLogger(__name__)
+
+RESOURCE_LIST_LIMIT = 1000
+
+
+class CofferServer(MCPServer):
+    """``MCPServer`` whose tool errors all carry a code and a hint, and whose resources are documents.
+
+    Args:
+        runner: Runs the tool bodies; its service (None when unconfigured) lists the resources.
+        all_tools: Every tool name Coffer has, to explain one this server does not offer.
+        refusal: An error every call answers with, whatever its arguments (the configuration is
+            broken, so no tool can run).
+        **kwargs: ``MCPServer``'s keywords.
+    """
+
+    def __init__(
+        self, runner: Runner, all_tools: tuple[str, ...] = (), *, refusal: CofferError | None = None, **kwargs: Any
+    ) -> None:
+        self._schemas: dict[str, dict[str, Any]] | None = None  # the published input schemas, by tool
+        super().__init__(**kwargs)
+        self.runner = runner
+        self.all_tools = all_tools
+        self.refusal = refusal
+
+    async def list_tools(self) -> list[Tool]:
+        # Unknown arguments are refused (see call_tool), and the schemas say so.
+        return [
+            tool.model_copy(update={"input_schema": {**tool.input_schema, "additionalProperties": False}})
+            for tool in await super().list_tools()
+        ]
+
+    def add_tool(self, *args: Any, **kwargs: Any) -> None:
+        super().add_tool(*args, **kwargs)
+        self._schemas = None
+
+    def remove_tool(self, name: str) -> None:
+        super().remove_tool(name)
+        self._schemas = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        started = time.perf_counter()
+        if self._schemas is None:  # built once: listing the tools costs more than a small search
+            self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+        schemas = self._schemas
+        refusal = self._refusal(name, arguments, schemas)
+        if refusal is None:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                    # Output conversion after the body (which the Runner recorded), or the SDK itself: a bug.
+                    return tool_error(internal_error(name, exc))
+                refusal = invalid_arguments(name, schemas[name], exc.__cause__)
+        # Refused before any tool body ran, so the Runner did not record it: record it here.
+        client = client_name(context) if context is not None else "unknown"
+        await anyio.to_thread.run_sync(self.runner.record, name, client, started, "error", refusal.code)
+        log.info("tool %r refused: %s", name, refusal.message)
+        return tool_error(refusal)
+
+    def _refusal(self, name: str, arguments: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> CofferError | None:
+        """Why the call cannot run, before the SDK validates the argument values: None when it can."""
+        if name not in schemas:
+            return self._unknown_tool(name, offered=list(schemas))
+        return self.refusal or unknown_arguments(name, schemas[name], arguments)
+
+    async def list_resources(self) -> list[Resource]:
+        static = await super().list_resources()
+        if self.runner.service is None:
+            return static
+        return static + await anyio.to_thread.run_sync(self._document_resources)
+
+    def _document_resources(self) -> list[Resource]:
+        rows = self.runner.service.conn.execute(
+            "SELECT kb, id, title FROM documents ORDER BY updated_at DESC, id LIMIT ?", (RESOURCE_LIST_LIMIT,)
+        ).fetchall()
+        return [
+            Resource(
+                uri=f"coffer://{r['kb']}/{r['id']}",
+                name=f"{r['kb']}/{r['id']}",
+                title=r["title"],
+                mime_type="text/markdown",
+            )
+            for r in rows
+        ]
+
+    def _unknown_tool(self, name: str, *, offered: list[str]) -> CofferError:
+        hidden = "; it is switched off on this server (read-only or without curation tools)"
+        return NotFoundError(
+            f"There is no tool {name[:100]!r}{hidden if name in self.all_tools else ''}.",
+            code="unknown_tool",
+            hint=f"Tools on this server: {', '.join(offered)}.",
+        )
