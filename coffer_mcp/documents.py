@@ -71,7 +71,7 @@ class DocumentOperations:
     def list_documents(self: Coffer, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
         """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
         if not 1 <= limit <= 1000 or offset < 0:
-            raise InvalidArgumentError("limit must be 1-1000 and offset >= 0.", hint="Use e.g. limit=50, offset=0.")
+            raise InvalidArgumentError("limit must be 1-1000 and offset >= 0.", hint="Use e.g. {arg:limit=50}, {arg:offset=0}.")
         paths, _ = self.open_kb(kb)
         self.refresh(kb)
         rows, total = q.list_documents(self.conn, kb, q_filter.strip(), limit, offset)
@@ -223,7 +223,7 @@ class DocumentOperations:
                 "duplicate",
                 f"'{name}' is already in knowledge base '{paths.name}' as document {existing['id']}, "
                 "with different content.",
-                hint="Pass replace=true to update that document in place, or use another filename.",
+                hint="Pass {arg:replace=true} to update that document in place, or use another filename.",
             )
         return None
 
@@ -398,8 +398,8 @@ def _check_id(kb: str, doc_id: str) -> None:
 def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:
     return DocumentNotFoundError(
         f"Document {str(doc_id)[:80]!r} does not exist in knowledge base '{kb}'.",
-        hint="Document ids are 26-character ULIDs; find them with coffer__search_knowledge or "
-        "coffer__list_documents.",
+        hint="Document ids are 26-character ULIDs; find them with {tool:search_knowledge} or "
+        "{tool:list_documents}.",
     )
 
 

@@ -144,7 +144,7 @@ def _check_scheme(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise UrlRefusedError(f"Only http and https URLs are fetched, not {url[:100]!r}.",
-                              hint="Pass an http:// or https:// address; for local files use ingest_path.")  # fmt: skip
+                              hint="Pass an http:// or https:// address; for local files use {tool:ingest_path}.")  # fmt: skip
     return url
 
 
