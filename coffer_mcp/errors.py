@@ -39,30 +39,30 @@ from typing import Literal
 
 __all__ = [
     "ARG_WORDS",
+    "REJECTION_REASONS",
     "SURFACES",
-    "Surface",
     "TOOL_WORDS",
-    "render_hint",
-    "reword",
     "CofferError",
+    "ConfigError",
+    "ConfirmationRequiredError",
+    "DocumentNotFoundError",
+    "EmbeddingError",
+    "EngineUnavailableError",
+    "FetchError",
+    "IngestRejectedError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidPatternError",
-    "ConfirmationRequiredError",
-    "FetchError",
-    "PathNotAllowedError",
-    "UrlRefusedError",
-    "NotFoundError",
-    "KnowledgeBaseNotFoundError",
-    "DocumentNotFoundError",
     "KnowledgeBaseExistsError",
-    "IngestRejectedError",
-    "EngineUnavailableError",
+    "KnowledgeBaseNotFoundError",
+    "NotFoundError",
+    "PathNotAllowedError",
     "ReconversionBlockedError",
-    "ConfigError",
-    "EmbeddingError",
     "StoreError",
-    "REJECTION_REASONS",
+    "Surface",
+    "UrlRefusedError",
+    "render_hint",
+    "reword",
 ]
 
 REJECTION_REASONS = frozenset(
@@ -85,19 +85,31 @@ TOOL_WORDS: dict[str, dict[Surface, str]] = {
     "search_knowledge": {"mcp": "coffer__search_knowledge", "cli": "coffer kb search", "web": "the search box"},
     "list_documents": {"mcp": "coffer__list_documents", "cli": "coffer kb documents", "web": "the document list"},
     # The viewer only reads: what it cannot do, the command line does.
-    "create_knowledge_base": {"mcp": "coffer__create_knowledge_base", "cli": "coffer kb create",
-                              "web": "'coffer kb create' on the command line"},  # fmt: skip
-    "ingest_path": {"mcp": "coffer__ingest_path", "cli": "coffer kb ingest",
-                    "web": "'coffer kb ingest' on the command line"},  # fmt: skip
-    "check_sources": {"mcp": "coffer__check_sources", "cli": "coffer kb check-sources",
-                      "web": "'coffer kb check-sources' on the command line"},  # fmt: skip
+    "create_knowledge_base": {
+        "mcp": "coffer__create_knowledge_base",
+        "cli": "coffer kb create",
+        "web": "'coffer kb create' on the command line",
+    },
+    "ingest_path": {
+        "mcp": "coffer__ingest_path",
+        "cli": "coffer kb ingest",
+        "web": "'coffer kb ingest' on the command line",
+    },
+    "check_sources": {
+        "mcp": "coffer__check_sources",
+        "cli": "coffer kb check-sources",
+        "web": "'coffer kb check-sources' on the command line",
+    },
 }
 """How each surface names the tool a ``{tool:NAME}`` placeholder refers to."""
 
 ARG_WORDS: dict[str, dict[Surface, str]] = {
     "replace=true": {"mcp": "replace=true", "cli": "--replace", "web": "'--replace' on the command line"},
-    "fixed_strings=true": {"mcp": "fixed_strings=true", "cli": "-F (--fixed-strings)",
-                           "web": "a literal search (fixed_strings=true)"},  # fmt: skip
+    "fixed_strings=true": {
+        "mcp": "fixed_strings=true",
+        "cli": "-F (--fixed-strings)",
+        "web": "a literal search (fixed_strings=true)",
+    },
     # The viewer's HTTP API takes these as query parameters, under the MCP names.
     "limit=50": {"mcp": "limit=50", "cli": "--limit 50", "web": "limit=50"},
     "offset=0": {"mcp": "offset=0", "cli": "--offset 0", "web": "offset=0"},
@@ -128,7 +140,8 @@ def reword(text: str, surface: Surface) -> str:
         return text
     for table in (TOOL_WORDS, ARG_WORDS):
         for words in table.values():
-            text = re.sub(rf"(?<![\w-]){re.escape(words['mcp'])}(?![\w-])", lambda _: words[surface], text)
+            said = words[surface]
+            text = re.sub(rf"(?<![\w-]){re.escape(words['mcp'])}(?![\w-])", lambda _, said=said: said, text)
     return text
 
 

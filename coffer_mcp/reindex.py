@@ -36,7 +36,13 @@ from coffer_mcp.store import (
     render_document,
 )
 from coffer_mcp.timeutil import from_epoch_ns
-from coffer_mcp.vectorize import embed_document, embed_due, embedder_usable, restore_vectors, saved_vectors
+from coffer_mcp.vectorize import (
+    embed_document,
+    embed_due,
+    embedder_usable,
+    restore_vectors,
+    saved_vectors,
+)
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder

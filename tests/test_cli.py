@@ -39,7 +39,7 @@ def coffer(home: Path, *argv: str, env: dict[str, str] | None = None) -> subproc
     """``coffer --home HOME ARGV...`` as a real process."""
     return subprocess.run(
         [sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv],
-        capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})},
+        capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})}, check=False,
     )  # fmt: skip
 
 

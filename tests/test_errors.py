@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer
-from coffer_mcp.errors import ARG_WORDS, SURFACES, TOOL_WORDS, CofferError, DocumentNotFoundError, render_hint
+from coffer_mcp.errors import (
+    ARG_WORDS,
+    SURFACES,
+    TOOL_WORDS,
+    CofferError,
+    DocumentNotFoundError,
+    render_hint,
+)
 from tests.conftest import REPO
 
 PACKAGE = REPO / "coffer_mcp"
