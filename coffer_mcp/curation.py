@@ -186,21 +186,21 @@ class CurationOperations:
         row = q.get_document(self.conn, kb, doc_id)
         if row is None:
             raise DocumentNotFoundError(f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",
-                                        hint="Find ids with coffer__list_documents.")  # fmt: skip
+                                        hint="Find ids with {tool:list_documents}.")  # fmt: skip
         if not row["source_path"]:
             raise ReconversionBlockedError(f"Document {doc_id} was not ingested from a path: it has no source.",
-                                           hint="Only documents ingested with ingest_path track a source file.")  # fmt: skip
+                                           hint="Only documents ingested with {tool:ingest_path} track a source file.")  # fmt: skip
         if row["source_mode"] == "edited":
             raise ReconversionBlockedError(
                 f"Document {doc_id} was edited; updating it from its source would overwrite the edits.",
-                hint="Re-ingest the file with replace=true if you want the source's version back.",
+                hint="Re-ingest the file with {arg:replace=true} if you want the source's version back.",
             )
         source = Path(row["source_path"])
         try:
             data = read_source(source, within, max_bytes=self.settings.max_document_bytes)
         except OSError as exc:
             raise ReconversionBlockedError(f"Cannot read the source {source}: {exc.strerror}.",
-                                           hint="check_sources reports it missing; re-ingest from its new place.") from exc  # fmt: skip
+                                           hint="{tool:check_sources} reports it missing; re-ingest from its new place.") from exc  # fmt: skip
         return self._ingest(paths, row["original_filename"], data, replace=True, actor=actor,
                             source_path=row["source_path"])  # fmt: skip
 

@@ -77,7 +77,7 @@ class DocumentOperations:
         """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
         if not _is_int(limit) or not _is_int(offset) or not 1 <= limit <= MAX_LIST_LIMIT or not 0 <= offset <= MAX_OFFSET:
             raise InvalidArgumentError(f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
-                                       hint="Use e.g. limit=50, offset=0.")  # fmt: skip
+                                       hint="Use e.g. {arg:limit=50}, {arg:offset=0}.")  # fmt: skip
         paths, _ = self.open_kb(kb)
         self.refresh(kb)
         rows, total = q.list_documents(self.conn, kb, q_filter.strip(), limit, offset)
@@ -234,7 +234,7 @@ class DocumentOperations:
                 "duplicate",
                 f"'{name}' is already in knowledge base '{paths.name}' as document {existing['id']}, "
                 "with different content.",
-                hint="Pass replace=true to update that document in place, or use another filename.",
+                hint="Pass {arg:replace=true} to update that document in place, or use another filename.",
             )
         return None
 
@@ -439,8 +439,8 @@ def _check_id(kb: str, doc_id: str) -> None:
 def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:
     return DocumentNotFoundError(
         f"Document {str(doc_id)[:80]!r} does not exist in knowledge base '{kb}'.",
-        hint="Document ids are 26-character ULIDs; find them with coffer__search_knowledge or "
-        "coffer__list_documents.",
+        hint="Document ids are 26-character ULIDs; find them with {tool:search_knowledge} or "
+        "{tool:list_documents}.",
     )
 
 

