@@ -45,8 +45,7 @@ def check_bind(host: str, token: str | None) -> None:
     raise ConfigError(
         f"Refusing to listen on {shown} without a token: anyone who can reach it could read and change "
         "your knowledge bases.",
-        hint=f"Set COFFER_HTTP_TOKEN or pass --token (a random value made with: {TOKEN_RECIPE}), "
-        "or keep --host 127.0.0.1.",
+        hint=f"Set COFFER_HTTP_TOKEN or pass --token, or keep --host 127.0.0.1. Make a token with: {TOKEN_RECIPE}",
     )
 
 
@@ -94,8 +93,8 @@ class HttpServer:
 
     def banner(self) -> str:
         """The one line saying where the server listens and how to connect."""
-        how = ("token required: send 'Authorization: Bearer <token>'; open the viewer once as "
-               "/?token=<token>") if self.token_required else "no token (loopback only)"  # fmt: skip
+        how = ("token required: send 'Authorization: Bearer <token>'; the viewer asks for it once"
+               ) if self.token_required else "no token (loopback only)"  # fmt: skip
         return (f"coffer-mcp {__version__}: MCP over streamable HTTP at {self.url}/mcp, "
                 f"viewer at {self.url}/ ({how})")  # fmt: skip
 

@@ -216,6 +216,21 @@ def test_a_browser_without_the_token_gets_a_login_page_that_leads_back_to_the_vi
     assert page.console == [], page.console
 
 
+@pytest.mark.parametrize("doc_id", ["01ARZ3NDEKTSV4RRFFQ69G5FAV", "not-an-id"])
+def test_an_api_error_is_shown_with_the_apis_own_message_and_hint(
+    browser_page: Page, served: tuple[str, Seeded, Recorder, Path], doc_id: str
+) -> None:
+    page = browser_page
+    page.goto(f"{served[0]}/?token={TOKEN}")
+    page.wait_for(f"{count('#kb-list a')} === 2")
+    page.evaluate(f"location.hash = '#/kb/notes/doc/{doc_id}'")
+    page.wait_for(f"!document.querySelector('#toast').hidden && {text_of('#toast strong')} !== ''")
+    shown = page.evaluate("({message: document.querySelector('#toast strong').textContent, "
+                          "hint: (document.querySelector('#toast .hint') || {}).textContent})")  # fmt: skip
+    api = page.evaluate(f"fetch('/api/v1/knowledge_bases/notes/documents/{doc_id}').then(r => r.json())")
+    assert shown == {"message": api["message"], "hint": api["hint"]} and api["hint"]
+
+
 RENDER_CASES = {
     "inline": ("**bold** _em_ ~~gone~~ `a < b`", "<p><strong>bold</strong> <em>em</em> <del>gone</del> <code>a &lt; b</code></p>"),
     "snake_case": ("call snake_case_name and 2*3*4", "<p>call snake_case_name and 2*3*4</p>"),
