@@ -1,8 +1,9 @@
 """The viewer's JSON API under ``/api/v1/``: thin handlers over the synchronous core.
 
-Each handler parses its parameters (strictly and range-checked, in ``_params``), runs one core call on a worker thread (the core blocks on
-SQLite and files) and returns the pydantic model as JSON. ``CofferError`` becomes
-``{code, message, hint}`` with a status that says whose fault it was.
+Each handler parses its parameters (strictly and range-checked, in ``_params``), runs one core
+call on a worker thread (the core blocks on SQLite and files) and returns the pydantic model as
+JSON. ``CofferError`` becomes ``{code, message, hint}`` with a status that says whose fault it
+was.
 
     GET  /api/v1/knowledge_bases                                 list knowledge bases
     GET  /api/v1/knowledge_bases/{kb}                            details and metrics
@@ -192,7 +193,7 @@ class _Handlers:
 
 
 async def _unknown(request: Request) -> Any:
-    raise NotFoundError(f"No API endpoint {request.method} {request.url.path}.",
+    raise NotFoundError(f"No API endpoint {request.method} {request.url.path[:200]}.",
                         hint="The endpoints are listed in docs/http.md; GET /api/v1/knowledge_bases lists the knowledge bases.")  # fmt: skip
 
 

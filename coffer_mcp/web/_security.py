@@ -245,8 +245,11 @@ class Guard:
             return
         headers = Headers(scope=scope)
         refusal = self.check_origin(headers)
+        if refusal is None and self.token is not None and wants_login_form(scope, headers):
+            await self._login(receive, send)  # logged in or not: a resubmitted form must not hit a 405
+            return
         if refusal is None and not self.authorized(scope, headers):
-            await self._unauthorized(scope, receive, headers, send)
+            await self._unauthorized(scope, headers, send)
             return
         refusal = refusal or _check_path(scope)
         if refusal is not None:
@@ -257,16 +260,18 @@ class Guard:
             return
         await self.app(scope, receive, _with_page_headers(scope, send))
 
-    async def _unauthorized(self, scope: Scope, receive: Receive, headers: Headers, send: Send) -> None:
-        """No valid token: a browser gets the login page (or, posting it, the cookie); others 401 JSON."""
-        if wants_login_form(scope, headers):
-            if tokens_equal(await read_form_token(receive), self.token or ""):
-                await self._set_cookie(send)
-            else:
-                await _send_login_page(send, "That token is not right. Check it and try again.")
-        elif wants_login_page(scope, headers):
+    async def _login(self, receive: Receive, send: Send) -> None:
+        """The login form: the right token gets the viewer cookie, anything else the page again."""
+        if tokens_equal(await read_form_token(receive), self.token or ""):
+            await self._set_cookie(send)
+        else:
+            await _send_login_page(send, _WRONG_TOKEN)
+
+    async def _unauthorized(self, scope: Scope, headers: Headers, send: Send) -> None:
+        """No valid token: a browser opening the viewer gets the login page, anything else 401 JSON."""
+        if wants_login_page(scope, headers):
             tried = _query(scope).get("token") is not None
-            await _send_login_page(send, "That token is not right. Check it and try again." if tried else "")
+            await _send_login_page(send, _WRONG_TOKEN if tried else "")
         else:
             await _refuse(_UNAUTHORIZED, send)
 
@@ -309,6 +314,7 @@ class Guard:
 _UNAUTHORIZED = Refusal(401, "unauthorized", "This Coffer server requires a token.",
                         "Send 'Authorization: Bearer <token>' (the server's COFFER_HTTP_TOKEN); in a browser "
                         "open / and enter the token once.")  # fmt: skip
+_WRONG_TOKEN = "That token is not right. Check it and try again."
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

@@ -94,7 +94,7 @@ class HttpServer:
     def banner(self) -> str:
         """The one line saying where the server listens and how to connect."""
         how = ("token required: send 'Authorization: Bearer <token>'; the viewer asks for it once"
-               ) if self.token_required else "no token (loopback only)"  # fmt: skip
+               if self.token_required else "no token (loopback only)")  # fmt: skip
         return (f"coffer-mcp {__version__}: MCP over streamable HTTP at {self.url}/mcp, "
                 f"viewer at {self.url}/ ({how})")  # fmt: skip
 

@@ -87,7 +87,7 @@ DOCS_URL_LINE = 'URL, TOKEN = "http://127.0.0.1:8765/mcp", "your-token"'
 
 
 def test_the_token_snippet_of_docs_http_md_connects_and_calls_a_tool(token_url: str) -> None:
-    blocks = re.findall(r"```python\n(.+?)```", DOCS_HTTP.read_text(encoding="utf-8"), flags=re.S)
+    blocks = re.findall(r"```python\n(.+?)```", DOCS_HTTP.read_text(encoding="utf-8"), flags=re.DOTALL)
     snippet = next(block for block in blocks if "streamable_http_client" in block)
     assert DOCS_URL_LINE in snippet
     code = snippet.replace(DOCS_URL_LINE, f"URL, TOKEN = {f'{token_url}/mcp'!r}, {TOKEN!r}")

@@ -313,3 +313,10 @@ def test_a_path_with_control_characters_is_bad_input(base_url: str, path: str) -
     with client(base_url) as http:
         response = http.get(path)
     assert response.status_code == 400 and response.json()["code"] == "invalid_argument"
+
+
+def test_resubmitting_the_login_form_while_logged_in_logs_in_again_rather_than_failing(token_url: str) -> None:
+    with client(token_url) as http:
+        assert http.post("/", data={"token": TOKEN}).status_code == 303
+        again = http.post("/", data={"token": TOKEN})
+    assert again.status_code == 303 and again.headers["location"] == "/"
