@@ -22,6 +22,12 @@ class ApiError extends Error {
 
 async function api(path, options = {}) {
   const response = await fetch(`/api/v1${path}`, { credentials: "same-origin", ...options });
+  if (response.status === 401) {
+    // The login went stale (the server restarted with another token): reloading shows the login
+    // page, whose form brings the reader back to this very view (#/… survives it).
+    location.reload();
+    return new Promise(() => {});
+  }
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new ApiError(body, response.status);
   return body;

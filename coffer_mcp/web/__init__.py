@@ -5,8 +5,10 @@
     bind_http(...) -> HttpServer       bound but not yet serving (tests; ``start()``/``stop()``)
 
 Security, on every route: the ``Host`` must be this server (DNS rebinding), an ``Origin`` must be
-same-origin, and with a token configured the request must carry it (``Authorization: Bearer``,
-or the viewer's cookie, set by opening ``/?token=...`` once). Filesystem actions also need the
+same-origin, and with a token configured (a strong one: ``check_token``) the request must carry
+it (``Authorization: Bearer``, or the viewer's cookie, set by the login page a browser gets at
+``/`` or by opening ``/?token=...`` once). Parameters of ``/api/v1`` are range-checked in
+``_params``; bad input is a 400 with ``{code, message, hint}``. Filesystem actions also need the
 per-process action token the viewer page carries, and act only inside ``COFFER_HOME/knowledge``.
 """
 

@@ -1,15 +1,16 @@
 """The viewer's JSON API under ``/api/v1/``: thin handlers over the synchronous core.
 
-Each handler parses its parameters, runs one core call on a worker thread (the core blocks on
-SQLite and files) and returns the pydantic model as JSON. ``CofferError`` becomes
-``{code, message, hint}`` with a status that says whose fault it was.
+Each handler parses its parameters (strictly and range-checked, in ``_params``), runs one core
+call on a worker thread (the core blocks on SQLite and files) and returns the pydantic model as
+JSON. ``CofferError`` becomes ``{code, message, hint}`` with a status that says whose fault it
+was.
 
     GET  /api/v1/knowledge_bases                                 list knowledge bases
     GET  /api/v1/knowledge_bases/{kb}                            details and metrics
     GET  /api/v1/knowledge_bases/{kb}/documents?q=&limit=&offset=
-    GET  /api/v1/knowledge_bases/{kb}/documents/{id}             Markdown, metadata, path, folder
+    GET  /api/v1/knowledge_bases/{kb}/documents/{id}?offset=&limit=   Markdown, metadata, path, folder
     GET  /api/v1/knowledge_bases/{kb}/search?q=&top_k=           passages from one KB
-    GET  /api/v1/search?q=&top_k=&kb=                            passages from one KB or all
+    GET  /api/v1/search?q=&top_k=&kb=&kb=                        passages from some KBs, or all
     POST /api/v1/knowledge_bases/{kb}/open | /reveal             the KB folder
     POST /api/v1/knowledge_bases/{kb}/documents/{id}/open | /reveal
 """
@@ -28,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from coffer_mcp.documents import MAX_PAGE_CHARS
 from coffer_mcp.errors import (
     CofferError,
     EmbeddingError,
@@ -35,6 +37,7 @@ from coffer_mcp.errors import (
     KnowledgeBaseExistsError,
     NotFoundError,
 )
+from coffer_mcp.retrieval import MAX_TOP_K
 from coffer_mcp.service import Coffer
 from coffer_mcp.web._actions import (
     Action,
@@ -43,6 +46,14 @@ from coffer_mcp.web._actions import (
     document_target,
     kb_target,
     run_action,
+)
+from coffer_mcp.web._params import (
+    MAX_OFFSET,
+    doc_id,
+    kb_name,
+    kb_selector,
+    query_int,
+    query_text,
 )
 from coffer_mcp.web._security import same_origin, tokens_equal
 
@@ -54,6 +65,7 @@ T = TypeVar("T")
 Handler = Callable[[Request], Awaitable[Any]]
 
 ACTION_HEADER = "x-coffer-action-token"
+MAX_PAGE_DOCUMENTS = 1000  # the core's bound on a page of the document list
 
 
 class ForbiddenActionError(CofferError):
@@ -102,16 +114,6 @@ async def _run(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
 
 
-def _int(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidArgumentError(f"'{name}' must be an integer, got {raw[:40]!r}.", hint=f"e.g. {name}={default}") from None
-
-
 def api_routes(service: Coffer, action_token: str) -> list[Route]:
     """The routes of ``/api/v1`` (mount them there) over ``service``.
 
@@ -148,26 +150,31 @@ class _Handlers:
         return {"knowledge_bases": [kb.model_dump(mode="json") for kb in await _run(self.service.list_kbs)]}
 
     async def describe_kb(self, request: Request) -> Any:
-        return await _run(self.service.describe_kb, request.path_params["kb"])
+        return await _run(self.service.describe_kb, kb_name(request))
 
     async def list_documents(self, request: Request) -> Any:
-        return await _run(self.service.list_documents, request.path_params["kb"], request.query_params.get("q", ""),
-                          _int(request, "limit", 50), _int(request, "offset", 0))  # fmt: skip
+        kb, title_filter = kb_name(request), query_text(request, "q")
+        limit = query_int(request, "limit", default=50, low=1, high=MAX_PAGE_DOCUMENTS)
+        offset = query_int(request, "offset", default=0, low=0, high=MAX_OFFSET)
+        return await _run(self.service.list_documents, kb, title_filter, limit, offset)
 
     async def read_document(self, request: Request) -> Any:
-        doc = await _run(self.service.read_document, request.path_params["kb"], request.path_params["doc_id"],
-                         offset=_int(request, "offset", 0), limit=_int(request, "limit", 0) or None)  # fmt: skip
-        return {**doc.model_dump(mode="json"), "folder": str(Path(doc.path).parent)}
+        kb, doc = kb_name(request), doc_id(request)
+        offset = query_int(request, "offset", default=0, low=0, high=MAX_OFFSET)
+        limit = query_int(request, "limit", default=None, low=1, high=MAX_PAGE_CHARS)
+        document = await _run(self.service.read_document, kb, doc, offset=offset, limit=limit)
+        return {**document.model_dump(mode="json"), "folder": str(Path(document.path).parent)}
 
     async def search(self, request: Request) -> Any:
-        kb = request.path_params.get("kb") or request.query_params.get("kb") or "*"
-        return await _run(self.service.search, kb, request.query_params.get("q", ""), _int(request, "top_k", 10))
+        kbs, query = kb_selector(request), query_text(request, "q")
+        top_k = query_int(request, "top_k", default=10, low=1, high=MAX_TOP_K)
+        return await _run(self.service.search, kbs, query, top_k)
 
     def kb_target(self, request: Request) -> Path:
-        return kb_target(self.service, request.path_params["kb"])
+        return kb_target(self.service, kb_name(request))
 
     def document_target(self, request: Request) -> Path:
-        return document_target(self.service, request.path_params["kb"], request.path_params["doc_id"])
+        return document_target(self.service, kb_name(request), doc_id(request))
 
     def action(self, name: Action, target: Callable[[Request], Path]) -> Handler:
         """A filesystem action: checked for origin and action token first, then resolved and run."""
@@ -186,8 +193,8 @@ class _Handlers:
 
 
 async def _unknown(request: Request) -> Any:
-    raise NotFoundError(f"No API endpoint {request.method} {request.url.path}.",
-                        hint="See the endpoint list in coffer_mcp/web/_api.py (GET /api/v1/knowledge_bases).")  # fmt: skip
+    raise NotFoundError(f"No API endpoint {request.method} {request.url.path[:200]}.",
+                        hint="The endpoints are listed in docs/http.md; GET /api/v1/knowledge_bases lists the knowledge bases.")  # fmt: skip
 
 
 def _check_action(request: Request, action_token: str) -> None:

@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.service import Coffer
 from coffer_mcp.web._api import api_routes
-from coffer_mcp.web._security import Guard, HostPolicy
+from coffer_mcp.web._security import Guard, HostPolicy, check_token
 
 __all__ = ["STATIC_DIR", "build_app"]
 
@@ -48,7 +48,8 @@ def build_app(
 
     Args:
         service: The core service every route calls.
-        token: Bearer token every request must carry; None for none (only sensible on loopback).
+        token: Bearer token every request must carry; None or empty for none (only sensible on
+            loopback).
         json_response: Answer MCP requests with plain JSON instead of SSE streams.
         allowed_hosts: Extra ``Host`` values to answer (``name`` any port, ``name:port``).
         curation: Expose the curation tools (None: as the settings say).
@@ -57,8 +58,11 @@ def build_app(
         port: The bound port; None accepts any port on the allowed names.
 
     Raises:
+        ConfigError: the token is weak (see ``check_token``).
         ValueError: an ``allowed_hosts`` entry is not a host or host:port.
     """
+    if token:
+        check_token(token)  # here, not only in the guard: Starlette builds middleware on the first request
     server = build_server(service, curation=curation, read_only=read_only)
     mcp_app = server.streamable_http_app(
         json_response=json_response,

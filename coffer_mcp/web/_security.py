@@ -1,11 +1,15 @@
 """The guard in front of every route: Host and Origin checks (DNS rebinding), then the bearer token.
 
 Order matters: a request from a foreign site is refused (403) before the token is looked at, so
-such a page gets the same answer whatever token it tries. Tokens are compared in constant time. The viewer cannot send an ``Authorization`` header on a page load, so it may
-present the token once as ``/?token=...``: the guard answers with an HttpOnly, SameSite=Strict
+such a page gets the same answer whatever token it tries. Tokens are compared in constant time,
+and a configured token must be strong (``check_token``): a blank or short one is refused at
+start-up, and an empty or blank presented value never matches. The viewer cannot send an
+``Authorization`` header on a page load, so it may present the token once as ``/?token=...``: the guard answers with an HttpOnly, SameSite=Strict
 cookie holding a value *derived* from the token (never the token itself) and redirects to ``/``
-so the token leaves the address bar and the history. The cookie is accepted everywhere except
-``/mcp``, which wants the bearer header, as MCP clients send it.
+so the token leaves the address bar and the history. A browser opening ``/`` without the token
+gets a login page (``_login``) whose form posts the token and gets the same cookie; scripts and
+MCP clients get ``401`` JSON. The cookie is accepted everywhere except ``/mcp``, which wants the
+bearer header, as MCP clients send it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
@@ -22,7 +27,17 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE_NAME", "Guard", "HostPolicy", "is_loopback", "same_origin", "tokens_equal"]
+from coffer_mcp.errors import ConfigError
+from coffer_mcp.web._login import (
+    PUBLIC_PATHS,
+    login_page,
+    read_form_token,
+    wants_login_form,
+    wants_login_page,
+)
+
+__all__ = ["COOKIE_NAME", "MIN_TOKEN_CHARS", "TOKEN_RECIPE", "Guard", "HostPolicy", "check_token", "is_loopback",
+           "same_origin", "tokens_equal"]  # fmt: skip
 
 COOKIE_NAME = "coffer_viewer"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -50,9 +65,46 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# A token guards every knowledge base: 16 visible characters at the least (``token_urlsafe(32)``
+# gives 43), never padded with spaces an operator cannot see, and not one or two characters repeated.
+MIN_TOKEN_CHARS = 16
+_MIN_DISTINCT_CHARS = 5
+_TOKEN_SHAPE = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces: survives headers, URLs, shells
+TOKEN_RECIPE = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"  (or: openssl rand -hex 24)'
+
+
+def check_token(token: str) -> None:
+    """Refuse a token too weak to protect the server (any bind: loopback is shared by local users).
+
+    Nothing is stripped or fixed silently: a token the operator typed with a stray space is refused,
+    so what the server checks is exactly what they will send.
+
+    Raises:
+        ConfigError: (``invalid_config``) the token is blank, short, padded, or nearly one character.
+    """
+    problem = _token_problem(token)
+    if problem is not None:
+        raise ConfigError(f"The HTTP token is unusable: {problem}.",
+                          hint=f"Set COFFER_HTTP_TOKEN (or --token) to a random value made with: {TOKEN_RECIPE}")  # fmt: skip
+
+
+def _token_problem(token: str) -> str | None:
+    if not token.strip():
+        return "it is blank"
+    if token != token.strip():
+        return "it starts or ends with whitespace"
+    if not _TOKEN_SHAPE.fullmatch(token):
+        return "it holds spaces, control or non-ASCII characters"
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"it has {len(token)} characters; at least {MIN_TOKEN_CHARS} are needed"
+    if len(set(token)) < _MIN_DISTINCT_CHARS:
+        return f"it uses fewer than {_MIN_DISTINCT_CHARS} distinct characters"
+    return None
+
+
 def tokens_equal(given: str | None, expected: str) -> bool:
-    """Compare a presented secret with the expected one in constant time."""
-    if given is None:
+    """Compare a presented secret with the expected one in constant time; blank never matches."""
+    if given is None or not given.strip() or not expected.strip():
         return False
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
@@ -177,6 +229,8 @@ class Guard:
     """
 
     def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None) -> None:
+        if token:
+            check_token(token)
         self.app = app
         self.policy = policy
         self.token = token or None
@@ -190,7 +244,14 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008})  # no WebSocket endpoints here
             return
         headers = Headers(scope=scope)
-        refusal = self.check_origin(headers) or self.check_token(scope, headers)
+        refusal = self.check_origin(headers)
+        if refusal is None and self.token is not None and wants_login_form(scope, headers):
+            await self._login(receive, send)  # logged in or not: a resubmitted form must not hit a 405
+            return
+        if refusal is None and not self.authorized(scope, headers):
+            await self._unauthorized(scope, headers, send)
+            return
+        refusal = refusal or _check_path(scope)
         if refusal is not None:
             await _refuse(refusal, send)
             return
@@ -198,6 +259,21 @@ class Guard:
             await self._set_cookie(send)
             return
         await self.app(scope, receive, _with_page_headers(scope, send))
+
+    async def _login(self, receive: Receive, send: Send) -> None:
+        """The login form: the right token gets the viewer cookie, anything else the page again."""
+        if tokens_equal(await read_form_token(receive), self.token or ""):
+            await self._set_cookie(send)
+        else:
+            await _send_login_page(send, _WRONG_TOKEN)
+
+    async def _unauthorized(self, scope: Scope, headers: Headers, send: Send) -> None:
+        """No valid token: a browser opening the viewer gets the login page, anything else 401 JSON."""
+        if wants_login_page(scope, headers):
+            tried = _query(scope).get("token") is not None
+            await _send_login_page(send, _WRONG_TOKEN if tried else "")
+        else:
+            await _refuse(_UNAUTHORIZED, send)
 
     def check_origin(self, headers: Headers) -> Refusal | None:
         """403 unless ``Host`` is ours and ``Origin`` (when present) is same-origin."""
@@ -212,22 +288,19 @@ class Guard:
                            "Only pages served by this Coffer server may call it from a browser.")  # fmt: skip
         return None
 
-    def check_token(self, scope: Scope, headers: Headers) -> Refusal | None:
-        """401 unless a token is configured and presented (header, viewer cookie, or ``/?token=``)."""
-        if self.token is None:
-            return None
+    def authorized(self, scope: Scope, headers: Headers) -> bool:
+        """True when no token is configured or one is presented (header, viewer cookie, ``/?token=``)."""
+        if self.token is None or scope["path"] in PUBLIC_PATHS:
+            return True
         scheme, _, given = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and tokens_equal(given.strip(), self.token):
-            return None
+            return True
         path = scope["path"]
-        if path != _MCP_PATH and not path.startswith(_MCP_PATH + "/"):
-            if tokens_equal(_cookies(headers).get(COOKIE_NAME), self._cookie or ""):
-                return None
-            if path == "/" and tokens_equal(_query(scope).get("token"), self.token):
-                return None
-        return Refusal(401, "unauthorized", "This Coffer server requires a token.",
-                       "Send 'Authorization: Bearer <token>' (COFFER_HTTP_TOKEN); in a browser open "
-                       "/?token=<token> once and the viewer remembers it.")  # fmt: skip
+        if path == _MCP_PATH or path.startswith(_MCP_PATH + "/"):
+            return False
+        if tokens_equal(_cookies(headers).get(COOKIE_NAME), self._cookie or ""):
+            return True
+        return path == "/" and tokens_equal(_query(scope).get("token"), self.token)
 
     async def _set_cookie(self, send: Send) -> None:
         cookie = f"{COOKIE_NAME}={self._cookie}; Path=/; HttpOnly; SameSite=Strict"
@@ -236,6 +309,36 @@ class Guard:
             (b"content-length", b"0"), *_PAGE_HEADERS,
         ]})  # fmt: skip
         await send({"type": "http.response.body", "body": b""})
+
+
+_UNAUTHORIZED = Refusal(401, "unauthorized", "This Coffer server requires a token.",
+                        "Send 'Authorization: Bearer <token>' (the server's COFFER_HTTP_TOKEN); in a browser "
+                        "open / and enter the token once.")  # fmt: skip
+_WRONG_TOKEN = "That token is not right. Check it and try again."
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_path(scope: Scope) -> Refusal | None:
+    """400 for a path with control characters: no route has one, and routing would mangle it."""
+    if _CONTROL.search(scope["path"]):
+        return Refusal(400, "invalid_argument", "The request path holds control characters.",
+                       "Remove control characters (such as %0A or %00) from the path.")  # fmt: skip
+    return None
+
+
+# Under "no-referrer" a browser posts a form with "Origin: null", which the Origin rule refuses;
+# "same-origin" lets the login form name its origin and still sends nothing to other sites.
+_LOGIN_HEADERS = [(b"referrer-policy", b"same-origin") if name == b"referrer-policy" else (name, value)
+                  for name, value in _PAGE_HEADERS]  # fmt: skip
+
+
+async def _send_login_page(send: Send, message: str) -> None:
+    body = login_page(message)
+    await send({"type": "http.response.start", "status": 401, "headers": [
+        (b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"), (b"www-authenticate", b'Bearer realm="coffer"'), *_LOGIN_HEADERS,
+    ]})  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(refusal: Refusal, send: Send) -> None:

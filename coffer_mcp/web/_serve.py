@@ -20,7 +20,7 @@ from coffer_mcp import __version__
 from coffer_mcp.errors import ConfigError
 from coffer_mcp.service import Coffer
 from coffer_mcp.web._app import build_app
-from coffer_mcp.web._security import is_loopback
+from coffer_mcp.web._security import TOKEN_RECIPE, check_token, is_loopback
 
 __all__ = ["HttpServer", "bind_http", "check_bind", "serve_http"]
 
@@ -28,19 +28,24 @@ _GRACEFUL_SECONDS = 5  # open SSE streams would otherwise hold a Ctrl-C forever
 
 
 def check_bind(host: str, token: str | None) -> None:
-    """Refuse to listen beyond loopback without a token.
+    """Refuse a weak token on any bind, and no token beyond loopback.
+
+    An empty token means none; any other token must pass ``check_token`` (at least 16 visible
+    characters, no padding), on loopback too: other local users and programs reach loopback.
 
     Raises:
-        ConfigError: ``host`` is not a loopback address and ``token`` is empty.
+        ConfigError: (``invalid_config``) a weak token, or none for a non-loopback ``host``.
     """
-    if is_loopback(host) or token:
+    if token:
+        check_token(token)
+        return
+    if is_loopback(host):
         return
     shown = host or "all interfaces"
     raise ConfigError(
         f"Refusing to listen on {shown} without a token: anyone who can reach it could read and change "
         "your knowledge bases.",
-        hint="Set COFFER_HTTP_TOKEN or pass --token (e.g. a value from "
-        "'python -c \"import secrets; print(secrets.token_urlsafe(32))\"'), or keep --host 127.0.0.1.",
+        hint=f"Set COFFER_HTTP_TOKEN or pass --token, or keep --host 127.0.0.1. Make a token with: {TOKEN_RECIPE}",
     )
 
 
@@ -88,8 +93,8 @@ class HttpServer:
 
     def banner(self) -> str:
         """The one line saying where the server listens and how to connect."""
-        how = ("token required: send 'Authorization: Bearer <token>'; open the viewer once as "
-               "/?token=<token>") if self.token_required else "no token (loopback only)"  # fmt: skip
+        how = ("token required: send 'Authorization: Bearer <token>'; the viewer asks for it once"
+               if self.token_required else "no token (loopback only)")  # fmt: skip
         return (f"coffer-mcp {__version__}: MCP over streamable HTTP at {self.url}/mcp, "
                 f"viewer at {self.url}/ ({how})")  # fmt: skip
 
@@ -102,7 +107,8 @@ def bind_http(
     """Check the bind, listen on ``host:port`` and prepare the server (call ``run`` or ``start``).
 
     Raises:
-        ConfigError: an unprotected public bind, an unusable address or port, a bad allowed host.
+        ConfigError: a weak token, an unprotected public bind, an unusable address or port, a bad
+            allowed host.
     """
     check_bind(host, token)
     sock = _listen(host, port)

@@ -77,7 +77,7 @@ def test_search_across_every_knowledge_base(api: httpx.Client) -> None:
         ("/knowledge_bases/nope", {}, 404, "unknown_kb"),
         ("/knowledge_bases/nope/documents", {}, 404, "unknown_kb"),
         ("/knowledge_bases/notes/documents/01ARZ3NDEKTSV4RRFFQ69G5FAV", {}, 404, "unknown_document"),
-        ("/knowledge_bases/notes/documents/not-an-id", {}, 404, "unknown_document"),
+        ("/knowledge_bases/notes/documents/not-an-id", {}, 400, "invalid_argument"),
         ("/knowledge_bases/Bad%20Name/documents", {}, 400, "invalid_name"),
         ("/knowledge_bases/notes/documents", {"limit": "many"}, 400, "invalid_argument"),
         ("/knowledge_bases/notes/documents", {"limit": 0}, 400, "invalid_argument"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,6 +80,20 @@ async def test_the_python_sdk_client_without_the_token_cannot_connect(token_url:
         with pytest.raises(Exception):  # noqa: PT011
             async with Client(f"{token_url}/mcp", mode="legacy") as client:
                 await client.list_tools()
+
+
+DOCS_HTTP = WEB_TESTS.parents[1] / "docs" / "http.md"
+DOCS_URL_LINE = 'URL, TOKEN = "http://127.0.0.1:8765/mcp", "your-token"'
+
+
+def test_the_token_snippet_of_docs_http_md_connects_and_calls_a_tool(token_url: str) -> None:
+    blocks = re.findall(r"```python\n(.+?)```", DOCS_HTTP.read_text(encoding="utf-8"), flags=re.DOTALL)
+    snippet = next(block for block in blocks if "streamable_http_client" in block)
+    assert DOCS_URL_LINE in snippet
+    code = snippet.replace(DOCS_URL_LINE, f"URL, TOKEN = {f'{token_url}/mcp'!r}, {TOKEN!r}")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "'strategy': 'keyword'" in done.stdout and "'knowledge_bases': ['notes']" in done.stdout
 
 
 # -- the TypeScript SDK --------------------------------------------------------------------------

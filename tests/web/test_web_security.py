@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import secrets
+
 import httpx
 import pytest
 
+from coffer_mcp import Coffer
 from coffer_mcp.errors import ConfigError
-from coffer_mcp.web import COOKIE_NAME, check_bind
-from coffer_mcp.web._security import HostPolicy, same_origin
+from coffer_mcp.web import COOKIE_NAME, build_app, check_bind
+from coffer_mcp.web._security import HostPolicy, same_origin, tokens_equal
 from tests.web.conftest import TOKEN
+from tests.web.support import Seeded
 
 ROUTES = ["/mcp", "/api/v1/knowledge_bases", "/api/v1/knowledge_bases/notes/documents", "/", "/static/viewer.js"]
 
@@ -32,8 +36,32 @@ def test_loopback_binds_need_no_token(host: str) -> None:
     check_bind(host, None)
 
 
-def test_a_public_bind_with_a_token_is_allowed() -> None:
-    check_bind("0.0.0.0", "t0ken")
+@pytest.mark.parametrize("token", [secrets.token_urlsafe(32), secrets.token_hex(24), TOKEN, "Abcdefgh-12345678"])
+def test_a_public_bind_with_a_strong_token_is_allowed(token: str) -> None:
+    check_bind("0.0.0.0", token)
+
+
+WEAK_TOKENS = [" ", "   ", "\t", "\n", "x", "t0ken", "a" * 15, "a" * 40, "abababababababababab", " " + TOKEN,
+               TOKEN + " ", TOKEN + "\n", "two words and more", "tokén-with-àccents-1", "nul\x00in-the-middle-1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "127.0.0.1", "localhost"])
+@pytest.mark.parametrize("token", WEAK_TOKENS, ids=repr)
+def test_a_blank_short_padded_or_repetitive_token_is_refused_on_any_bind_with_a_recipe(host: str, token: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_bind(host, token)
+    assert caught.value.code == "invalid_config"
+    assert "secrets.token_urlsafe(32)" in caught.value.hint and "openssl rand -hex 24" in caught.value.hint
+
+
+def test_the_app_itself_refuses_a_blank_token(store: tuple[Coffer, Seeded]) -> None:
+    with pytest.raises(ConfigError, match="blank"):
+        build_app(store[0], token=" ")
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_a_blank_presented_token_never_matches_anything(blank: str) -> None:
+    assert not tokens_equal(blank, blank) and not tokens_equal(blank, TOKEN) and not tokens_equal(TOKEN, blank)
 
 
 # -- Host and Origin -----------------------------------------------------------------------------
@@ -200,3 +228,95 @@ def test_the_viewer_cookie_does_not_open_the_mcp_endpoint(token_url: str) -> Non
         response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                              headers={"Accept": "application/json, text/event-stream"})  # fmt: skip
     assert response.status_code == 401
+
+
+@pytest.mark.parametrize("blank", ["%20", "", "%09", "%20%20"])
+def test_a_blank_token_in_the_viewer_url_logs_nobody_in(token_url: str, blank: str) -> None:
+    with client(token_url) as http:
+        for accept in ("*/*", "text/html"):
+            response = http.get(f"/?token={blank}", headers={"Accept": accept})
+            assert response.status_code == 401 and "set-cookie" not in response.headers
+        assert http.get("/api/v1/knowledge_bases").status_code == 401
+
+
+@pytest.mark.parametrize("authorization", ["Bearer", "bearer", 'Bearer ""', "Bearer%20"])
+def test_a_blank_bearer_header_or_cookie_is_refused(token_url: str, authorization: str) -> None:
+    with client(token_url) as http:
+        assert http.get("/api/v1/knowledge_bases", headers={"Authorization": authorization}).status_code == 401
+        assert http.get("/api/v1/knowledge_bases", headers={"Cookie": f"{COOKIE_NAME}="}).status_code == 401
+
+
+# -- the login page --------------------------------------------------------------------------------
+
+HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+def test_a_browser_opening_the_viewer_without_the_token_gets_a_login_page_not_json(token_url: str) -> None:
+    with client(token_url) as http:
+        response = http.get("/", headers=HTML)
+    assert response.status_code == 401 and response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert '<form id="login-form" method="post"' in page and 'name="token" type="password"' in page
+    assert "<script" not in page and "unauthorized" not in page
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["cache-control"] == "no-store"
+    # A form on a "no-referrer" page would post "Origin: null", which the Origin rule refuses.
+    assert response.headers["referrer-policy"] == "same-origin"
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/v1/knowledge_bases", "/static/viewer.js"])
+def test_scripts_and_mcp_clients_keep_getting_401_json_even_asking_for_html(token_url: str, path: str) -> None:
+    with client(token_url) as http:
+        response = http.get(path, headers=HTML)
+    assert response.status_code == 401 and response.json()["code"] == "unauthorized"
+
+
+def test_the_login_form_sets_the_viewer_cookie_and_returns_to_the_viewer(token_url: str) -> None:
+    with client(token_url) as http:
+        response = http.post("/", data={"token": TOKEN})
+        assert response.status_code == 303 and response.headers["location"] == "/"
+        assert response.headers["set-cookie"].startswith(f"{COOKIE_NAME}=") and TOKEN not in response.headers["set-cookie"]
+        assert http.get("/", headers=HTML).text.count('name="coffer-action-token"') == 1
+        assert http.get("/api/v1/knowledge_bases").status_code == 200
+
+
+@pytest.mark.parametrize("form", [{"token": "guess-guess-guess-1"}, {"token": " "}, {"token": ""}, {"other": TOKEN},
+                                  {"token": TOKEN + " "}, {"token": TOKEN, "pad": "x" * 5000}])  # fmt: skip
+def test_a_wrong_or_blank_token_in_the_login_form_shows_the_page_again_with_an_error(token_url: str, form: dict) -> None:
+    with client(token_url) as http:
+        response = http.post("/", data=form)
+    assert response.status_code == 401 and "set-cookie" not in response.headers
+    assert "That token is not right" in response.text
+
+
+def test_a_wrong_token_in_the_viewer_url_shows_the_login_page_with_an_error(token_url: str) -> None:
+    with client(token_url) as http:
+        response = http.get("/", params={"token": "guess-guess-guess-1"}, headers=HTML)
+    assert response.status_code == 401 and "That token is not right" in response.text
+
+
+def test_the_login_form_posted_from_another_site_is_refused(token_url: str) -> None:
+    with client(token_url) as http:
+        response = http.post("/", data={"token": TOKEN}, headers={"Origin": "http://evil.example"})
+    assert response.status_code == 403 and "set-cookie" not in response.headers
+
+
+def test_only_the_login_pages_stylesheet_and_icon_are_served_without_the_token(token_url: str) -> None:
+    with client(token_url) as http:
+        assert http.get("/static/login.css").status_code == 200
+        assert http.get("/static/favicon.svg").status_code == 200
+        assert http.get("/static/viewer.css").status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/api/v1/knowledge_bases/notes%0A", "/api/v1/knowledge_bases/%0A/documents", "/%00"])
+def test_a_path_with_control_characters_is_bad_input(base_url: str, path: str) -> None:
+    with client(base_url) as http:
+        response = http.get(path)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_argument"
+
+
+def test_resubmitting_the_login_form_while_logged_in_logs_in_again_rather_than_failing(token_url: str) -> None:
+    with client(token_url) as http:
+        assert http.post("/", data={"token": TOKEN}).status_code == 303
+        again = http.post("/", data={"token": TOKEN})
+    assert again.status_code == 303 and again.headers["location"] == "/"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import selectors
 import signal
@@ -61,3 +62,63 @@ def test_serve_http_prints_where_it_listens_serves_and_stops_cleanly_on_ctrl_c(t
     assert process.returncode == 0, stderr
     assert stderr.strip().endswith("stopped") and "Traceback" not in stderr
     assert stdout == ""  # logs and the banner go to stderr
+
+
+# -- the token, through the real CLI -------------------------------------------------------------
+
+STRONG = "Zq3-strong-test-token-8Kd"
+
+
+def coffer_serve(home: Path, *args: str, token: str | None) -> tuple[list[str], dict[str, str]]:
+    """The ``coffer serve --http`` command line and its environment (``COFFER_HTTP_TOKEN`` = ``token``)."""
+    env = {k: v for k, v in os.environ.items() if k != "COFFER_HTTP_TOKEN"}
+    env["COFFER_EMBEDDING_PROVIDER"] = "none"
+    if token is not None:
+        env["COFFER_HTTP_TOKEN"] = token
+    return [sys.executable, "-m", "coffer_mcp", "--home", str(home), "serve", "--http", "--port", "0", *args], env
+
+
+@pytest.mark.parametrize(
+    ("args", "token", "problem"),
+    [
+        (["--host", "0.0.0.0"], " ", "blank"),
+        (["--host", "0.0.0.0"], "x", "1 characters"),
+        (["--host", "0.0.0.0"], f" {STRONG}", "whitespace"),
+        (["--host", "0.0.0.0", "--token", "   "], None, "blank"),
+        (["--host", "127.0.0.1"], "short-token", "11 characters"),
+    ],
+)
+def test_coffer_serve_refuses_to_start_with_a_blank_or_weak_token_and_says_how_to_make_one(
+    tmp_path: Path, args: list[str], token: str | None, problem: str
+) -> None:
+    argv, env = coffer_serve(tmp_path / "home", *args, token=token)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "The HTTP token is unusable" in done.stderr and problem in done.stderr
+    assert 'secrets.token_urlsafe(32)' in done.stderr and "openssl rand -hex 24" in done.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
+def test_coffer_serve_with_a_strong_token_admits_it_and_no_blank_one(tmp_path: Path) -> None:
+    with make_coffer(tmp_path / "home") as service:
+        seed(service)
+    argv, env = coffer_serve(tmp_path / "home", "--host", "127.0.0.1", token=STRONG)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = read_banner(process)
+        match = re.search(r"at (http://127\.0\.0\.1:\d+)/mcp, .*token required", line)
+        assert match, line
+        with httpx.Client(base_url=match.group(1), timeout=10) as http:
+            for blank in ("%20", "", "%09"):
+                response = http.get(f"/?token={blank}")
+                assert response.status_code == 401 and "set-cookie" not in response.headers
+            assert http.get("/api/v1/knowledge_bases", headers={"Authorization": "Bearer"}).status_code == 401
+            authorized = http.get("/api/v1/knowledge_bases", headers={"Authorization": f"Bearer {STRONG}"})
+            assert authorized.status_code == 200
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0

@@ -1,4 +1,4 @@
-"""The viewer in a real headless Chromium: token login, KBs, title filter, a document, search, open in editor.
+"""The viewer in a real headless Chromium: token login (URL and login page), KBs, title filter, a document, search, open in editor.
 
 Screenshots go to ``tmp_path/screenshots`` and, when ``COFFER_TEST_ARTIFACTS`` is set, to
 ``$COFFER_TEST_ARTIFACTS/web-viewer`` as well.
@@ -12,10 +12,11 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.web.cdp import Page, WebSocket, launch, stop
+from tests.web.cdp import CDPError, Page, WebSocket, launch, stop
 from tests.web.conftest import TOKEN
 from tests.web.support import Recorder, Seeded, make_coffer, running, seed
 
@@ -167,13 +168,67 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
     assert page.console == [], page.console
 
 
-def test_the_viewer_without_the_token_shows_the_401_explanation(
-    browser_page: Page, served: tuple[str, Seeded, Recorder, Path]
+def wait_across_navigation(page: Page, condition: str, attempts: int = 20) -> Any:
+    """``page.wait_for`` while the page may be replaced: a wait cut short by the navigation is retried."""
+    for _ in range(attempts):
+        try:
+            return page.wait_for(condition)
+        except CDPError as exc:
+            if "timed out waiting" in str(exc):
+                raise
+            last = exc  # "Execution context was destroyed" and its kin: ask the new document
+    raise AssertionError(f"never true across navigations: {condition} ({last})")
+
+
+def submit_token(page: Page, token: str) -> None:
+    # Submitted from a timer so this evaluation returns before the page is replaced.
+    page.evaluate(f"""(() => {{
+        document.querySelector('#token').value = {json.dumps(token)};
+        setTimeout(() => document.querySelector('#login-form').requestSubmit(), 0);
+    }})()""")
+
+
+def test_a_browser_without_the_token_gets_a_login_page_that_leads_back_to_the_view_it_asked_for(
+    browser_page: Page, served: tuple[str, Seeded, Recorder, Path], tmp_path: Path
 ) -> None:
-    url = served[0]
-    browser_page.goto(f"{url}/")
-    text = browser_page.evaluate("document.body.textContent")
-    assert "unauthorized" in text and "?token=" in text
+    url, seeded, _, _ = served
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    page.goto(f"{url}/#/kb/notes/doc/{seeded.alpha}")
+    page.wait_for("document.querySelector('#login-form') !== null")
+    assert "unauthorized" not in page.evaluate("document.body.textContent")
+    # Its stylesheet is served without the token, so the page is styled, not raw HTML.
+    assert page.evaluate("getComputedStyle(document.querySelector('.login')).borderTopLeftRadius") == "10px"
+    shots.take("07-login")
+
+    submit_token(page, "not-the-right-token-1")
+    wait_across_navigation(page, f"{text_of('#login-error')}.includes('not right')")
+    shots.take("08-login-wrong-token")
+
+    submit_token(page, TOKEN)
+    wait_across_navigation(page, f"{text_of('#doc-title')} === 'Alpha guide'")
+    assert page.evaluate("location.hash") == f"#/kb/notes/doc/{seeded.alpha}"
+
+    # The login goes stale (here: the cookie is gone): the next API call brings the login page back.
+    page.send("Network.clearBrowserCookies")
+    page.evaluate("location.hash = '#/search/vector'")
+    wait_across_navigation(page, "document.querySelector('#login-form') !== null")
+    assert page.console == [], page.console
+
+
+@pytest.mark.parametrize("doc_id", ["01ARZ3NDEKTSV4RRFFQ69G5FAV", "not-an-id"])
+def test_an_api_error_is_shown_with_the_apis_own_message_and_hint(
+    browser_page: Page, served: tuple[str, Seeded, Recorder, Path], doc_id: str
+) -> None:
+    page = browser_page
+    page.goto(f"{served[0]}/?token={TOKEN}")
+    page.wait_for(f"{count('#kb-list a')} === 2")
+    page.evaluate(f"location.hash = '#/kb/notes/doc/{doc_id}'")
+    page.wait_for(f"!document.querySelector('#toast').hidden && {text_of('#toast strong')} !== ''")
+    shown = page.evaluate("({message: document.querySelector('#toast strong').textContent, "
+                          "hint: (document.querySelector('#toast .hint') || {}).textContent})")  # fmt: skip
+    api = page.evaluate(f"fetch('/api/v1/knowledge_bases/notes/documents/{doc_id}').then(r => r.json())")
+    assert shown == {"message": api["message"], "hint": api["hint"]} and api["hint"]
 
 
 RENDER_CASES = {
