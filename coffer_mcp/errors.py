@@ -173,8 +173,9 @@ class CofferError(Exception):
         """The hint in the words of ``surface``: ``"mcp"``, ``"cli"`` or ``"web"``."""
         return render_hint(self.hint_template, surface)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message, "hint": self.hint}
+    def to_dict(self, surface: Surface = "mcp") -> dict[str, str]:
+        """``{code, message, hint}``, the hint in the words of ``surface``."""
+        return {"code": self.code, "message": self.message, "hint": self.hint_for(surface)}
 
     def __str__(self) -> str:
         return f"{self.message} (hint: {self.hint})" if self.hint else self.message

@@ -7,12 +7,13 @@ from typing import Annotated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from coffer_mcp.documents import MAX_OFFSET
+
 __all__ = ["ADD", "CHANGE", "CREATE", "MAX_OFFSET", "NO_NUL", "READ", "DocId", "FsPath", "KbName", "KbSelector",
            "Offset"]
 
 # Offsets and positions: far beyond any document or listing a knowledge base can hold, and well
 # inside SQLite's 64-bit integers, so a hostile number is refused by the schema, not the database.
-MAX_OFFSET = 2**31 - 1
 # Operating systems refuse NUL inside a path ("embedded null byte"); the schema refuses it first.
 NO_NUL = r"^[^\x00]*$"
 

@@ -88,7 +88,8 @@ _STATUS: list[tuple[type[CofferError], int]] = [
 def error_response(exc: CofferError) -> JSONResponse:
     """The JSON body and status for a core error."""
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
-    return JSONResponse(exc.to_dict(), status_code=status, headers={"cache-control": "no-store"})
+    # The API serves the viewer: its hints name the viewer's controls, not MCP tools.
+    return JSONResponse(exc.to_dict("web"), status_code=status, headers={"cache-control": "no-store"})
 
 
 def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:

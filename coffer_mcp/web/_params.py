@@ -15,11 +15,11 @@ from starlette.requests import Request
 
 from coffer_mcp.errors import InvalidArgumentError
 from coffer_mcp.retrieval import MAX_QUERY_CHARS
+from coffer_mcp.documents import MAX_OFFSET
 from coffer_mcp.store import is_document_id, validate_kb_name
 
 __all__ = ["MAX_KBS", "MAX_OFFSET", "doc_id", "kb_name", "kb_selector", "query_int", "query_text"]
 
-MAX_OFFSET = 10**12  # beyond any document's length or knowledge base's size, far inside SQLite's int64
 MAX_KBS = 100
 _INTEGER = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: no '+', '_', spaces or other scripts' digits
 

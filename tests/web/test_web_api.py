@@ -96,6 +96,11 @@ def test_errors_are_json_with_a_code_a_message_and_a_hint(
     assert body["code"] == code
 
 
+def test_an_error_hint_speaks_of_the_viewer_not_of_mcp_tools(api: httpx.Client) -> None:
+    hint = api.get("/knowledge_bases/notes/documents/01ARZ3NDEKTSV4RRFFQ69G5FAV").json()["hint"]
+    assert "the search box" in hint and "coffer__" not in hint
+
+
 def test_an_unknown_knowledge_base_hint_names_the_existing_ones(api: httpx.Client) -> None:
     assert "notes" in api.get("/knowledge_bases/nope").json()["hint"]
 

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from coffer_mcp import Coffer
+from coffer_mcp.documents import MAX_OFFSET
 from tests.web.support import Seeded, action_token
 
 # Raw (already percent-encoded) query values. %FF and %ED%A0%80 are not UTF-8 at all.
@@ -111,7 +112,7 @@ def test_a_malformed_document_id_is_bad_input_while_an_unknown_one_is_not_found(
 
 
 def test_valid_numbers_at_the_edges_of_their_ranges_are_served(api: httpx.Client, store: tuple[Coffer, Seeded]) -> None:
-    assert api.get("/knowledge_bases/notes/documents", params={"limit": 1000, "offset": 10**12}).json()["documents"] == []
+    assert api.get("/knowledge_bases/notes/documents", params={"limit": 1000, "offset": MAX_OFFSET}).json()["documents"] == []
     doc = api.get(f"/knowledge_bases/notes/documents/{store[1].alpha}", params={"offset": 2, "limit": 5}).json()
     assert doc["markdown"] == "Alpha" and doc["has_more"] is True
     assert api.get("/search", params={"q": "alpha", "top_k": 1000}).status_code == 200
