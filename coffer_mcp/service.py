@@ -26,6 +26,7 @@ from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
 from coffer_mcp import __version__
 from coffer_mcp.errors import (
     CofferError,
+    ConfigError,
     InvalidArgumentError,
     KnowledgeBaseExistsError,
     KnowledgeBaseNotFoundError,
@@ -504,7 +505,14 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         embedder = self._embedder_status(check_embedder)
         if embedder.error:
             problems.append(f"The embedder is not working: {embedder.error}")
-        kbs = [self.describe_kb(name) for name in self._sync_registry()]
+        kbs = []
+        for name in self._sync_registry():
+            try:
+                kbs.append(self.describe_kb(name))
+            except KnowledgeBaseNotFoundError:
+                continue  # deleted by another process since the scan
+            except CofferError as exc:
+                problems.append(f"'{name}' cannot be read: {exc.message} {exc.hint_for('cli')}".strip())
         problems += [f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
                      for kb in kbs if kb.documents_degraded]  # fmt: skip
         return DoctorReport(
@@ -517,7 +525,11 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
 
     def _embedder_status(self, check: bool) -> EmbedderStatus:
         provider = self.settings.embedding_provider
-        embedder = self.embedder
+        try:
+            embedder = self.embedder
+        except ConfigError as exc:  # e.g. model_path without model: say so, do not crash the doctor
+            return EmbedderStatus(provider=provider, identity=None, reachable=False,
+                                  error=f"{exc.message} {exc.hint_for('cli')}".strip())  # fmt: skip
         if embedder is None:
             return EmbedderStatus(provider=provider, identity=None, reachable=None)
         if not check:

@@ -207,6 +207,14 @@ def test_doctor_names_the_ripgrep_that_grep_runs_and_its_version(run, monkeypatc
     assert f"grep: ripgrep {found.version} ({found.path}" in run("doctor", "--no-embed")
 
 
+def test_doctor_lists_a_broken_embedding_setting_as_a_problem_instead_of_crashing(home: Path, tmp_path: Path) -> None:
+    assert coffer(home, "kb", "create", "notes", "--vector").returncode == 0
+    # model_path without model: the embedder cannot be made at all.
+    doctor = coffer(home, "doctor", env={"COFFER_EMBEDDING_MODEL_PATH": str(tmp_path)})
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr
+    assert "problem:" in doctor.stdout and "model_path" in doctor.stdout
+
+
 def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path) -> None:
     vector_kb_due_for_embedding(home, tmp_path)
     with fake_openai_server() as server:
