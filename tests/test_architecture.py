@@ -25,6 +25,7 @@ OWNERS = {
     "sqlite_vec": ("index",),
     "sqlean": ("index",),
     "markitdown": ("convert",),
+    "pypdfium2": ("convert",),
     "fastembed": ("embed",),
     "openai": ("embed",),
     "starlette": ("web",),

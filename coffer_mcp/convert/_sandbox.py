@@ -1,7 +1,7 @@
 """Running the heavy converters in a separate, killable, memory-capped process.
 
-MarkItDown parses untrusted PDFs, Office zips and HTML with C extensions underneath; a hostile
-file can hang it, blow up its memory (a zip bomb) or crash it. So those conversions run in a
+The heavy converters (PDFium, MarkItDown) parse untrusted PDFs, Office zips and HTML with C code
+underneath; a hostile file can hang them, blow up their memory (a zip bomb) or crash them. So those conversions run in a
 worker process (``python -m coffer_mcp.convert._worker``) that is reused between files, killed
 when a conversion outlives its time limit, and started again on the next file. The worker caps
 its own address space, so a bomb ends in a ``MemoryError`` there, not in the server.
@@ -155,7 +155,7 @@ atexit.register(_POOL.shutdown)
 
 
 def convert_in_sandbox(name: str, data: bytes, *, timeout: float, memory_bytes: int) -> str:
-    """MarkItDown's Markdown for ``data``, from a worker process bounded in time and memory.
+    """The heavy converters' Markdown for ``data``, from a worker process bounded in time and memory.
 
     Raises:
         IngestRejectedError: the converter rejected the file, timed out, ran out of memory or crashed.

@@ -54,11 +54,11 @@ def main() -> None:
     channel = _private_stdout()
     _cap_memory(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
     _die_with_parent()
-    from coffer_mcp.convert._markitdown import MarkItDownConverter
+    from coffer_mcp.convert._documents import DocumentConverter
     from coffer_mcp.convert._sandbox import read_message, write_message
     from coffer_mcp.errors import IngestRejectedError
 
-    converter = MarkItDownConverter()
+    converter = DocumentConverter()
     requests = sys.stdin.buffer
     while True:
         try:

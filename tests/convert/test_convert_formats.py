@@ -26,7 +26,7 @@ CASES = [
     ("sample.docx", "markitdown", "Quarterly Bramble Report", ["bramble yield forecast"]),
     ("sample.xlsx", "markitdown", "sample", ["saffron ledger", "Marigold Traders"]),
     ("sample.pptx", "markitdown", "Velvet Compass Roadmap", ["Lantern Metrics"]),
-    ("sample.pdf", "markitdown", "sample", ["Copper meadow telemetry", "granite weather station"]),
+    ("sample.pdf", "pypdfium2/1", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
     ("sample.ipynb", "markitdown", "Notebook of Pelican Sums", ["print(sum(pelicans))"]),
     ("sample.epub", "markitdown", "Chapter One: The Amber Tundra", ["amber tundra chronicle"]),
 ]

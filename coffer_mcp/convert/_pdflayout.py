@@ -1,0 +1,330 @@
+"""Positioned PDF text fragments to Markdown: reading order, paragraphs, headings, lists.
+
+Reading order is a recursive XY-cut: a region splits into columns at a vertical gutter when the
+pieces on both sides read as prose (full lines), else into bands at wide horizontal gaps, else
+its lines are read top to bottom (each line left to right, or right to left for Arabic/Hebrew).
+Headings come from font statistics: the body size is the size most characters have, and short
+blocks clearly larger than it, or bold and standing alone, are headings; PDF bookmarks win
+where they exist.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ._pdfium import Fragment, PdfPages
+
+__all__ = ["pdf_markdown"]
+
+_BULLETS = "•◦▪▫●○■□‣⁃∙·–—-*"
+_NUMBERED = re.compile(r"^(\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
+_SECTION = re.compile(r"^(\d+(\.\d+)*\.?|[A-Z]\.|Chapter \d+|Appendix [A-Z])\s+\S")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+_PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(/|of)\s*\d{1,4})?$", re.IGNORECASE)
+_LATIN_THEN_RTL = re.compile(r"([A-Za-z0-9])([\u0600-\u06ff])|([\u0600-\u06ff])([A-Za-z])")
+_MAX_HEADING_CHARS = 160
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+@dataclass(slots=True)
+class Block:
+    """Consecutive lines of one column read as one paragraph, heading or list item."""
+
+    lines: list[Fragment]
+    kind: str = "text"
+    level: int = 0
+    joined: str = ""
+
+    @property
+    def size(self) -> float:
+        return max(line.size for line in self.lines)
+
+    @property
+    def bold(self) -> bool:
+        return all(line.bold for line in self.lines)
+
+    def text(self) -> str:
+        return self.joined
+
+
+def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
+    """The Markdown of a PDF and the title it names (metadata or first heading; "" if none)."""
+    blocks = [block for page in doc.pages for block in _page_blocks(page, doc)]
+    if not blocks:  # a scan: no text layer, whatever the metadata says
+        return "", ""
+    vocabulary = Counter(w.lower() for page in doc.pages for f in page for w in _WORD.findall(f.text))
+    for block in blocks:
+        block.joined = _join_lines(block.lines, vocabulary)
+    body = _body_size(doc)
+    _mark_headings(blocks, body, doc.outline)
+    title = _title(doc.title, blocks)
+    return _render(blocks, title), title
+
+
+# -- reading order -------------------------------------------------------------------------------
+
+
+def _page_blocks(fragments: list[Fragment], doc: PdfPages) -> list[Block]:
+    fragments = [f for f in fragments if not _page_furniture(f, fragments)]
+    if not fragments:
+        return []
+    rtl = sum(f.rtl for f in fragments) > len(fragments) / 2
+    blocks: list[Block] = []
+    for column in _xy_cut(fragments, rtl):
+        blocks.extend(_paragraphs(column))
+    return blocks
+
+
+def _page_furniture(fragment: Fragment, page: list[Fragment]) -> bool:
+    """A bare page number above or below everything else on the page."""
+    if not _PAGE_NUMBER.match(fragment.text.strip()):
+        return False
+    others = [f for f in page if f is not fragment]
+    return not others or fragment.top >= max(f.bottom for f in others) or fragment.bottom <= min(f.top for f in others)
+
+
+def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment]]:
+    """The region as a list of columns, each a top-to-bottom list of lines, in reading order."""
+    if len(region) <= 1:
+        return [region]
+    columns = _vertical_split(region)
+    if len(columns) > 1 and all(_prose(column) for column in columns):
+        ordered = reversed(columns) if rtl else columns
+        return [piece for column in ordered for piece in _xy_cut(column, rtl)]
+    bands = _horizontal_split(region)
+    if len(bands) > 1:
+        return [piece for band in bands for piece in _xy_cut(band, rtl)]
+    return [_rows(region, rtl)]
+
+
+def _vertical_split(region: list[Fragment]) -> list[list[Fragment]]:
+    spans = sorted(region, key=lambda f: f.x0)
+    groups: list[list[Fragment]] = [[spans[0]]]
+    right = spans[0].x1
+    for fragment in spans[1:]:
+        if fragment.x0 > right + 4:  # a gutter no line crosses
+            groups.append([])
+        groups[-1].append(fragment)
+        right = max(right, fragment.x1)
+    return groups
+
+
+def _prose(column: list[Fragment]) -> bool:
+    """Mostly full lines of one width: running text, not the cells of a table or a form."""
+    if len(column) < 3:
+        return False
+    width = max(f.x1 for f in column) - min(f.x0 for f in column)
+    full = sum(f.width >= 0.75 * width for f in column)
+    return width > 80 and full >= 0.5 * len(column)
+
+
+def _horizontal_split(region: list[Fragment]) -> list[list[Fragment]]:
+    """Bands separated by a gap of at least one line height (paragraph gaps rarely align)."""
+    ordered = sorted(region, key=lambda f: f.top)
+    size = sorted(f.size for f in region)[len(region) // 2]
+    bands: list[list[Fragment]] = [[ordered[0]]]
+    bottom = ordered[0].bottom
+    for fragment in ordered[1:]:
+        if fragment.top > bottom + max(size, 4.0):
+            bands.append([])
+        bands[-1].append(fragment)
+        bottom = max(bottom, fragment.bottom)
+    return bands
+
+
+def _rows(region: list[Fragment], rtl: bool) -> list[Fragment]:
+    """Lines top to bottom; fragments sharing a line become one, in the script's direction."""
+    rows: list[list[Fragment]] = []
+    for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
+        row = rows[-1] if rows else None
+        if row and fragment.top < min(f.bottom for f in row) - 0.5 * fragment.height:
+            row.append(fragment)
+        else:
+            rows.append([fragment])
+    return [_merge(sorted(row, key=lambda f: -f.x1 if rtl else f.x0)) for row in rows]
+
+
+def _merge(row: list[Fragment]) -> Fragment:
+    if len(row) == 1:
+        return row[0]
+    first = row[0]
+    return Fragment(
+        text=" ".join(f.text for f in row), x0=min(f.x0 for f in row), top=min(f.top for f in row),
+        x1=max(f.x1 for f in row), bottom=max(f.bottom for f in row), size=max(f.size for f in row),
+        bold=all(f.bold for f in row), page=first.page, hyphen_join=row[-1].hyphen_join, rtl=first.rtl,
+    )  # fmt: skip
+
+
+# -- paragraphs ----------------------------------------------------------------------------------
+
+
+def _paragraphs(lines: list[Fragment]) -> list[Block]:
+    spacing = _line_spacing(lines)
+    blocks: list[Block] = []
+    for line in lines:
+        previous = blocks[-1].lines[-1] if blocks else None
+        if previous is None or _breaks(previous, line, spacing):
+            blocks.append(Block([line], kind="item" if _list_item(line.text) else "text"))
+        else:
+            blocks[-1].lines.append(line)
+    return blocks
+
+
+def _line_spacing(lines: list[Fragment]) -> float:
+    """The usual gap between two lines of a paragraph in this column (documents set 1-2x)."""
+    gaps = sorted(
+        b.top - a.bottom for a, b in zip(lines, lines[1:]) if -0.5 * b.height < b.top - a.bottom < 1.5 * b.height
+    )
+    return gaps[len(gaps) // 3] if gaps else 0.0
+
+
+def _breaks(previous: Fragment, line: Fragment, spacing: float) -> bool:
+    if previous.hyphen_join:
+        return False
+    gap = line.top - previous.bottom
+    size = max(line.size, previous.size)
+    return (
+        gap > max(spacing, 0.0) + max(0.35 * size, 2.0)
+        or gap < -0.5 * line.height  # went back up: another column or a side note
+        or abs(line.size - previous.size) > 0.15 * previous.size
+        or (line.bold != previous.bold and not _list_item(previous.text))
+        or _list_item(line.text)
+    )
+
+
+def _list_item(text: str) -> bool:
+    return (len(text) > 1 and text[0] in _BULLETS and text[1] == " ") or bool(_NUMBERED.match(text))
+
+
+def _join_lines(lines: list[Fragment], vocabulary: Counter[str]) -> str:
+    text = lines[0].text
+    for previous, line in zip(lines, lines[1:]):
+        if previous.hyphen_join:
+            text += _dehyphenate(text, line.text, vocabulary)
+        elif _CJK.match(text[-1:]) and _CJK.match(line.text[:1]):
+            text += line.text
+        else:
+            text += " " + line.text
+    return _LATIN_THEN_RTL.sub(_space_between, text)
+
+
+def _dehyphenate(before: str, after: str, vocabulary: Counter[str]) -> str:
+    """``after`` to append to ``before`` across a line-end hyphen PDFium removed.
+
+    A syllable break joins (``con-`` + ``firming``); a compound whose halves are both words of the
+    document elsewhere too (the halves themselves count once), and whose joined form is not,
+    keeps its hyphen (``chat-`` + ``optimized``).
+    """
+    left = _WORD.findall(before[-40:])
+    right = _WORD.findall(after[:40])
+    if left and right and before[-1:].isalpha() and after[:1].isalpha():
+        head, tail = left[-1].lower(), right[0].lower()
+        if vocabulary[head] > 1 and vocabulary[tail] > 1 and not vocabulary[head + tail] and len(head) > 1:
+            return "-" + after
+    if before[-1:].isalpha() and after[:1].isalpha():
+        return after
+    return "-" + after if before[-1:].isalnum() else after
+
+
+def _space_between(match: re.Match[str]) -> str:
+    """Word processors often drop the space between a Latin word and the Arabic next to it."""
+    return " ".join(g for g in match.groups() if g)
+
+
+# -- headings ------------------------------------------------------------------------------------
+
+
+def _body_size(doc: PdfPages) -> float:
+    sizes: Counter[float] = Counter()
+    for page in doc.pages:
+        for fragment in page:
+            sizes[round(fragment.size)] += len(fragment.text)
+    return sizes.most_common(1)[0][0] if sizes else 10.0
+
+
+def _mark_headings(blocks: list[Block], body: float, outline: list[tuple[int, str]]) -> None:
+    bookmarks = {_key(title): depth for depth, title in outline}
+    sizes = sorted({round(b.size) for b in blocks if _heading_like(b, body) and b.size >= body * 1.15}, reverse=True)
+    for block in blocks:
+        key = _key(block.text())
+        if key in bookmarks and len(block.text()) <= _MAX_HEADING_CHARS:
+            block.kind, block.level = "heading", min(bookmarks[key] + 2, 6)
+        elif _heading_like(block, body):
+            if block.size >= body * 1.15:
+                block.kind, block.level = "heading", min(2 + sizes.index(round(block.size)), 6)
+            elif block.bold and (block.size >= body * 0.95) and _standalone(block):
+                block.kind, block.level = "heading", min(2 + len(sizes), 6)
+
+
+def _heading_like(block: Block, body: float) -> bool:
+    text = block.text()
+    return (
+        block.kind == "text" and len(block.lines) <= 3 and 2 <= len(text) <= _MAX_HEADING_CHARS
+        and any(ch.isalpha() for ch in text) and not text.endswith((",", ";"))
+        and (block.size >= body * 1.15 or block.bold)
+    )  # fmt: skip
+
+
+def _standalone(block: Block) -> bool:
+    """A bold line that is a heading, not a bold phrase inside a paragraph or a table cell."""
+    text = block.text()
+    return len(block.lines) <= 2 and not text.endswith((".", ":")) or bool(_SECTION.match(text))
+
+
+def _key(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _title(metadata: str, blocks: list[Block]) -> str:
+    """The metadata title when it looks like one, else the largest heading of the first page."""
+    if _plausible_title(metadata):
+        return metadata
+    first_page = [b for b in blocks if b.lines[0].page == blocks[0].lines[0].page] if blocks else []
+    headings = [b for b in first_page if b.kind == "heading"]
+    if not headings:
+        return ""
+    # The first heading, unless a later one on the page is set clearly larger (a cover page).
+    chosen = next((b for b in headings if b.size >= 0.8 * max(h.size for h in headings)), headings[0])
+    chosen.level = 1
+    return chosen.text()
+
+
+def _plausible_title(text: str) -> bool:
+    lowered = text.lower()
+    return (
+        len(text) >= 4 and any(ch.isalpha() for ch in text) and not lowered.startswith(("microsoft word", "untitled", "(anonymous)"))
+        and not lowered.endswith((".doc", ".docx", ".pdf", ".tex", ".dvi"))
+    )  # fmt: skip
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+
+
+def _render(blocks: list[Block], title: str) -> str:
+    out: list[str] = []
+    if title and not any(b.kind == "heading" and b.level == 1 for b in blocks):
+        out.append(f"# {title}")
+    for block in blocks:
+        text = block.text()
+        if block.kind == "heading":
+            out.append("#" * block.level + " " + text)
+        elif block.kind == "item":
+            out.append(_list_line(text))
+        else:
+            out.append(_escape(text))
+    return "\n\n".join(out) + "\n"
+
+
+def _list_line(text: str) -> str:
+    if text[0] in _BULLETS:
+        return "- " + text[1:].strip()
+    return text
+
+
+def _escape(text: str) -> str:
+    """Keep a paragraph a paragraph: a leading ``#``, ``>`` or ``1.`` would change its meaning."""
+    if text[:1] in "#>" or re.match(r"^\d+[.)]\s", text):
+        return "\\" + text
+    return text
