@@ -28,7 +28,7 @@ def supported_formats() -> list[str]:
 
 def convert(
     filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float | None = None,
-    memory_bytes: int = 0,
+    memory_bytes: int = 0, html_main_content: bool = True,
 ) -> Conversion:  # fmt: skip
     """Convert one uploaded file to cleaned Markdown with a title.
 
@@ -43,6 +43,8 @@ def convert(
             process that is killed
             after this many seconds (``conversion_failed``); None converts in this process.
         memory_bytes: The worker's address-space cap (0: none).
+        html_main_content: Web pages keep only their main content (menus, footers and link
+            lists dropped); False keeps the whole page.
 
     Raises:
         IngestRejectedError: ``empty``, ``unsupported_type``, ``too_large``, ``scanned_pdf`` or
@@ -56,20 +58,28 @@ def convert(
     if len(data) > max_bytes:
         raise _too_large(name, len(data), max_bytes)
     if converter is _DOCUMENTS and timeout is not None:
-        raw = convert_in_sandbox(name, data, timeout=timeout, memory_bytes=memory_bytes)
+        raw = convert_in_sandbox(name, data, timeout=timeout, memory_bytes=memory_bytes,
+                                 html_main_content=html_main_content)  # fmt: skip
+    elif converter is _DOCUMENTS:
+        raw = _DOCUMENTS.convert(data, name, html_main_content=html_main_content)
     else:
         raw = converter.convert(data, name)
     markdown = clean_markdown(raw)
     # A scan often keeps a text layer of page numbers only: no letters means no text.
     if not markdown or (ext == "pdf" and not any(ch.isalpha() for ch in markdown)):
         raise _nothing_left(name, ext)
-    return Conversion(markdown, derive_title(markdown, name), engine_for(ext), ext)
+    engine = engine_for(ext, html_main_content=html_main_content)
+    return Conversion(markdown, derive_title(markdown, name), engine, ext)
 
 
-def engine_for(ext: str) -> str:
-    """The ``conversion_engine`` a file of this extension gets today (see ``Conversion.engine``)."""
+def engine_for(ext: str, *, html_main_content: bool = True) -> str:
+    """The ``conversion_engine`` a file of this extension gets today (see ``Conversion.engine``).
+
+    A document whose recorded engine differs was converted by an older converter (or with other
+    options): re-converting its original gives different Markdown.
+    """
     if _DOCUMENTS.can_handle(ext):
-        return document_engine(ext)
+        return document_engine(ext, html_main_content=html_main_content)
     return _PASSTHROUGH.name if _PASSTHROUGH.can_handle(ext) else _CSV.name
 
 

@@ -62,12 +62,12 @@ def main() -> None:
     requests = sys.stdin.buffer
     while True:
         try:
-            name, data, timeout = read_message(requests)
+            name, data, timeout, options = read_message(requests)
         except EOFError:
             return
         _deadline(timeout + 5)  # the parent normally stops us first, at `timeout`
         try:
-            reply = ("ok", converter.convert(data, name))
+            reply = ("ok", converter.convert(data, name, **options))
         except IngestRejectedError as exc:
             reply = ("rejected", exc.code, exc.message, exc.hint)
         except MemoryError:
