@@ -60,6 +60,7 @@ def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
     body = _body_size(doc)
     _mark_headings(blocks, body, doc.outline)
     title = _title(doc.title, blocks)
+    _close_gaps(blocks)
     return _render(blocks, title), title
 
 
@@ -289,6 +290,15 @@ def _title(metadata: str, blocks: list[Block]) -> str:
     chosen = next((b for b in headings if b.size >= 0.8 * max(h.size for h in headings)), headings[0])
     chosen.level = 1
     return chosen.text()
+
+
+def _close_gaps(blocks: list[Block]) -> None:
+    """Section headings start at level 2 under the title, and skip no level."""
+    levels = sorted({b.level for b in blocks if b.kind == "heading" and b.level > 1})
+    renumber = {level: min(2 + index, 6) for index, level in enumerate(levels)}
+    for block in blocks:
+        if block.kind == "heading" and block.level > 1:
+            block.level = renumber[block.level]
 
 
 def _plausible_title(text: str) -> bool:
