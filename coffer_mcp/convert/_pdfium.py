@@ -10,6 +10,7 @@ layout (columns, paragraphs, headings) is worked out in ``_pdflayout``.
 from __future__ import annotations
 
 import ctypes
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,8 @@ _LINE_END_HYPHEN = "\x02"
 _BREAKS = "\r\n"
 _ALEFS = "\u0627\u0623\u0625\u0622"
 _LAM = "\u0644"
-_BOLD_NAMES = ("bold", "black", "heavy", "semibold", "demi", "-medi", "cmbx", "-bd", ",bd")
+# Font names that say bold, TeX's among them (CMBX10, SFBX1000: "bold extended").
+_BOLD_NAME = re.compile(r"bold|black|heavy|demi|-medi|bx\d|cmb\d|[-,]bd\b")
 
 
 @dataclass(slots=True)
@@ -152,7 +154,7 @@ def _font_weight(raw: Any, obj: Any) -> int:
     buffer = ctypes.create_string_buffer(128)
     raw.FPDFFont_GetBaseFontName(font, buffer, len(buffer))
     name = buffer.value.decode("latin-1").lower()
-    if any(mark in name for mark in _BOLD_NAMES):
+    if _BOLD_NAME.search(name):
         return 700
     return max(raw.FPDFFont_GetWeight(font), 400)
 
@@ -199,14 +201,14 @@ def _jumps(line: list[_Char], char: _Char) -> bool:
 
 
 def _split_wide_gaps(line: list[_Char], page: int, height: float) -> list[Fragment]:
-    """One fragment per run of characters without a gap wider than ~2.5 em (a column gutter)."""
+    """One fragment per run of characters without a gap wider than ~1 em (a gutter, a table cell)."""
     runs: list[list[_Char]] = [[]]
     previous: _Char | None = None
     for char in line:
         visible = char.text.strip() and char.text != _LINE_END_HYPHEN
         if visible and previous is not None:
             gap = max(char.left - previous.right, previous.left - char.right)
-            if gap > max(2.5 * max(char.size, previous.size), 12.0):
+            if gap > max(1.0 * max(char.size, previous.size), 8.0):
                 runs.append([])
         runs[-1].append(char)
         if visible:

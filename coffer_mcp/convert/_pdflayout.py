@@ -30,12 +30,14 @@ _WORD = re.compile(r"[^\W\d_]+")
 
 @dataclass(slots=True)
 class Block:
-    """Consecutive lines of one column read as one paragraph, heading or list item."""
+    """Consecutive lines of one column read as one paragraph, heading, list item or table."""
 
     lines: list[Fragment]
     kind: str = "text"
     level: int = 0
     joined: str = ""
+    cells: list[list[str]] | None = None
+    """A table's rows of cell text (``kind == "table"``)."""
 
     @property
     def size(self) -> float:
@@ -59,7 +61,7 @@ def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
         block.joined = _join_lines(block.lines, vocabulary)
     body = _body_size(doc)
     _mark_headings(blocks, body, doc.outline)
-    title = _title(doc.title, blocks)
+    title = _title(doc.title, doc.outline, blocks)
     _close_gaps(blocks)
     return _render(blocks, title), title
 
@@ -73,8 +75,11 @@ def _page_blocks(fragments: list[Fragment], doc: PdfPages) -> list[Block]:
         return []
     rtl = sum(f.rtl for f in fragments) > len(fragments) / 2
     blocks: list[Block] = []
-    for column in _xy_cut(fragments, rtl):
-        blocks.extend(_paragraphs(column))
+    for piece in _xy_cut(fragments, rtl):
+        if isinstance(piece, Block):
+            blocks.append(piece)
+        else:
+            blocks.extend(_paragraphs(piece))
     return blocks
 
 
@@ -86,8 +91,8 @@ def _page_furniture(fragment: Fragment, page: list[Fragment]) -> bool:
     return not others or fragment.top >= max(f.bottom for f in others) or fragment.bottom <= min(f.top for f in others)
 
 
-def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment]]:
-    """The region as a list of columns, each a top-to-bottom list of lines, in reading order."""
+def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
+    """The region in reading order: columns (top-to-bottom lists of lines) and tables."""
     if len(region) <= 1:
         return [region]
     columns = _vertical_split(region)
@@ -97,7 +102,8 @@ def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment]]:
     bands = _horizontal_split(region)
     if len(bands) > 1:
         return [piece for band in bands for piece in _xy_cut(band, rtl)]
-    return [_rows(region, rtl)]
+    table = _table(region, columns, rtl)
+    return [table] if table is not None else [_rows(region, rtl)]
 
 
 def _vertical_split(region: list[Fragment]) -> list[list[Fragment]]:
@@ -118,7 +124,8 @@ def _prose(column: list[Fragment]) -> bool:
         return False
     width = max(f.x1 for f in column) - min(f.x0 for f in column)
     full = sum(f.width >= 0.75 * width for f in column)
-    return width > 80 and full >= 0.5 * len(column)
+    # A column may hold a table or a list too; several full lines still make it running text.
+    return width > 80 and full >= 3 and full >= 0.3 * len(column)
 
 
 def _horizontal_split(region: list[Fragment]) -> list[list[Fragment]]:
@@ -145,6 +152,32 @@ def _rows(region: list[Fragment], rtl: bool) -> list[Fragment]:
         else:
             rows.append([fragment])
     return [_merge(sorted(row, key=lambda f: -f.x1 if rtl else f.x0)) for row in rows]
+
+
+def _table(region: list[Fragment], columns: list[list[Fragment]], rtl: bool) -> Block | None:
+    """Cells aligned in 2+ columns over 2+ rows, short as table cells are; else None (text)."""
+    if len(columns) < 2 or len(region) < 4:
+        return None
+    rows: list[list[Fragment]] = []
+    for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
+        if rows and fragment.top < min(f.bottom for f in rows[-1]) - 0.5 * fragment.height:
+            rows[-1].append(fragment)
+        else:
+            rows.append([fragment])
+    filled = sum(len(row) >= 2 for row in rows)
+    average = sum(len(f.text) for f in region) / len(region)
+    if len(rows) < 2 or filled < max(2, 0.5 * len(rows)) or average > 40:
+        return None
+    order = list(reversed(columns)) if rtl else columns
+    where = {id(f): index for index, column in enumerate(order) for f in column}
+    cells = []
+    for row in rows:
+        line = [""] * len(order)
+        for fragment in sorted(row, key=lambda f: f.x0):
+            index = where[id(fragment)]
+            line[index] = f"{line[index]} {fragment.text}".strip()
+        cells.append(line)
+    return Block(region, kind="table", cells=cells)
 
 
 def _merge(row: list[Fragment]) -> Fragment:
@@ -249,6 +282,8 @@ def _mark_headings(blocks: list[Block], body: float, outline: list[tuple[int, st
     bookmarks = {_key(title): depth for depth, title in outline}
     sizes = sorted({round(b.size) for b in blocks if _heading_like(b, body) and b.size >= body * 1.15}, reverse=True)
     for block in blocks:
+        if block.kind == "table":
+            continue
         key = _key(block.text())
         if key in bookmarks and len(block.text()) <= _MAX_HEADING_CHARS:
             block.kind, block.level = "heading", min(bookmarks[key] + 2, 6)
@@ -278,10 +313,13 @@ def _key(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _title(metadata: str, blocks: list[Block]) -> str:
-    """The metadata title when it looks like one, else the largest heading of the first page."""
+def _title(metadata: str, outline: list[tuple[int, str]], blocks: list[Block]) -> str:
+    """The metadata title when it looks like one, else a lone top bookmark, else the first heading."""
     if _plausible_title(metadata):
         return metadata
+    tops = [title for depth, title in outline if depth == 0]
+    if len(tops) == 1 and _plausible_title(tops[0]):
+        return tops[0]
     first_page = [b for b in blocks if b.lines[0].page == blocks[0].lines[0].page] if blocks else []
     headings = [b for b in first_page if b.kind == "heading"]
     if not headings:
@@ -318,13 +356,22 @@ def _render(blocks: list[Block], title: str) -> str:
         out.append(f"# {title}")
     for block in blocks:
         text = block.text()
-        if block.kind == "heading":
+        if block.kind == "table" and block.cells:
+            out.append(_table_markdown(block.cells))
+        elif block.kind == "heading":
             out.append("#" * block.level + " " + text)
         elif block.kind == "item":
             out.append(_list_line(text))
         else:
             out.append(_escape(text))
     return "\n\n".join(out) + "\n"
+
+
+def _table_markdown(rows: list[list[str]]) -> str:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([line(rows[0]), line(["---"] * len(rows[0]))] + [line(row) for row in rows[1:]])
 
 
 def _list_line(text: str) -> str:
