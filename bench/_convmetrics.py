@@ -175,7 +175,8 @@ def heading_recall(got: list[tuple[int, str]], ref: list[tuple[int, str]]) -> fl
 
 
 def _similar(a: str, b: str) -> bool:
-    return a == b or SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.8
+    """Same text, the same words in another order (a number put after), or 80% alike."""
+    return a == b or sorted(a.split()) == sorted(b.split()) or SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,22 +218,32 @@ def _cells(row: str) -> list[str]:
 
 
 def table_agreement(got: list[Table], ref: list[Table]) -> dict[str, float | int | None]:
-    """Each reference table paired with the unused ``got`` table sharing most of its words.
+    """Reference tables paired one-to-one with ``got`` tables, then shapes and headers compared.
 
+    Pairs sharing most words go first, a pair of equal shapes before one of unequal shapes
+    (several tables of a workbook can hold the same numbers), each table in one pair at most.
     Returns the share of reference tables whose partner has the same rows x columns, and the
     share whose partner has the same header row.
     """
     if not ref:
         return {"ref_tables": 0, "tables": len(got), "shape": None, "header": None}
-    unused = list(got)
+    candidates = []
+    for i, table in enumerate(ref):
+        for j, other in enumerate(got):
+            overlap = len(table.words & other.words) / (len(table.words | other.words) or 1)
+            if overlap >= 0.3:
+                same = (table.rows, table.columns) == (other.rows, other.columns)
+                candidates.append((same, overlap, i, j))
+    used_ref: set[int] = set()
+    used_got: set[int] = set()
     shapes = headers = 0
-    for table in ref:
-        if not unused:
-            break
-        best = max(unused, key=lambda other: len(table.words & other.words) / (len(table.words | other.words) or 1))
-        unused.remove(best)
-        shapes += (best.rows, best.columns) == (table.rows, table.columns)
-        headers += best.header == table.header
+    for same, _, i, j in sorted(candidates, reverse=True):
+        if i in used_ref or j in used_got:
+            continue
+        used_ref.add(i)
+        used_got.add(j)
+        shapes += same
+        headers += ref[i].header == got[j].header
     return {"ref_tables": len(ref), "tables": len(got), "shape": shapes / len(ref), "header": headers / len(ref)}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ class Fragment:
     hyphen_join: bool = False
     """The line ended in a hyphen PDFium recognised as a line-break hyphen."""
     rtl: bool = False
+    font: str = ""
+    """The base font name most of its characters use ("" when the PDF does not say)."""
 
     @property
     def height(self) -> float:
@@ -102,6 +105,7 @@ class _Char:
     size: float
     weight: int
     generated: bool
+    font: str = ""
 
 
 def _page_fragments(page: Any, index: int, height: float) -> tuple[list[Fragment], int]:
@@ -121,7 +125,7 @@ def _chars(textpage: Any) -> tuple[list[_Char], int]:
 
     handle = textpage.raw
     box = raw.FS_RECTF()
-    weights: dict[int | None, int] = {}
+    fonts: dict[int | None, tuple[int, str]] = {}
     chars, dropped = [], 0
     for i in range(raw.FPDFText_CountChars(handle)):
         code = raw.FPDFText_GetUnicode(handle, i)
@@ -133,30 +137,30 @@ def _chars(textpage: Any) -> tuple[list[_Char], int]:
         # the tight box varies with each glyph and FPDFText_GetFontSize ignores the text matrix.
         raw.FPDFText_GetLooseCharBox(handle, i, box)
         generated = raw.FPDFText_IsGenerated(handle, i) == 1
-        weight = 0 if generated else _weight(raw, handle, i, weights)
-        chars.append(_Char(text, box.left, box.bottom, box.right, box.top, box.top - box.bottom, weight, generated))
+        weight, font = (0, "") if generated else _font(raw, handle, i, fonts)
+        chars.append(_Char(text, box.left, box.bottom, box.right, box.top, box.top - box.bottom, weight, generated, font))
     return _fix_lam_alef(chars), dropped
 
 
-def _weight(raw: Any, handle: Any, index: int, cache: dict[int | None, int]) -> int:
-    """The font weight of a character (700 for a font named bold), cached per text object."""
+def _font(raw: Any, handle: Any, index: int, cache: dict[int | None, tuple[int, str]]) -> tuple[int, str]:
+    """The weight (700 for a font named bold) and base name of a character's font, per text object."""
     obj = raw.FPDFText_GetTextObject(handle, index)
     key = ctypes.cast(obj, ctypes.c_void_p).value if obj else None
     if key not in cache:
-        cache[key] = _font_weight(raw, obj) if obj else 400
+        cache[key] = _font_of(raw, obj) if obj else (400, "")
     return cache[key]
 
 
-def _font_weight(raw: Any, obj: Any) -> int:
+def _font_of(raw: Any, obj: Any) -> tuple[int, str]:
     font = raw.FPDFTextObj_GetFont(obj)
     if not font:
-        return 400
+        return 400, ""
     buffer = ctypes.create_string_buffer(128)
     raw.FPDFFont_GetBaseFontName(font, buffer, len(buffer))
-    name = buffer.value.decode("latin-1").lower()
-    if _BOLD_NAME.search(name):
-        return 700
-    return max(raw.FPDFFont_GetWeight(font), 400)
+    name = buffer.value.decode("latin-1")
+    if _BOLD_NAME.search(name.lower()):
+        return 700, name
+    return max(raw.FPDFFont_GetWeight(font), 400), name
 
 
 def _undecodable(text: str) -> bool:
@@ -227,11 +231,12 @@ def _fragment(run: list[_Char], page: int, height: float) -> Fragment | None:
     rtl = sum(_is_rtl(c.text) for c in visible) > len(visible) / 2
     size = statistics.median(c.size for c in visible)
     bold = sum(c.weight >= 600 for c in visible) > len(visible) / 2
+    font = Counter(c.font for c in visible).most_common(1)[0][0]
     return Fragment(
         text=" ".join(text.split()),
         x0=min(c.left for c in visible), top=height - max(c.top for c in visible),
         x1=max(c.right for c in visible), bottom=height - min(c.bottom for c in visible),
-        size=round(size, 1), bold=bold, page=page, hyphen_join=hyphen, rtl=rtl,
+        size=round(size, 1), bold=bold, page=page, hyphen_join=hyphen, rtl=rtl, font=font,
     )  # fmt: skip
 
 

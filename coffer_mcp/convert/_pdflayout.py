@@ -60,7 +60,7 @@ def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
     for block in blocks:
         block.joined = _join_lines(block.lines, vocabulary)
     body = _body_size(doc)
-    _mark_headings(blocks, body, doc.outline)
+    _mark_headings(blocks, body, _body_font(doc), doc.outline)
     title = _title(doc.title, doc.outline, blocks)
     _close_gaps(blocks)
     return _render(blocks, title), title
@@ -188,6 +188,7 @@ def _merge(row: list[Fragment]) -> Fragment:
         text=" ".join(f.text for f in row), x0=min(f.x0 for f in row), top=min(f.top for f in row),
         x1=max(f.x1 for f in row), bottom=max(f.bottom for f in row), size=max(f.size for f in row),
         bold=all(f.bold for f in row), page=first.page, hyphen_join=row[-1].hyphen_join, rtl=first.rtl,
+        font=first.font,
     )  # fmt: skip
 
 
@@ -224,6 +225,7 @@ def _breaks(previous: Fragment, line: Fragment, spacing: float) -> bool:
         or gap < -0.5 * line.height  # went back up: another column or a side note
         or abs(line.size - previous.size) > 0.15 * previous.size
         or (line.bold != previous.bold and not _list_item(previous.text))
+        or (line.font != previous.font and previous.width < 0.7 * line.width)  # a run-in heading
         or _list_item(line.text)
     )
 
@@ -278,10 +280,18 @@ def _body_size(doc: PdfPages) -> float:
     return sizes.most_common(1)[0][0] if sizes else 10.0
 
 
-def _mark_headings(blocks: list[Block], body: float, outline: list[tuple[int, str]]) -> None:
+def _body_font(doc: PdfPages) -> str:
+    fonts: Counter[str] = Counter()
+    for page in doc.pages:
+        for fragment in page:
+            fonts[fragment.font] += len(fragment.text)
+    return fonts.most_common(1)[0][0] if fonts else ""
+
+
+def _mark_headings(blocks: list[Block], body: float, font: str, outline: list[tuple[int, str]]) -> None:
     bookmarks = {_key(title): depth for depth, title in outline}
     sizes = sorted({round(b.size) for b in blocks if _heading_like(b, body) and b.size >= body * 1.15}, reverse=True)
-    for block in blocks:
+    for index, block in enumerate(blocks):
         if block.kind == "table":
             continue
         key = _key(block.text())
@@ -290,8 +300,10 @@ def _mark_headings(blocks: list[Block], body: float, outline: list[tuple[int, st
         elif _heading_like(block, body):
             if block.size >= body * 1.15:
                 block.kind, block.level = "heading", min(2 + sizes.index(round(block.size)), 6)
-            elif block.bold and (block.size >= body * 0.95) and _standalone(block):
+            elif (block.bold or block.size >= body * 1.06) and block.size >= body * 0.95 and _standalone(block):
                 block.kind, block.level = "heading", min(2 + len(sizes), 6)
+        elif _font_heading(block, body, font, blocks[index + 1 : index + 2]):
+            block.kind, block.level = "heading", min(2 + len(sizes), 6)
 
 
 def _heading_like(block: Block, body: float) -> bool:
@@ -299,7 +311,19 @@ def _heading_like(block: Block, body: float) -> bool:
     return (
         block.kind == "text" and len(block.lines) <= 3 and 2 <= len(text) <= _MAX_HEADING_CHARS
         and any(ch.isalpha() for ch in text) and not text.endswith((",", ";"))
-        and (block.size >= body * 1.15 or block.bold)
+        and (block.size >= body * 1.06 or block.bold)
+    )  # fmt: skip
+
+
+def _font_heading(block: Block, body: float, font: str, following: list[Block]) -> bool:
+    """One short line in another font than the body's, before a paragraph (a run-in style heading)."""
+    text = block.text()
+    line = block.lines[0]
+    return (
+        block.kind == "text" and len(block.lines) == 1 and line.font != font and 3 <= len(text) <= 80
+        and abs(block.size - body) <= 0.1 * body and text[0].isupper() and not text.endswith((".", ",", ";", ":"))
+        and bool(following) and following[0].kind == "text" and len(following[0].text()) > len(text)
+        and not _PAGE_NUMBER.match(text) and sum(ch.isalpha() for ch in text) >= 0.6 * len(text)
     )  # fmt: skip
 
 
