@@ -25,6 +25,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-
 _PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(/|of)\s*\d{1,4})?$", re.IGNORECASE)
 _LATIN_THEN_RTL = re.compile(r"([A-Za-z0-9])([\u0600-\u06ff])|([\u0600-\u06ff])([A-Za-z])")
 _MAX_HEADING_CHARS = 160
+_LEADER = re.compile(r"(\. ?){4,}|…{2,}")  # a table of contents line: "Chapter 1 . . . . 7"
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -223,7 +224,7 @@ def _breaks(previous: Fragment, line: Fragment, spacing: float) -> bool:
     return (
         gap > max(spacing, 0.0) + max(0.35 * size, 2.0)
         or gap < -0.5 * line.height  # went back up: another column or a side note
-        or abs(line.size - previous.size) > 0.15 * previous.size
+        or abs(line.size - previous.size) > 0.05 * previous.size
         or (line.bold != previous.bold and not _list_item(previous.text))
         or (line.font != previous.font and previous.width < 0.7 * line.width)  # a run-in heading
         or _list_item(line.text)
@@ -300,7 +301,7 @@ def _mark_headings(blocks: list[Block], body: float, font: str, outline: list[tu
         elif _heading_like(block, body):
             if block.size >= body * 1.15:
                 block.kind, block.level = "heading", min(2 + sizes.index(round(block.size)), 6)
-            elif (block.bold or block.size >= body * 1.06) and block.size >= body * 0.95 and _standalone(block):
+            elif (block.bold or block.size >= body * 1.06) and block.size >= body * 0.85 and _standalone(block):
                 block.kind, block.level = "heading", min(2 + len(sizes), 6)
         elif _font_heading(block, body, font, blocks[index + 1 : index + 2]):
             block.kind, block.level = "heading", min(2 + len(sizes), 6)
@@ -309,8 +310,10 @@ def _mark_headings(blocks: list[Block], body: float, font: str, outline: list[tu
 def _heading_like(block: Block, body: float) -> bool:
     text = block.text()
     return (
-        block.kind == "text" and len(block.lines) <= 3 and 2 <= len(text) <= _MAX_HEADING_CHARS
-        and any(ch.isalpha() for ch in text) and not text.endswith((",", ";"))
+        # A numbered line set larger than the body, "(1) Scope", is a heading, not a list item.
+        (block.kind == "text" or (block.kind == "item" and block.size >= body * 1.06))
+        and len(block.lines) <= 3 and 2 <= len(text) <= _MAX_HEADING_CHARS
+        and any(ch.isalpha() for ch in text) and not text.endswith((",", ";")) and not _LEADER.search(text)
         and (block.size >= body * 1.06 or block.bold)
     )  # fmt: skip
 
@@ -348,8 +351,10 @@ def _title(metadata: str, outline: list[tuple[int, str]], blocks: list[Block]) -
     headings = [b for b in first_page if b.kind == "heading"]
     if not headings:
         return ""
-    # The first heading, unless a later one on the page is set clearly larger (a cover page).
-    chosen = next((b for b in headings if b.size >= 0.8 * max(h.size for h in headings)), headings[0])
+    # The first heading, unless a later one on the page is set clearly larger (a cover page);
+    # a heading of one or two words is a logo or a label ("Front cover") when longer ones exist.
+    worded = [b for b in headings if len(b.text().split()) >= 3] or headings
+    chosen = next((b for b in worded if b.size >= 0.8 * max(h.size for h in worded)), worded[0])
     chosen.level = 1
     return chosen.text()
 
