@@ -178,7 +178,23 @@ def _table(region: list[Fragment], columns: list[list[Fragment]], rtl: bool) -> 
             index = where[id(fragment)]
             line[index] = f"{line[index]} {fragment.text}".strip()
         cells.append(line)
-    return Block(region, kind="table", cells=cells)
+    return Block(region, kind="table", cells=_merge_continuations(cells))
+
+
+def _merge_continuations(rows: list[list[str]]) -> list[list[str]]:
+    """A row with an empty first cell, filling only columns the row above fills, continues it.
+
+    Cells of two lines ("OTSL" over "HTML") come out of a PDF as two rows.
+    """
+    merged: list[list[str]] = []
+    for row in rows:
+        above = merged[-1] if len(merged) > 1 else None  # never into the header row
+        filled = {i for i, cell in enumerate(row) if cell}
+        if above is not None and not row[0] and above[0] and filled <= {i for i, c in enumerate(above) if c}:
+            merged[-1] = [f"{a} {b}".strip() for a, b in zip(above, row)]
+        else:
+            merged.append(row)
+    return merged
 
 
 def _merge(row: list[Fragment]) -> Fragment:
