@@ -37,7 +37,7 @@ class HtmlConverter:
         if self.main_content:
             main, title = _main_content(html)
             if main:
-                markdown = html_to_markdown(main)
+                markdown = html_to_markdown(main, drop_footnote_marks=True)
                 if title and not _H1.search(markdown):
                     markdown = f"# {title}\n\n{markdown}"
                 return markdown

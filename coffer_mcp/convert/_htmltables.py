@@ -9,21 +9,31 @@ cell it covers (as docling does), and the first row is the header.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 __all__ = ["html_to_markdown", "regular_tables"]
 
 _MAX_SPAN = 64  # a hostile rowspan="100000" must not build a huge grid
+_FOOTNOTE_MARK = re.compile(r"^\[?(\d{1,4}|[a-z]|note \d{1,4})\]?$")
 
 
-def html_to_markdown(html: str) -> str:
-    """Markdown for an HTML document or fragment (tables made regular, scripts dropped)."""
+def html_to_markdown(html: str, *, drop_footnote_marks: bool = False) -> str:
+    """Markdown for an HTML document or fragment (tables made regular, scripts dropped).
+
+    With ``drop_footnote_marks``, in-page links that are only a footnote number (Wikipedia's
+    ``[12]``) go: in a passage they are noise, and the notes they point to are not kept.
+    """
     from bs4 import BeautifulSoup
     from markitdown import StreamInfo
     from markitdown.converters import HtmlConverter
 
     soup = BeautifulSoup(html, "html.parser")
     regular_tables(soup)
+    if drop_footnote_marks:
+        for link in soup.find_all("a", href=True):
+            if link["href"].startswith("#") and _FOOTNOTE_MARK.match(link.get_text(strip=True)):
+                link.decompose()
     stream = io.BytesIO(str(soup).encode("utf-8"))
     info = StreamInfo(mimetype="text/html", extension=".html", charset="utf-8")
     return HtmlConverter().convert(stream, info).markdown or ""
