@@ -58,8 +58,7 @@ def _main_content(html: str) -> tuple[str, str]:
     except ImportError as exc:
         raise EngineUnavailableError(
             "The web-page extractor (trafilatura) is not installed, so .html files cannot be converted.",
-            hint="Install it with: pip install trafilatura, or set html_main_content: false to convert "
-            "whole pages. Other formats keep working.",
+            hint="Install it with: pip install trafilatura. Other formats keep working.",
         ) from exc
     main = trafilatura.extract(
         html, output_format="html", include_links=True, include_tables=True, include_formatting=True,
