@@ -212,7 +212,7 @@ def tables(markdown: str) -> list[Table]:
 
 def _cells(row: str) -> list[str]:
     row = row.strip()
-    row = row[1:] if row.startswith("|") else row
+    row = row.removeprefix("|")
     row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
     return re.split(r"(?<!\\)\|", row)
 

@@ -284,8 +284,8 @@ def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -
             f"| {_fmt(r.get('peak_mb'), 0)} |"
         )  # fmt: skip
     lines += ["", "## Per format", "",
-              "| format | engine | files | recall | precision | order | heading rec. | table shape | table header "
-              "| glued | garbage | NaN | title ok | s | pages/s | peak MB |", "|" + " --- |" * 16]  # fmt: skip
+              ("| format | engine | files | recall | precision | order | heading rec. | table shape | table header "
+               "| glued | garbage | NaN | title ok | s | pages/s | peak MB |"), "|" + " --- |" * 16]  # fmt: skip
     for f in formats:
         lines.append(
             f"| {f['format']} | {f['engine']} | {f['files']} | {_fmt(f['recall'])} | {_fmt(f['precision'])} "

@@ -20,7 +20,6 @@ class PdfConverter:
 
     def convert(self, data: bytes, filename: str) -> str:
         try:
-            from ._pdfium import read_pdf
             import pypdfium2  # noqa: F401 - checked here so a missing engine says so
         except ImportError as exc:
             raise EngineUnavailableError(
@@ -29,6 +28,7 @@ class PdfConverter:
             ) from exc
         from pypdfium2 import PdfiumError
 
+        from ._pdfium import read_pdf
         from ._pdflayout import pdf_markdown
 
         try:

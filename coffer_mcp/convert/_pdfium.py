@@ -121,7 +121,7 @@ def _page_fragments(page: Any, index: int, height: float) -> tuple[list[Fragment
 
 
 def _chars(textpage: Any) -> tuple[list[_Char], int]:
-    import pypdfium2.raw as raw
+    from pypdfium2 import raw
 
     handle = textpage.raw
     box = raw.FS_RECTF()

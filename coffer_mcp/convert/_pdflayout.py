@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ._pdfium import Fragment, PdfPages
 
@@ -227,7 +228,7 @@ def _paragraphs(lines: list[Fragment]) -> list[Block]:
 def _line_spacing(lines: list[Fragment]) -> float:
     """The usual gap between two lines of a paragraph in this column (documents set 1-2x)."""
     gaps = sorted(
-        b.top - a.bottom for a, b in zip(lines, lines[1:]) if -0.5 * b.height < b.top - a.bottom < 1.5 * b.height
+        b.top - a.bottom for a, b in pairwise(lines) if -0.5 * b.height < b.top - a.bottom < 1.5 * b.height
     )
     return gaps[len(gaps) // 3] if gaps else 0.0
 
@@ -253,7 +254,7 @@ def _list_item(text: str) -> bool:
 
 def _join_lines(lines: list[Fragment], vocabulary: Counter[str]) -> str:
     text = lines[0].text
-    for previous, line in zip(lines, lines[1:]):
+    for previous, line in pairwise(lines):
         if previous.hyphen_join:
             text += _dehyphenate(text, line.text, vocabulary)
         elif _CJK.match(text[-1:]) and _CJK.match(line.text[:1]):

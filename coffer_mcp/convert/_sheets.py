@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import EngineUnavailableError
 from ._csv import markdown_table
@@ -27,7 +27,7 @@ class SheetConverter:
     """Workbooks: ``openpyxl`` for .xlsx, ``xlrd`` for legacy .xls."""
 
     extensions = frozenset({"xlsx", "xls"})
-    names = {"xlsx": "openpyxl/1", "xls": "xlrd/1"}
+    names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/1", "xls": "xlrd/1"}
     name = "openpyxl/1"
 
     def can_handle(self, ext: str) -> bool:
