@@ -81,9 +81,62 @@ def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
         return [piece for column in ordered for piece in _xy_cut(column, rtl)]
     bands = _horizontal_split(region)
     if len(bands) > 1:
-        return [piece for band in bands for piece in _xy_cut(band, rtl)]
+        pieces: list[list[Fragment] | Block] = []
+        for group in _spaced_rows(bands):
+            table = _table(_flat(group), _vertical_split(_flat(group)), rtl) if len(group) > 1 else None
+            if table is not None:
+                pieces.append(table)
+            else:
+                pieces.extend(piece for band in group for piece in _xy_cut(band, rtl))
+        return pieces
     table = _table(region, columns, rtl)
-    return [table] if table is not None else [_rows(region, rtl)]
+    if table is not None:
+        return [table]
+    return _table_under_heading(region, rtl) or [_rows(region, rtl)]
+
+
+def _table_under_heading(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
+    """A table right under a line or two that cross its gutters (its caption, section labels)."""
+    rows = _row_groups(region)
+    for skip in range(1, min(3, len(rows) - 1)):
+        rest = _flat(rows[skip:])
+        table = _table(rest, _vertical_split(rest), rtl)
+        if table is not None:
+            return [_rows(_flat(rows[:skip]), rtl), table]
+    return []
+
+
+def _row_groups(region: list[Fragment]) -> list[list[Fragment]]:
+    rows: list[list[Fragment]] = []
+    for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
+        if rows and fragment.top < min(f.bottom for f in rows[-1]) - 0.5 * fragment.height:
+            rows[-1].append(fragment)
+        else:
+            rows.append([fragment])
+    return rows
+
+
+def _spaced_rows(bands: list[list[Fragment]]) -> list[list[list[Fragment]]]:
+    """Bands grouped where consecutive ones are each one row of 2+ cells: a table with airy rows."""
+    groups: list[list[list[Fragment]]] = []
+    previous_row = False
+    for band in bands:
+        row = len(band) >= 2 and _one_row(band)
+        if row and previous_row:
+            groups[-1].append(band)
+        else:
+            groups.append([band])
+        previous_row = row
+    return groups
+
+
+def _flat(group: list[list[Fragment]]) -> list[Fragment]:
+    return [fragment for band in group for fragment in band]
+
+
+def _one_row(band: list[Fragment]) -> bool:
+    top = min(f.top for f in band)
+    return all(f.top < top + 0.5 * f.height for f in band)
 
 
 def _vertical_split(region: list[Fragment]) -> list[list[Fragment]]:
@@ -124,26 +177,14 @@ def _horizontal_split(region: list[Fragment]) -> list[list[Fragment]]:
 
 def _rows(region: list[Fragment], rtl: bool) -> list[Fragment]:
     """Lines top to bottom; fragments sharing a line become one, in the script's direction."""
-    rows: list[list[Fragment]] = []
-    for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
-        row = rows[-1] if rows else None
-        if row and fragment.top < min(f.bottom for f in row) - 0.5 * fragment.height:
-            row.append(fragment)
-        else:
-            rows.append([fragment])
-    return [_merge(sorted(row, key=lambda f: -f.x1 if rtl else f.x0)) for row in rows]
+    return [_merge(sorted(row, key=lambda f: -f.x1 if rtl else f.x0)) for row in _row_groups(region)]
 
 
 def _table(region: list[Fragment], columns: list[list[Fragment]], rtl: bool) -> Block | None:
     """Cells aligned in 2+ columns over 2+ rows, short as table cells are; else None (text)."""
     if len(columns) < 2 or len(region) < 4:
         return None
-    rows: list[list[Fragment]] = []
-    for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
-        if rows and fragment.top < min(f.bottom for f in rows[-1]) - 0.5 * fragment.height:
-            rows[-1].append(fragment)
-        else:
-            rows.append([fragment])
+    rows = _row_groups(region)
     filled = sum(len(row) >= 2 for row in rows)
     average = sum(len(f.text) for f in region) / len(region)
     if len(rows) < 2 or filled < max(2, 0.5 * len(rows)) or average > 40:
@@ -161,7 +202,7 @@ def _table(region: list[Fragment], columns: list[list[Fragment]], rtl: bool) -> 
 
 
 def _merge_continuations(rows: list[list[str]]) -> list[list[str]]:
-    """A row with an empty first cell, filling only columns the row above fills, continues it.
+    """A row with an empty first cell, filling 2+ columns the row above fills, continues it.
 
     Cells of two lines ("OTSL" over "HTML") come out of a PDF as two rows.
     """
@@ -169,7 +210,8 @@ def _merge_continuations(rows: list[list[str]]) -> list[list[str]]:
     for row in rows:
         above = merged[-1] if len(merged) > 1 else None  # never into the header row
         filled = {i for i, cell in enumerate(row) if cell}
-        if above is not None and not row[0] and above[0] and filled <= {i for i, c in enumerate(above) if c}:
+        # Two or more cells continue: one lone cell is more likely a row of its own ("Color").
+        if above is not None and not row[0] and above[0] and len(filled) >= 2 and filled <= {i for i, c in enumerate(above) if c}:
             merged[-1] = [f"{a} {b}".strip() for a, b in zip(above, row)]
         else:
             merged.append(row)
