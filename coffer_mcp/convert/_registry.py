@@ -6,17 +6,17 @@ from ..errors import IngestRejectedError
 from ._base import Conversion, Converter
 from ._clean import clean_markdown
 from ._csv import CsvConverter
-from ._markitdown import MarkItDownConverter
+from ._documents import DocumentConverter, document_engine
 from ._sandbox import convert_in_sandbox
 from ._text import PassthroughConverter
 from ._title import derive_title, extension_of, safe_filename
 
-__all__ = ["DEFAULT_MAX_BYTES", "convert", "supported_formats"]
+__all__ = ["DEFAULT_MAX_BYTES", "convert", "engine_for", "supported_formats"]
 
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
-_PASSTHROUGH, _CSV, _MARKITDOWN = PassthroughConverter(), CsvConverter(), MarkItDownConverter()
-_CONVERTERS: tuple[Converter, ...] = (_PASSTHROUGH, _CSV, _MARKITDOWN)
-_EXTENSIONS = sorted(_PASSTHROUGH.extensions | _CSV.extensions | _MARKITDOWN.extensions)
+_PASSTHROUGH, _CSV, _DOCUMENTS = PassthroughConverter(), CsvConverter(), DocumentConverter()
+_CONVERTERS: tuple[Converter, ...] = (_PASSTHROUGH, _CSV, _DOCUMENTS)
+_EXTENSIONS = sorted(_PASSTHROUGH.extensions | _CSV.extensions | _DOCUMENTS.extensions)
 _EMPTY_HINT = "The file has no text to index; check that you picked the right file."
 _LEGACY = {"doc": "docx", "ppt": "pptx", "rtf": "docx", "odt": "docx", "odp": "pptx", "ods": "xlsx"}
 
@@ -28,7 +28,7 @@ def supported_formats() -> list[str]:
 
 def convert(
     filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float | None = None,
-    memory_bytes: int = 0,
+    memory_bytes: int = 0, html_main_content: bool = True,
 ) -> Conversion:  # fmt: skip
     """Convert one uploaded file to cleaned Markdown with a title.
 
@@ -39,9 +39,12 @@ def convert(
         filename: The original filename; only its final component and extension are used.
         data: The file's bytes.
         max_bytes: The ``max_document_bytes`` limit.
-        timeout: With a value, MarkItDown formats convert in a worker process that is killed
+        timeout: With a value, PDF, Office, HTML and the other heavy formats convert in a worker
+            process that is killed
             after this many seconds (``conversion_failed``); None converts in this process.
         memory_bytes: The worker's address-space cap (0: none).
+        html_main_content: Web pages keep only their main content (menus, footers and link
+            lists dropped); False keeps the whole page.
 
     Raises:
         IngestRejectedError: ``empty``, ``unsupported_type``, ``too_large``, ``scanned_pdf`` or
@@ -54,15 +57,30 @@ def convert(
     converter = _converter_for(ext, name)
     if len(data) > max_bytes:
         raise _too_large(name, len(data), max_bytes)
-    if converter is _MARKITDOWN and timeout is not None:
-        raw = convert_in_sandbox(name, data, timeout=timeout, memory_bytes=memory_bytes)
+    if converter is _DOCUMENTS and timeout is not None:
+        raw = convert_in_sandbox(name, data, timeout=timeout, memory_bytes=memory_bytes,
+                                 html_main_content=html_main_content)  # fmt: skip
+    elif converter is _DOCUMENTS:
+        raw = _DOCUMENTS.convert(data, name, html_main_content=html_main_content)
     else:
         raw = converter.convert(data, name)
     markdown = clean_markdown(raw)
     # A scan often keeps a text layer of page numbers only: no letters means no text.
     if not markdown or (ext == "pdf" and not any(ch.isalpha() for ch in markdown)):
         raise _nothing_left(name, ext)
-    return Conversion(markdown, derive_title(markdown, name), converter.name, ext)
+    engine = engine_for(ext, html_main_content=html_main_content)
+    return Conversion(markdown, derive_title(markdown, name), engine, ext)
+
+
+def engine_for(ext: str, *, html_main_content: bool = True) -> str:
+    """The ``conversion_engine`` a file of this extension gets today (see ``Conversion.engine``).
+
+    A document whose recorded engine differs was converted by an older converter (or with other
+    options): re-converting its original gives different Markdown.
+    """
+    if _DOCUMENTS.can_handle(ext):
+        return document_engine(ext, html_main_content=html_main_content)
+    return _PASSTHROUGH.name if _PASSTHROUGH.can_handle(ext) else _CSV.name
 
 
 def _converter_for(ext: str, name: str) -> Converter:

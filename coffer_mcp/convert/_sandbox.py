@@ -1,7 +1,7 @@
 """Running the heavy converters in a separate, killable, memory-capped process.
 
-MarkItDown parses untrusted PDFs, Office zips and HTML with C extensions underneath; a hostile
-file can hang it, blow up its memory (a zip bomb) or crash it. So those conversions run in a
+The heavy converters (PDFium, MarkItDown) parse untrusted PDFs, Office zips and HTML with C code
+underneath; a hostile file can hang them, blow up their memory (a zip bomb) or crash them. So those conversions run in a
 worker process (``python -m coffer_mcp.convert._worker``) that is reused between files, killed
 when a conversion outlives its time limit, and started again on the next file. The worker caps
 its own address space, so a bomb ends in a ``MemoryError`` there, not in the server.
@@ -68,9 +68,9 @@ class _Worker:
         except (EOFError, OSError, pickle.UnpicklingError):
             self.replies.put(EOFError())
 
-    def convert(self, name: str, data: bytes, timeout: float) -> str:
+    def convert(self, name: str, data: bytes, timeout: float, options: dict[str, object]) -> str:
         try:
-            write_message(self.proc.stdin, (name, data, timeout))
+            write_message(self.proc.stdin, (name, data, timeout, options))
             reply = self.replies.get(timeout=timeout)
         except queue.Empty:
             self.kill()
@@ -117,10 +117,12 @@ class _Pool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
 
-    def convert(self, name: str, data: bytes, *, timeout: float, memory_bytes: int) -> str:
+    def convert(
+        self, name: str, data: bytes, *, timeout: float, memory_bytes: int, options: dict[str, object]
+    ) -> str:
         worker = self._take(memory_bytes)
         try:
-            markdown = worker.convert(name, data, timeout)
+            markdown = worker.convert(name, data, timeout, options)
         except IngestRejectedError:
             self._give_back(worker)
             raise
@@ -154,14 +156,17 @@ _POOL = _Pool()
 atexit.register(_POOL.shutdown)
 
 
-def convert_in_sandbox(name: str, data: bytes, *, timeout: float, memory_bytes: int) -> str:
-    """MarkItDown's Markdown for ``data``, from a worker process bounded in time and memory.
+def convert_in_sandbox(
+    name: str, data: bytes, *, timeout: float, memory_bytes: int, html_main_content: bool = True
+) -> str:
+    """The heavy converters' Markdown for ``data``, from a worker process bounded in time and memory.
 
     Raises:
         IngestRejectedError: the converter rejected the file, timed out, ran out of memory or crashed.
         EngineUnavailableError: the converter library for this format is missing.
     """
-    return _POOL.convert(name, data, timeout=timeout, memory_bytes=memory_bytes)
+    options: dict[str, object] = {"html_main_content": html_main_content}
+    return _POOL.convert(name, data, timeout=timeout, memory_bytes=memory_bytes, options=options)
 
 
 def shutdown() -> None:

@@ -54,20 +54,20 @@ def main() -> None:
     channel = _private_stdout()
     _cap_memory(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
     _die_with_parent()
-    from coffer_mcp.convert._markitdown import MarkItDownConverter
+    from coffer_mcp.convert._documents import DocumentConverter
     from coffer_mcp.convert._sandbox import read_message, write_message
     from coffer_mcp.errors import IngestRejectedError
 
-    converter = MarkItDownConverter()
+    converter = DocumentConverter()
     requests = sys.stdin.buffer
     while True:
         try:
-            name, data, timeout = read_message(requests)
+            name, data, timeout, options = read_message(requests)
         except EOFError:
             return
         _deadline(timeout + 5)  # the parent normally stops us first, at `timeout`
         try:
-            reply = ("ok", converter.convert(data, name))
+            reply = ("ok", converter.convert(data, name, **options))
         except IngestRejectedError as exc:
             reply = ("rejected", exc.code, exc.message, exc.hint)
         except MemoryError:

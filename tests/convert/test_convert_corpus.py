@@ -47,11 +47,7 @@ def reference_files() -> list[object]:
         source = path.name.split("__", 1)[1].removesuffix(".md")
         if source in REJECTED:
             continue
-        marks = []
-        if source == "right_to_left_01.pdf":
-            reason = "pdfminer extracts Arabic in visual (reversed) order"
-            marks.append(pytest.mark.xfail(reason=reason, strict=True))
-        params.append(pytest.param(path.name, source, marks=marks, id=source))
+        params.append(pytest.param(path.name, source, id=source))
     return params
 
 

@@ -33,7 +33,7 @@ def test_importing_the_convert_package_does_not_import_markitdown() -> None:
         """
         import sys
         import coffer_mcp.convert
-        heavy = {"markitdown", "magika", "pdfminer", "pdfplumber", "mammoth", "pandas"}
+        heavy = {"markitdown", "magika", "pdfminer", "pdfplumber", "mammoth", "pandas", "pypdfium2"}
         print(sorted(name for name in sys.modules if name.split(".")[0] in heavy))
         """
     )
@@ -50,7 +50,7 @@ def test_missing_markitdown_is_engine_unavailable_while_markdown_keeps_working()
         from coffer_mcp.convert import convert
         from coffer_mcp.errors import EngineUnavailableError
         try:
-            convert("report.pdf", b"%PDF-1.4 whatever")
+            convert("book.epub", b"PK\\x03\\x04 whatever")
         except EngineUnavailableError as exc:
             print(exc.reason, "|", exc.hint)
         print(convert("notes.md", b"# Still works\\n").title)
@@ -60,7 +60,7 @@ def test_missing_markitdown_is_engine_unavailable_while_markdown_keeps_working()
     assert result.returncode == 0, result.stderr
     first, second = result.stdout.splitlines()
     assert first.startswith("engine_unavailable |")
-    assert "pip install 'markitdown[pdf]'" in first
+    assert "pip install markitdown" in first
     assert second == "Still works"
 
 
@@ -68,7 +68,7 @@ def test_a_missing_format_dependency_is_engine_unavailable_for_that_format_only(
     result = run_python(
         """
         import sys
-        sys.modules["pdfplumber"] = None  # markitdown's PDF converter then lacks its dependency
+        sys.modules["pypdfium2"] = None  # the PDF converter then lacks its engine
         from pathlib import Path
         from coffer_mcp.convert import convert
         from coffer_mcp.errors import EngineUnavailableError
@@ -83,7 +83,7 @@ def test_a_missing_format_dependency_is_engine_unavailable_for_that_format_only(
     assert result.returncode == 0, result.stderr
     first, second = result.stdout.splitlines()
     assert first.startswith("engine_unavailable |")
-    assert "pip install 'markitdown[pdf]'" in first
+    assert "pip install pypdfium2" in first
     assert second == "Quarterly Bramble Report"
 
 

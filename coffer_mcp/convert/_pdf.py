@@ -1,0 +1,48 @@
+"""PDF to Markdown with structure: PDFium's text, then our own layout analysis (``_pdflayout``)."""
+
+from __future__ import annotations
+
+from ..errors import EngineUnavailableError, IngestRejectedError
+
+__all__ = ["PdfConverter"]
+
+_PASSWORD_WORDS = ("password", "encrypt")
+
+
+class PdfConverter:
+    """Headings, paragraphs in reading order, lists; a title from the metadata or first heading."""
+
+    name = "pypdfium2/1"
+    extensions = frozenset({"pdf"})
+
+    def can_handle(self, ext: str) -> bool:
+        return ext in self.extensions
+
+    def convert(self, data: bytes, filename: str) -> str:
+        try:
+            import pypdfium2  # noqa: F401 - checked here so a missing engine says so
+        except ImportError as exc:
+            raise EngineUnavailableError(
+                "The PDF engine (pypdfium2) is not installed, so .pdf files cannot be converted.",
+                hint="Install it with: pip install pypdfium2. Other formats keep working.",
+            ) from exc
+        from pypdfium2 import PdfiumError
+
+        from ._pdfium import read_pdf
+        from ._pdflayout import pdf_markdown
+
+        try:
+            pages = read_pdf(data)
+        except PdfiumError as exc:
+            raise _unreadable(filename, exc) from exc
+        markdown, _ = pdf_markdown(pages)
+        return markdown
+
+
+def _unreadable(filename: str, exc: Exception) -> IngestRejectedError:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if any(word in detail.lower() for word in _PASSWORD_WORDS):
+        hint = "The PDF is password-protected; save an unprotected copy and ingest that."
+    else:
+        hint = "The file may be damaged, truncated or not really a PDF; re-export it and ingest it again."
+    return IngestRejectedError("conversion_failed", f"Could not read {filename!r} as a PDF: {detail[:200]}", hint=hint)

@@ -1,0 +1,191 @@
+"""XLSX / XLS to Markdown: one heading per visible sheet, one table per block of cells.
+
+MarkItDown reads each sheet with pandas as one table, so a sheet holding several tables, or
+gaps, comes out as a single grid full of ``NaN`` and ``Unnamed: 4`` headers, and whole numbers
+print as ``1.0``. Here a sheet's non-empty cells are grouped into blocks (cells touching each
+other, merged ranges filled with their value as docling does), each block is a table whose first
+row is the header, and values print as a person would type them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from ..errors import EngineUnavailableError
+from ._csv import markdown_table
+
+__all__ = ["SheetConverter", "blocks", "cell_text"]
+
+Grid = dict[tuple[int, int], str]
+"""(row, column) -> the text of a non-empty cell, zero-based."""
+
+
+class SheetConverter:
+    """Workbooks: ``openpyxl`` for .xlsx, ``xlrd`` for legacy .xls."""
+
+    extensions = frozenset({"xlsx", "xls"})
+    names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/1", "xls": "xlrd/1"}
+    name = "openpyxl/1"
+
+    def can_handle(self, ext: str) -> bool:
+        return ext in self.extensions
+
+    def convert(self, data: bytes, filename: str) -> str:
+        ext = filename.rpartition(".")[2].lower()
+        sheets = _xls_sheets(data) if ext == "xls" else _xlsx_sheets(data)
+        parts = []
+        for title, grid in sheets:
+            parts.append(f"## {title}")
+            parts.extend(_render(block) for block in blocks(grid))
+        return "\n\n".join(parts) + "\n"
+
+
+def cell_text(value: Any) -> str:
+    """A cell value as text: ``3`` not ``3.0``, dates in ISO 8601, booleans as TRUE / FALSE."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e16:
+            return str(int(value))
+        return format(value, ".15g")
+    if isinstance(value, dt.datetime):
+        return value.date().isoformat() if value.time() == dt.time() else value.isoformat(sep=" ")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value).strip()
+
+
+def blocks(grid: Grid) -> list[list[list[str]]]:
+    """The tables of a sheet: groups of touching cells, top to bottom then left to right."""
+    seen: set[tuple[int, int]] = set()
+    boxes = []
+    for cell in sorted(grid):
+        if cell not in seen:
+            members = list(_component(cell, grid, seen))
+            rows, cols = [r for r, _ in members], [c for _, c in members]
+            boxes.append((min(rows), min(cols), max(rows), max(cols)))
+    boxes = _merge_overlapping(boxes)
+    return [
+        [[grid.get((r, c), "") for c in range(left, right + 1)] for r in range(top, bottom + 1)]
+        for top, left, bottom, right in sorted(boxes)
+    ]
+
+
+def _component(start: tuple[int, int], grid: Grid, seen: set[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    stack = [start]
+    seen.add(start)
+    while stack:
+        r, c = stack.pop()
+        yield r, c
+        for near in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
+            if near in grid and near not in seen:
+                seen.add(near)
+                stack.append(near)
+
+
+def _merge_overlapping(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    merged = True
+    while merged:
+        merged = False
+        for i, a in enumerate(boxes):
+            for j in range(i + 1, len(boxes)):
+                b = boxes[j]
+                if a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]:
+                    boxes[i] = (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+                    del boxes[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return boxes
+
+
+def _render(block: list[list[str]]) -> str:
+    cells = [value for row in block for value in row if value]
+    if len(block) == 1 and len(cells) == 1:
+        return cells[0]  # a lone cell (a caption, a note) is a paragraph, not a table
+    return markdown_table(block).rstrip("\n")
+
+
+# -- readers -------------------------------------------------------------------------------------
+
+
+def _xlsx_sheets(data: bytes) -> list[tuple[str, Grid]]:
+    try:
+        import openpyxl
+    except ImportError as exc:
+        raise _missing("openpyxl", "xlsx") from exc
+    # Not read-only: merged ranges are only known to a fully loaded sheet. data_only: the values
+    # Excel last computed, not the formulas.
+    workbook = openpyxl.load_workbook(io.BytesIO(data), data_only=True)
+    sheets = []
+    for sheet in workbook.worksheets:
+        if sheet.sheet_state != "visible":
+            continue
+        grid: Grid = {}
+        for row in sheet.iter_rows():
+            for cell in row:
+                text = cell_text(cell.value)
+                if text:
+                    grid[(cell.row - 1, cell.column - 1)] = text
+        for area in sheet.merged_cells.ranges:
+            _fill(grid, area.min_row - 1, area.min_col - 1, area.max_row - 1, area.max_col - 1)
+        sheets.append((sheet.title, grid))
+    return sheets
+
+
+def _xls_sheets(data: bytes) -> list[tuple[str, Grid]]:
+    try:
+        import xlrd
+    except ImportError as exc:
+        raise _missing("xlrd", "xls") from exc
+    book = xlrd.open_workbook(file_contents=data, formatting_info=True)
+    sheets = []
+    for sheet in book.sheets():
+        if sheet.visibility != 0:
+            continue
+        grid: Grid = {}
+        for r in range(sheet.nrows):
+            for c, cell in enumerate(sheet.row(r)):
+                text = cell_text(_xls_value(cell, book.datemode, xlrd))
+                if text:
+                    grid[(r, c)] = text
+        for top, bottom, left, right in sheet.merged_cells:
+            _fill(grid, top, left, bottom - 1, right - 1)
+        sheets.append((sheet.name, grid))
+    return sheets
+
+
+def _xls_value(cell: Any, datemode: int, xlrd: Any) -> Any:
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate.xldate_as_datetime(cell.value, datemode)
+        except (ValueError, OverflowError, xlrd.xldate.XLDateError):
+            return cell.value
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    if cell.ctype == xlrd.XL_CELL_ERROR:
+        return None
+    return cell.value
+
+
+def _fill(grid: Grid, top: int, left: int, bottom: int, right: int) -> None:
+    """A merged range shows its top-left value in every cell it covers."""
+    value = grid.get((top, left))
+    if not value or (bottom - top + 1) * (right - left + 1) > 10_000:
+        return
+    for r in range(top, bottom + 1):
+        for c in range(left, right + 1):
+            grid[(r, c)] = value
+
+
+def _missing(package: str, ext: str) -> EngineUnavailableError:
+    return EngineUnavailableError(
+        f"The .{ext} reader ({package}) is not installed, so .{ext} files cannot be converted.",
+        hint=f"Install it with: pip install {package}. Other formats keep working.",
+    )

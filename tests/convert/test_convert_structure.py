@@ -1,0 +1,107 @@
+"""Documents keep their structure: reading order, headings, right-to-left text, table shapes.
+
+Each test converts one of the project's own fixtures (fixtures/make_fixtures.py) the way an
+ingest does, in the sandboxed worker, and checks what a reader of the Markdown would notice.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp.convert import Conversion, convert, engine_for
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def convert_fixture(name: str, **options: bool) -> Conversion:
+    return convert(name, (FIXTURES / name).read_bytes(), timeout=120, memory_bytes=0, **options)
+
+
+def table_rows(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("|")]
+
+
+def test_two_column_pdf_reads_each_column_as_whole_paragraphs_without_line_break_hyphens() -> None:
+    markdown = convert_fixture("two_columns.pdf").markdown
+
+    left = markdown.index("The western channel holds the otter colony. Otters fish at dawn along the reed beds and rest")
+    right = markdown.index("The eastern channel is where the herons nest. Heron chicks hatch in the alder trees")
+    assert left < right
+    assert "marked every den with a numbered stake for the autumn recount." in markdown
+    assert "a surge that overtopped the southern bank" in markdown
+
+
+def test_pdf_headings_come_from_font_sizes_and_the_largest_first_one_is_the_title() -> None:
+    conversion = convert_fixture("headings.pdf")
+
+    assert conversion.title == "Glacier Melt Field Report"
+    headings = re.findall(r"^(#+) (.+)$", conversion.markdown, re.MULTILINE)
+    assert headings == [
+        ("#", "Glacier Melt Field Report"),
+        ("##", "1 Introduction"),
+        ("##", "2 Methods"),
+        ("##", "3 Findings"),
+    ]
+
+
+def test_arabic_pdf_text_comes_out_in_reading_order_so_its_words_can_be_found() -> None:
+    markdown = convert_fixture("right_to_left.pdf").markdown
+
+    assert "تحليل البيانات يساعد الباحثين على فهم النتائج" in markdown
+
+
+def test_docx_table_has_its_real_header_and_a_merged_cell_repeated_in_its_own_column() -> None:
+    markdown = convert_fixture("merged_cells.docx").markdown
+
+    assert table_rows(markdown) == [
+        "| Region | Quarter | Sales |",
+        "| --- | --- | --- |",
+        "| North | Q1 | 120 |",
+        "| North | Q2 | 95 |",
+        "| South | Q1 | 80 |",
+    ]
+
+
+def test_a_sparse_sheet_becomes_one_table_per_block_with_whole_numbers_and_no_nan() -> None:
+    markdown = convert_fixture("sparse.xlsx").markdown
+
+    assert "NaN" not in markdown and "Unnamed" not in markdown
+    assert table_rows(markdown) == [
+        "| fruit | crates | note |",
+        "| --- | --- | --- |",
+        "| quince | 3 |  |",
+        "| medlar | 12 | late |",
+        "| warehouse | shelves |",
+        "| --- | --- |",
+        "| Harbour Road | 7 |",
+    ]
+
+
+def test_slides_each_get_a_heading_and_body_placeholder_lines_are_bullets() -> None:
+    markdown = convert_fixture("sample.pptx").markdown
+
+    assert markdown.startswith("# Velvet Compass Roadmap\n")
+    assert "\n## Lantern Metrics\n\n- Lantern uptime stayed above ninety-nine percent." in markdown
+
+
+def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page_is_asked_for() -> None:
+    main = convert_fixture("sample.html")
+    whole = convert_fixture("sample.html", html_main_content=False)
+
+    assert "Mapping a tidal orchard means charting trees" in main.markdown
+    assert "About" not in main.markdown and "Copyright footer" not in main.markdown
+    assert "Copyright footer" in whole.markdown
+    assert (main.engine, whole.engine) == ("trafilatura/1", "html-page/1")
+
+
+@pytest.mark.parametrize(
+    ("ext", "engine"),
+    [("pdf", "pypdfium2/1"), ("docx", "mammoth/1"), ("xlsx", "openpyxl/1"), ("xls", "xlrd/1"),
+     ("pptx", "python-pptx/1"), ("html", "trafilatura/1"), ("epub", "markitdown"), ("md", "passthrough"),
+     ("csv", "csv")],
+)  # fmt: skip
+def test_each_format_records_the_engine_version_that_converted_it(ext: str, engine: str) -> None:
+    assert engine_for(ext) == engine
