@@ -66,4 +66,9 @@ def test_server_json_describes_the_pypi_package_on_stdio_and_streamable_http() -
 
 def test_every_docs_link_in_the_readme_exists() -> None:
     for link in re.findall(r"\]\((docs/[^)]+)\)", README):
-        assert (REPO / link).exists(), link
+        path, _, anchor = link.partition("#")
+        assert (REPO / path).exists(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", (REPO / path).read_text(encoding="utf-8"), flags=re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h.lower()).strip().replace(" ", "-") for h in headings}
+            assert anchor in slugs, link
