@@ -1,9 +1,18 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
-from coffer_mcp.store.files import atomic_write, fsync_dir, path_stamp, remove_file, remove_stale_temp_files
+from coffer_mcp.store.files import (
+    atomic_write,
+    fsync_dir,
+    path_stamp,
+    remove_file,
+    remove_stale_temp_files,
+    unindexed_mark,
+    unindexed_since,
+    unindexed_writes,
+)
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
-from coffer_mcp.store.lock import file_lock
+from coffer_mcp.store.lock import file_lock, held_here
 from coffer_mcp.store.paths import (
     KB_NAME_RULE,
     KbPaths,
@@ -22,6 +31,7 @@ __all__ = [
     "body_sha256",
     "file_lock",
     "fsync_dir",
+    "held_here",
     "is_document_id",
     "make_kb_config",
     "parse_document",
@@ -31,6 +41,9 @@ __all__ = [
     "remove_stale_temp_files",
     "render_document",
     "sanitize_filename",
+    "unindexed_mark",
+    "unindexed_since",
+    "unindexed_writes",
     "validate_kb_name",
     "write_kb_config",
 ]

@@ -2,13 +2,15 @@
 
 An advisory ``flock`` on ``locks/<kb>.lock``: the lock belongs to the open file, so threads of
 one process exclude each other as well as other processes, and the OS releases it when a
-process dies (no stale lock after ``kill -9``).
+process dies (no stale lock after ``kill -9``). ``held_here`` tells whether a thread of this
+process holds a lock right now (readers use it to tell our own writers from other processes').
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +18,11 @@ from pathlib import Path
 
 from coffer_mcp.errors import StoreError
 
-__all__ = ["file_lock"]
+__all__ = ["file_lock", "held_here"]
 
 _POLL_SECONDS = 0.005
+_held: set[str] = set()  # the lock files a thread of this process holds (flock: at most one each)
+_held_guard = threading.Lock()
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -63,11 +67,21 @@ def file_lock(path: Path, *, timeout: float = 60.0, what: str = "the knowledge b
             break
         _unlock(fd)
         os.close(fd)
+    key = os.fspath(path)
+    with _held_guard:
+        _held.add(key)
     try:
         yield
     finally:
+        with _held_guard:
+            _held.discard(key)
         _unlock(fd)
         os.close(fd)
+
+
+def held_here(path: Path) -> bool:
+    """Whether a thread of this process holds the lock on ``path`` right now."""
+    return os.fspath(path) in _held
 
 
 def _acquire(path: Path, deadline: float, what: str) -> int:
