@@ -72,16 +72,25 @@ class _Turns:
         me = object()
         with self._cond:
             self._queue.append(me)
-            while self._busy or self._queue[0] is not me:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._queue.remove(me)
-                    self._cond.notify_all()  # the head may have changed
-                    return False
-                self._cond.wait(left)
+            try:
+                while self._busy or self._queue[0] is not me:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self._leave(me)
+                        return False
+                    self._cond.wait(left)
+            except BaseException:
+                if me in self._queue:
+                    self._leave(me)
+                raise
             self._queue.popleft()
             self._busy = True
             return True
+
+    def _leave(self, me: object) -> None:
+        """Give up a place in the queue (a timeout, an interrupt): those behind move up."""
+        self._queue.remove(me)
+        self._cond.notify_all()
 
     def give_back(self) -> None:
         with self._cond:
