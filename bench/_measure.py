@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import coffer_mcp
 
 __all__ = [
-    "cpu_model", "latency", "log", "machine_info", "percentile", "proc_memory", "ram_gb", "source_fingerprint",
-    "summarize",
+    "cpu_model", "latency", "log", "machine_info", "percentile", "proc_cpu_seconds", "proc_memory", "ram_gb",
+    "source_fingerprint", "summarize",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -66,6 +66,16 @@ def proc_memory(pid: int) -> dict[str, float] | None:
     fields = dict(line.split(":", 1) for line in lines if ":" in line)
     kb = {key: int(fields[key].split()[0]) for key in ("VmRSS", "VmHWM") if key in fields}
     return {"rss_mb": kb.get("VmRSS", 0) / 1024, "hwm_mb": kb.get("VmHWM", 0) / 1024} if kb else None
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far, from /proc (Linux only; else None)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command name: state is field 3, utime and stime are fields 14 and 15 (man 5 proc).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_info(vec_version: str | None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ streamable-HTTP client, and for ``--seconds``: each searcher calls ``coffer__sea
 with seeded random queries, each writer alternates ``coffer__add_document`` (a new document) and
 ``coffer__edit_document`` (one of its own). A request fails when it raises, times out or comes back
 as a tool error. Reports latency percentiles (P50/P95/P99, ms) and throughput per kind, prints a
-Markdown table, and writes the numbers with the machine, date and command to ``--out``.
+Markdown table, and writes the numbers with the machine, date and command to ``--out``, with the
+CPU the server and the client used per request and the machine's load average (the VM is shared).
 
 ``tests/reliability/test_http_load.py`` runs a short version of the same load (and reuses
 ``http_server`` to start the server).
@@ -42,7 +43,7 @@ from typing import Any
 
 import anyio
 
-from bench._measure import cpu_model, percentile, ram_gb
+from bench._measure import cpu_model, percentile, proc_cpu_seconds, ram_gb
 
 __all__ = ["LoadResult", "ServerProcess", "http_server", "main", "run_load", "seed_corpus", "summarize", "to_markdown"]
 
@@ -296,7 +297,42 @@ def to_markdown(summary: dict[str, Any]) -> str:
     for kind, row in summary["kinds"].items():
         lines.append(f"| {kind} | {row['requests']:,} | {row['per_second']:.1f} | {row['p50_ms']:.1f} | "
                      f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['max_ms']:.1f} |")  # fmt: skip
+    if cpu := summary.get("cpu"):
+        lines += ["", f"CPU per request: server {cpu['server_ms_per_request']} ms, client "
+                      f"{cpu['client_ms_per_request']} ms; 1-minute load average {cpu['load_average_1m'][0]} "
+                      f"at the start, {cpu['load_average_1m'][1]} at the end"]  # fmt: skip
     return "\n".join(lines)
+
+
+class _CpuProbe:
+    """CPU used by the server and by this client process over the load, and the machine's load average.
+
+    The VM is shared: the load average says how busy its two cores were with other work, and
+    CPU milliseconds per request compare runs that latency alone cannot (a closed loop of N
+    clients waits about N x CPU per request / cores, whatever else the machine does).
+    """
+
+    def __init__(self, server_pid: int) -> None:
+        self.pid = server_pid
+        self.server = proc_cpu_seconds(server_pid)
+        self.client = time.process_time()
+        self.load = _load_average()
+
+    def stop(self, requests: int) -> dict[str, Any]:
+        server_now = proc_cpu_seconds(self.pid)
+        server = server_now - self.server if server_now is not None and self.server is not None else None
+        client = time.process_time() - self.client
+        per = (lambda seconds: round(seconds * 1000 / requests, 2) if seconds is not None and requests else None)
+        return {"server_seconds": None if server is None else round(server, 2), "client_seconds": round(client, 2),
+                "server_ms_per_request": per(server), "client_ms_per_request": per(client),
+                "load_average_1m": [self.load, _load_average()]}  # fmt: skip
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def machine_info() -> dict[str, Any]:
@@ -329,10 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         server_args = ["--json-response"] if args.json_response else []
         with http_server(home, args=server_args) as server:
             print(f"loading {server.mcp_url} for {args.seconds:g} s...", file=sys.stderr)
+            probe = _CpuProbe(server.proc.pid)
             result = anyio.run(lambda: run_load(server.mcp_url, searchers=args.searchers, writers=args.writers,
                                                 seconds=args.seconds, seed=args.seed))  # fmt: skip
+            cpu = probe.stop(sum(len(v) for v in result.latencies.values()))
             server_errors = [line.rstrip() for line in server.stderr if "Traceback" in line or "ERROR" in line]
-    summary = summarize(result)
+    summary = {**summarize(result), "cpu": cpu}
     report = {
         **summary,
         "failures": result.failures[:50],

@@ -2,8 +2,9 @@
 
 A plain synchronous core. The MCP server and the web app call it from worker threads; each
 thread gets its own SQLite connection. Writes to one knowledge base are serialized across
-threads and processes by its file lock; reads never take it for long (reconcile-on-read waits
-at most ``reconcile_lock_wait`` for a busy writer, then serves the index as it is).
+threads and processes by its file lock; reads never take it for long (reconcile-on-read never
+waits for a write of this process still being indexed, and at most ``reconcile_lock_wait`` for
+another writer, then serves the index as it is).
 """
 
 from __future__ import annotations
@@ -46,17 +47,21 @@ from coffer_mcp.models import (
     KnowledgeBaseSummary,
     ReindexResult,
 )
-from coffer_mcp.reindex import detect_drift, reconcile
+from coffer_mcp.reindex import Drift, detect_drift, reconcile
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     KbConfig,
     KbPaths,
     StorePaths,
     file_lock,
+    held_here,
     make_kb_config,
     path_stamp,
     read_kb_config,
     remove_file,
+    unindexed_mark,
+    unindexed_since,
+    unindexed_writes,
     validate_kb_name,
     write_kb_config,
 )
@@ -179,12 +184,16 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
 
     @contextlib.contextmanager
     def kb_lock(self, name: str, *, timeout: float | None = None) -> Iterator[None]:
-        """Hold the write lock of one knowledge base."""
+        """Hold the write lock of one knowledge base.
+
+        Files written meanwhile count as unindexed until it is released: the holder indexes
+        them first, so this process's readers need not wait for it (see ``refresh``).
+        """
         with file_lock(
             self.paths.lock(name),
             timeout=self.settings.lock_timeout if timeout is None else timeout,
             what=f"knowledge base '{name}'",
-        ):
+        ), unindexed_writes():
             yield
 
     @contextlib.contextmanager
@@ -412,10 +421,11 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         folder = path_stamp(kb.docs)
         if self._scans.fresh(name, folder, self.settings):
             return
+        mark = unindexed_mark()
         started = time.monotonic()
         drift = detect_drift(self.conn, kb, config, self.embedder if config.vector else None)
         self._scans.record(name, folder, started, time.monotonic() - started)
-        if not drift:
+        if not drift or self._ours(kb, drift, mark):
             return
         try:
             with self.writing(kb, timeout=self.settings.reconcile_lock_wait):
@@ -425,6 +435,19 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             if exc.code != "busy":
                 raise
             log.info("knowledge base %s is busy; serving the index as it is", name)
+
+    def _ours(self, kb: KbPaths, drift: Drift, mark: int) -> bool:
+        """Whether all of ``drift`` is writes of this process, indexed by their writer or being so.
+
+        Those writes were still unacknowledged when the scan began, so waiting for the lock
+        would only stall this read behind writes it need not see and then find nothing left to
+        do. Due embeddings count as ours while a thread of this process holds the lock: a writer
+        embeds its own document, and an older backlog is picked up by the next read that finds
+        the lock free. Drift from anything else (an editor, another process) is reconciled.
+        """
+        if drift.foreign or (drift.embeddings_due and not held_here(self.paths.lock(kb.name))):
+            return False
+        return all(unindexed_since(kb.doc(doc_id), mark) for doc_id in (*drift.changed, *drift.removed))
 
     def refresh_many(self, names: Sequence[str], *, vanished_ok: bool = False) -> list[str]:
         """Refresh each knowledge base; with ``vanished_ok``, drop those another process deleted meanwhile."""

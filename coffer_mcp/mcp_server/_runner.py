@@ -1,4 +1,7 @@
-"""Running a tool: the core on a worker thread, progress and cancellation, logging, error mapping."""
+"""Running a tool: the core on a worker thread, progress and cancellation, logging, error mapping.
+
+Reads and writes run on separate thread lanes (``READ_THREADS``, ``WRITE_THREADS``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 
@@ -74,7 +78,7 @@ class Runner:
             finally:
                 self.record(tool, client, started, outcome, code)
 
-        return await anyio.to_thread.run_sync(work)
+        return await anyio.to_thread.run_sync(work, limiter=_lane(tool))
 
     def record(self, tool: str, client: str, started: float, outcome: str, code: str | None) -> None:
         """Add a call to ``mcp_invocations``; never fails (history must not fail the call it describes)."""
@@ -84,6 +88,28 @@ class Runner:
             self.service.record_invocation(tool, client, (time.perf_counter() - started) * 1000, outcome, code)
         except Exception:  # noqa: BLE001 - history must never fail the call it describes
             log.exception("could not record the invocation of %s", tool)
+
+
+# Threads per lane, per event loop. Reads get their own lane so a search never queues behind a
+# write waiting for a knowledge base's lock, nor a write behind 50 searches; and few threads:
+# a search is mostly Python, so threads beyond a few per core only fight the event loop for the
+# GIL (56 searchers on 2 cores: see docs/benchmarks.md, "HTTP under write load").
+READ_THREADS = 8
+WRITE_THREADS = 8
+_READ_LANE: RunVar[anyio.CapacityLimiter] = RunVar("coffer_read_lane")
+_WRITE_LANE: RunVar[anyio.CapacityLimiter] = RunVar("coffer_write_lane")
+
+
+def _lane(tool: str) -> anyio.CapacityLimiter:
+    """The thread limiter of this event loop for ``tool``: the read lane or the write lane."""
+    from coffer_mcp.mcp_server import READ_TOOLS  # the tool modules import this one
+
+    var, size = (_READ_LANE, READ_THREADS) if tool in READ_TOOLS else (_WRITE_LANE, WRITE_THREADS)
+    limiter = var.get(None)
+    if limiter is None:
+        limiter = anyio.CapacityLimiter(size)
+        var.set(limiter)
+    return limiter
 
 
 def tool_error(exc: CofferError) -> CallToolResult:

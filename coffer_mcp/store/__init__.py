@@ -7,10 +7,13 @@ from coffer_mcp.store.files import (
     read_store_file,
     remove_file,
     remove_stale_temp_files,
+    unindexed_mark,
+    unindexed_since,
+    unindexed_writes,
 )
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
-from coffer_mcp.store.lock import file_lock
+from coffer_mcp.store.lock import file_lock, held_here
 from coffer_mcp.store.paths import (
     KB_NAME_RULE,
     MAX_PATH_CHARS,
@@ -33,6 +36,7 @@ __all__ = [
     "check_path_text",
     "file_lock",
     "fsync_dir",
+    "held_here",
     "is_document_id",
     "make_kb_config",
     "parse_document",
@@ -43,6 +47,9 @@ __all__ = [
     "remove_stale_temp_files",
     "render_document",
     "sanitize_filename",
+    "unindexed_mark",
+    "unindexed_since",
+    "unindexed_writes",
     "validate_kb_name",
     "write_kb_config",
 ]

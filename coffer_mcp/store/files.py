@@ -1,4 +1,9 @@
-"""Crash-safe file writes: a truth file is always either its old or its new content."""
+"""Crash-safe file writes: a truth file is always either its old or its new content.
+
+Writes made inside ``unindexed_writes()`` (every KB write lock opens one) are also noted as
+*unindexed* until the block ends: readers of this process that find such a file newer than the
+index know the writer holding the lock will index it before it lets go, and need not wait.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ import errno
 import os
 import secrets
 import stat
+import threading
+from collections import Counter, deque
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
@@ -17,6 +25,9 @@ __all__ = [
     "read_store_file",
     "remove_file",
     "remove_stale_temp_files",
+    "unindexed_mark",
+    "unindexed_since",
+    "unindexed_writes",
 ]
 
 TEMP_MARKER = ".tmp-"
@@ -46,6 +57,95 @@ def read_store_file(path: Path) -> tuple[bytes, os.stat_result]:
         return handle.read(), info
 
 
+class _Unindexed:
+    """Files written or removed by this process inside a write block, and blocks ended lately."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._ended: deque[tuple[int, frozenset[str]]] = deque(maxlen=_ENDED_KEPT)
+        self._seq = 0
+        self._guard = threading.Lock()
+        self._scopes = threading.local()
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        stack = self._stack()
+        noted: set[str] = set()
+        stack.append(noted)
+        try:
+            yield
+        finally:
+            stack.pop()
+            with self._guard:
+                self._counts.subtract(noted)
+                for key in noted:
+                    if self._counts[key] <= 0:
+                        del self._counts[key]
+                self._seq += 1
+                if noted:
+                    self._ended.append((self._seq, frozenset(noted)))
+
+    def note(self, path: Path) -> None:
+        stack = self._stack()
+        if not stack:
+            return
+        key = os.fspath(path)
+        if key not in stack[-1]:
+            stack[-1].add(key)
+            with self._guard:
+                self._counts[key] += 1
+
+    def mark(self) -> int:
+        return self._seq
+
+    def since(self, path: Path, mark: int) -> bool:
+        key = os.fspath(path)
+        with self._guard:
+            if key in self._counts:
+                return True
+            if self._seq == mark:
+                return False
+            for seq, keys in reversed(self._ended):
+                if seq <= mark:
+                    return False
+                if key in keys:
+                    return True
+            # Blocks ended after the mark were forgotten: unknown, so not ours.
+            return False
+
+    def _stack(self) -> list[set[str]]:
+        stack = getattr(self._scopes, "stack", None)
+        if stack is None:
+            stack = self._scopes.stack = []
+        return stack
+
+
+_ENDED_KEPT = 1024
+_UNINDEXED = _Unindexed()
+
+
+def unindexed_writes() -> contextlib.AbstractContextManager[None]:
+    """Note the files this thread writes or removes in the block as unindexed until it ends.
+
+    Open it while holding a KB's write lock, around the writes *and* the indexing of them.
+    """
+    return _UNINDEXED.scope()
+
+
+def unindexed_mark() -> int:
+    """A point in time for ``unindexed_since``: take it before looking at the files."""
+    return _UNINDEXED.mark()
+
+
+def unindexed_since(path: Path, mark: int) -> bool:
+    """Whether ``path`` was written or removed in a write block of this process open at or after ``mark``.
+
+    So a file seen newer than the index is known to be one of our writes, whether its writer is
+    still indexing it or finished just after we looked.
+    """
+    return _UNINDEXED.since(path, mark)
+
+
 def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
 
@@ -55,6 +155,7 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     of files, one folder sync before the batch is acknowledged).
     """
     tmp = path.with_name(f".{path.name}{TEMP_MARKER}{secrets.token_hex(6)}")
+    _UNINDEXED.note(path)  # before the rename: a reader may see the new file the moment it lands
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -90,6 +191,7 @@ def fsync_dir(folder: Path) -> None:
 
 def remove_file(path: Path) -> bool:
     """Delete ``path`` if it exists; True if something was removed."""
+    _UNINDEXED.note(path)
     try:
         path.unlink()
     except FileNotFoundError:
