@@ -46,7 +46,7 @@ from coffer_mcp.models import (
     KnowledgeBaseSummary,
     ReindexResult,
 )
-from coffer_mcp.reindex import detect_drift, reconcile
+from coffer_mcp.reindex import detect_drift, index_progress, reconcile
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     KbConfig,
@@ -444,7 +444,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         embed_seconds: float | None = -1.0, tidy: bool = False,
     ) -> dict[str, int]:  # fmt: skip
         """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
-        report = None if progress is None else (lambda done, total: progress(done, total, "indexing"))
+        report = index_progress(progress)
         budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
         embedder = self.embedder if config.vector else None
         return reconcile(self.conn, kb, config, force=force, progress=report, embedder=embedder,
