@@ -15,7 +15,7 @@ TOOL_NAME = re.compile(r"coffer__[a-z_]+")
 
 # Layers, lowest first: a module may import its own layer and lower ones only.
 LAYERS = [
-    {"errors", "models", "timeutil", "settings"},
+    {"errors", "models", "timeutil", "settings", "audit"},
     {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
     {"search", "reindex", "vectorize", "verify"},
     {"documents", "retrieval", "curation", "portability", "service"},

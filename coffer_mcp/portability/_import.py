@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
+from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
 from coffer_mcp.index import queries as q
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
@@ -290,4 +291,4 @@ def _audit(coffer: Coffer, name: str, actor: str, extracted: Extracted, result: 
                "skipped": len(result.skipped), "vectors_used": result.vectors_used,
                "pack_created_at": extracted.manifest.created_at}  # fmt: skip
     with q.write(coffer.conn):
-        q.audit(coffer.conn, "KB_IMPORTED", name, actor, details=details)
+        q.audit(coffer.conn, AuditEvent.KB_IMPORTED, name, actor, details=details)
