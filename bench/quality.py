@@ -214,7 +214,7 @@ def hybrid(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
 
 
 def hybrid_rrf(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
-    """SPEC §6's baseline fusion, for comparison: reciprocal rank fusion, K = 60."""
+    """The usual baseline fusion, for comparison: reciprocal rank fusion, K = 60."""
     return fuse_rrf([keyword(coffer, query, top_k), vector(coffer, query, top_k)], top_k)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ulid import ULID
 
+from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import clean_markdown, convert, first_heading, looks_like_base64_of, text_upload_name
 from coffer_mcp.curation import read_source
 from coffer_mcp.errors import (
@@ -205,7 +206,7 @@ class DocumentOperations:
             self._scans.wrote(paths.name, path_stamp(paths.docs))
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
             index_document(self.conn, paths, config, doc_id, truth=truth, embedder=self.embedder)
-            event = "KB_DOCUMENT_UPDATED" if existing is not None else "KB_DOCUMENT_INGESTED"
+            event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
             with q.write(self.conn):
                 q.audit(self.conn, event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
             # Read back under the lock: once it is released another process may delete the KB.
@@ -289,7 +290,7 @@ class DocumentOperations:
             index_document(self.conn, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body),
                            embedder=self.embedder)  # fmt: skip
             with q.write(self.conn):
-                q.audit(self.conn, "KB_DOCUMENT_UPDATED", kb, actor, doc_id, {"source_mode": "edited"})
+                q.audit(self.conn, AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, {"source_mode": "edited"})
             return self._ingest_result(paths, doc_id, "updated")
 
     def delete_document(self: Coffer, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
@@ -305,7 +306,7 @@ class DocumentOperations:
             removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
             with q.write(self.conn):
                 q.delete_document(self.conn, doc_id)
-                q.audit(self.conn, "KB_DOCUMENT_DELETED", kb, actor, doc_id)
+                q.audit(self.conn, AuditEvent.KB_DOCUMENT_DELETED, kb, actor, doc_id)
         return DeleteResult(kb=kb, deleted=True, document_id=doc_id, files_removed=removed)
 
     def ingest_path(

@@ -29,7 +29,11 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     ├── ReconversionBlockedError        reconversion_blocked
     ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
     ├── ConfigError                     invalid_config
-    └── StoreError                      store_error
+    └── StoreError                      store_error | busy | schema_too_new
+
+Every code any ``CofferError`` carries, here or in a module that defines its own subclass, is
+declared with its meaning in ``ERROR_CODES`` (or ``VIEWER_ERROR_CODES`` for the viewer's HTTP API
+only); the error tables in docs/ are generated from them and a test keeps them complete.
 """
 
 from __future__ import annotations
@@ -39,9 +43,11 @@ from typing import Literal
 
 __all__ = [
     "ARG_WORDS",
+    "ERROR_CODES",
     "REJECTION_REASONS",
     "SURFACES",
     "TOOL_WORDS",
+    "VIEWER_ERROR_CODES",
     "CofferError",
     "ConfigError",
     "ConfirmationRequiredError",
@@ -76,6 +82,62 @@ REJECTION_REASONS = frozenset(
         "conversion_failed",
     }
 )
+
+ERROR_CODES: dict[str, str] = {
+    "invalid_argument": "an argument the input schema refuses (missing, wrong type, out of range, too long, a NUL "
+    "in a path) or does not declare (the hint lists the accepted ones), or one the core refuses; the message names "
+    "the argument, the hint what it allows",
+    "invalid_name": "a knowledge-base name breaking the naming rule",
+    "invalid_pattern": "a regex that does not compile",
+    "confirmation_required": "a destructive call without `confirm=true`",
+    "path_not_allowed": "a path outside `allowed_dirs` (the hint lists them, or how to allow one)",
+    "url_refused": "a URL the SSRF guard refuses: another scheme, a private, local or metadata address, "
+    "credentials or a backslash in it",
+    "invalid_url": "a URL that does not parse (`http://[::1`, a bad port, a host that is not a valid name)",
+    "fetch_failed": "a network or HTTP failure while fetching a URL, or `url_timeout` reached",
+    "unknown_kb": "no such knowledge base (the hint lists those that exist)",
+    "unknown_document": "no such document id in that knowledge base",
+    "unknown_snapshot": "no such snapshot of that knowledge base",
+    "unknown_tool": "a tool this server does not offer (e.g. a write tool with `--read-only`); the hint lists those "
+    "it does",
+    "kb_exists": "creating (or importing under) the name of a knowledge base that exists",
+    "unsupported_type": "an ingest refused: a format Coffer does not convert; nothing was written",
+    "too_large": "an ingest refused: larger than `max_document_bytes` (`max_url_bytes` for a URL); nothing was "
+    "written",
+    "empty": "an ingest refused: no content, or no text after conversion; nothing was written",
+    "scanned_pdf": "an ingest refused: a PDF without a text layer (scanned pages); nothing was written",
+    "duplicate": "an ingest refused: changed content under an existing filename without `replace=true`; nothing "
+    "was written",
+    "conversion_failed": "an ingest refused: a malformed file the converter cannot read, or a conversion over "
+    "`conversion_timeout` or `conversion_memory_mb`; nothing was written",
+    "engine_unavailable": "an ingest refused: the converter library for that format is not installed; nothing was "
+    "written",
+    "unreadable": "`ingest_path`: a file of the folder that could not be read (reported for that file; the others "
+    "are ingested)",
+    "reconversion_blocked": "`update_from_source` on a document edited by hand or one without a source",
+    "embedding_unavailable": "the embedding provider failed (down, unreachable, bad key); searches fall back to "
+    "keyword",
+    "embedding_cooling_down": "the embedding provider failed less than `cooldown_seconds` ago and is not called "
+    "again until then",
+    "invalid_pack": "a pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed",
+    "invalid_snapshot": "a snapshot whose files no longer match its manifest; nothing was changed",
+    "busy": "another writer held the knowledge base's lock longer than `lock_timeout`",
+    "store_error": "a problem with a file or folder in `COFFER_HOME`; the hint says what to do",
+    "schema_too_new": "`coffer.db` was written by a newer Coffer; the hint says how to upgrade or rebuild it",
+    "invalid_config": "`config.yaml` or a `COFFER_*` variable does not load; the hint names what to fix",
+    "internal_error": "an unexpected failure inside Coffer (a bug); the message names only the exception's type, "
+    "the traceback goes to the server's stderr",
+}
+"""Every code a ``CofferError`` can carry on every surface, with its meaning (one line each)."""
+
+VIEWER_ERROR_CODES: dict[str, str] = {
+    "not_found": "no such endpoint",
+    "forbidden_action": "a file action without the page's action token, or not from this server's own page",
+    "outside_store": "the file to open resolves outside `COFFER_HOME/knowledge` (e.g. through a symlink)",
+    "no_opener": "no program can open the file here (a headless server, a missing editor)",
+    "opener_failed": "the program that opens the file could not be started",
+}
+"""Codes only the viewer's HTTP API sends (``web``), with their meanings."""
 
 
 Surface = Literal["mcp", "cli", "web"]

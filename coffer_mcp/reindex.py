@@ -50,10 +50,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Drift",
+    "IndexProgress",
     "Truth",
     "detect_drift",
     "file_stamp",
     "index_document",
+    "index_progress",
     "read_truth",
     "reconcile",
     "truth_of",
@@ -61,7 +63,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int], None]
+IndexProgress = Callable[[int, int], None]
+"""``progress(done, total)``, called by ``reconcile`` after each document it indexes."""
+
+
+def index_progress(progress: Callable[[int, int, str], None] | None, message: str = "indexing") -> IndexProgress | None:
+    """A service's ``progress(done, total, message)`` as ``reconcile``'s, saying ``message`` on each step."""
+    return None if progress is None else (lambda done, total: progress(done, total, message))
 
 
 def file_stamp(stat: os.stat_result) -> str:
@@ -220,7 +228,7 @@ def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
 
 
 def reconcile(
-    conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
+    conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: IndexProgress | None = None,
     embedder: Embedder | None = None, embed_seconds: float | None = None, tidy: bool = False,
 ) -> dict[str, int]:  # fmt: skip
     """Apply the drift of one knowledge base, then catch up on embeddings. Call holding the KB lock.

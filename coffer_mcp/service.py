@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ulid import ULID
 
+from coffer_mcp.audit import AuditEvent
 from coffer_mcp.curation import CurationOperations
 from coffer_mcp.documents import DocumentOperations
 from coffer_mcp.retrieval import KbSelector, RetrievalOperations
@@ -47,7 +48,7 @@ from coffer_mcp.models import (
     KnowledgeBaseSummary,
     ReindexResult,
 )
-from coffer_mcp.reindex import Drift, detect_drift, reconcile
+from coffer_mcp.reindex import Drift, detect_drift, index_progress, reconcile
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     KbConfig,
@@ -245,7 +246,8 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             os.rename(staging, kb.root)
             with q.write(conn):
                 q.upsert_kb(conn, name, config, path_stamp(kb.config))
-                q.audit(conn, "KB_CREATED", name, actor, details={"description": description, "vector": vector})
+                details = {"description": description, "vector": vector}
+                q.audit(conn, AuditEvent.KB_CREATED, name, actor, details=details)
             return self._details(kb, config)
 
     def list_kbs(self) -> list[KnowledgeBaseSummary]:
@@ -297,7 +299,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             write_kb_config(kb.config, config)
             with q.write(self.conn):
                 q.upsert_kb(self.conn, name, config, path_stamp(kb.config))
-                q.audit(self.conn, "KB_UPDATED", name, actor, details=changes)
+                q.audit(self.conn, AuditEvent.KB_UPDATED, name, actor, details=changes)
                 if old.vector and not config.vector:
                     q.clear_kb_embeddings(self.conn, name)
             if config.chunk_params != old.chunk_params or config.vector != old.vector:
@@ -318,7 +320,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             os.rename(kb.root, aside)
             with q.write(conn):
                 q.delete_kb(conn, name)
-                q.audit(conn, "KB_DELETED", name, actor, details={"files": files})
+                q.audit(conn, AuditEvent.KB_DELETED, name, actor, details={"files": files})
             shutil.rmtree(aside, ignore_errors=True)
             self._configs.pop(name, None)
             remove_file(self.paths.lock(name))
@@ -470,7 +472,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         embed_seconds: float | None = -1.0, tidy: bool = False,
     ) -> dict[str, int]:  # fmt: skip
         """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
-        report = None if progress is None else (lambda done, total: progress(done, total, "indexing"))
+        report = index_progress(progress)
         budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
         embedder = self.embedder if config.vector else None
         return reconcile(self.conn, kb, config, force=force, progress=report, embedder=embedder,

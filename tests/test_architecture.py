@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +11,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coffer_mcp"
+TOOL_NAME = re.compile(r"coffer__[a-z_]+")
 
 # Layers, lowest first: a module may import its own layer and lower ones only.
 LAYERS = [
-    {"errors", "models", "timeutil", "settings"},
+    {"errors", "models", "timeutil", "settings", "audit"},
     {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
     {"search", "reindex", "vectorize", "verify"},
     {"documents", "retrieval", "curation", "portability", "service"},
@@ -84,3 +86,18 @@ def test_importing_the_core_loads_no_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_each_tool_name_is_written_once_in_the_mcp_server_in_its_registry() -> None:
+    # A string that is exactly a tool name declares or refers to that tool by name; descriptions
+    # and docstrings that mention a tool in a sentence are not names.
+    places: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "mcp_server").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and TOOL_NAME.fullmatch(node.value):
+                places.setdefault(node.value, []).append(f"{path.name}:{node.lineno}")
+    from coffer_mcp.mcp_server import TOOL_NAMES
+
+    assert set(places) == set(TOOL_NAMES)
+    for name, where in places.items():
+        assert where == [where[0]] and where[0].startswith("_registry.py:"), f"{name} is written in {where}"

@@ -1,4 +1,4 @@
-"""Converter registry: uploaded bytes in, cleaned Markdown plus a title out (SPEC §4).
+"""Converter registry: uploaded bytes in, cleaned Markdown plus a title out.
 
 Passthrough for Markdown / text / source code, a CSV-to-table converter, and MarkItDown for
 PDF, Office, HTML, EPUB, notebooks and Outlook mail. Heavy libraries load on first use, so

@@ -1,4 +1,8 @@
-"""Annotations and argument types shared by the tool modules."""
+"""Annotations and argument types shared by the tool modules.
+
+Bounds the core enforces are imported from the core, so a schema never drifts from what the core
+accepts; the bounds defined here are the MCP surface's own (tighter for a model's context window).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from coffer_mcp.documents import MAX_OFFSET
+from coffer_mcp.store.paths import MAX_PATH_CHARS
 
-__all__ = ["ADD", "CHANGE", "CREATE", "MAX_OFFSET", "NO_NUL", "READ", "DocId", "FsPath", "KbName", "KbSelector",
-           "Offset"]
+__all__ = ["ADD", "CHANGE", "CREATE", "FETCH", "MAX_OFFSET", "NO_NUL", "READ", "DocId", "FsPath", "KbName",
+           "KbSelector", "Offset"]  # fmt: skip
 
 # Offsets and positions: far beyond any document or listing a knowledge base can hold, and well
 # inside SQLite's 64-bit integers, so a hostile number is refused by the schema, not the database.
@@ -26,10 +31,11 @@ DocId = Annotated[str, Field(description="Document id (a 26-character ULID).", m
 
 # Annotate further for a description: ``Annotated[Offset, Field(description=...)]``.
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
-FsPath = Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL)]
+FsPath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=NO_NUL)]
 
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 CREATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+FETCH = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)

@@ -34,10 +34,19 @@ INTERNAL_ERROR = "internal_error"
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """What a tool body gets: who is acting, and a progress callback for long work."""
+    """What a tool body gets: the core, who is acting, whether it may write, and progress for long work.
 
+    Attributes:
+        service: The core the body calls.
+        actor: ``agent:<client name>``, recorded in the audit log.
+        ctx: The MCP request context (progress goes through it).
+        writes: False on a read-only server: a tool offered there (``check_sources``) must not change anything.
+    """
+
+    service: Coffer
     actor: str
     ctx: Context
+    writes: bool = True
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         """Report progress (if the client asked for it) and stop here if the call was cancelled.
@@ -53,14 +62,21 @@ class Runner:
     """Runs a core call on a worker thread, logs it, and maps every exception to a tool error.
 
     A ``CofferError`` keeps its code; anything else is a bug and becomes ``internal_error``.
+
+    Args:
+        service: The core; None for a server whose configuration does not load (it runs no body).
+        writes: False for a read-only server (passed on to each body as ``Job.writes``).
     """
 
-    def __init__(self, service: Coffer | None) -> None:
+    def __init__(self, service: Coffer | None, *, writes: bool = True) -> None:
         self.service = service
+        self.writes = writes
 
     async def __call__(self, ctx: Context, tool: str, call: Callable[[Job], T]) -> T | CallToolResult:
+        if self.service is None:  # the unconfigured server refuses every call before it gets here
+            raise RuntimeError(f"{tool} ran without a configured service")
         client = client_name(ctx)
-        job = Job(actor=f"agent:{client}", ctx=ctx)
+        job = Job(service=self.service, actor=f"agent:{client}", ctx=ctx, writes=self.writes)
         started = time.perf_counter()
 
         def work() -> T | CallToolResult:

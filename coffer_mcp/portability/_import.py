@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
+from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
 from coffer_mcp.index import queries as q
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
 from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._vectors import load_vectors
-from coffer_mcp.reindex import file_stamp, read_truth, reconcile
+from coffer_mcp.reindex import file_stamp, index_progress, read_truth, reconcile
 from coffer_mcp.store import (
     KbPaths,
     StorePaths,
@@ -164,7 +165,7 @@ def _install(coffer: Coffer, extracted: Extracted, name: str, actor: str, progre
         config = read_kb_config(kb.config, fallback_time=utc_now())
         with q.write(conn):
             q.upsert_kb(conn, name, config, file_stamp(kb.config.stat()))
-        counts = reconcile(conn, kb, config, force=True, progress=_indexing(progress))
+        counts = reconcile(conn, kb, config, force=True, progress=index_progress(progress))
         result = _finish(coffer, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
         _audit(coffer, name, actor, extracted, result)
     return result.model_copy(update={"created": True, "renamed_ids": renamed, "documents_added": len(ids),
@@ -179,7 +180,7 @@ def _merge(coffer: Coffer, extracted: Extracted, name: str, actor: str, progress
         add, skipped, conflicts = _plan(coffer, kb, extracted)
         renamed = _reassign_ids(coffer, extracted.kb, add, name)
         raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in add)
-        counts = reconcile(conn, kb, config, progress=_indexing(progress))
+        counts = reconcile(conn, kb, config, progress=index_progress(progress))
         result = _finish(coffer, kb, extracted, {i: renamed.get(i, i) for i in add}, counts["documents"])
         result = result.model_copy(update={"skipped": skipped, "conflicts": conflicts, "renamed_ids": renamed,
                                            "documents_added": len(add), "raw_files_added": raws})  # fmt: skip
@@ -290,8 +291,4 @@ def _audit(coffer: Coffer, name: str, actor: str, extracted: Extracted, result: 
                "skipped": len(result.skipped), "vectors_used": result.vectors_used,
                "pack_created_at": extracted.manifest.created_at}  # fmt: skip
     with q.write(coffer.conn):
-        q.audit(coffer.conn, "KB_IMPORTED", name, actor, details=details)
-
-
-def _indexing(progress: Progress | None):
-    return None if progress is None else (lambda done, total: progress(done, total, "indexing"))
+        q.audit(coffer.conn, AuditEvent.KB_IMPORTED, name, actor, details=details)

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ulid import ULID
 
 from coffer_mcp import __version__
+from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import CofferError, InvalidArgumentError, InvalidNameError, NotFoundError, StoreError
 from coffer_mcp.index import queries as q
 from coffer_mcp.portability._files import copy_hashed, fsync_tree, remove_tree, visible_files
@@ -243,7 +244,7 @@ def restore_snapshot(
         existed = kb.root.is_dir()
         pre = _swap_in(coffer.paths, kb, info, existed)
         with q.write(coffer.conn):
-            q.audit(coffer.conn, "KB_RESTORED", name, actor,
+            q.audit(coffer.conn, AuditEvent.KB_RESTORED, name, actor,
                     details={"snapshot_id": info.id, "pre_restore_snapshot_id": pre.id if pre else None})  # fmt: skip
         _prune(coffer.paths, name, coffer.settings.snapshot_retention)
     counts = coffer.reindex(name, force=False, progress=progress)

@@ -1,0 +1,70 @@
+"""The tool registry: what each server offers and logs follows from one entry per tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.types import Implementation
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.mcp_server import READ_TOOLS, TOOL_NAMES, build_server
+
+pytestmark = pytest.mark.anyio
+
+CLIENT = Implementation(name="registry-test", version="1")
+
+
+@pytest.fixture
+def tracked(tmp_path: Path):
+    """A knowledge base with auto_update_sources whose one source file, in an allowed folder, has changed."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    source = sources / "lantern.md"
+    source.write_text("# Lantern\n\nfirst version", encoding="utf-8")
+    with Coffer(load_settings(home=tmp_path / "home", allowed_dirs=[sources])) as coffer:
+        coffer.create_kb("kb")
+        coffer.ingest_path("kb", source)
+        coffer.update_kb("kb", auto_update_sources=True)
+        source.write_text("# Lantern\n\nsecond version", encoding="utf-8")
+        yield coffer
+
+
+async def check_sources(coffer: Coffer, *, read_only: bool) -> tuple[str, bool, str]:
+    """The changed document's status, whether the tool was annotated read-only, and the body afterwards."""
+    async with Client(build_server(coffer, read_only=read_only), client_info=CLIENT) as client:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "coffer__check_sources")
+        result = await client.call_tool("coffer__check_sources", {"kb": "kb"})
+    assert not result.is_error, result.content[0].text
+    doc_id = coffer.list_documents("kb").documents[0].document_id
+    status = result.structured_content["documents"][0]["status"]
+    return status, tool.annotations.read_only_hint, coffer.read_document("kb", doc_id).markdown
+
+
+async def test_check_sources_on_a_read_only_server_reports_a_changed_source_and_changes_nothing(
+    tracked: Coffer,
+) -> None:
+    status, read_only_hint, body = await check_sources(tracked, read_only=True)
+    assert (status, read_only_hint) == ("changed", True)
+    assert "first version" in body
+
+
+async def test_check_sources_on_a_writing_server_refreshes_a_changed_source(tracked: Coffer) -> None:
+    status, read_only_hint, body = await check_sources(tracked, read_only=False)
+    assert (status, read_only_hint) == ("updated", False)
+    assert "second version" in body
+
+
+async def test_every_call_is_logged_under_the_name_the_client_called(coffer: Coffer) -> None:
+    coffer.create_kb("kb")
+    doc = coffer.add_document("kb", "a.md", "# A\n\nreadable text")
+    arguments = {"kb": "kb", "query": "readable", "pattern": "readable", "doc_id": doc.document_id}
+    async with Client(build_server(coffer, read_only=True), client_info=CLIENT) as client:
+        for tool in (await client.list_tools()).tools:
+            wanted = {k: v for k, v in arguments.items() if k in tool.input_schema["properties"]}
+            result = await client.call_tool(tool.name, wanted)
+            assert not result.is_error, (tool.name, result.content[0].text)
+    logged = [tuple(row) for row in coffer.conn.execute("SELECT tool, outcome FROM mcp_invocations ORDER BY rowid")]
+    assert logged == [(name, "ok") for name in READ_TOOLS]
+    assert set(READ_TOOLS) < set(TOOL_NAMES)
