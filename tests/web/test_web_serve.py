@@ -17,7 +17,11 @@ import pytest
 from tests.web.support import make_coffer, seed
 
 SERVE = """
+import signal
 import sys
+# A process started in the background by a shell inherits SIGINT ignored; Ctrl-C in a terminal is
+# what this test is about, so Python's own handler is put back.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.web import serve_http
 with Coffer(load_settings(home=sys.argv[1], embedding_provider="none")) as service:
