@@ -47,6 +47,7 @@ from coffer_mcp.vectorize import (
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
+    from coffer_mcp.reconvert import Reconversion
 
 __all__ = [
     "Drift",
@@ -222,12 +223,15 @@ def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
 def reconcile(
     conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
     embedder: Embedder | None = None, embed_seconds: float | None = None, tidy: bool = False,
+    reconversion: Reconversion | None = None,
 ) -> dict[str, int]:  # fmt: skip
     """Apply the drift of one knowledge base, then catch up on embeddings. Call holding the KB lock.
 
-    With ``force`` every document is re-read and re-chunked (the full rebuild). Documents of a
-    vector KB that are due for embedding are embedded for at most ``embed_seconds`` (None: all).
-    With ``tidy``, originals left without a document by a crashed ingest are removed.
+    With ``force`` every document is re-read and re-chunked (the full rebuild), and with a
+    ``reconversion`` too, each one whose converter changed is first converted again from its
+    original (what it did is kept in the ``reconversion``). Documents of a vector KB that are
+    due for embedding are embedded for at most ``embed_seconds`` (None: all). With ``tidy``,
+    originals left without a document by a crashed ingest are removed.
     Returns counts: ``indexed``, ``removed``, ``adopted``, ``embedded``, ``documents``.
     """
     remove_stale_temp_files(kb.docs, kb.raw, kb.root)
@@ -240,7 +244,8 @@ def reconcile(
     indexed = 0
     for done, doc_id in enumerate(targets, 1):
         # Embedding waits until every file is indexed: a slow provider never delays the text index.
-        indexed += index_document(conn, kb, config, doc_id, force=force)
+        truth = reconversion.refresh(conn, kb, doc_id) if force and reconversion is not None else None
+        indexed += index_document(conn, kb, config, doc_id, force=force, truth=truth)
         if progress:
             progress(done, total)
     if drift.removed:

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "coffer_mcp"
 LAYERS = [
     {"errors", "models", "timeutil", "settings"},
     {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
-    {"search", "reindex", "vectorize", "verify"},
+    {"search", "reindex", "reconvert", "vectorize", "verify"},
     {"documents", "retrieval", "curation", "portability", "service"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
 ]

@@ -147,14 +147,18 @@ def _register_kb_writes(server: MCPServer, run: Runner) -> None:
     async def reindex_knowledge_base(
         kb: KbName,
         ctx: Context,
-        force: Annotated[bool, Field(description="Re-read and re-chunk every document, not only changed ones.")] = False,
+        force: Annotated[bool, Field(description=(
+            "Re-read and re-chunk every document, not only changed ones, and convert again from its original "
+            "each document whose converter changed since (unless edited)."
+        ))] = False,
     ) -> ReindexResult:
         """Bring the index in line with the files (edits made outside Coffer, missing embeddings).
 
-        Searches already do this for changes; use it after big edits on disk or a model change.
+        Searches already do this for changes; use it after big edits on disk, a model change or a
+        Coffer upgrade with better converters (force).
         """
         return await run(ctx, "coffer__reindex_knowledge_base",
-                         lambda job: svc.reindex(kb, force=force, progress=job.progress))  # fmt: skip
+                         lambda job: svc.reindex(kb, force=force, progress=job.progress, actor=job.actor))  # fmt: skip
 
 
 def _register_ingest(server: MCPServer, run: Runner) -> None:
