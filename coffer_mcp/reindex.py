@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from coffer_mcp.chunking import chunk_markdown
+from coffer_mcp.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.convert import derive_title
 from coffer_mcp.index import queries as q
 from coffer_mcp.index import vectors
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Drift",
     "Truth",
+    "chunk_params",
     "detect_drift",
     "file_stamp",
     "index_document",
@@ -121,6 +122,15 @@ def _derive_row(kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body
     }
 
 
+def chunk_params(config: KbConfig) -> str:
+    """What a document's chunks were made with: the KB's chunk size and overlap, and the chunker.
+
+    Recorded on each document: when it differs from today's, the next reconcile chunks the
+    document again (``chunk_size`` changed, or a Coffer whose chunker gives other chunks).
+    """
+    return f"{config.chunk_params}:v{CHUNKING_VERSION}"
+
+
 def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
@@ -142,7 +152,7 @@ def index_document(
         with q.write(conn):
             q.delete_document(conn, doc_id)
         return False
-    row = {**truth.row, "chunk_params": config.chunk_params}
+    row = {**truth.row, "chunk_params": chunk_params(config)}
     current = q.get_document(conn, kb.name, doc_id)
     unchanged = (
         current is not None
@@ -186,7 +196,7 @@ def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig, embedder: Embe
     """
     drift = Drift()
     known = q.doc_stamps(conn, kb.name)
-    params = config.chunk_params
+    params = chunk_params(config)
     seen: set[str] = set()
     for entry in _markdown_entries(kb.docs):
         doc_id = entry.name[:-3]
