@@ -61,3 +61,9 @@ def test_a_document_chunked_by_an_older_coffer_loses_its_link_addresses_on_the_n
 
     assert found == []
     assert URL not in coffer.search(notes, "ferry crossings").passages[0].text
+
+
+def test_brackets_before_parentheses_that_hold_no_address_stay_as_written(coffer: Coffer, notes: str) -> None:
+    coffer.add_document(notes, "calcium.md", "# Calcium\n\nSlow changes in [Ca(2+)](i) reflect neuronal firing.")
+    [passage] = coffer.search(notes, "neuronal firing").passages
+    assert "Slow changes in [Ca(2+)](i) reflect" in passage.text
