@@ -15,6 +15,14 @@ is cut at line boundaries (blank lines preferred inside a fence) into pieces of 
 ``2 * chunk_size`` characters of content, each re-wrapped to stay valid Markdown: a fence piece
 reopens and closes with the original markers and info string, a table piece repeats the header
 and separator rows. Without it one fence could become a single 60 KB passage.
+
+Links and images keep only their text in chunks: ``[the report](https://…/q3.pdf)`` is indexed and
+returned as ``the report``, ``![a chart](data:image/png;base64,…)`` as ``a chart`` (outside code
+spans and fences). An address is not prose: it buries the words a passage is about (a converted
+web page is often half link targets), and a search for a word that only appears inside one
+should not find the page. The document's file keeps the links, and grep, which reads files,
+still sees them. ``CHUNKING_VERSION`` names this behaviour; a document chunked by an older one
+is chunked again by the next reconcile.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ from dataclasses import dataclass
 
 from coffer_mcp.models import Chunk
 
-__all__ = ["chunk_markdown"]
+__all__ = ["CHUNKING_VERSION", "chunk_markdown"]
+
+CHUNKING_VERSION = 2
+"""Bumped whenever the same Markdown gives other chunks (2: link and image addresses left out)."""
 
 _MIN_CHUNK_SIZE = 64
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
@@ -37,6 +48,17 @@ _LIST_INTERRUPT = re.compile(r" {0,3}(?:[-*+]|1[.)])[ \t]+\S")
 # A sentence runs to . ! ? before whitespace, to a CJK stop, or to the end of its line.
 _SENTENCE = re.compile(r"(\s*)(\S.*?(?:[.!?](?=\s|\Z)|[。！？；]|(?=\n)|\Z))")
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]")
+# An inline link or image, ``[text](address "title")``; its text may hold one level of brackets
+# (``[[1]](#cite)``). A code span is matched too, only to be kept whole.
+_LINK = re.compile(
+    r"(?P<code>(?<!`)(?P<ticks>`+)(?!`)[\s\S]+?(?<!`)(?P=ticks)(?!`))"
+    r"|!?\[(?P<text>(?:[^\[\]]|\[[^\[\]]*\])*)\]"
+    r"\((?P<to><[^<>\n]*>|[^()\s]*(?:\([^()\s]*\)[^()\s]*)*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
+)
+# What makes the part in parentheses an address: a scheme (``https:``, ``data:``), a path, an
+# anchor or query, a file or host name with a dot, or nothing at all. Science writes
+# ``[Ca(2+)](i)`` and ``[M + K](+)`` too (SciFact has 12), and those are words, not links.
+_ADDRESS = re.compile(r"<|[A-Za-z][A-Za-z0-9+.-]*:|[/#?.]|.*\w[./]\w|\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +97,12 @@ def chunk_markdown(markdown: str, chunk_size: int = 512, chunk_overlap: int = 64
     _validate(chunk_size, chunk_overlap)
     text = markdown.replace("\r\n", "\n").replace("\r", "\n")
     chunks: list[Chunk] = []
-    for path, blocks in _sections(_parse_blocks(text.split("\n"))):
+    for path, blocks in _sections(_unlinked(_parse_blocks(text.split("\n")))):
         units = _units(blocks, chunk_size, chunk_overlap)
         for body in _pack(units, chunk_size, chunk_overlap):
             chunks.append(Chunk(position=len(chunks), text=body, heading_path=path))
     if not chunks and text.strip():
-        return [Chunk(position=0, text=text.strip())]
+        return [Chunk(position=0, text=_link_text(text).strip() or text.strip())]
     return chunks
 
 
@@ -214,6 +236,34 @@ def _starts_table(lines: list[str], i: int) -> bool:
 
 def _is_delimiter_row(line: str) -> bool:
     return "|" in line and _DELIMITER_ROW.fullmatch(line) is not None
+
+
+def _unlinked(blocks: list[_Block]) -> list[_Block]:
+    """The blocks with each link and image reduced to its text (fences left as they are).
+
+    A paragraph that was only an image without alt text is left out.
+    """
+    kept = (block if block.kind == "fence" else _replace(block, _link_text(block.text)) for block in blocks)
+    return [block for block in kept if block.kind == "heading" or block.text.strip()]
+
+
+def _replace(block: _Block, text: str) -> _Block:
+    return block if text is block.text else _Block(block.kind, text, block.level, block.marker, block.closed)
+
+
+def _link_text(text: str) -> str:
+    """``text`` with ``[t](a)`` and ``![t](a)`` as ``t``; an image inside a link needs a second pass."""
+    for _ in range(3):
+        if "](" not in text:
+            break
+        text = _LINK.sub(_link_or_code, text)
+    return text
+
+
+def _link_or_code(match: re.Match[str]) -> str:
+    if match["code"] or not _ADDRESS.match(match["to"]):
+        return match[0]
+    return match["text"]
 
 
 def _sections(blocks: list[_Block]) -> Iterator[tuple[tuple[str, ...], list[_Block]]]:

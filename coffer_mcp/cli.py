@@ -509,11 +509,21 @@ def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
             results = coffer.reindex_all(progress=_progress(args))
         else:
             results = [coffer.reindex(args.name, progress=_progress(args))]
-    _emit(args, results, lambda rs: "\n".join(
-        f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
-        f"{r.embedded} embedded" for r in rs
-    ) or "no knowledge bases")  # fmt: skip
+    _emit(args, results, lambda rs: "\n".join(map(_render_reindex, rs)) or "no knowledge bases")
     return None
+
+
+def _render_reindex(r) -> str:
+    line = (f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
+            f"{r.embedded} embedded")  # fmt: skip
+    # Said only when it happened: most reindexes convert nothing again.
+    if r.reconverted or r.not_reconverted:
+        line += f", {r.reconverted} re-converted, {len(r.not_reconverted)} not re-converted"
+    for skip in r.not_reconverted:
+        line += f"\n  not re-converted: {skip.document_id} {skip.title!r} ({skip.engine}): {skip.reason}: "
+        line += skip.message
+        line += f"\n    hint: {reword(skip.hint, 'cli')}" if skip.hint else ""
+    return line
 
 
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:

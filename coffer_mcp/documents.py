@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import clean_markdown, convert, first_heading, looks_like_base64_of, text_upload_name
+from coffer_mcp.convert import clean_markdown, first_heading, looks_like_base64_of, text_upload_name
 from coffer_mcp.curation import read_source
 from coffer_mcp.errors import (
     CofferError,
@@ -37,6 +37,7 @@ from coffer_mcp.models import (
     DocumentPage,
     IngestResult,
 )
+from coffer_mcp.reconvert import conversion_options
 from coffer_mcp.reindex import index_document, read_truth, truth_of
 from coffer_mcp.store import (
     KbPaths,
@@ -172,9 +173,7 @@ class DocumentOperations:
         early = self._reupload(paths, name, _match(self, paths.name, name, *source), source_sha, replace)
         if early is not None:
             return early
-        settings = self.settings
-        conversion = convert(name, data, max_bytes=settings.max_document_bytes, timeout=settings.conversion_timeout,
-                             memory_bytes=settings.conversion_memory_mb * 1024 * 1024)  # fmt: skip
+        conversion = conversion_options(self.settings).convert(name, data)
         with self.writing(paths):
             config = self._config(paths.name)
             existing = self._live_match(paths, name, *source)

@@ -115,6 +115,10 @@ ERROR_CODES: dict[str, str] = {
     "unreadable": "`ingest_path`: a file of the folder that could not be read (reported for that file; the others "
     "are ingested)",
     "reconversion_blocked": "`update_from_source` on a document edited by hand or one without a source",
+    # Reasons a forced reindex left a document's conversion as it was (in `not_reconverted`, never raised).
+    "edited": "a forced reindex did not convert again a document edited by hand",
+    "original_missing": "a forced reindex could not convert again: the original in `raw/` is gone",
+    "original_changed": "a forced reindex could not convert again: the original no longer matches `source_sha256`",
     "embedding_unavailable": "the embedding provider failed (down, unreachable, bad key); searches fall back to "
     "keyword",
     "embedding_cooling_down": "the embedding provider failed less than `cooldown_seconds` ago and is not called "

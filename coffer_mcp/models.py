@@ -30,6 +30,7 @@ __all__ = [
     "GrepHit",
     "GrepResult",
     "DeleteResult",
+    "ReconversionSkip",
     "ReindexResult",
     "DirectoryIngestItem",
     "DoctorReport",
@@ -178,6 +179,20 @@ class DeleteResult(_Model):
     files_removed: int = 0
 
 
+class ReconversionSkip(_Model):
+    """A document a forced reindex did not convert again although its converter changed."""
+
+    document_id: str
+    title: str
+    engine: str = Field(description="The conversion_engine its Markdown still comes from.")
+    reason: str = Field(
+        description="edited (its Markdown is kept), original_missing, original_changed, or why conversion "
+        "failed (conversion_failed, engine_unavailable, ...)."
+    )
+    message: str
+    hint: str | None = None
+
+
 class ReindexResult(_Model):
     kb: str
     documents: int
@@ -185,6 +200,12 @@ class ReindexResult(_Model):
     removed: int = Field(description="Rows dropped because their file is gone.")
     adopted: int = Field(description="Markdown files added out-of-band and given an id.")
     embedded: int = Field(default=0, description="Documents whose vectors were (re)made.")
+    reconverted: int = Field(
+        default=0, description="Documents converted again from their original because their converter changed."
+    )
+    not_reconverted: list[ReconversionSkip] = Field(
+        default_factory=list, description="Documents whose converter changed but whose Markdown was kept, and why."
+    )
 
 
 class EmbedderStatus(_Model):

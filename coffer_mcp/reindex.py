@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from coffer_mcp.chunking import chunk_markdown
+from coffer_mcp.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.convert import derive_title
 from coffer_mcp.index import queries as q
 from coffer_mcp.index import vectors
@@ -47,11 +47,13 @@ from coffer_mcp.vectorize import (
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
+    from coffer_mcp.reconvert import Reconversion
 
 __all__ = [
     "Drift",
     "IndexProgress",
     "Truth",
+    "chunk_params",
     "detect_drift",
     "file_stamp",
     "index_document",
@@ -128,6 +130,15 @@ def _derive_row(kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body
     }
 
 
+def chunk_params(config: KbConfig) -> str:
+    """What a document's chunks were made with: the KB's chunk size and overlap, and the chunker.
+
+    Recorded on each document: when it differs from today's, the next reconcile chunks the
+    document again (``chunk_size`` changed, or a Coffer whose chunker gives other chunks).
+    """
+    return f"{config.chunk_params}:v{CHUNKING_VERSION}"
+
+
 def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
@@ -149,7 +160,7 @@ def index_document(
         with q.write(conn):
             q.delete_document(conn, doc_id)
         return False
-    row = {**truth.row, "chunk_params": config.chunk_params}
+    row = {**truth.row, "chunk_params": chunk_params(config)}
     current = q.get_document(conn, kb.name, doc_id)
     unchanged = (
         current is not None
@@ -193,7 +204,7 @@ def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig, embedder: Embe
     """
     drift = Drift()
     known = q.doc_stamps(conn, kb.name)
-    params = config.chunk_params
+    params = chunk_params(config)
     seen: set[str] = set()
     for entry in _markdown_entries(kb.docs):
         doc_id = entry.name[:-3]
@@ -230,12 +241,15 @@ def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
 def reconcile(
     conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: IndexProgress | None = None,
     embedder: Embedder | None = None, embed_seconds: float | None = None, tidy: bool = False,
+    reconversion: Reconversion | None = None,
 ) -> dict[str, int]:  # fmt: skip
     """Apply the drift of one knowledge base, then catch up on embeddings. Call holding the KB lock.
 
-    With ``force`` every document is re-read and re-chunked (the full rebuild). Documents of a
-    vector KB that are due for embedding are embedded for at most ``embed_seconds`` (None: all).
-    With ``tidy``, originals left without a document by a crashed ingest are removed.
+    With ``force`` every document is re-read and re-chunked (the full rebuild), and with a
+    ``reconversion`` too, each one whose converter changed is first converted again from its
+    original (what it did is kept in the ``reconversion``). Documents of a vector KB that are
+    due for embedding are embedded for at most ``embed_seconds`` (None: all). With ``tidy``,
+    originals left without a document by a crashed ingest are removed.
     Returns counts: ``indexed``, ``removed``, ``adopted``, ``embedded``, ``documents``.
     """
     remove_stale_temp_files(kb.docs, kb.raw, kb.root)
@@ -248,7 +262,8 @@ def reconcile(
     indexed = 0
     for done, doc_id in enumerate(targets, 1):
         # Embedding waits until every file is indexed: a slow provider never delays the text index.
-        indexed += index_document(conn, kb, config, doc_id, force=force)
+        truth = reconversion.refresh(conn, kb, doc_id) if force and reconversion is not None else None
+        indexed += index_document(conn, kb, config, doc_id, force=force, truth=truth)
         if progress:
             progress(done, total)
     if drift.removed:

@@ -48,6 +48,7 @@ from coffer_mcp.models import (
     KnowledgeBaseSummary,
     ReindexResult,
 )
+from coffer_mcp.reconvert import Reconversion, conversion_options
 from coffer_mcp.reindex import Drift, detect_drift, index_progress, reconcile
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
@@ -469,24 +470,35 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
 
     def _reconcile_locked(
         self, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
-        embed_seconds: float | None = -1.0, tidy: bool = False,
+        embed_seconds: float | None = -1.0, tidy: bool = False, reconversion: Reconversion | None = None,
     ) -> dict[str, int]:  # fmt: skip
         """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
         report = index_progress(progress)
         budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
         embedder = self.embedder if config.vector else None
         return reconcile(self.conn, kb, config, force=force, progress=report, embedder=embedder,
-                         embed_seconds=budget, tidy=tidy)  # fmt: skip
+                         embed_seconds=budget, tidy=tidy, reconversion=reconversion)  # fmt: skip
 
-    def reindex(self, name: str, *, force: bool = True, progress: Progress | None = None) -> ReindexResult:
-        """Rebuild a knowledge base's rows from its files (``force`` re-chunks every document)."""
+    def reindex(
+        self, name: str, *, force: bool = True, progress: Progress | None = None, actor: str = "cli"
+    ) -> ReindexResult:
+        """Rebuild a knowledge base's rows from its files.
+
+        ``force`` re-chunks every document, and first converts again from its original each
+        converted document whose converter changed since (a new ``conversion_engine``); documents
+        edited since, or whose original is gone or fails to convert, keep their Markdown and are
+        listed in ``not_reconverted``.
+        """
         self._sync_registry()
         kb, _ = self.open_kb(name)
+        redo = Reconversion(conversion_options(self.settings), actor=actor) if force else None
         with self.writing(kb):
             counts = self._reconcile_locked(kb, self._config(name), force=force, progress=progress,
-                                            embed_seconds=None, tidy=True)  # fmt: skip
+                                            embed_seconds=None, tidy=True, reconversion=redo)  # fmt: skip
         self._repair_shared_indexes()
-        return ReindexResult(kb=name, **counts)
+        if redo is None:
+            return ReindexResult(kb=name, **counts)
+        return ReindexResult(kb=name, **counts, reconverted=len(redo.reconverted), not_reconverted=redo.skipped)
 
     def _repair_shared_indexes(self) -> None:
         """Rebuild the full-text index and drop orphan vectors if verification finds them off."""
@@ -497,8 +509,10 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
             q.rebuild_fts(self.conn)
             vectors.drop_orphans(self.conn)
 
-    def reindex_all(self, *, force: bool = True, progress: Progress | None = None) -> list[ReindexResult]:
-        return [self.reindex(name, force=force, progress=progress) for name in self._sync_registry()]
+    def reindex_all(
+        self, *, force: bool = True, progress: Progress | None = None, actor: str = "cli"
+    ) -> list[ReindexResult]:
+        return [self.reindex(name, force=force, progress=progress, actor=actor) for name in self._sync_registry()]
 
     # -- diagnosis -------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ ENV_VARS: dict[str, str] = {
     "COFFER_ALLOWED_DIRS": "allowed_dirs",
     "COFFER_HTTP_TOKEN": "http_token",
     "COFFER_EDITOR": "editor",
+    "COFFER_HTML_MAIN_CONTENT": "html_main_content",
 }
 # config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
 _EMBEDDING_KEYS = ("provider", "model", "model_path", "base_url", "api_key_env", "dimensions", "batch_size",
@@ -73,6 +74,11 @@ class Settings(BaseModel):
         default=120.0, gt=0, le=3600, description="Seconds a PDF/Office/HTML conversion may take before it is stopped."
     )
     conversion_memory_mb: int = Field(default=2048, ge=0, description="Memory cap of the converter process (0: none).")
+    html_main_content: bool = Field(
+        default=True,
+        description="Web pages keep only their main content (menus, footers, link lists dropped); false keeps "
+        "the whole page.",
+    )
     max_url_bytes: int = Field(default=25 * MB, ge=1)
     url_timeout: float = Field(default=30.0, gt=0, le=600)
     http_token: SecretStr | None = Field(default=None, description="Bearer token the HTTP server requires.")

@@ -17,7 +17,7 @@ TOOL_NAME = re.compile(r"coffer__[a-z_]+")
 LAYERS = [
     {"errors", "models", "timeutil", "settings", "audit"},
     {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
-    {"search", "reindex", "vectorize", "verify"},
+    {"search", "reindex", "reconvert", "vectorize", "verify"},
     {"documents", "retrieval", "curation", "portability", "service"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
 ]

@@ -23,11 +23,24 @@ from coffer_mcp.errors import CofferError
 from coffer_mcp.mcp_server import build_server
 
 PAGE = b"<html><head><title>Harbour</title></head><body><h1>Harbour log</h1><p>Herons at low tide.</p></body></html>"
+# A web page as sites serve them: the article inside a menu and a footer (their words are unique).
+ARTICLE = b"""<!doctype html><html><head><title>Tide tables of Port Ellen</title></head><body>
+<header><nav><ul><li><a href="/">Home</a></li><li><a href="/shop">Gift shop zanzibarmenu</a></li>
+<li><a href="/about">About us</a></li></ul></nav></header>
+<main><article><h1>Tide tables of Port Ellen</h1>
+<p>The harbour of Port Ellen sees two high tides a day. Spring tides come two days after a full moon,
+and the ferry timetable follows them closely.</p>
+<p>Neap tides leave the inner pier dry for an hour at low water; boats moor at the outer pontoon
+instead, where the depth never drops below two metres.</p></article></main>
+<footer><p>Copyright Harbour Trust quixfooter. All rights reserved.</p>
+<ul><li><a href="/privacy">Privacy</a></li><li><a href="/terms">Terms</a></li></ul></footer>
+</body></html>"""
 SLOW_LINES = 300  # a slow header line every 0.1 s: half a minute, far past the 1 s url_timeout below
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """``/page`` is a document, ``/go`` redirects to ``location``, ``/slow`` dribbles headers."""
+    """``/page`` is a document, ``/article`` a page with site chrome, ``/go`` redirects to ``location``,
+    ``/slow`` dribbles headers."""
 
     location = ""
     seen: list[str]
@@ -43,11 +56,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/slow":
             self._dribble()
         else:
+            body = ARTICLE if self.path == "/article" else PAGE
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(PAGE)
+            self.wfile.write(body)
 
     def _dribble(self) -> None:
         """A status line, then one header line at a time, each well within any per-read timeout."""
@@ -195,3 +209,36 @@ def test_a_slow_server_behind_a_redirect_shares_the_same_deadline(home: Path) ->
                 coffer.ingest_url("kb", f"{base}/go")
     assert seen[0] == "/go" and "/slow answered in full" not in seen
     assert timed_out.value.code == "fetch_failed" and "url_timeout" in timed_out.value.hint
+
+
+# -- web pages: the main content ---------------------------------------------------------------
+
+
+def test_a_fetched_page_keeps_its_article_without_the_sites_menu_and_footer(trusting: Coffer) -> None:
+    with web_server() as (base, _):
+        added = trusting.ingest_url("kb", f"{base}/article")
+    page = trusting.read_document("kb", added.document_id)
+    assert "Neap tides leave the inner pier dry" in page.markdown and added.title == "Tide tables of Port Ellen"
+    assert "zanzibarmenu" not in page.markdown and "quixfooter" not in page.markdown
+    assert trusting.search("kb", "zanzibarmenu").passages == []
+
+
+def test_with_html_main_content_off_a_fetched_page_is_kept_whole(home: Path) -> None:
+    settings = load_settings(home=home, url_allow_private=["127.0.0.1"], html_main_content=False)
+    with web_server() as (base, _), Coffer(settings) as coffer:
+        coffer.create_kb("kb")
+        added = coffer.ingest_url("kb", f"{base}/article")
+        page = coffer.read_document("kb", added.document_id)
+    assert "Neap tides leave the inner pier dry" in page.markdown
+    assert "zanzibarmenu" in page.markdown and "quixfooter" in page.markdown
+    assert page.metadata["conversion_engine"] == "html-page/1"
+
+
+def test_turning_html_main_content_off_and_reindexing_converts_fetched_pages_again_whole(home: Path) -> None:
+    with web_server() as (base, _), Coffer(load_settings(home=home, url_allow_private=["127.0.0.1"])) as coffer:
+        coffer.create_kb("kb")
+        doc_id = coffer.ingest_url("kb", f"{base}/article").document_id
+    with Coffer(load_settings(home=home, environ={"COFFER_HTML_MAIN_CONTENT": "false"})) as coffer:
+        assert coffer.search("kb", "quixfooter").passages == []
+        assert coffer.reindex("kb").reconverted == 1
+        assert [p.document_id for p in coffer.search("kb", "quixfooter").passages] == [doc_id]

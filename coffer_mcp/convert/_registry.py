@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import IngestRejectedError
 from ._base import Conversion, Converter
 from ._clean import clean_markdown
@@ -11,7 +13,7 @@ from ._sandbox import convert_in_sandbox
 from ._text import PassthroughConverter
 from ._title import derive_title, extension_of, safe_filename
 
-__all__ = ["DEFAULT_MAX_BYTES", "convert", "engine_for", "supported_formats"]
+__all__ = ["DEFAULT_MAX_BYTES", "ConversionOptions", "convert", "engine_for", "supported_formats"]
 
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
 _PASSTHROUGH, _CSV, _DOCUMENTS = PassthroughConverter(), CsvConverter(), DocumentConverter()
@@ -81,6 +83,29 @@ def engine_for(ext: str, *, html_main_content: bool = True) -> str:
     if _DOCUMENTS.can_handle(ext):
         return document_engine(ext, html_main_content=html_main_content)
     return _PASSTHROUGH.name if _PASSTHROUGH.can_handle(ext) else _CSV.name
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionOptions:
+    """How files are converted: the limits and choices of the settings, as one value.
+
+    Ingest and the re-conversion of ``reindex --force`` share it, so the same file converts to
+    the same Markdown and records the same ``conversion_engine`` on either path.
+    """
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    timeout: float | None = None
+    memory_bytes: int = 0
+    html_main_content: bool = True
+
+    def convert(self, filename: str, data: bytes) -> Conversion:
+        """``convert`` with these options."""
+        return convert(filename, data, max_bytes=self.max_bytes, timeout=self.timeout,
+                       memory_bytes=self.memory_bytes, html_main_content=self.html_main_content)  # fmt: skip
+
+    def engine(self, ext: str) -> str:
+        """The ``conversion_engine`` a file of this extension gets with these options."""
+        return engine_for(ext, html_main_content=self.html_main_content)
 
 
 def _converter_for(ext: str, name: str) -> Converter:

@@ -129,13 +129,17 @@ def delete_knowledge_base(
 def reindex_knowledge_base(
     job: Job,
     kb: KbName,
-    force: Annotated[bool, Field(description="Re-read and re-chunk every document, not only changed ones.")] = False,
+    force: Annotated[bool, Field(description=(
+        "Re-read and re-chunk every document, not only changed ones, and convert again from its original "
+        "each document whose converter changed since (unless edited)."
+    ))] = False,
 ) -> ReindexResult:
     """Bring the index in line with the files (edits made outside Coffer, missing embeddings).
 
-    Searches already do this for changes; use it after big edits on disk or a model change.
+    Searches already do this for changes; use it after big edits on disk, a model change or a
+    Coffer upgrade with better converters (force).
     """
-    return job.service.reindex(kb, force=force, progress=job.progress)
+    return job.service.reindex(kb, force=force, progress=job.progress, actor=job.actor)
 
 
 def ingest_path(
