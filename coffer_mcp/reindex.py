@@ -29,6 +29,7 @@ from coffer_mcp.store import (
     KbPaths,
     atomic_write,
     body_sha256,
+    file_stamp,
     is_document_id,
     parse_document,
     read_store_file,
@@ -55,7 +56,6 @@ __all__ = [
     "Truth",
     "chunk_params",
     "detect_drift",
-    "file_stamp",
     "index_document",
     "index_progress",
     "read_truth",
@@ -72,11 +72,6 @@ IndexProgress = Callable[[int, int], None]
 def index_progress(progress: Callable[[int, int, str], None] | None, message: str = "indexing") -> IndexProgress | None:
     """A service's ``progress(done, total, message)`` as ``reconcile``'s, saying ``message`` on each step."""
     return None if progress is None else (lambda done, total: progress(done, total, message))
-
-
-def file_stamp(stat: os.stat_result) -> str:
-    """What the cheap drift check compares: modification time and size."""
-    return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +211,7 @@ def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig, embedder: Embe
         except FileNotFoundError:
             continue  # deleted while we looked: the next read sees it gone
         seen.add(doc_id)
-        if known.get(doc_id) != (f"{stat.st_mtime_ns}:{stat.st_size}", params):
+        if known.get(doc_id) != (file_stamp(stat), params):
             drift.changed.append(doc_id)
     drift.removed = [doc_id for doc_id in known if doc_id not in seen]
     if config.vector and embedder_usable(embedder):

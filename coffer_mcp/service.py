@@ -52,6 +52,8 @@ from coffer_mcp.reconvert import Reconversion, conversion_options
 from coffer_mcp.reindex import Drift, detect_drift, index_progress, reconcile
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
+    CREATING,
+    DELETING,
     KbConfig,
     KbPaths,
     StorePaths,
@@ -79,8 +81,6 @@ Progress = Callable[[int, int, str], None]
 
 BASE_MODES = ("grep", "keyword")
 VECTOR_MODES = ("vector", "hybrid")
-_DELETING = ".deleting-"
-_CREATING = ".creating-"
 _REGISTRY_LOCK = ".registry"
 
 
@@ -240,7 +240,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
                     hint="Pick another name, or add documents to the existing one.",
                 )
             # Built aside and renamed into place: a crash never leaves a half-made knowledge base.
-            staging = kb.root.with_name(f"{_CREATING}{name}-{ULID()}")
+            staging = kb.root.with_name(f"{CREATING}{name}-{ULID()}")
             (staging / "docs").mkdir(parents=True)
             (staging / "raw").mkdir()
             write_kb_config(staging / "kb.yaml", config)
@@ -317,7 +317,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         conn = self.conn
         with self._registry_lock(), self.kb_lock(name):
             files = sum(len(f) for _, _, f in os.walk(kb.root))
-            aside = kb.root.with_name(f"{_DELETING}{name}-{ULID()}")
+            aside = kb.root.with_name(f"{DELETING}{name}-{ULID()}")
             os.rename(kb.root, aside)
             with q.write(conn):
                 q.delete_kb(conn, name)
@@ -379,7 +379,7 @@ class Coffer(DocumentOperations, RetrievalOperations, CurationOperations):
         conn = self.conn
         wanted = {name: path_stamp(self.paths.kb(name).config) for name in folders}
         known = q.kb_stamps(conn)
-        leftovers = [p for prefix in (_DELETING, _CREATING)
+        leftovers = [p for prefix in (DELETING, CREATING)
                      for p in self.paths.knowledge.glob(f"{prefix}*") if p.is_dir()]  # fmt: skip
         if wanted == known and not leftovers:
             return folders

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from coffer_mcp.index.db import Connection, database_errors
 from coffer_mcp.models import VerifyReport
-from coffer_mcp.reindex import file_stamp, read_truth
+from coffer_mcp.reindex import read_truth
+from coffer_mcp.store import file_stamp
 from coffer_mcp.store import KbPaths, is_document_id
 
 __all__ = ["vector_orphans", "verify_fts", "verify_kb"]

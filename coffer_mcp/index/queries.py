@@ -36,7 +36,6 @@ __all__ = [
     "record_invocation",
     "replace_chunks",
     "set_embedding",
-    "set_file_stamp",
     "substring_search",
     "upsert_document",
     "upsert_kb",
@@ -156,10 +155,6 @@ def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
         f"ON CONFLICT (id) DO UPDATE SET {updates}",
         values,
     )
-
-
-def set_file_stamp(conn: Connection, doc_id: str, stamp: str) -> None:
-    conn.execute("UPDATE documents SET file_stamp = ? WHERE id = ?", (stamp, doc_id))
 
 
 def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 from ulid import ULID
 
 from coffer_mcp.errors import StoreError
-from coffer_mcp.store import file_lock, remove_file
+from coffer_mcp.store import DELETING, file_lock, remove_file
 from coffer_mcp.store.files import TEMP_MARKER, fsync_dir
 
 __all__ = [
@@ -87,7 +87,7 @@ def remove_tree(path: Path) -> None:
     """Remove a folder: renamed aside first, so a crash never leaves it half there under its name."""
     if not path.exists():
         return
-    aside = path.with_name(f".deleting-{path.name}-{ULID()}")
+    aside = path.with_name(f"{DELETING}{path.name}-{ULID()}")
     with contextlib.suppress(FileNotFoundError):
         os.rename(path, aside)
         shutil.rmtree(aside, ignore_errors=True)

@@ -26,11 +26,13 @@ from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
 from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._vectors import load_vectors
-from coffer_mcp.reindex import file_stamp, index_progress, read_truth, reconcile
+from coffer_mcp.reindex import index_progress, read_truth, reconcile
 from coffer_mcp.store import (
+    IMPORTING,
     KbPaths,
     StorePaths,
     check_path_text,
+    file_stamp,
     parse_document,
     read_kb_config,
     render_document,
@@ -54,7 +56,6 @@ __all__ = [
 DEFAULT_MAX_BYTES = 64 * 1024**3
 DEFAULT_MAX_MEMBERS = 2_000_000
 _DISK_MARGIN = 256 * 1024 * 1024
-_STAGING = ".importing-"
 
 
 class _Model(BaseModel):
@@ -116,7 +117,7 @@ def import_pack(
     if as_name is not None:
         _check_free(coffer, validate_kb_name(as_name), merge)
     coffer.conn  # noqa: B018 - opens the store (creates COFFER_HOME) before staging into it
-    with owned_staging(coffer.paths.knowledge, _STAGING, coffer.paths.locks) as staging:
+    with owned_staging(coffer.paths.knowledge, IMPORTING, coffer.paths.locks) as staging:
         extracted = extract_pack(Path(check_path_text(pack)).expanduser(), staging, as_name or "staged",
                                  _limits(coffer, max_bytes), progress)  # fmt: skip
         name = as_name or _pack_name(extracted)
@@ -128,7 +129,7 @@ def import_pack(
 
 def remove_abandoned_imports(paths: StorePaths) -> int:
     """Remove the staging folders of imports whose process died (run when the store opens)."""
-    return remove_abandoned_staging(paths.knowledge, _STAGING, paths.locks)
+    return remove_abandoned_staging(paths.knowledge, IMPORTING, paths.locks)
 
 
 def _limits(coffer: Coffer, max_bytes: int | None) -> Limits:

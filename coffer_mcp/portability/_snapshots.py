@@ -37,10 +37,30 @@ from ulid import ULID
 
 from coffer_mcp import __version__
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.errors import CofferError, InvalidArgumentError, InvalidNameError, NotFoundError, StoreError
+from coffer_mcp.errors import (
+    CofferError,
+    InvalidArgumentError,
+    InvalidNameError,
+    NotFoundError,
+    StoreError,
+)
 from coffer_mcp.index import queries as q
-from coffer_mcp.portability._files import copy_hashed, fsync_tree, remove_tree, visible_files
-from coffer_mcp.store import KbPaths, StorePaths, atomic_write, file_lock, is_document_id, validate_kb_name
+from coffer_mcp.portability._files import (
+    copy_hashed,
+    fsync_tree,
+    remove_tree,
+    visible_files,
+)
+from coffer_mcp.store import (
+    DELETING,
+    RESTORING,
+    KbPaths,
+    StorePaths,
+    atomic_write,
+    file_lock,
+    is_document_id,
+    validate_kb_name,
+)
 from coffer_mcp.store.files import fsync_dir
 from coffer_mcp.timeutil import utc_now
 
@@ -59,9 +79,7 @@ __all__ = [
     "snapshot_kb",
 ]
 
-SNAPSHOTS = "snapshots"
 _FORMAT = "coffer-snapshot"
-_WORK = ".restore-"
 _COMMIT = "COMMIT"
 _MAX_NOTE = 500
 _FILE = re.compile(r"(docs|raw)/[^/\\\x00]{1,255}")
@@ -137,9 +155,9 @@ def delete_snapshot(coffer: Coffer, name: str, snapshot_id: str) -> SnapshotInfo
 
 def _take(paths: StorePaths, kb: KbPaths, note: str) -> SnapshotInfo:
     """Build a snapshot of ``kb``; call holding its lock."""
-    root = paths.home / SNAPSHOTS / kb.name
+    root = paths.snapshots / kb.name
     root.mkdir(parents=True, exist_ok=True)
-    for partial in [*root.glob(".tmp-*"), *root.glob(".deleting-*")]:  # left by a crash; we hold the lock
+    for partial in [*root.glob(".tmp-*"), *root.glob(f"{DELETING}*")]:  # left by a crash; we hold the lock
         shutil.rmtree(partial, ignore_errors=True)
     snapshot_id = _next_id(root)
     tmp = root / f".tmp-{snapshot_id}"
@@ -189,7 +207,7 @@ def _check_note(note: str) -> str:
 
 
 def _snapshot_dirs(paths: StorePaths, name: str) -> list[Path]:
-    root = paths.home / SNAPSHOTS / name
+    root = paths.snapshots / name
     if not root.is_dir():
         return []
     return sorted((p for p in root.iterdir() if is_document_id(p.name) and p.is_dir()), reverse=True)
@@ -204,7 +222,7 @@ def _read_info(path: Path) -> SnapshotInfo | None:
 
 
 def _find(paths: StorePaths, name: str, snapshot_id: str) -> SnapshotInfo:
-    info = _read_info(paths.home / SNAPSHOTS / name / snapshot_id) if is_document_id(str(snapshot_id)) else None
+    info = _read_info(paths.snapshots / name / snapshot_id) if is_document_id(str(snapshot_id)) else None
     if info is None or info.kb != name:
         known = [p.name for p in _snapshot_dirs(paths, name)[:5]]
         raise SnapshotNotFoundError(
@@ -255,7 +273,7 @@ def restore_snapshot(
 
 def _swap_in(paths: StorePaths, kb: KbPaths, info: SnapshotInfo, existed: bool) -> SnapshotInfo | None:
     """Steps 1-6 of the protocol; returns the pre-restore snapshot. Call holding the KB lock."""
-    work = kb.root.with_name(f"{_WORK}{kb.name}")
+    work = kb.root.with_name(f"{RESTORING}{kb.name}")
     _complete_or_roll_back(kb.root, work)
     work.mkdir()
     try:
@@ -340,8 +358,8 @@ def recover_interrupted_restores(paths: StorePaths, *, timeout: float = 0.0) -> 
     A KB whose lock is held is skipped: its restore is still running.
     """
     repaired = []
-    for work in sorted(paths.knowledge.glob(f"{_WORK}*")):
-        name = work.name[len(_WORK) :]
+    for work in sorted(paths.knowledge.glob(f"{RESTORING}*")):
+        name = work.name[len(RESTORING) :]
         try:
             validate_kb_name(name)
             with file_lock(paths.lock(name), timeout=timeout, what=f"knowledge base '{name}'"):

@@ -2,6 +2,7 @@
 
 from coffer_mcp.store.files import (
     atomic_write,
+    file_stamp,
     fsync_dir,
     path_stamp,
     read_store_file,
@@ -15,6 +16,11 @@ from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_doc
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
 from coffer_mcp.store.lock import file_lock, held_here
 from coffer_mcp.store.paths import (
+    CREATING,
+    DELETING,
+    IMPORTING,
+    RESTORING,
+    SNAPSHOTS,
     KB_NAME_RULE,
     MAX_PATH_CHARS,
     KbPaths,
@@ -26,6 +32,11 @@ from coffer_mcp.store.paths import (
 )
 
 __all__ = [
+    "CREATING",
+    "DELETING",
+    "IMPORTING",
+    "RESTORING",
+    "SNAPSHOTS",
     "KB_NAME_RULE",
     "KbConfig",
     "KbPaths",
@@ -35,6 +46,7 @@ __all__ = [
     "body_sha256",
     "check_path_text",
     "file_lock",
+    "file_stamp",
     "fsync_dir",
     "held_here",
     "is_document_id",

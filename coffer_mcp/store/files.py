@@ -20,6 +20,7 @@ from pathlib import Path
 __all__ = [
     "TEMP_MARKER",
     "atomic_write",
+    "file_stamp",
     "fsync_dir",
     "path_stamp",
     "read_store_file",
@@ -170,13 +171,17 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def file_stamp(stat: os.stat_result) -> str:
+    """``mtime_ns:size``: what cheap change checks compare (the one stamp of the store)."""
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
+
+
 def path_stamp(path: Path) -> str:
-    """``mtime_ns:size`` of a file or folder ("missing" if absent): what cheap change checks compare."""
+    """The ``file_stamp`` of a file or folder, "missing" if absent."""
     try:
-        stat = path.stat()
+        return file_stamp(path.stat())
     except FileNotFoundError:
         return "missing"
-    return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
 def fsync_dir(folder: Path) -> None:

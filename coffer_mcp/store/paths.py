@@ -8,6 +8,13 @@ Layout under ``COFFER_HOME``::
     knowledge/<kb>/kb.yaml             the KB's own settings (truth, like the documents)
     knowledge/<kb>/docs/<id>.md        Markdown + YAML frontmatter = truth
     knowledge/<kb>/raw/<id>.<ext>      the original upload = provenance
+    snapshots/<kb>/<id>/               snapshots of a KB's files (undo points)
+    models/                            downloaded embedding models (fastembed's cache)
+
+Work in progress lives in hidden folders beside the knowledge bases, named by the prefixes below,
+so a crash never leaves a half-made knowledge base visible: ``knowledge/.creating-<kb>-<ulid>``
+(a new KB, renamed into place), ``.deleting-<kb>-<ulid>`` (a deleted one, removed after the
+rename), ``.importing-<ulid>`` (a pack being verified) and ``.restore-<kb>`` (a restore's journal).
 """
 
 from __future__ import annotations
@@ -21,7 +28,12 @@ from pathlib import Path
 from coffer_mcp.errors import InvalidArgumentError, InvalidNameError
 
 __all__ = [
+    "CREATING",
+    "DELETING",
+    "IMPORTING",
     "KB_NAME_RULE",
+    "RESTORING",
+    "SNAPSHOTS",
     "KbPaths",
     "MAX_PATH_CHARS",
     "StorePaths",
@@ -30,6 +42,12 @@ __all__ = [
     "sanitize_filename",
     "validate_kb_name",
 ]
+
+CREATING = ".creating-"
+DELETING = ".deleting-"
+IMPORTING = ".importing-"
+RESTORING = ".restore-"
+SNAPSHOTS = "snapshots"
 
 KB_NAME_RULE = "1-64 characters of a-z, 0-9, '-', '_', '.', not starting with '.'"
 _KB_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,63}")
@@ -140,6 +158,14 @@ class StorePaths:
     @property
     def locks(self) -> Path:
         return self.home / "locks"
+
+    @property
+    def snapshots(self) -> Path:
+        return self.home / SNAPSHOTS
+
+    @property
+    def models(self) -> Path:
+        return self.home / "models"
 
     def kb(self, name: str) -> KbPaths:
         return KbPaths(validate_kb_name(name), self.knowledge / name)
