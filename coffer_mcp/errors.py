@@ -21,18 +21,23 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     ├── FetchError                      fetch_failed
     ├── NotFoundError
     │   ├── KnowledgeBaseNotFoundError  unknown_kb
-    │   └── DocumentNotFoundError       unknown_document
+    │   ├── DocumentNotFoundError       unknown_document
+    │   └── SnapshotNotFoundError       unknown_snapshot
     ├── KnowledgeBaseExistsError        kb_exists
+    ├── PackError                       invalid_pack (a damaged, tampered or unsafe pack)
     ├── IngestRejectedError             unsupported_type | too_large | empty | scanned_pdf | duplicate
     │                                   | conversion_failed (a malformed file the engine cannot read)
     │   └── EngineUnavailableError      engine_unavailable
     ├── ReconversionBlockedError        reconversion_blocked
     ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
     ├── ConfigError                     invalid_config
-    └── StoreError                      store_error | busy | schema_too_new
+    ├── StoreError                      store_error | busy | schema_too_new
+    │   └── SnapshotError               invalid_snapshot
+    └── the viewer's file actions       NoOpenerError no_opener, OpenerFailedError opener_failed,
+                                        OutsideStoreError outside_store, ForbiddenActionError
+                                        forbidden_action
 
-Every code any ``CofferError`` carries, here or in a module that defines its own subclass, is
-declared with its meaning in ``ERROR_CODES`` (or ``VIEWER_ERROR_CODES`` for the viewer's HTTP API
+Every error class lives here (a test checks). Every code any ``CofferError`` carries is declared with its meaning in ``ERROR_CODES`` (or ``VIEWER_ERROR_CODES`` for the viewer's HTTP API
 only); the error tables in docs/ are generated from them and a test keeps them complete.
 """
 
@@ -43,30 +48,37 @@ from typing import Literal
 
 __all__ = [
     "ARG_WORDS",
-    "ERROR_CODES",
-    "REJECTION_REASONS",
-    "SURFACES",
-    "TOOL_WORDS",
-    "VIEWER_ERROR_CODES",
     "CofferError",
     "ConfigError",
     "ConfirmationRequiredError",
     "DocumentNotFoundError",
+    "ERROR_CODES",
     "EmbeddingError",
     "EngineUnavailableError",
     "FetchError",
+    "ForbiddenActionError",
     "IngestRejectedError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidPatternError",
     "KnowledgeBaseExistsError",
     "KnowledgeBaseNotFoundError",
+    "NoOpenerError",
     "NotFoundError",
+    "OpenerFailedError",
+    "OutsideStoreError",
+    "PackError",
     "PathNotAllowedError",
+    "REJECTION_REASONS",
     "ReconversionBlockedError",
+    "SURFACES",
+    "SnapshotError",
+    "SnapshotNotFoundError",
     "StoreError",
     "Surface",
+    "TOOL_WORDS",
     "UrlRefusedError",
+    "VIEWER_ERROR_CODES",
     "render_hint",
     "reword",
 ]
@@ -333,3 +345,54 @@ class ConfigError(CofferError):
 
 class StoreError(CofferError):
     code = "store_error"
+
+
+# -- portability -----------------------------------------------------------------------------------
+
+
+class PackError(CofferError):
+    """A pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed."""
+
+    code = "invalid_pack"
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(
+            message, hint=hint or "The pack is damaged or was modified: export it again from its source."
+        )
+
+
+class SnapshotNotFoundError(NotFoundError):
+    code = "unknown_snapshot"
+
+
+class SnapshotError(StoreError):
+    """A snapshot whose files no longer match its manifest (damaged or edited by hand)."""
+
+    code = "invalid_snapshot"
+
+
+# -- the viewer's file actions -------------------------------------------------------------------
+
+
+class NoOpenerError(CofferError):
+    """No program can open the target here (headless Linux without xdg-open, a missing editor)."""
+
+    code = "no_opener"
+
+
+class OpenerFailedError(CofferError):
+    """The opener exists but could not be started."""
+
+    code = "opener_failed"
+
+
+class OutsideStoreError(CofferError):
+    """The target resolves outside ``COFFER_HOME/knowledge`` (e.g. through a symlink)."""
+
+    code = "outside_store"
+
+
+class ForbiddenActionError(CofferError):
+    """A filesystem action without the page's action token, or not from this server's own page."""
+
+    code = "forbidden_action"

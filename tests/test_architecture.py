@@ -101,3 +101,25 @@ def test_each_tool_name_is_written_once_in_the_mcp_server_in_its_registry() -> N
     assert set(places) == set(TOOL_NAMES)
     for name, where in places.items():
         assert where == [where[0]] and where[0].startswith("_registry.py:"), f"{name} is written in {where}"
+
+
+def test_every_error_class_is_defined_in_errors_py() -> None:
+    # One documented tree (errors.py's docstring and ERROR_CODES): a surface or subsystem that
+    # needs a new error adds it there, not beside its own code.
+    import importlib
+    import pkgutil
+
+    import coffer_mcp
+    from coffer_mcp.errors import CofferError
+
+    for module in pkgutil.walk_packages(coffer_mcp.__path__, "coffer_mcp."):
+        if module.name.endswith("__main__"):
+            continue
+        importlib.import_module(module.name)
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    ours = [c for c in subclasses(CofferError) if c.__module__.startswith("coffer_mcp.")]  # not tests' own
+    assert len(ours) > 20, "too few error classes found to be looking in the right place"
+    assert {f"{c.__module__}.{c.__qualname__}" for c in ours if c.__module__ != "coffer_mcp.errors"} == set()

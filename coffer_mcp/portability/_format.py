@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from coffer_mcp.errors import CofferError, InvalidArgumentError
+from coffer_mcp.errors import InvalidArgumentError, PackError
 from coffer_mcp.store import KbConfig, make_kb_config
 
 __all__ = [
@@ -48,17 +48,6 @@ _ULID = r"[0-9A-HJKMNP-TV-Z]{26}"
 DOC_MEMBER = re.compile(rf"docs/({_ULID})\.md")
 RAW_MEMBER = re.compile(rf"raw/({_ULID})\.([a-z0-9_-]{{1,16}})")
 _SHA256 = r"^[0-9a-f]{64}$"
-
-
-class PackError(CofferError):
-    """A pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed."""
-
-    code = "invalid_pack"
-
-    def __init__(self, message: str, *, hint: str = "") -> None:
-        super().__init__(
-            message, hint=hint or "The pack is damaged or was modified: export it again from its source."
-        )
 
 
 class _Strict(BaseModel):

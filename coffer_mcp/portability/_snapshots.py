@@ -41,7 +41,8 @@ from coffer_mcp.errors import (
     CofferError,
     InvalidArgumentError,
     InvalidNameError,
-    NotFoundError,
+    SnapshotError,
+    SnapshotNotFoundError,
     StoreError,
 )
 from coffer_mcp.index import queries as q
@@ -83,16 +84,6 @@ _FORMAT = "coffer-snapshot"
 _COMMIT = "COMMIT"
 _MAX_NOTE = 500
 _FILE = re.compile(r"(docs|raw)/[^/\\\x00]{1,255}")
-
-
-class SnapshotNotFoundError(NotFoundError):
-    code = "unknown_snapshot"
-
-
-class SnapshotError(StoreError):
-    """A snapshot whose files no longer match its manifest (damaged or edited by hand)."""
-
-    code = "invalid_snapshot"
 
 
 class SnapshotInfo(BaseModel):

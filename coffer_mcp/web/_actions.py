@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from coffer_mcp.errors import CofferError, DocumentNotFoundError, InvalidArgumentError
+from coffer_mcp.errors import (
+    DocumentNotFoundError,
+    InvalidArgumentError,
+    NoOpenerError,
+    OpenerFailedError,
+    OutsideStoreError,
+)
 from coffer_mcp.service import Coffer
 from coffer_mcp.store import is_document_id
 
@@ -47,24 +53,6 @@ Which = Callable[[str], "str | None"]
 TERMINAL_EDITORS = frozenset({"vi", "vim", "nvim", "nano", "pico", "ed", "ex", "micro", "hx",
                               "helix", "kak", "joe", "mg", "ne", "jed"})  # fmt: skip
 _EDITOR_HINT = "Set COFFER_EDITOR to a desktop editor command on PATH, e.g. COFFER_EDITOR='code' or 'gedit'."
-
-
-class NoOpenerError(CofferError):
-    """No program can open the target here (headless Linux without xdg-open, a missing editor)."""
-
-    code = "no_opener"
-
-
-class OpenerFailedError(CofferError):
-    """The opener exists but could not be started."""
-
-    code = "opener_failed"
-
-
-class OutsideStoreError(CofferError):
-    """The target resolves outside ``COFFER_HOME/knowledge`` (e.g. through a symlink)."""
-
-    code = "outside_store"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from coffer_mcp.documents import MAX_PAGE_CHARS
 from coffer_mcp.errors import (
     CofferError,
     EmbeddingError,
+    ForbiddenActionError,
     InvalidArgumentError,
     KnowledgeBaseExistsError,
     NotFoundError,
@@ -66,12 +67,6 @@ Handler = Callable[[Request], Awaitable[Any]]
 
 ACTION_HEADER = "x-coffer-action-token"
 MAX_PAGE_DOCUMENTS = 1000  # the core's bound on a page of the document list
-
-
-class ForbiddenActionError(CofferError):
-    """A filesystem action without the page's action token, or not from this server's own page."""
-
-    code = "forbidden_action"
 
 
 _STATUS: list[tuple[type[CofferError], int]] = [
