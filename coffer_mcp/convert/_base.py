@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
-__all__ = ["Conversion", "Converter"]
+from ..errors import EngineUnavailableError
+
+__all__ = ["Conversion", "Converter", "ExtensionConverter", "engine_missing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +41,21 @@ class Converter(Protocol):
     def can_handle(self, ext: str) -> bool: ...
 
     def convert(self, data: bytes, filename: str) -> str: ...
+
+
+class ExtensionConverter:
+    """A converter that handles a fixed set of extensions (``extensions``)."""
+
+    extensions: ClassVar[frozenset[str]] = frozenset()
+
+    def can_handle(self, ext: str) -> bool:
+        return ext in self.extensions
+
+
+def engine_missing(engine: str, ext: str, install: str) -> EngineUnavailableError:
+    """The error for a converter whose library is not installed: ``engine`` names it, ``install``
+    is what to pip install; other formats keep working."""
+    return EngineUnavailableError(
+        f"The {engine} is not installed, so .{ext} files cannot be converted.",
+        hint=f"Install it with: pip install {install}. Other formats keep working.",
+    )

@@ -7,8 +7,9 @@ Only the last step differs from MarkItDown's own converter: its HTML goes throug
 from __future__ import annotations
 
 import io
+from typing import ClassVar
 
-from ..errors import EngineUnavailableError
+from ._base import ExtensionConverter, engine_missing
 
 __all__ = ["DocxConverter"]
 
@@ -17,24 +18,19 @@ __all__ = ["DocxConverter"]
 _STYLE_MAP = "u => u\np[style-name='Title'] => h1:fresh"
 
 
-class DocxConverter:
+class DocxConverter(ExtensionConverter):
     """Headings, lists, links and tables of a Word document."""
 
     name = "mammoth/1"
-    extensions = frozenset({"docx"})
+    extensions: ClassVar[frozenset[str]] = frozenset({"docx"})
 
-    def can_handle(self, ext: str) -> bool:
-        return ext in self.extensions
 
     def convert(self, data: bytes, filename: str) -> str:
         try:
             import mammoth
             from markitdown.converter_utils.docx.pre_process import pre_process_docx
         except ImportError as exc:
-            raise EngineUnavailableError(
-                "The DOCX converter (mammoth, markitdown) is not installed, so .docx files cannot be converted.",
-                hint="Install it with: pip install 'markitdown[docx]'. Other formats keep working.",
-            ) from exc
+            raise engine_missing('DOCX converter (mammoth, markitdown)', 'docx', "'markitdown[docx]'") from exc
         from ._htmltables import html_to_markdown
 
         stream = pre_process_docx(io.BytesIO(data))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import EngineUnavailableError
+from ._base import engine_missing
 
 __all__ = ["HtmlConverter"]
 
@@ -56,10 +56,7 @@ def _main_content(html: str) -> tuple[str, str]:
     try:
         import trafilatura
     except ImportError as exc:
-        raise EngineUnavailableError(
-            "The web-page extractor (trafilatura) is not installed, so .html files cannot be converted.",
-            hint="Install it with: pip install trafilatura. Other formats keep working.",
-        ) from exc
+        raise engine_missing("web-page extractor (trafilatura)", "html", "trafilatura") from exc
     main = trafilatura.extract(
         html, output_format="html", include_links=True, include_tables=True, include_formatting=True,
         include_images=False, include_comments=False, favor_recall=True,

@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-from ..errors import EngineUnavailableError, IngestRejectedError
+from typing import ClassVar
+
+from ..errors import IngestRejectedError
+from ._base import ExtensionConverter, engine_missing
 
 __all__ = ["PdfConverter"]
 
 _PASSWORD_WORDS = ("password", "encrypt")
 
 
-class PdfConverter:
+class PdfConverter(ExtensionConverter):
     """Headings, paragraphs in reading order, lists; a title from the metadata or first heading."""
 
     name = "pypdfium2/1"
-    extensions = frozenset({"pdf"})
+    extensions: ClassVar[frozenset[str]] = frozenset({"pdf"})
 
-    def can_handle(self, ext: str) -> bool:
-        return ext in self.extensions
 
     def convert(self, data: bytes, filename: str) -> str:
         try:
             import pypdfium2  # noqa: F401 - checked here so a missing engine says so
         except ImportError as exc:
-            raise EngineUnavailableError(
-                "The PDF engine (pypdfium2) is not installed, so .pdf files cannot be converted.",
-                hint="Install it with: pip install pypdfium2. Other formats keep working.",
-            ) from exc
+            raise engine_missing('PDF engine (pypdfium2)', 'pdf', 'pypdfium2') from exc
         from pypdfium2 import PdfiumError
 
         from ._pdfium import read_pdf

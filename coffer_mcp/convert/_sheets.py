@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from ..errors import EngineUnavailableError
+from ._base import engine_missing
 from ._csv import markdown_table
 
 __all__ = ["SheetConverter", "blocks", "cell_text"]
@@ -185,7 +186,4 @@ def _fill(grid: Grid, top: int, left: int, bottom: int, right: int) -> None:
 
 
 def _missing(package: str, ext: str) -> EngineUnavailableError:
-    return EngineUnavailableError(
-        f"The .{ext} reader ({package}) is not installed, so .{ext} files cannot be converted.",
-        hint=f"Install it with: pip install {package}. Other formats keep working.",
-    )
+    return engine_missing(f".{ext} reader ({package})", ext, package)

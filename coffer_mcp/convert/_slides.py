@@ -8,9 +8,9 @@ through MarkItDown's own helpers.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, ClassVar
 
-from ..errors import EngineUnavailableError
+from ._base import ExtensionConverter, engine_missing
 from ._csv import markdown_table
 
 __all__ = ["SlideConverter"]
@@ -19,24 +19,19 @@ _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _BODY_PLACEHOLDERS = {2, 7}  # PP_PLACEHOLDER.BODY, OBJECT: their paragraphs are bullets by default
 
 
-class SlideConverter:
+class SlideConverter(ExtensionConverter):
     """One section per slide, in slide order; speaker notes under ``### Notes``."""
 
     name = "python-pptx/1"
-    extensions = frozenset({"pptx"})
+    extensions: ClassVar[frozenset[str]] = frozenset({"pptx"})
 
-    def can_handle(self, ext: str) -> bool:
-        return ext in self.extensions
 
     def convert(self, data: bytes, filename: str) -> str:
         try:
             import pptx
             from markitdown.converters import PptxConverter
         except ImportError as exc:
-            raise EngineUnavailableError(
-                "The PPTX converter (python-pptx) is not installed, so .pptx files cannot be converted.",
-                hint="Install it with: pip install 'markitdown[pptx]'. Other formats keep working.",
-            ) from exc
+            raise engine_missing('PPTX converter (python-pptx)', 'pptx', "'markitdown[pptx]'") from exc
         helper = PptxConverter()  # for pictures and charts
         deck = pptx.Presentation(io.BytesIO(data))
         parts: list[str] = []
