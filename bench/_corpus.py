@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coffer_mcp.chunking import chunk_markdown
+from coffer_mcp.indexing.chunking import chunk_markdown
 
 __all__ = ["CorpusInfo", "Vocabulary", "make_queries", "regex_patterns", "write_corpus"]
 

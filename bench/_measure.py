@@ -80,7 +80,7 @@ def proc_cpu_seconds(pid: int) -> float | None:
 
 def machine_info(vec_version: str | None) -> dict[str, Any]:
     """Where the numbers were measured."""
-    from coffer_mcp.index.db import binding
+    from coffer_mcp.index.sqlite.db import binding
 
     chosen = binding()
     return {

@@ -19,8 +19,6 @@ import numpy as np
 
 from coffer_mcp import Coffer
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
-from coffer_mcp.index import queries as q
-from coffer_mcp.index import vectors
 
 __all__ = ["DIMENSIONS", "MINILM", "FakeEmbedder", "fill_vectors", "minilm"]
 
@@ -64,23 +62,20 @@ def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
     Vectors are drawn around ``sqrt(chunks)`` random centroids (topics), then L2-normalized.
     Returns the number of vectors stored.
     """
-    conn = coffer.conn
-    chunk_ids = [row[0] for row in conn.execute("SELECT id FROM chunks WHERE kb = ? ORDER BY id", (kb,))]
+    index = coffer.index
+    doc_ids = [row.id for row in index.documents(kb)]
+    chunk_ids = sorted(chunk_id for doc_id in doc_ids for chunk_id, _ in index.chunk_texts(doc_id))
     rng = np.random.default_rng([seed, 4_000_037])
     centroids = _unit(rng.standard_normal((max(8, int(math.sqrt(len(chunk_ids)))), DIMENSIONS)))
-    with q.write(conn):
-        table = vectors.model_table(conn, identity, DIMENSIONS)
-    assert table is not None
     for start in range(0, len(chunk_ids), BATCH):
         ids = chunk_ids[start : start + BATCH]
         topics = centroids[rng.integers(len(centroids), size=len(ids))]
         batch = _unit(topics + 0.8 * rng.standard_normal((len(ids), DIMENSIONS)) / math.sqrt(DIMENSIONS))
-        with q.write(conn):
-            vectors.store_vectors(conn, table, kb, list(zip(ids, batch.astype(np.float32).tolist())))
-    doc_ids = [row[0] for row in conn.execute("SELECT id FROM documents WHERE kb = ?", (kb,))]
-    with q.write(conn):
+        with index.transaction():
+            index.store_vectors(identity, DIMENSIONS, kb, list(zip(ids, batch.astype(np.float32).tolist())))
+    with index.transaction():
         for doc_id in doc_ids:
-            q.set_embedding(conn, doc_id, pending=False, model=identity)
+            index.set_embedding(doc_id, pending=False, model=identity)
     return len(chunk_ids)
 
 

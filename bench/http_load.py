@@ -338,7 +338,7 @@ def _load_average() -> float | None:
 def machine_info() -> dict[str, Any]:
     """Where the numbers were measured."""
     from coffer_mcp import __version__
-    from coffer_mcp.index.db import binding
+    from coffer_mcp.index.sqlite.db import binding
 
     chosen = binding()
     return {

@@ -39,9 +39,9 @@ import Stemmer
 import coffer_mcp
 from bench._measure import percentile, source_fingerprint
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.index.db import binding
+from coffer_mcp.index.sqlite.db import binding
 from coffer_mcp.models import Passage
-from coffer_mcp.search import fuse_rrf
+from coffer_mcp.retrieval.search import fuse_rrf
 
 KB = "bench"
 PASSAGE_DEPTH = 1000  # chunks asked of Coffer per query: the service's maximum

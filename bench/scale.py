@@ -46,10 +46,9 @@ from bench._serve import mcp_search_latency, serve_memory, startup_times
 from bench._vectors import DIMENSIONS, MINILM, FakeEmbedder, fill_vectors, minilm
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.embed import Embedder
-from coffer_mcp.index import vectors
-from coffer_mcp.index.db import connect, vec_version
+from coffer_mcp.index.sqlite.db import connect, vec_version
 from coffer_mcp.index.fts import STOPWORDS, analyze
-from coffer_mcp.search import keyword_search, vector_search
+from coffer_mcp.retrieval.search import keyword_search, vector_search
 from coffer_mcp.settings import Settings
 
 KB = "bench"
@@ -176,13 +175,12 @@ def in_process_latency(
     """P50/P95/P99 of keyword search (with and without reconcile), reconcile alone, grep and read."""
     log("  in-process latency")
     warm, n = _warmup(args), args.queries
-    conn = coffer.conn
-    doc_ids = [row[0] for row in conn.execute("SELECT id FROM documents WHERE kb = ? ORDER BY id", (KB,))]
+    doc_ids = sorted(row.id for row in coffer.index.documents(KB))
     picks = np.random.default_rng([args.seed, 5_000_011]).integers(len(doc_ids), size=n + warm)
     out = {
         "keyword": latency(lambda query: coffer.search(KB, query, 5, strategy="keyword"), queries, warmup=warm),
         "refresh": latency(lambda _: coffer.refresh(KB), range(n + warm), warmup=warm),
-        "keyword_without_refresh": latency(lambda query: keyword_search(conn, [KB], query, 5), queries, warmup=warm),
+        "keyword_without_refresh": latency(lambda query: keyword_search(coffer.index, [KB], query, 5), queries, warmup=warm),
         # Zipf draws make one query in eight all function words ("the", "in is"), which BM25 must
         # score over most of the corpus; the queries with a content word, apart:
         "keyword_content_words": latency(lambda query: coffer.search(KB, query, 5, strategy="keyword"),
@@ -281,13 +279,12 @@ def hybrid_latency(coffer: Coffer, embedder: Embedder, queries: list[str], args:
     ran = coffer.search(KB, queries[0], 5, strategy="hybrid").strategy  # also loads the model
     if ran != "hybrid":
         raise RuntimeError(f"a hybrid search ran as {ran}: the vectors are not being used")
-    table = vectors.model_table(coffer.conn, embedder.identity, DIMENSIONS, create=False)
     query_vectors = [embedder.embed_query(query) for query in queries]
     return {
         "hybrid": latency(lambda query: coffer.search(KB, query, 5, strategy="hybrid"), queries, warmup=warm),
         "vector": latency(lambda query: coffer.search(KB, query, 5, strategy="vector"), queries, warmup=warm),
         "embed_query": latency(embedder.embed_query, queries, warmup=warm),
-        "knn": latency(lambda v: vector_search(coffer.conn, table, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm),
+        "knn": latency(lambda v: vector_search(coffer.index, embedder.identity, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm),
     }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from coffer_mcp.errors import CofferError
-from coffer_mcp.service import Coffer
+from coffer_mcp.services import Coffer
 from coffer_mcp.settings import Settings, load_settings
 
 __all__ = ["Coffer", "CofferError", "Settings", "__version__", "load_settings"]

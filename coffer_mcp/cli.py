@@ -17,16 +17,17 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import BaseModel
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, reword
+from coffer_mcp.models import StrategyChoice
 from coffer_mcp.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer
+    from coffer_mcp.services import Coffer
 
 __all__ = ["main", "serve_main"]
 
@@ -194,7 +195,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
     p.add_argument("query", nargs="+")
     p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--strategy", choices=["auto", "keyword", "vector", "hybrid"], default="auto",
+    p.add_argument("--strategy", choices=get_args(StrategyChoice), default="auto",
                    help="force a retrieval strategy (default: the knowledge base's own)")  # fmt: skip
     p.set_defaults(handler=_kb_search)
 
@@ -251,7 +252,7 @@ _NOTES: list[str] = []  # said once, on stderr, after the command's output
 @contextlib.contextmanager
 def _service(settings: Settings, args: argparse.Namespace) -> Iterator[Coffer]:
     """The core for one command; whether it may embed depends on the command (``EMBEDDING_COMMANDS``)."""
-    from coffer_mcp.service import Coffer
+    from coffer_mcp.services import Coffer
 
     embeds = getattr(args, "command", None) in EMBEDDING_COMMANDS
     if not embeds:
@@ -269,7 +270,7 @@ def _quiet_embedding_failures(settings: Settings, *, enabled: bool) -> Iterator[
 
     At ``log_level`` INFO or DEBUG they still show, for whoever asked for the detail.
     """
-    logger = logging.getLogger("coffer_mcp.vectorize")
+    logger = logging.getLogger("coffer_mcp.indexing.vectorize")
     level = logging.getLevelName(settings.log_level.upper())
     if enabled and isinstance(level, int) and level > logging.INFO:
         logger.addFilter(_drop)
@@ -381,20 +382,18 @@ def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None
 
 
 def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
-    from coffer_mcp.portability import export_kb
 
     with _service(settings, args) as coffer:
-        result = export_kb(coffer, args.name, args.out, with_vectors=args.with_vectors, overwrite=args.overwrite,
+        result = coffer.export_kb(args.name, args.out, with_vectors=args.with_vectors, overwrite=args.overwrite,
                            progress=_progress(args))  # fmt: skip
     _emit(args, result, lambda r: f"exported '{r.kb}' ({r.documents} documents, {r.vectors} vectors) to {r.path}\n"
                                   f"sha256 {r.sha256}")  # fmt: skip
 
 
 def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
-    from coffer_mcp.portability import import_pack
 
     with _service(settings, args) as coffer:
-        result = import_pack(coffer, args.pack, as_name=args.as_name, merge=args.merge, progress=_progress(args))
+        result = coffer.import_pack(args.pack, as_name=args.as_name, merge=args.merge, progress=_progress(args))
 
     def render(r) -> str:
         lines = [f"imported into '{r.kb}': {r.documents_added} documents added, {len(r.skipped)} skipped, "
@@ -408,37 +407,33 @@ def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _kb_snapshot(args: argparse.Namespace, settings: Settings) -> None:
-    from coffer_mcp.portability import snapshot_kb
 
     with _service(settings, args) as coffer:
-        info = snapshot_kb(coffer, args.name, note=args.note)
+        info = coffer.snapshot_kb(args.name, note=args.note)
     _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({i.documents} documents)")
 
 
 def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
-    from coffer_mcp.portability import list_snapshots
 
     with _service(settings, args) as coffer:
-        infos = list_snapshots(coffer, args.name)
+        infos = coffer.list_snapshots(args.name)
     _emit(args, infos, lambda items: _table(
         ["ID", "CREATED", "DOCS", "NOTE"], [[i.id, i.created_at, i.documents, i.note] for i in items]
     ) if items else f"no snapshots of '{args.name}'")  # fmt: skip
 
 
 def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
-    from coffer_mcp.portability import restore_snapshot
 
     with _service(settings, args) as coffer:
-        result = restore_snapshot(coffer, args.name, args.snapshot_id, progress=_progress(args))
+        result = coffer.restore_snapshot(args.name, args.snapshot_id, progress=_progress(args))
     _emit(args, result, lambda r: f"restored '{r.kb}' to snapshot {r.snapshot_id} ({r.documents} documents); "
                                   f"the state before is snapshot {r.pre_restore_snapshot_id}")  # fmt: skip
 
 
 def _kb_snapshot_delete(args: argparse.Namespace, settings: Settings) -> None:
-    from coffer_mcp.portability import delete_snapshot
 
     with _service(settings, args) as coffer:
-        info = delete_snapshot(coffer, args.name, args.snapshot_id)
+        info = coffer.delete_snapshot(args.name, args.snapshot_id)
     _emit(args, info, lambda i: f"deleted snapshot {i.id} of '{i.kb}'")
 
 
@@ -564,7 +559,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
     if args.http:
         return _serve_http(args, settings)
     from coffer_mcp.mcp_server import build_server
-    from coffer_mcp.service import Coffer
+    from coffer_mcp.services import Coffer
 
     coffer = Coffer(settings)
     server = build_server(coffer, curation=False if args.no_curation else None, read_only=args.read_only or None)
@@ -593,7 +588,7 @@ def _serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
 
 
 def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
-    from coffer_mcp.service import Coffer
+    from coffer_mcp.services import Coffer
     from coffer_mcp.web import check_bind, serve_http
 
     token = args.token or (settings.http_token.get_secret_value() if settings.http_token else None)

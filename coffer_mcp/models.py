@@ -7,6 +7,7 @@ both the return type and the published JSON schema.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +24,10 @@ __all__ = [
     "Document",
     "IngestResult",
     "Passage",
+    "Progress",
     "SearchResult",
+    "Strategy",
+    "StrategyChoice",
     "SourceCheck",
     "SourceReport",
     "VerifyReport",
@@ -40,6 +44,10 @@ __all__ = [
 
 SourceMode = Literal["converted", "edited"]
 Strategy = Literal["keyword", "vector", "hybrid"]
+StrategyChoice = Literal["auto", "keyword", "vector", "hybrid"]
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, message)``, called during long operations (surfaces show it)."""
+"""What a search may ask for: ``auto`` lets the knowledge bases decide (hybrid when they can)."""
 
 
 @dataclass(frozen=True, slots=True)

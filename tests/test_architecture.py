@@ -16,9 +16,9 @@ TOOL_NAME = re.compile(r"coffer__[a-z_]+")
 # Layers, lowest first: a module may import its own layer and lower ones only.
 LAYERS = [
     {"errors", "models", "timeutil", "settings", "audit"},
-    {"store", "convert", "index", "embed", "chunking", "grep", "fetch"},
-    {"search", "reindex", "reconvert", "vectorize", "verify"},
-    {"documents", "retrieval", "curation", "portability", "service"},
+    {"store", "convert", "index", "embed", "fetch", "access"},
+    {"indexing", "retrieval"},
+    {"services", "portability"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
 ]
 # Third-party packages each confined to one place.
@@ -26,6 +26,7 @@ OWNERS = {
     "mcp": ("mcp_server", "web"),
     "sqlite_vec": ("index",),
     "sqlean": ("index",),
+    "sqlite3": ("index",),
     "markitdown": ("convert",),
     "pypdfium2": ("convert",),
     "trafilatura": ("convert",),
@@ -47,18 +48,30 @@ def modules() -> list[tuple[str, Path]]:
     return [(p.relative_to(PACKAGE).parts[0].removesuffix(".py"), p) for p in sorted(PACKAGE.rglob("*.py"))]
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def imported(path: Path) -> set[str]:
+    """Every module ``path`` imports (relative imports resolved), ``TYPE_CHECKING`` ones included."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = node.module if node.level == 0 else ".".join(p for p in (base, node.module) if p)
+            if module:
+                names.add(module)
+                # ``from coffer_mcp.x import y`` may import the submodule coffer_mcp.x.y
+                names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
 
 
 def layer_of(unit: str) -> int:
-    return next(i for i, layer in enumerate(LAYERS) if unit in layer)
+    return next((i for i, layer in enumerate(LAYERS) if unit in layer), 0)  # names like __version__: the base
 
 
 @pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
@@ -66,7 +79,7 @@ def test_imports_only_point_down_the_layers(unit: str, path: Path) -> None:
     for name in imported(path):
         if name.startswith("coffer_mcp.") and name != "coffer_mcp":
             target = name.split(".")[1]
-            assert layer_of(target) <= layer_of(unit), f"{path.name} imports {name} from a higher layer"
+            assert layer_of(target) <= layer_of(unit), f"{path.relative_to(PACKAGE)} imports {name} from a higher layer"
 
 
 @pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
@@ -79,7 +92,7 @@ def test_each_third_party_package_is_imported_in_one_place(unit: str, path: Path
 
 def test_importing_the_core_loads_no_heavy_library() -> None:
     code = (
-        "import sys, coffer_mcp, coffer_mcp.service, coffer_mcp.cli;"
+        "import sys, coffer_mcp, coffer_mcp.services, coffer_mcp.cli;"
         "heavy = {'markitdown', 'fastembed', 'onnxruntime', 'openai', 'mcp', 'starlette', 'uvicorn', 'httpcore',"
         " 'numpy', 'sqlite_vec'};"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
@@ -123,3 +136,47 @@ def test_every_error_class_is_defined_in_errors_py() -> None:
     ours = [c for c in subclasses(CofferError) if c.__module__.startswith("coffer_mcp.")]  # not tests' own
     assert len(ours) > 20, "too few error classes found to be looking in the right place"
     assert {f"{c.__module__}.{c.__qualname__}" for c in ours if c.__module__ != "coffer_mcp.errors"} == set()
+
+
+def _own_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_no_import_circle_between_modules() -> None:
+    own = _own_modules()
+    graph = {name: {m for m in imported(path) if m in own and m != name} for name, path in own.items()}
+    # A package's __init__ re-exporting its modules is not a circle: ``a/__init__ -> a.b -> a`` is
+    # how Python loads ``a.b`` at all. Edges from a module to its own package's __init__ are dropped.
+    for name, targets in graph.items():
+        targets -= {t for t in targets if name.startswith(f"{t}.")}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycle = [*stack[stack.index(target) :], target]
+                raise AssertionError(f"import circle: {' -> '.join(cycle)}")
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+@pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
+def test_no_sql_outside_the_index(unit: str, path: Path) -> None:
+    # The index port (index/port.py) is the only way to the index: no service, surface or
+    # algorithm knows it is SQLite, so a second backend plugs in behind the port alone.
+    if unit == "index":
+        return
+    text = path.read_text(encoding="utf-8")
+    assert "execute(" not in text, f"{path.relative_to(PACKAGE)} runs SQL outside index/"
+    assert "vec_chunks" not in text, f"{path.relative_to(PACKAGE)} names a vector table outside index/"
+    for name in imported(path):
+        assert not name.startswith("coffer_mcp.index.sqlite"), f"{path.relative_to(PACKAGE)} imports {name}"

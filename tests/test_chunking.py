@@ -1,4 +1,4 @@
-"""Behaviour of ``coffer_mcp.chunking.chunk_markdown`` on real Markdown."""
+"""Behaviour of ``coffer_mcp.indexing.chunking.chunk_markdown`` on real Markdown."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coffer_mcp.chunking import chunk_markdown
+from coffer_mcp.indexing.chunking import chunk_markdown
 from coffer_mcp.models import Chunk
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp.cli import main
-from coffer_mcp.grep import rg_status
+from coffer_mcp.retrieval.grep import rg_status
 from tests.conftest import FIXTURES, installed_script
 from tests.embed.fake_openai_server import FakeOpenAIServer, fake_openai_server
 

@@ -106,7 +106,7 @@ async def test_a_cancelled_folder_ingest_stops_between_documents(home: Path, tmp
         assert 3 <= done.total < 30
         files = sorted(p.name for p in (home / "knowledge" / "kb" / "docs").iterdir())
         assert len(files) == done.total  # nothing half-written, nothing unindexed
-        outcome = coffer.conn.execute(
+        outcome = coffer.index.conn.execute(
             "SELECT outcome FROM mcp_invocations WHERE tool = 'coffer__ingest_path'").fetchone()[0]  # fmt: skip
         assert outcome == "cancelled"
 

@@ -54,8 +54,8 @@ def test_a_rejected_ingest_persists_nothing(
         coffer.add_document(notes, filename, content)
     assert caught.value.reason == reason and caught.value.hint
     assert files_under(home / "knowledge") == before
-    assert coffer.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
-    assert coffer.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
+    assert coffer.index.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
+    assert coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
 
 
 def test_an_oversized_document_is_too_large(home: Path) -> None:
@@ -72,7 +72,7 @@ def test_an_identical_re_upload_writes_and_audits_nothing(coffer: Coffer, notes:
     again = coffer.add_document(notes, "r.md", "# R\n\nsame")
     assert (again.document_id, again.status) == (first.document_id, "unchanged")
     assert Path(first.path).stat().st_mtime_ns == stamp
-    assert coffer.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 1
+    assert coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 1
 
 
 def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, notes: str) -> None:
@@ -85,7 +85,7 @@ def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, n
     assert (replaced.document_id, replaced.status, replaced.source_mode) == (first.document_id, "updated", "converted")
     read = coffer.read_document(notes, first.document_id)
     assert "version two" in read.markdown and read.metadata["created_at"] < read.metadata["updated_at"]
-    events = [r[0] for r in coffer.conn.execute("SELECT event FROM audit_log WHERE document_id IS NOT NULL")]
+    events = [r[0] for r in coffer.index.conn.execute("SELECT event FROM audit_log WHERE document_id IS NOT NULL")]
     assert events == ["KB_DOCUMENT_INGESTED", "KB_DOCUMENT_UPDATED", "KB_DOCUMENT_UPDATED"]
 
 

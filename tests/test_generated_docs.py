@@ -148,7 +148,7 @@ def test_an_audit_event_is_stored_as_its_name(coffer) -> None:
     coffer.create_kb("kb")
     doc = coffer.add_document("kb", "a.md", "# A\n\ntext")
     coffer.delete_document("kb", doc.document_id)
-    rows = coffer.conn.execute("SELECT event, typeof(event) FROM audit_log ORDER BY rowid").fetchall()
+    rows = coffer.index.conn.execute("SELECT event, typeof(event) FROM audit_log ORDER BY rowid").fetchall()
     assert [tuple(row) for row in rows] == [("KB_CREATED", "text"), ("KB_DOCUMENT_INGESTED", "text"),
                                             ("KB_DOCUMENT_DELETED", "text")]  # fmt: skip
 

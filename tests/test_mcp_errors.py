@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.types import CallToolResult, Implementation
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.documents import MAX_PAGE_CHARS
 from coffer_mcp.mcp_server import TOOL_NAMES, build_server
 
 pytestmark = pytest.mark.anyio
@@ -186,7 +186,7 @@ async def test_a_refused_call_is_logged_like_any_other(service: Coffer) -> None:
     async with Client(build_server(service), client_info=CLIENT) as client:
         await client.call_tool("coffer__search_knowledge", {"kb": "kb", "query": "x", "top_k": 1000})
         await client.call_tool("coffer__serch_knowledge", {"kb": "kb", "query": "x"})
-    calls = [tuple(r) for r in service.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")]
+    calls = [tuple(r) for r in service.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")]
     assert calls == [
         ("coffer__search_knowledge", "error-test", "error", "invalid_argument"),
         ("coffer__serch_knowledge", "error-test", "error", "unknown_tool"),
@@ -218,5 +218,5 @@ async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_o
     assert str(file) not in result.content[0].text  # the details stay in the server's log
     crash = next(r for r in caplog.records if "failed unexpectedly" in r.getMessage())
     assert crash.exc_info is not None and isinstance(crash.exc_info[1], OSError)
-    logged = service.conn.execute("SELECT outcome, error_code FROM mcp_invocations").fetchall()
+    logged = service.index.conn.execute("SELECT outcome, error_code FROM mcp_invocations").fetchall()
     assert [tuple(row) for row in logged] == [("crash", "internal_error")]

@@ -14,7 +14,7 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError
-from coffer_mcp.portability import PackError, export_kb, import_pack
+from coffer_mcp.portability import PackError
 from tests.conftest import FIXTURES
 from tests.fakes import HashEmbedder
 
@@ -58,7 +58,7 @@ def store_state(coffer: Coffer) -> tuple[list[str], dict[str, int]]:
     paths = sorted(str(p.relative_to(home)) for p in home.rglob("*")
                    if not p.name.startswith("coffer.db") and "locks" not in p.relative_to(home).parts)  # fmt: skip
     tables = ("knowledge_bases", "documents", "chunks", "audit_log")
-    return paths, {t: coffer.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+    return paths, {t: coffer.index.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
 
 
 def read_members(pack: Path) -> Members:
@@ -95,7 +95,7 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open_service(root / "home") as source:
         source.create_kb("notes", "kayaks and bread", vector=True)
         fill(source, "notes")
-        return Path(export_kb(source, "notes", root / "notes.cofferpack", with_vectors=True).path)
+        return Path(source.export_kb("notes", root / "notes.cofferpack", with_vectors=True).path)
 
 
 @pytest.fixture
@@ -116,13 +116,13 @@ def test_a_mixed_format_kb_round_trips_with_its_vectors_into_a_fresh_home_withou
         for name in MIXED:
             assert source.ingest_path("mixed", FIXTURES / name).created == 1
         keyword, hybrid = results(source, "mixed", "keyword"), results(source, "mixed", "hybrid")
-        exported = export_kb(source, "mixed", tmp_path / "mixed.cofferpack", with_vectors=True)
+        exported = source.export_kb("mixed", tmp_path / "mixed.cofferpack", with_vectors=True)
         source_files = files_of(source.paths.kb("mixed").root)
     assert (exported.documents, exported.raw_files, exported.embedding_model) == (5, 5, "test:hash-64")
     embedder = HashEmbedder()
     embedder.failing = True  # any embedding during the import would fail it
     with open_service(tmp_path / "b", embedder) as dest:
-        imported = import_pack(dest, tmp_path / "mixed.cofferpack", as_name="copy")
+        imported = dest.import_pack(tmp_path / "mixed.cofferpack", as_name="copy")
         assert embedder.calls == 0
         assert (imported.created, imported.documents, imported.vectors_used, imported.documents_to_embed) == (
             True, 5, 5, 0)  # fmt: skip
@@ -157,14 +157,14 @@ def test_an_export_never_overwrites_unless_asked_and_leaves_no_temp_file(tmp_pat
         fill(service, "notes")
         out = tmp_path / "out" / "notes.cofferpack"
         with pytest.raises(InvalidArgumentError, match="does not exist"):
-            export_kb(service, "notes", out)
+            service.export_kb("notes", out)
         out.parent.mkdir()
-        first = export_kb(service, "notes", out)
+        first = service.export_kb("notes", out)
         with pytest.raises(InvalidArgumentError, match="already exists"):
-            export_kb(service, "notes", out)
-        second = export_kb(service, "notes", out, overwrite=True)
+            service.export_kb("notes", out)
+        second = service.export_kb("notes", out, overwrite=True)
         with pytest.raises(InvalidArgumentError, match="inside the Coffer store"):
-            export_kb(service, "notes", service.paths.kb("notes").root / "x.cofferpack")
+            service.export_kb("notes", service.paths.kb("notes").root / "x.cofferpack")
     assert (first.vectors, second.documents) == (0, 3)
     assert sorted(p.name for p in out.parent.iterdir()) == ["notes.cofferpack"]
     assert hashlib.sha256(out.read_bytes()).hexdigest() == second.sha256
@@ -174,10 +174,10 @@ def test_without_vectors_the_documents_stay_due_and_the_next_search_embeds_them(
     with open_service(tmp_path / "a") as source:
         source.create_kb("notes", vector=True)
         fill(source, "notes")
-        export_kb(source, "notes", tmp_path / "p.cofferpack")
+        source.export_kb("notes", tmp_path / "p.cofferpack")
     embedder = HashEmbedder()
     with open_service(tmp_path / "b", embedder) as dest:
-        imported = import_pack(dest, tmp_path / "p.cofferpack")
+        imported = dest.import_pack(tmp_path / "p.cofferpack")
         assert (imported.kb, imported.vectors_used, imported.documents_to_embed, embedder.calls) == ("notes", 0, 3, 0)
         assert dest.search("notes", "sea kayak").strategy == "hybrid"
         assert dest.describe_kb("notes").documents_degraded == 0
@@ -186,7 +186,7 @@ def test_without_vectors_the_documents_stay_due_and_the_next_search_embeds_them(
 def test_vectors_of_another_model_are_not_used_and_are_made_again_later(pack: Path, tmp_path: Path) -> None:
     other = HashEmbedder(name="other")
     with open_service(tmp_path / "b", other) as dest:
-        imported = import_pack(dest, pack)
+        imported = dest.import_pack(pack)
         assert (imported.vectors_used, imported.documents_to_embed, other.calls) == (0, 3, 0)
         assert "test:hash-64" in imported.note and "test:other-64" in imported.note
         dest.reindex("notes", force=False)
@@ -321,7 +321,7 @@ def test_a_tampered_pack_is_refused_and_the_store_is_unchanged(
     bad = write_members(tmp_path / "bad.cofferpack", tamper(read_members(pack)))
     before = store_state(target)
     with pytest.raises(PackError, match=reason) as caught:
-        import_pack(target, bad, max_bytes=1024 * 1024)
+        target.import_pack(bad, max_bytes=1024 * 1024)
     assert caught.value.code == "invalid_pack" and caught.value.hint
     assert store_state(target) == before
 
@@ -331,9 +331,9 @@ def test_a_file_that_is_not_a_pack_is_refused(target: Coffer, tmp_path: Path) ->
     junk.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 4)
     before = store_state(target)
     with pytest.raises(PackError, match="not a readable"):
-        import_pack(target, junk)
+        target.import_pack(junk)
     with pytest.raises(InvalidArgumentError, match="Cannot read"):
-        import_pack(target, tmp_path / "missing.cofferpack")
+        target.import_pack(tmp_path / "missing.cofferpack")
     assert store_state(target) == before
 
 
@@ -341,29 +341,29 @@ def test_a_file_that_is_not_a_pack_is_refused(target: Coffer, tmp_path: Path) ->
 
 
 def test_an_existing_name_is_refused_unless_merging(pack: Path, target: Coffer) -> None:
-    import_pack(target, pack)
+    target.import_pack(pack)
     before = store_state(target)
     with pytest.raises(KnowledgeBaseExistsError) as caught:
-        import_pack(target, pack)
+        target.import_pack(pack)
     assert "--merge" in caught.value.hint
     with pytest.raises(KnowledgeBaseExistsError):
-        import_pack(target, pack, as_name="keep")
+        target.import_pack(pack, as_name="keep")
     assert store_state(target) == before
-    merged = import_pack(target, pack, merge=True)
+    merged = target.import_pack(pack, merge=True)
     assert (merged.documents_added, len(merged.skipped), merged.conflicts) == (0, 3, [])
     assert {s.reason for s in merged.skipped} == {"already_present"}
 
 
 def test_a_merge_skips_originals_already_there_keeps_ids_and_reports_conflicts(pack: Path, tmp_path: Path) -> None:
     with open_service(tmp_path / "b") as dest:
-        first = import_pack(dest, pack)
-        ids = {row["original_filename"]: row["id"] for row in dest.conn.execute("SELECT * FROM documents")}
+        first = dest.import_pack(pack)
+        ids = {row["original_filename"]: row["id"] for row in dest.index.conn.execute("SELECT * FROM documents")}
         dest.edit_document("notes", ids["bread.md"], "# Baking\n\nRye, not sourdough.")
         dest.delete_document("notes", ids["garden.md"])
         dest.create_kb("other")
         fill(dest, "other", {"kayak.md": DOCS["kayak.md"], "new.md": "# New\n\nsomething else"})
-        merged = import_pack(dest, pack, merge=True)
-        again = import_pack(dest, pack, as_name="other", merge=True)
+        merged = dest.import_pack(pack, merge=True)
+        again = dest.import_pack(pack, as_name="other", merge=True)
         garden = dest.read_document("notes", ids["garden.md"])
     assert first.created and not merged.created
     assert [c.document_id for c in merged.conflicts] == [ids["bread.md"]]
@@ -380,9 +380,9 @@ def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_sourc
     with open_service(tmp_path / "home") as service:
         service.create_kb("notes", vector=True)
         ids = fill(service, "notes")
-        export_kb(service, "notes", tmp_path / "p.cofferpack", with_vectors=True)
+        service.export_kb("notes", tmp_path / "p.cofferpack", with_vectors=True)
         source_files = files_of(service.paths.kb("notes").root)
-        copied = import_pack(service, tmp_path / "p.cofferpack", as_name="copy")
+        copied = service.import_pack(tmp_path / "p.cofferpack", as_name="copy")
         assert set(copied.renamed_ids) == set(ids.values()) and copied.vectors_used == 3
         assert files_of(service.paths.kb("notes").root) == source_files
         assert service.describe_kb("notes").document_count == service.describe_kb("copy").document_count == 3

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.service import _ScanLog
+from coffer_mcp.services.registry import _ScanLog
 from coffer_mcp.store import parse_document
 
 DOCS = {
@@ -37,7 +37,7 @@ def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Co
     ids = fill(coffer)
     coffer.edit_document(notes, ids["faq.md"], "# FAQ\n\nThe proxy needs a restart after edits.")
     before = snapshot(coffer)
-    rows_before = [tuple(r) for r in coffer.conn.execute(
+    rows_before = [tuple(r) for r in coffer.index.conn.execute(
         "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, source_sha256 "
         "FROM documents ORDER BY id")]  # fmt: skip
     coffer.close()
@@ -49,7 +49,7 @@ def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Co
         assert (result.kb, result.documents) == ("notes", 3)
         assert fresh.describe_kb("notes").description == "test notes"
         assert snapshot(fresh) == before
-        rows_after = [tuple(r) for r in fresh.conn.execute(
+        rows_after = [tuple(r) for r in fresh.index.conn.execute(
             "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, "
             "source_sha256 FROM documents ORDER BY id")]  # fmt: skip
     assert rows_after == rows_before
@@ -124,7 +124,7 @@ def test_changing_chunk_parameters_rechunks_every_document(coffer: Coffer, notes
     doc = coffer.add_document(notes, "long.md", long_text)
     coarse = doc.chunk_count
     coffer.update_kb(notes, chunk_size=128, chunk_overlap=16)
-    fine = coffer.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc.document_id,)).fetchone()[0]
+    fine = coffer.index.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc.document_id,)).fetchone()[0]
     assert fine > coarse
     assert coffer.describe_kb(notes).chunk_size == 128
     assert coffer.search(notes, "topic 42").passages
@@ -136,7 +136,7 @@ def test_a_knowledge_base_folder_removed_by_hand_disappears(coffer: Coffer, note
     fill(coffer)
     shutil.rmtree(home / "knowledge" / "notes")
     assert coffer.list_kbs() == []
-    assert coffer.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+    assert coffer.index.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
 
 
 def test_a_newer_schema_is_refused_with_a_hint(home: Path) -> None:
@@ -158,7 +158,7 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     docs = home / "knowledge" / "notes" / "docs"
     (docs / f"{ids['faq.md']}.md").write_text("# FAQ\n\nchanged behind the index", encoding="utf-8")
     (home / "knowledge" / "notes" / "raw" / "01M8NP4MZTN0XVCZWDXQ46XW1Z.md").write_text("orphan", encoding="utf-8")
-    coffer.conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (999999, 'ghost entry')")
+    coffer.index.conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (999999, 'ghost entry')")
     report = coffer.verify(notes)
     assert not report.ok
     text = "\n".join(report.problems)

@@ -11,15 +11,7 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.errors import KnowledgeBaseNotFoundError
-from coffer_mcp.portability import (
-    SnapshotError,
-    SnapshotNotFoundError,
-    delete_snapshot,
-    list_snapshots,
-    recover_interrupted_restores,
-    restore_snapshot,
-    snapshot_kb,
-)
+from coffer_mcp.portability import SnapshotError, SnapshotNotFoundError, recover_interrupted_restores
 from coffer_mcp.portability import _snapshots
 from tests.conftest import REPO
 from tests.fakes import HashEmbedder
@@ -72,7 +64,7 @@ def service(home: Path):
 
 
 def ids_of(coffer: Coffer) -> dict[str, str]:
-    return {row["original_filename"]: row["id"] for row in coffer.conn.execute("SELECT * FROM documents")}
+    return {row["original_filename"]: row["id"] for row in coffer.index.conn.execute("SELECT * FROM documents")}
 
 
 def damage(coffer: Coffer) -> None:
@@ -86,21 +78,21 @@ def damage(coffer: Coffer) -> None:
 def test_restore_after_deleting_and_editing_returns_the_exact_earlier_files_and_results(service: Coffer) -> None:
     root = service.paths.kb("notes").root
     earlier_files, earlier_results = files_of(root), results(service)
-    taken = snapshot_kb(service, "notes", note="before the batch")
+    taken = service.snapshot_kb("notes", note="before the batch")
     damage(service)
     damaged_files = files_of(root)
-    restored = restore_snapshot(service, "notes", taken.id)
+    restored = service.restore_snapshot("notes", taken.id)
     assert files_of(root) == earlier_files
     assert results(service) == earlier_results
     assert (restored.snapshot_id, restored.created, restored.documents) == (taken.id, False, 3)
-    newest, oldest = list_snapshots(service, "notes")
+    newest, oldest = service.list_snapshots("notes")
     assert (newest.id, oldest.id) == (restored.pre_restore_snapshot_id, taken.id)
     assert newest.note == f"before restore of {taken.id}"
     assert (newest.documents, oldest.documents, oldest.note) == (3, 3, "before the batch")
     kept = files_of(Path(newest.path))
     assert {k: v for k, v in kept.items() if k not in ("manifest.json", "snapshot.json")} == damaged_files
     assert not list(service.paths.knowledge.glob(".*"))
-    events = [row[0] for row in service.conn.execute("SELECT event FROM audit_log ORDER BY id")]
+    events = [row[0] for row in service.index.conn.execute("SELECT event FROM audit_log ORDER BY id")]
     assert events[-1] == "KB_RESTORED"
 
 
@@ -113,7 +105,7 @@ def test_a_crash_at_any_step_of_a_restore_leaves_the_old_or_the_restored_state(
 ) -> None:
     root = service.paths.kb("notes").root
     expected = {"restored": (files_of(root), results(service))}
-    taken = snapshot_kb(service, "notes")
+    taken = service.snapshot_kb("notes")
     damage(service)
     expected["old"] = (files_of(root), results(service))
 
@@ -123,7 +115,7 @@ def test_a_crash_at_any_step_of_a_restore_leaves_the_old_or_the_restored_state(
 
     monkeypatch.setattr(_snapshots, "_checkpoint", crash_at)
     with pytest.raises(Crash):
-        restore_snapshot(service, "notes", taken.id)
+        service.restore_snapshot("notes", taken.id)
     assert root.exists() == (stage != "swapped_out")  # between the renames the KB folder is aside
     service.close()
     monkeypatch.undo()
@@ -138,13 +130,13 @@ def test_a_restore_killed_between_its_renames_is_completed_when_the_store_opens_
 ) -> None:
     root = service.paths.kb("notes").root
     earlier = files_of(root)
-    taken = snapshot_kb(service, "notes")
+    taken = service.snapshot_kb("notes")
     damage(service)
     service.close()
     script = textwrap.dedent(f"""
         import os
         from coffer_mcp import Coffer, load_settings
-        from coffer_mcp.portability import _snapshots, restore_snapshot
+        from coffer_mcp.portability import _snapshots
         from tests.fakes import HashEmbedder
 
         def die(step):
@@ -152,7 +144,7 @@ def test_a_restore_killed_between_its_renames_is_completed_when_the_store_opens_
                 os._exit(17)
 
         _snapshots._checkpoint = die
-        restore_snapshot(Coffer(load_settings(home={str(home)!r}), embedder=HashEmbedder()), "notes", {taken.id!r})
+        Coffer(load_settings(home={str(home)!r}), embedder=HashEmbedder()).restore_snapshot("notes", {taken.id!r})
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 17, done.stderr
@@ -166,48 +158,48 @@ def test_retention_keeps_the_newest_snapshots(home: Path) -> None:
     with open_service(home, snapshot_retention=3) as coffer:
         coffer.create_kb("notes")
         coffer.add_document("notes", "a.md", "# A\n\nalpha")
-        taken = [snapshot_kb(coffer, "notes", note=f"n{i}").id for i in range(5)]
+        taken = [coffer.snapshot_kb("notes", note=f"n{i}").id for i in range(5)]
         assert taken == sorted(taken)  # ids sort by time, even within one millisecond
-        assert [s.note for s in list_snapshots(coffer, "notes")] == ["n4", "n3", "n2"]
-        restore_snapshot(coffer, "notes", taken[3])
-        assert [s.note for s in list_snapshots(coffer, "notes")] == [f"before restore of {taken[3]}", "n4", "n3"]
+        assert [s.note for s in coffer.list_snapshots("notes")] == ["n4", "n3", "n2"]
+        coffer.restore_snapshot("notes", taken[3])
+        assert [s.note for s in coffer.list_snapshots("notes")] == [f"before restore of {taken[3]}", "n4", "n3"]
 
 
 def test_a_damaged_snapshot_is_refused_and_the_knowledge_base_is_unchanged(service: Coffer) -> None:
-    taken = snapshot_kb(service, "notes")
+    taken = service.snapshot_kb("notes")
     damage(service)
     root = service.paths.kb("notes").root
     before = files_of(root)
     doc = next(Path(taken.path, "docs").iterdir())
     doc.write_bytes(doc.read_bytes() + b"tampered")
     with pytest.raises(SnapshotError, match="does not match its manifest") as caught:
-        restore_snapshot(service, "notes", taken.id)
+        service.restore_snapshot("notes", taken.id)
     assert caught.value.code == "invalid_snapshot"
     assert files_of(root) == before
-    assert [s.id for s in list_snapshots(service, "notes")] == [taken.id]
+    assert [s.id for s in service.list_snapshots("notes")] == [taken.id]
     assert not list(service.paths.knowledge.glob(".*"))
 
 
 def test_snapshots_outlive_their_knowledge_base_and_a_restore_brings_it_back(service: Coffer) -> None:
     earlier_files, earlier_results = files_of(service.paths.kb("notes").root), results(service)
-    taken = snapshot_kb(service, "notes")
+    taken = service.snapshot_kb("notes")
     service.delete_kb("notes")
-    assert [s.id for s in list_snapshots(service, "notes")] == [taken.id]
-    restored = restore_snapshot(service, "notes", taken.id)
+    assert [s.id for s in service.list_snapshots("notes")] == [taken.id]
+    restored = service.restore_snapshot("notes", taken.id)
     assert (restored.created, restored.pre_restore_snapshot_id, restored.documents) == (True, None, 3)
     assert files_of(service.paths.kb("notes").root) == earlier_files
     assert results(service) == earlier_results
-    assert delete_snapshot(service, "notes", taken.id).id == taken.id
-    assert list_snapshots(service, "notes") == []
+    assert service.delete_snapshot("notes", taken.id).id == taken.id
+    assert service.list_snapshots("notes") == []
 
 
 def test_unknown_snapshots_and_knowledge_bases_are_refused_with_hints(service: Coffer) -> None:
-    taken = snapshot_kb(service, "notes")
+    taken = service.snapshot_kb("notes")
     with pytest.raises(SnapshotNotFoundError) as caught:
-        restore_snapshot(service, "notes", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+        service.restore_snapshot("notes", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
     assert taken.id in caught.value.hint
     with pytest.raises(SnapshotNotFoundError):
-        restore_snapshot(service, "notes", "../../etc")
+        service.restore_snapshot("notes", "../../etc")
     with pytest.raises(KnowledgeBaseNotFoundError) as unknown:
-        list_snapshots(service, "nope")
+        service.list_snapshots("nope")
     assert "notes" in unknown.value.hint

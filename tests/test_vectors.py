@@ -11,7 +11,7 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.models import Passage
-from coffer_mcp.search import fuse_rrf
+from coffer_mcp.retrieval.search import fuse_rrf
 from tests.fakes import HashEmbedder
 
 # Reads catch up on embeddings within a time budget; on a loaded machine 2 s may not embed a
@@ -42,12 +42,12 @@ def fill(coffer: Coffer) -> dict[str, str]:
 
 
 def vector_rows(coffer: Coffer) -> int:
-    tables = [f"vec_chunks_{r[0]}" for r in coffer.conn.execute("SELECT id FROM embedding_models")]
-    return sum(coffer.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+    tables = [f"vec_chunks_{r[0]}" for r in coffer.index.conn.execute("SELECT id FROM embedding_models")]
+    return sum(coffer.index.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
 
 
 def chunk_rows(coffer: Coffer) -> list[tuple]:
-    return [tuple(r) for r in coffer.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
+    return [tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
 
 
 def test_a_vector_knowledge_base_searches_hybrid_and_says_so(vcoffer: Coffer) -> None:
@@ -104,10 +104,10 @@ def test_a_new_model_re_embeds_into_its_own_table_and_search_keeps_working(home:
         assert second.describe_kb("v").embedding_model == "test:wider-96"
         result = second.search("v", "tomatoes staking")
         assert result.strategy == "hybrid" and result.passages
-        models = [tuple(r) for r in second.conn.execute("SELECT identity, dimensions FROM embedding_models")]
+        models = [tuple(r) for r in second.index.conn.execute("SELECT identity, dimensions FROM embedding_models")]
         assert models == [("test:hash-64", 64), ("test:wider-96", 96)]
         table = "vec_chunks_2"
-        assert second.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == len(chunks)
+        assert second.index.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == len(chunks)
         assert chunk_rows(second) == chunks
 
 
@@ -186,7 +186,7 @@ def test_rrf_rewards_passages_both_lists_rank() -> None:
 
 
 def test_convex_fusion_never_lets_vector_only_passages_displace_the_keyword_leader() -> None:
-    from coffer_mcp.search import fuse_convex
+    from coffer_mcp.retrieval.search import fuse_convex
 
     def passage(doc: str, score: float) -> Passage:
         return Passage(text="t", document_id=doc, title="T", score=score, position=0, heading_path=[],

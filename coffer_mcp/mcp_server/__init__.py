@@ -20,11 +20,11 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError
-from coffer_mcp.index import queries as q
+
 from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
 from coffer_mcp.mcp_server._runner import Runner
 from coffer_mcp.mcp_server._server import CofferServer
-from coffer_mcp.service import Coffer
+from coffer_mcp.services import Coffer
 
 __all__ = ["CORE_TOOLS", "READ_TOOLS", "TOOL_NAMES", "build_server", "build_unconfigured_server"]
 
@@ -106,9 +106,9 @@ def _instructions(service: Coffer, *, read_only: bool) -> str:
         + _DATA_NOTE,
     ]
     try:
-        counts = q.document_counts(service.conn)
-        vector = {row[0] for row in service.conn.execute("SELECT name FROM knowledge_bases WHERE vector = 1")}
-        names = sorted(q.kb_stamps(service.conn))
+        counts = service.index.document_counts()
+        vector = service.index.vector_kbs()
+        names = sorted(service.index.kb_stamps())
     except Exception:  # noqa: BLE001 - instructions are a courtesy; never block start-up
         log.exception("could not read the knowledge bases for the server instructions")
         return lines[0]

@@ -11,7 +11,7 @@ from typing import Annotated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from coffer_mcp.documents import MAX_OFFSET
+from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.store.paths import MAX_PATH_CHARS
 
 __all__ = ["ADD", "CHANGE", "CREATE", "FETCH", "MAX_OFFSET", "NO_NUL", "READ", "DocId", "FsPath", "KbName",

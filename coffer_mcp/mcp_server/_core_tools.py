@@ -12,13 +12,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from coffer_mcp.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.documents import MAX_PAGE_CHARS
 from coffer_mcp.errors import InvalidArgumentError
-from coffer_mcp.grep import MAX_MATCHES_LIMIT, MAX_PATTERN_CHARS
+from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT, MAX_PATTERN_CHARS
 from coffer_mcp.mcp_server._common import DocId, KbName, KbSelector, Offset
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.models import DeleteResult, Document, GrepResult, IngestResult, KnowledgeBaseList, SearchResult
-from coffer_mcp.retrieval import MAX_QUERY_CHARS
+from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 
 __all__ = ["add_document", "delete_document", "edit_document", "grep_knowledge", "list_knowledge_bases",
            "read_document", "search_knowledge"]  # fmt: skip

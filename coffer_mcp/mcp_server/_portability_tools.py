@@ -10,19 +10,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from coffer_mcp.curation import check_inside
 from coffer_mcp.errors import ConfirmationRequiredError
 from coffer_mcp.mcp_server._common import FsPath, KbName
 from coffer_mcp.mcp_server._runner import Job
-from coffer_mcp.portability import (
-    ExportResult,
-    RestoreResult,
-    SnapshotInfo,
-    export_kb,
-    list_snapshots,
-    restore_snapshot,
-    snapshot_kb,
-)
+from coffer_mcp.portability import ExportResult, RestoreResult, SnapshotInfo
 
 __all__ = ["SnapshotList", "export_knowledge_base", "list_kb_snapshots", "restore_kb_snapshot",
            "snapshot_knowledge_base"]  # fmt: skip
@@ -34,7 +25,7 @@ class SnapshotList(BaseModel):
 
 def list_kb_snapshots(job: Job, kb: KbName) -> SnapshotList:
     """List a knowledge base's snapshots, newest first: id, time, note, document count, size."""
-    return SnapshotList(snapshots=list_snapshots(job.service, kb))
+    return SnapshotList(snapshots=job.service.list_snapshots(kb))
 
 
 def export_knowledge_base(
@@ -47,13 +38,12 @@ def export_knowledge_base(
     """Write a knowledge base (its files, a manifest of hashes, optionally its vectors) to one
     pack file that `coffer kb import` verifies and loads elsewhere. Only inside allowed_dirs.
     """
-    out = check_inside(path, job.service.settings.allowed_dirs)
-    return export_kb(job.service, kb, out, with_vectors=with_vectors, progress=job.progress)
+    return job.service.export_allowed(kb, path, with_vectors=with_vectors, progress=job.progress)
 
 
 def snapshot_knowledge_base(job: Job, kb: KbName, note: Annotated[str, Field(max_length=500)] = "") -> SnapshotInfo:
     """Save the knowledge base's current files as a snapshot, e.g. before a batch of edits."""
-    return snapshot_kb(job.service, kb, note=note)
+    return job.service.snapshot_kb(kb, note=note)
 
 
 def restore_kb_snapshot(
@@ -70,4 +60,4 @@ def restore_kb_snapshot(
             f"Restoring '{kb}' needs confirm=true.",
             hint="Ask the user first; documents added or edited since the snapshot go back.",
         )
-    return restore_snapshot(job.service, kb, snapshot_id, actor=job.actor, progress=job.progress)
+    return job.service.restore_snapshot(kb, snapshot_id, actor=job.actor, progress=job.progress)

@@ -22,7 +22,7 @@ from mcp.types import CallToolResult, TextContent
 from coffer_mcp.errors import CofferError
 
 if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer
+    from coffer_mcp.services import Coffer
 
 __all__ = ["INTERNAL_ERROR", "Job", "Runner", "internal_error", "tool_error"]
 

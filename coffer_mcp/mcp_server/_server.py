@@ -99,14 +99,12 @@ class CofferServer(MCPServer):
         return static + await anyio.to_thread.run_sync(self._document_resources)
 
     def _document_resources(self) -> list[Resource]:
-        rows = self.runner.service.conn.execute(
-            "SELECT kb, id, title FROM documents ORDER BY updated_at DESC, id LIMIT ?", (RESOURCE_LIST_LIMIT,)
-        ).fetchall()
+        rows = self.runner.service.index.recent_documents(RESOURCE_LIST_LIMIT)
         return [
             Resource(
-                uri=f"coffer://{r['kb']}/{r['id']}",
-                name=f"{r['kb']}/{r['id']}",
-                title=r["title"],
+                uri=f"coffer://{r.kb}/{r.id}",
+                name=f"{r.kb}/{r.id}",
+                title=r.title,
                 mime_type="text/markdown",
             )
             for r in rows

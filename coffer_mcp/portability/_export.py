@@ -38,7 +38,8 @@ from coffer_mcp.store.files import fsync_dir
 from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer, Progress
+    from coffer_mcp.models import Progress
+    from coffer_mcp.services.registry import Registry
 
 __all__ = ["PACK_SUFFIX", "ExportResult", "export_kb"]
 
@@ -63,7 +64,7 @@ class ExportResult(BaseModel):
 
 
 def export_kb(
-    coffer: Coffer, name: str, out: str | Path, *, with_vectors: bool = False, overwrite: bool = False,
+    registry: Registry, name: str, out: str | Path, *, with_vectors: bool = False, overwrite: bool = False,
     progress: Progress | None = None,
 ) -> ExportResult:  # fmt: skip
     """Write knowledge base ``name`` to the pack file ``out`` (a gzip tar, ``.cofferpack``).
@@ -71,17 +72,17 @@ def export_kb(
     The pack holds ``kb.yaml``, every ``docs/<id>.md`` and ``raw/<id>.<ext>``, a manifest with
     each file's sha256 and size, and with ``with_vectors`` the current model's chunk vectors.
     The KB's write lock is held while its files are read, so the pack is one consistent state.
-    Surfaces that take ``out`` from an agent restrict it first (``curation.check_inside``).
+    Surfaces that take ``out`` from an agent restrict it first (``PortabilityService.export_allowed``).
 
     Raises:
         KnowledgeBaseNotFoundError: no such knowledge base.
         InvalidArgumentError: ``out`` exists (without ``overwrite``), its folder does not, or it
             lies inside the store.
     """
-    kb, _ = coffer.open_kb(name)
-    target = _output_path(coffer, Path(out), overwrite)
-    coffer.refresh(name)  # adopt files dropped in by hand, so every document has an id
-    with coffer.writing(kb), tempfile.TemporaryFile(dir=coffer.paths.home) as vector_file:
+    kb, _ = registry.open_kb(name)
+    target = _output_path(registry, Path(out), overwrite)
+    registry.refresh(name)  # adopt files dropped in by hand, so every document has an id
+    with registry.writing(kb), tempfile.TemporaryFile(dir=registry.paths.home) as vector_file:
         config = config_yaml(read_kb_config(kb.config, fallback_time=utc_now()))
         files = _pack_files(kb)
         entries = {KB_YAML: _entry_of_bytes(config)}
@@ -90,7 +91,7 @@ def export_kb(
             entries[member] = FileEntry(sha256=sha, size=size)
             if progress:
                 progress(done, len(files), "hashing")
-        vector_set = _vectors(coffer, name, files, vector_file) if with_vectors else None
+        vector_set = _vectors(registry, name, files, vector_file) if with_vectors else None
         if vector_set is not None:
             entries[VECTORS] = _entry_of_file(vector_file)
         manifest = _manifest(name, config, entries, vector_set)
@@ -103,13 +104,13 @@ def export_kb(
     )  # fmt: skip
 
 
-def _output_path(coffer: Coffer, out: Path, overwrite: bool) -> Path:
+def _output_path(registry: Registry, out: Path, overwrite: bool) -> Path:
     target = out.expanduser().absolute()
     if not target.parent.is_dir():
         raise InvalidArgumentError(f"The folder {target.parent} does not exist.",
                                    hint="Create it, or pick another path.")  # fmt: skip
     resolved = target.parent.resolve() / target.name
-    if resolved.is_relative_to(coffer.paths.knowledge.resolve()):
+    if resolved.is_relative_to(registry.paths.knowledge.resolve()):
         raise InvalidArgumentError(f"{target} is inside the Coffer store.",
                                    hint="Write the pack outside COFFER_HOME/knowledge.")  # fmt: skip
     if target.is_dir() or (target.exists() and not overwrite):
@@ -129,12 +130,12 @@ def _pack_files(kb: KbPaths) -> list[tuple[str, Path]]:
     return docs + [(m, p) for m, p in raws if RAW_MEMBER.fullmatch(m).group(1) in live]
 
 
-def _vectors(coffer: Coffer, name: str, files: list[tuple[str, Path]], out: BinaryIO) -> VectorSet | None:
-    identity = export_identity(coffer.conn, name, coffer.embedder)
+def _vectors(registry: Registry, name: str, files: list[tuple[str, Path]], out: BinaryIO) -> VectorSet | None:
+    identity = export_identity(registry.index, name, registry.embedder)
     if identity is None:
         return None
     doc_ids = {member[5:-3] for member, _ in files if member.startswith("docs/")}
-    vector_set = write_vectors(coffer.conn, name, identity, doc_ids, out)
+    vector_set = write_vectors(registry.index, name, identity, doc_ids, out)
     out.flush()
     return vector_set
 

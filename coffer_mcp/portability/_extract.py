@@ -39,7 +39,7 @@ from coffer_mcp.store import KbPaths, make_kb_config
 from coffer_mcp.store.frontmatter import frontmatter_problem
 
 if TYPE_CHECKING:
-    from coffer_mcp.service import Progress
+    from coffer_mcp.models import Progress
 
 __all__ = ["Extracted", "Limits", "extract_pack"]
 

@@ -21,12 +21,12 @@ from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
-from coffer_mcp.index import queries as q
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
 from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._vectors import load_vectors
-from coffer_mcp.reindex import index_progress, read_truth, reconcile
+from coffer_mcp.indexing.reindex import index_progress, reconcile
+from coffer_mcp.indexing.truth import read_truth
 from coffer_mcp.store import (
     IMPORTING,
     KbPaths,
@@ -42,7 +42,8 @@ from coffer_mcp.store.files import atomic_write, fsync_dir
 from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer, Progress
+    from coffer_mcp.models import Progress
+    from coffer_mcp.services.registry import Registry
 
 __all__ = [
     "DEFAULT_MAX_MEMBERS",
@@ -98,7 +99,7 @@ class ImportResult(_Model):
 
 
 def import_pack(
-    coffer: Coffer, pack: str | Path, *, as_name: str | None = None, merge: bool = False,
+    registry: Registry, pack: str | Path, *, as_name: str | None = None, merge: bool = False,
     max_bytes: int | None = None, actor: str = "cli", progress: Progress | None = None,
 ) -> ImportResult:  # fmt: skip
     """Import a pack file made by ``export_kb``; the pack is untrusted input.
@@ -115,16 +116,16 @@ def import_pack(
         InvalidNameError: ``as_name`` (or the pack's name) breaks the naming rule.
     """
     if as_name is not None:
-        _check_free(coffer, validate_kb_name(as_name), merge)
-    coffer.conn  # noqa: B018 - opens the store (creates COFFER_HOME) before staging into it
-    with owned_staging(coffer.paths.knowledge, IMPORTING, coffer.paths.locks) as staging:
+        _check_free(registry, validate_kb_name(as_name), merge)
+    registry.prepare_home()  # the staging folder goes inside it
+    with owned_staging(registry.paths.knowledge, IMPORTING, registry.paths.locks) as staging:
         extracted = extract_pack(Path(check_path_text(pack)).expanduser(), staging, as_name or "staged",
-                                 _limits(coffer, max_bytes), progress)  # fmt: skip
+                                 _limits(registry, max_bytes), progress)  # fmt: skip
         name = as_name or _pack_name(extracted)
-        if coffer.paths.kb(name).root.exists():
-            _check_free(coffer, name, merge)
-            return _merge(coffer, extracted, name, actor, progress)
-        return _install(coffer, extracted, name, actor, progress)
+        if registry.paths.kb(name).root.exists():
+            _check_free(registry, name, merge)
+            return _merge(registry, extracted, name, actor, progress)
+        return _install(registry, extracted, name, actor, progress)
 
 
 def remove_abandoned_imports(paths: StorePaths) -> int:
@@ -132,8 +133,8 @@ def remove_abandoned_imports(paths: StorePaths) -> int:
     return remove_abandoned_staging(paths.knowledge, IMPORTING, paths.locks)
 
 
-def _limits(coffer: Coffer, max_bytes: int | None) -> Limits:
-    free = shutil.disk_usage(coffer.paths.home).free - _DISK_MARGIN
+def _limits(registry: Registry, max_bytes: int | None) -> Limits:
+    free = shutil.disk_usage(registry.paths.home).free - _DISK_MARGIN
     return Limits(max_bytes=max(0, min(max_bytes or DEFAULT_MAX_BYTES, free)), max_members=DEFAULT_MAX_MEMBERS)
 
 
@@ -145,70 +146,70 @@ def _pack_name(extracted: Extracted) -> str:
                         "valid name here.", hint="Pass a name to import it as (--as NAME).") from exc  # fmt: skip
 
 
-def _check_free(coffer: Coffer, name: str, merge: bool) -> None:
-    if not merge and coffer.paths.kb(name).root.exists():
+def _check_free(registry: Registry, name: str, merge: bool) -> None:
+    if not merge and registry.paths.kb(name).root.exists():
         raise KnowledgeBaseExistsError(
             f"Knowledge base '{name}' already exists.",
             hint="Import under another name (--as NAME), or merge the pack's new documents into it (--merge).",
         )
 
 
-def _install(coffer: Coffer, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
+def _install(registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
     """Move the staged folder into place as a new KB, register and index it (without embedding)."""
-    kb = coffer.paths.kb(name)
+    kb = registry.paths.kb(name)
     ids = extracted.manifest.doc_ids
-    conn = coffer.conn
-    with coffer._registry_lock(), coffer.kb_lock(name):
-        _check_free(coffer, name, merge=False)
-        renamed = _reassign_ids(coffer, extracted.kb, ids, name)
+    index = registry.index
+    with registry.registry_lock(), registry.kb_lock(name):
+        _check_free(registry, name, merge=False)
+        renamed = _reassign_ids(registry, extracted.kb, ids, name)
         os.rename(extracted.kb.root, kb.root)
         fsync_dir(kb.root.parent)
         config = read_kb_config(kb.config, fallback_time=utc_now())
-        with q.write(conn):
-            q.upsert_kb(conn, name, config, file_stamp(kb.config.stat()))
-        counts = reconcile(conn, kb, config, force=True, progress=index_progress(progress))
-        result = _finish(coffer, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
-        _audit(coffer, name, actor, extracted, result)
+        with index.transaction():
+            index.upsert_kb(name, config, file_stamp(kb.config.stat()))
+        counts = reconcile(index, kb, config, force=True, progress=index_progress(progress))
+        result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
+        _audit(registry, name, actor, extracted, result)
     return result.model_copy(update={"created": True, "renamed_ids": renamed, "documents_added": len(ids),
                                      "raw_files_added": extracted.manifest.counts.raw_files})  # fmt: skip
 
 
-def _merge(coffer: Coffer, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
-    kb, config = coffer.open_kb(name)
-    conn = coffer.conn
-    with coffer.writing(kb):
-        reconcile(conn, kb, config)  # the rows must say what the files say before we compare
-        add, skipped, conflicts = _plan(coffer, kb, extracted)
-        renamed = _reassign_ids(coffer, extracted.kb, add, name)
+def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
+    kb, config = registry.open_kb(name)
+    index = registry.index
+    with registry.writing(kb):
+        reconcile(index, kb, config)  # the rows must say what the files say before we compare
+        add, skipped, conflicts = _plan(registry, kb, extracted)
+        renamed = _reassign_ids(registry, extracted.kb, add, name)
         raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in add)
-        counts = reconcile(conn, kb, config, progress=index_progress(progress))
-        result = _finish(coffer, kb, extracted, {i: renamed.get(i, i) for i in add}, counts["documents"])
+        counts = reconcile(index, kb, config, progress=index_progress(progress))
+        result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in add}, counts["documents"])
         result = result.model_copy(update={"skipped": skipped, "conflicts": conflicts, "renamed_ids": renamed,
                                            "documents_added": len(add), "raw_files_added": raws})  # fmt: skip
-        _audit(coffer, name, actor, extracted, result)
+        _audit(registry, name, actor, extracted, result)
     return result
 
 
-def _plan(coffer: Coffer, kb: KbPaths, extracted: Extracted) -> tuple[list[str], list, list]:
+def _plan(registry: Registry, kb: KbPaths, extracted: Extracted) -> tuple[list[str], list, list]:
     """Which pack documents a merge adds, skips, or reports as conflicts."""
-    rows = coffer.conn.execute("SELECT id, source_sha256, content_sha256 FROM documents WHERE kb = ?", (kb.name,))
-    by_id, by_source = {}, {}
-    for row in rows:
-        by_id[row["id"]] = row["content_sha256"]
-        by_source.setdefault(row["source_sha256"], row["id"])
+    by_id: dict[str, str] = {}
+    by_source: dict[str, str] = {}
+    for row in registry.index.documents(kb.name):
+        by_id[row.id] = row.content_sha256
+        by_source.setdefault(row.source_sha256, row.id)
     add, skipped, conflicts = [], [], []
     for doc_id in extracted.manifest.doc_ids:
         truth = read_truth(extracted.kb, doc_id)
         assert truth is not None  # verified present
         if doc_id in by_id:
-            if by_id[doc_id] == truth.row["content_sha256"]:
+            if by_id[doc_id] == truth.row.content_sha256:
                 skipped.append(SkippedDocument(document_id=doc_id, reason="already_present",
                                                existing_document_id=doc_id))  # fmt: skip
             else:
                 conflicts.append(ImportConflict(document_id=doc_id, message="A document with this id and different "
                                                 "content is already here; it was kept."))  # fmt: skip
-        elif truth.row["source_sha256"] in by_source:
-            existing = by_source[truth.row["source_sha256"]]
+        elif truth.row.source_sha256 in by_source:
+            existing = by_source[truth.row.source_sha256]
             skipped.append(SkippedDocument(document_id=doc_id, reason="duplicate_source",
                                            existing_document_id=existing))  # fmt: skip
         else:
@@ -228,14 +229,14 @@ def _move_document(staged: KbPaths, kb: KbPaths, doc_id: str) -> int:
     return len(raws)
 
 
-def _reassign_ids(coffer: Coffer, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
+def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
     """New ids for pack documents whose id another knowledge base here already uses.
 
     Document ids are unique across the store, so a pack imported beside its source (a copy)
     cannot keep them. The staged files are renamed and their frontmatter ``id`` rewritten.
     """
     renamed = {}
-    for old in sorted(_ids_elsewhere(coffer, ids, target)):
+    for old in sorted(_ids_elsewhere(registry, ids, target)):
         new = str(ULID())
         path = staged.doc(old)
         meta, body = parse_document(path.read_bytes().decode("utf-8", errors="replace"))
@@ -250,15 +251,11 @@ def _reassign_ids(coffer: Coffer, staged: KbPaths, ids: list[str], target: str) 
     return renamed
 
 
-def _ids_elsewhere(coffer: Coffer, ids: list[str], target: str) -> set[str]:
+def _ids_elsewhere(registry: Registry, ids: list[str], target: str) -> set[str]:
     """Ids used by another knowledge base, in its files or in the index."""
-    taken: set[str] = set()
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        sql = f"SELECT id FROM documents WHERE kb != ? AND id IN ({', '.join('?' * len(part))})"
-        taken.update(row[0] for row in coffer.conn.execute(sql, [target, *part]))
+    taken = registry.index.ids_outside(target, ids)
     with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(coffer.paths.knowledge):
+        for entry in os.scandir(registry.paths.knowledge):
             if entry.name.startswith(".") or entry.name == target or not entry.is_dir(follow_symlinks=False):
                 continue
             docs = Path(entry.path) / "docs"
@@ -266,7 +263,7 @@ def _ids_elsewhere(coffer: Coffer, ids: list[str], target: str) -> set[str]:
     return taken
 
 
-def _finish(coffer: Coffer, kb: KbPaths, extracted: Extracted, targets: dict[str, str], documents: int) -> ImportResult:
+def _finish(registry: Registry, kb: KbPaths, extracted: Extracted, targets: dict[str, str], documents: int) -> ImportResult:
     """Insert the carried vectors of ``targets`` (pack id -> id here) and count what stays due."""
     config = read_kb_config(kb.config, fallback_time=utc_now())
     vector_set = extracted.manifest.vectors
@@ -274,22 +271,22 @@ def _finish(coffer: Coffer, kb: KbPaths, extracted: Extracted, targets: dict[str
     if vector_set is not None and extracted.vectors is not None:
         if not config.vector:
             note = "The knowledge base does not use vectors, so the pack's vectors were not needed."
-        elif coffer.embedder is None:
+        elif registry.embedder is None:
             note = "No embedder is configured here, so the pack's vectors cannot be searched."
         else:
-            used, note = load_vectors(coffer.conn, kb.name, vector_set, extracted.vectors, targets, coffer.embedder)
+            used, note = load_vectors(registry.index, kb.name, vector_set, extracted.vectors, targets, registry.embedder)
     due = 0
     if config.vector:
-        wanted = coffer.embedder.identity if coffer.embedder is not None else ""
-        due = q.kb_counts(coffer.conn, kb.name, wanted)[2]
+        wanted = registry.embedder.identity if registry.embedder is not None else ""
+        due = registry.index.kb_counts(kb.name, wanted).degraded
     return ImportResult(kb=kb.name, created=False, documents_added=0, raw_files_added=0, documents=documents,
                         vectors_used=used, documents_to_embed=due, note=note,
                         embedding_model=vector_set.model if vector_set else None)  # fmt: skip
 
 
-def _audit(coffer: Coffer, name: str, actor: str, extracted: Extracted, result: ImportResult) -> None:
+def _audit(registry: Registry, name: str, actor: str, extracted: Extracted, result: ImportResult) -> None:
     details = {"documents_added": result.documents_added, "conflicts": len(result.conflicts),
                "skipped": len(result.skipped), "vectors_used": result.vectors_used,
                "pack_created_at": extracted.manifest.created_at}  # fmt: skip
-    with q.write(coffer.conn):
-        q.audit(coffer.conn, AuditEvent.KB_IMPORTED, name, actor, details=details)
+    with registry.index.transaction():
+        registry.index.audit(AuditEvent.KB_IMPORTED, name, actor, details=details)

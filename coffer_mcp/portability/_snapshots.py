@@ -45,7 +45,6 @@ from coffer_mcp.errors import (
     SnapshotNotFoundError,
     StoreError,
 )
-from coffer_mcp.index import queries as q
 from coffer_mcp.portability._files import (
     copy_hashed,
     fsync_tree,
@@ -66,7 +65,9 @@ from coffer_mcp.store.files import fsync_dir
 from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer, Progress
+    from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+    from coffer_mcp.models import Progress
+    from coffer_mcp.services.registry import Registry
 
 __all__ = [
     "RestoreResult",
@@ -117,29 +118,29 @@ class RestoreResult(BaseModel):
 # -- snapshots ---------------------------------------------------------------------------------
 
 
-def snapshot_kb(coffer: Coffer, name: str, *, note: str = "") -> SnapshotInfo:
+def snapshot_kb(registry: Registry, name: str, *, note: str = "") -> SnapshotInfo:
     """Copy a knowledge base's files into a new snapshot; prunes beyond ``snapshot_retention``."""
     note = _check_note(note)
-    kb, _ = coffer.open_kb(name)
-    with coffer.writing(kb):
-        info = _take(coffer.paths, kb, note)
-        _prune(coffer.paths, name, coffer.settings.snapshot_retention)
+    kb, _ = registry.open_kb(name)
+    with registry.writing(kb):
+        info = _take(registry.paths, kb, note)
+        _prune(registry.paths, name, registry.settings.snapshot_retention)
     return info
 
 
-def list_snapshots(coffer: Coffer, name: str) -> list[SnapshotInfo]:
+def list_snapshots(registry: Registry, name: str) -> list[SnapshotInfo]:
     """The snapshots of a knowledge base, newest first (also of a deleted one)."""
-    recover_interrupted_restores(coffer.paths)
-    infos = [info for path in _snapshot_dirs(coffer.paths, validate_kb_name(name)) if (info := _read_info(path))]
+    recover_interrupted_restores(registry.paths)
+    infos = [info for path in _snapshot_dirs(registry.paths, validate_kb_name(name)) if (info := _read_info(path))]
     if not infos:
-        coffer.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
+        registry.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
     return infos
 
 
-def delete_snapshot(coffer: Coffer, name: str, snapshot_id: str) -> SnapshotInfo:
+def delete_snapshot(registry: Registry, name: str, snapshot_id: str) -> SnapshotInfo:
     """Remove one snapshot."""
-    info = _find(coffer.paths, validate_kb_name(name), snapshot_id)
-    with coffer.kb_lock(name):
+    info = _find(registry.paths, validate_kb_name(name), snapshot_id)
+    with registry.kb_lock(name):
         remove_tree(Path(info.path))
     return info
 
@@ -233,7 +234,7 @@ def _prune(paths: StorePaths, name: str, keep: int) -> None:
 
 
 def restore_snapshot(
-    coffer: Coffer, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
+    registry: Registry, knowledge_bases: KnowledgeBaseService, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
 ) -> RestoreResult:
     """Replace a knowledge base's files with a snapshot's, then reindex.
 
@@ -244,19 +245,19 @@ def restore_snapshot(
         SnapshotNotFoundError: no such snapshot of this knowledge base.
         SnapshotError: the snapshot's files do not match its manifest; nothing was changed.
     """
-    info = _find(coffer.paths, validate_kb_name(name), snapshot_id)
-    recover_interrupted_restores(coffer.paths)
-    kb = coffer.paths.kb(name)
+    info = _find(registry.paths, validate_kb_name(name), snapshot_id)
+    recover_interrupted_restores(registry.paths)
+    kb = registry.paths.kb(name)
     if kb.root.is_dir():
-        coffer.open_kb(name)  # registered now: open_kb must not run under the registry lock
-    with coffer._registry_lock(), coffer.kb_lock(name):
+        registry.open_kb(name)  # registered now: open_kb must not run under the registry lock
+    with registry.registry_lock(), registry.kb_lock(name):
         existed = kb.root.is_dir()
-        pre = _swap_in(coffer.paths, kb, info, existed)
-        with q.write(coffer.conn):
-            q.audit(coffer.conn, AuditEvent.KB_RESTORED, name, actor,
+        pre = _swap_in(registry.paths, kb, info, existed)
+        with registry.index.transaction():
+            registry.index.audit(AuditEvent.KB_RESTORED, name, actor,
                     details={"snapshot_id": info.id, "pre_restore_snapshot_id": pre.id if pre else None})  # fmt: skip
-        _prune(coffer.paths, name, coffer.settings.snapshot_retention)
-    counts = coffer.reindex(name, force=False, progress=progress)
+        _prune(registry.paths, name, registry.settings.snapshot_retention)
+    counts = knowledge_bases.reindex(name, force=False, progress=progress)
     return RestoreResult(kb=name, snapshot_id=info.id, pre_restore_snapshot_id=pre.id if pre else None,
                          created=not existed, documents=counts.documents, indexed=counts.indexed,
                          removed=counts.removed, embedded=counts.embedded)  # fmt: skip

@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from coffer_mcp.embed import Embedder
-from coffer_mcp.index import queries as q
-from coffer_mcp.index import vectors
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index import Index
 from coffer_mcp.portability._format import VectorDocument, VectorSet
 
 __all__ = ["chunk_digest", "export_identity", "load_vectors", "write_vectors"]
@@ -39,7 +37,7 @@ def chunk_digest(title: str, texts: Iterable[str]) -> str:
 
 
 def _little_endian(blob: bytes) -> bytes:
-    """float32 blobs in the pack are little-endian; sqlite-vec stores them in native order."""
+    """float32 blobs in the pack are little-endian; the index hands them over in native order."""
     if sys.byteorder == "little":
         return blob
     values = array("f")
@@ -48,48 +46,40 @@ def _little_endian(blob: bytes) -> bytes:
     return values.tobytes()
 
 
-def export_identity(conn: Connection, kb: str, embedder: Embedder | None) -> str | None:
+def export_identity(index: Index, kb: str, embedder: Embedder | None) -> str | None:
     """The model whose vectors to export: the configured one, else the one most documents have."""
     if embedder is not None:
         return embedder.identity
-    rows = conn.execute("SELECT embedding_model FROM documents WHERE kb = ? AND embedding_model IS NOT NULL", (kb,))
-    counts = Counter(row[0] for row in rows)
+    counts = Counter(index.embedded_models(kb))
     return counts.most_common(1)[0][0] if counts else None
 
 
-def write_vectors(conn: Connection, kb: str, identity: str, doc_ids: set[str], out: BinaryIO) -> VectorSet | None:
+def write_vectors(index: Index, kb: str, identity: str, doc_ids: set[str], out: BinaryIO) -> VectorSet | None:
     """Write the vectors of ``identity`` for the documents in ``doc_ids``; None if there are none.
 
     A document is included only when every one of its chunks has a vector of that model.
     """
-    model = conn.execute("SELECT id, dimensions FROM embedding_models WHERE identity = ?", (identity,)).fetchone()
-    if model is None:
+    dims = index.vector_dimensions(identity)
+    if dims is None:
         return None
-    table, dims = f"vec_chunks_{model['id']}", model["dimensions"]
     listed: list[VectorDocument] = []
-    rows = conn.execute(
-        "SELECT id, title FROM documents WHERE kb = ? AND embed_pending = 0 AND embedding_model = ? ORDER BY id",
-        (kb, identity),
-    ).fetchall()
-    for doc in rows:
-        if doc["id"] not in doc_ids:
+    embedded = [row for row in index.documents(kb) if not row.embed_pending and row.embedding_model == identity]
+    for doc in sorted(embedded, key=lambda row: row.id):
+        if doc.id not in doc_ids:
             continue
-        chunks = conn.execute(
-            f"SELECT c.text, v.embedding FROM chunks c LEFT JOIN {table} v ON v.chunk_id = c.id "
-            "WHERE c.document_id = ? ORDER BY c.position",
-            (doc["id"],),
-        ).fetchall()
-        if not chunks or any(c["embedding"] is None or len(c["embedding"]) != dims * 4 for c in chunks):
+        chunks = index.chunk_texts(doc.id)
+        blobs = index.stored_vectors(identity, [chunk_id for chunk_id, _ in chunks])
+        if not chunks or any(len(blobs.get(chunk_id, b"")) != dims * 4 for chunk_id, _ in chunks):
             continue
-        for chunk in chunks:
-            out.write(_little_endian(chunk["embedding"]))
-        digest = chunk_digest(doc["title"], (c["text"] for c in chunks))
-        listed.append(VectorDocument(id=doc["id"], chunks=len(chunks), text_sha256=digest))
+        for chunk_id, _ in chunks:
+            out.write(_little_endian(blobs[chunk_id]))
+        digest = chunk_digest(doc.title, (text for _, text in chunks))
+        listed.append(VectorDocument(id=doc.id, chunks=len(chunks), text_sha256=digest))
     return VectorSet(model=identity, dimensions=dims, documents=listed) if listed else None
 
 
 def load_vectors(
-    conn: Connection, kb: str, vector_set: VectorSet, source: Path, targets: Mapping[str, str], embedder: Embedder
+    index: Index, kb: str, vector_set: VectorSet, source: Path, targets: Mapping[str, str], embedder: Embedder
 ) -> tuple[int, str]:
     """Insert the pack's vectors of the documents in ``targets`` (pack id -> id in this store).
 
@@ -99,46 +89,46 @@ def load_vectors(
         return 0, (f"The pack's vectors come from {vector_set.model}, but this Coffer embeds with "
                    f"{embedder.identity}: the documents are embedded again on the next reindex or search.")  # fmt: skip
     dims = vector_set.dimensions
-    try:
-        with q.write(conn):
-            table = vectors.model_table(conn, embedder.identity, dims)
-    except ValueError as exc:
-        return 0, f"The pack's vectors cannot be used: {exc}."
-    loaded, batch = 0, []
+    stored = index.vector_dimensions(embedder.identity)
+    if stored is not None and stored != dims:
+        return 0, (f"The pack's vectors cannot be used: {embedder.identity} has {stored} dimensions here, "
+                   f"not {dims}.")  # fmt: skip
+    loaded = 0
+    batch: list[tuple[str, list[tuple[int, list[float]]]]] = []
     with source.open("rb") as handle:
         for doc in vector_set.documents:
             blob = handle.read(doc.chunks * dims * 4)
             target = targets.get(doc.id)
-            rows = _matching_rows(conn, kb, target, doc, blob, dims) if target else None
+            rows = _matching_rows(index, kb, target, doc, blob, dims) if target else None
             if rows is not None:
                 batch.append((target, rows))
             if len(batch) >= _BATCH:
-                loaded += _store(conn, kb, table, embedder.identity, batch)
+                loaded += _store(index, kb, dims, embedder.identity, batch)
                 batch = []
-    loaded += _store(conn, kb, table, embedder.identity, batch)
+    loaded += _store(index, kb, dims, embedder.identity, batch)
     return loaded, ""
 
 
 def _matching_rows(
-    conn: Connection, kb: str, doc_id: str, doc: VectorDocument, blob: bytes, dims: int
+    index: Index, kb: str, doc_id: str, doc: VectorDocument, blob: bytes, dims: int
 ) -> list[tuple[int, list[float]]] | None:
     """``(chunk id, vector)`` rows when the document here was chunked exactly as in the pack."""
-    row = q.get_document(conn, kb, doc_id)
-    chunks = q.chunk_texts(conn, doc_id)
+    row = index.get_document(kb, doc_id)
+    chunks = index.chunk_texts(doc_id)
     if row is None or len(chunks) != doc.chunks:
         return None
-    if chunk_digest(row["title"], (text for _, text in chunks)) != doc.text_sha256:
+    if chunk_digest(row.title, (text for _, text in chunks)) != doc.text_sha256:
         return None
     values = array("f")
     values.frombytes(_little_endian(blob))
     return [(chunk_id, values[i * dims : (i + 1) * dims].tolist()) for i, (chunk_id, _) in enumerate(chunks)]
 
 
-def _store(conn: Connection, kb: str, table: str, identity: str, batch: list) -> int:
+def _store(index: Index, kb: str, dims: int, identity: str, batch: list[tuple[str, list[tuple[int, list[float]]]]]) -> int:
     if not batch:
         return 0
-    with q.write(conn):
+    with index.transaction():
         for doc_id, rows in batch:
-            vectors.store_vectors(conn, table, kb, rows)
-            q.set_embedding(conn, doc_id, pending=False, model=identity)
+            index.store_vectors(identity, dims, kb, rows)
+            index.set_embedding(doc_id, pending=False, model=identity)
     return len(batch)

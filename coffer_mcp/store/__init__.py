@@ -12,9 +12,11 @@ from coffer_mcp.store.files import (
     unindexed_since,
     unindexed_writes,
 )
+from coffer_mcp.store.document import DocumentMeta
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
 from coffer_mcp.store.lock import file_lock, held_here
+from coffer_mcp.store.scan import document_files, markdown_entries
 from coffer_mcp.store.paths import (
     CREATING,
     DELETING,
@@ -34,6 +36,7 @@ from coffer_mcp.store.paths import (
 __all__ = [
     "CREATING",
     "DELETING",
+    "DocumentMeta",
     "IMPORTING",
     "RESTORING",
     "SNAPSHOTS",
@@ -45,12 +48,14 @@ __all__ = [
     "atomic_write",
     "body_sha256",
     "check_path_text",
+    "document_files",
     "file_lock",
     "file_stamp",
     "fsync_dir",
     "held_here",
     "is_document_id",
     "make_kb_config",
+    "markdown_entries",
     "parse_document",
     "path_stamp",
     "read_kb_config",

@@ -28,7 +28,7 @@ from coffer_mcp.errors import (
     OpenerFailedError,
     OutsideStoreError,
 )
-from coffer_mcp.service import Coffer
+from coffer_mcp.services import Coffer
 from coffer_mcp.store import is_document_id
 
 __all__ = [

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from coffer_mcp.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.documents import MAX_PAGE_CHARS
 from coffer_mcp.errors import (
     CofferError,
     EmbeddingError,
@@ -38,8 +38,8 @@ from coffer_mcp.errors import (
     KnowledgeBaseExistsError,
     NotFoundError,
 )
-from coffer_mcp.retrieval import MAX_TOP_K
-from coffer_mcp.service import Coffer
+from coffer_mcp.services.retrieval import MAX_TOP_K
+from coffer_mcp.services import Coffer
 from coffer_mcp.web._actions import (
     Action,
     NoOpenerError,

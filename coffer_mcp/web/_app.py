@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from coffer_mcp.mcp_server import build_server
-from coffer_mcp.service import Coffer
+from coffer_mcp.services import Coffer
 from coffer_mcp.web._api import api_routes
 from coffer_mcp.web._security import Guard, HostPolicy, check_token
 

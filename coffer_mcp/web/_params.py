@@ -13,9 +13,9 @@ import re
 
 from starlette.requests import Request
 
-from coffer_mcp.documents import MAX_OFFSET
+from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.errors import InvalidArgumentError
-from coffer_mcp.retrieval import MAX_QUERY_CHARS
+from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 from coffer_mcp.store import is_document_id, validate_kb_name
 
 __all__ = ["MAX_KBS", "MAX_OFFSET", "doc_id", "kb_name", "kb_selector", "query_int", "query_text"]

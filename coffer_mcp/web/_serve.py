@@ -18,7 +18,7 @@ from uvicorn.config import LOGGING_CONFIG
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import ConfigError
-from coffer_mcp.service import Coffer
+from coffer_mcp.services import Coffer
 from coffer_mcp.web._app import build_app
 from coffer_mcp.web._security import TOKEN_RECIPE, check_token, is_loopback
 

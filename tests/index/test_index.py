@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp.index.db import binding, connect, vec_version
+from coffer_mcp.index.sqlite.db import binding, connect, vec_version
 from coffer_mcp.index.fts import analyze, match_expression, search_text
-from coffer_mcp.index.schema import MIGRATIONS, migrate
+from coffer_mcp.index.sqlite.schema import MIGRATIONS, migrate
 
 
 def test_every_connection_loads_sqlite_vec(tmp_path: Path) -> None:

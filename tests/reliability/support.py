@@ -22,7 +22,7 @@ from typing import Any
 from bench.http_load import server_env
 from coffer_mcp import Coffer
 from coffer_mcp.convert import clean_markdown
-from coffer_mcp.index.db import Connection, connect
+from coffer_mcp.index.sqlite.db import Connection, connect
 from coffer_mcp.store import body_sha256, is_document_id, parse_document
 
 __all__ = [

@@ -192,7 +192,7 @@ async def test_stdio_http_and_cli_writers_at_once_lose_no_acknowledged_write_and
         with Coffer(load_settings(env, home=home)) as coffer:
             names = [p.name for p in sorted((home / "knowledge").iterdir())]
             assert [problem for name in names for problem in coffer.verify(name).problems] == []
-            assert coffer.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert coffer.index.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         verified = cli(home, "kb", "verify", "--all", env=env)
         assert verified.returncode == 0, verified.stdout + verified.stderr
 

@@ -22,7 +22,8 @@ from mcp.types import Implementation
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.errors import StoreError
 from coffer_mcp.mcp_server import build_server
-from coffer_mcp.reindex import index_document, truth_of
+from coffer_mcp.indexing.reindex import index_document
+from coffer_mcp.indexing.truth import truth_of
 from coffer_mcp.store import atomic_write, file_lock, render_document
 from coffer_mcp.store import lock as lock_module
 
@@ -59,7 +60,7 @@ def half_done_write(coffer: Coffer, doc_id: str = NEW_ID) -> Iterator[threading.
             atomic_write(kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))
             landed.set()
             finish.wait(LONG)
-            index_document(coffer.conn, kb, coffer.open_kb("kb")[1], doc_id, truth=truth_of(kb, doc_id, metadata, body))
+            index_document(coffer.index, kb, coffer.open_kb("kb")[1], doc_id, truth=truth_of(kb, doc_id, metadata, body))
 
     writer = threading.Thread(target=write, name="half-done-writer")
     writer.start()
@@ -96,7 +97,7 @@ async def test_an_edit_made_outside_coffer_during_our_write_still_makes_the_read
         coffer.create_kb("kb")
         alpha = coffer.add_document("kb", "alpha.md", "# Alpha\n\nalpha words here\n").document_id
         path = coffer.paths.kb("kb").doc(alpha)
-        caplog.set_level(logging.INFO, logger="coffer_mcp.service")
+        caplog.set_level(logging.INFO, logger="coffer_mcp.services")
         with half_done_write(coffer):
             coffer.search("kb", "beta")
             assert "serving the index as it is" not in caplog.text  # our own write: no wait at all

@@ -26,7 +26,6 @@ from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import build_server
-from coffer_mcp.portability import export_kb
 from coffer_mcp.store import StorePaths
 from tests.conftest import FIXTURES, REPO
 from tests.reliability.support import cli
@@ -94,7 +93,7 @@ async def test_a_packs_source_path_outside_allowed_dirs_is_never_read_by_check_o
         author.create_kb("papers")
         author.update_kb("papers", auto_update_sources=True)
         author.ingest_path("papers", allowed / "paper.md")
-        pack = Path(export_kb(author, "papers", tmp_path / "papers.cofferpack").path)
+        pack = Path(author.export_kb("papers", tmp_path / "papers.cofferpack").path)
     secret = str(outside / "secret.md")
     crafted = rewrite_pack(pack, lambda data: data.replace(str(allowed / "paper.md").encode(), secret.encode()))
     assert cli(tmp_path / "victim", "kb", "import", str(crafted)).returncode == 0
@@ -121,7 +120,7 @@ def test_a_pack_whose_frontmatter_is_an_alias_bomb_is_refused_and_changes_nothin
     with service(tmp_path / "author") as author:
         author.create_kb("notes")
         author.add_document("notes", "a.md", "# A\n\nalpha")
-        pack = Path(export_kb(author, "notes", tmp_path / "notes.cofferpack").path)
+        pack = Path(author.export_kb("notes", tmp_path / "notes.cofferpack").path)
     crafted = rewrite_pack(pack, lambda data: data.replace(b"---\n", f"---\n{BOMB}".encode(), 1))
     result = cli(tmp_path / "victim", "kb", "import", str(crafted))
     assert result.returncode != 0
@@ -256,7 +255,6 @@ _SLOW_IMPORT = """
 import sys
 from pathlib import Path
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.portability import import_pack
 
 def progress(done, total, message):
     if message == "verifying" and done == 2:
@@ -264,7 +262,7 @@ def progress(done, total, message):
         sys.stdin.read()  # wait here, mid-import, until killed
 
 with Coffer(load_settings(home=Path(sys.argv[1]), embedding_provider="none")) as coffer:
-    import_pack(coffer, Path(sys.argv[2]), progress=progress)
+    coffer.import_pack(Path(sys.argv[2]), progress=progress)
 """
 
 
@@ -273,7 +271,7 @@ def test_the_staging_folder_of_a_killed_import_is_removed_when_the_store_next_op
         author.create_kb("notes")
         for i in range(4):
             author.add_document("notes", f"n{i}.md", f"# N{i}\n\nbody {i}")
-        pack = Path(export_kb(author, "notes", tmp_path / "notes.cofferpack").path)
+        pack = Path(author.export_kb("notes", tmp_path / "notes.cofferpack").path)
     home = tmp_path / "home"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     knowledge = StorePaths(home).knowledge
@@ -326,7 +324,7 @@ def test_downloaded_embedding_models_are_kept_under_coffer_home_unless_the_user_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # fastembed's own default is the system temp dir, which a reboot may empty: a new download each time.
-    from coffer_mcp.service import embedding_config
+    from coffer_mcp.services import embedding_config
 
     monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
     assert embedding_config(load_settings(home=tmp_path / "home")).cache_dir == tmp_path / "home" / "models"

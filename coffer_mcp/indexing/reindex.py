@@ -11,34 +11,36 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ulid import ULID
 
-from coffer_mcp.chunking import CHUNKING_VERSION, chunk_markdown
+import dataclasses
+
+from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.convert import derive_title
-from coffer_mcp.index import queries as q
-from coffer_mcp.index import vectors
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index import Index
+from coffer_mcp.models import Progress
 from coffer_mcp.store import (
+    DocumentMeta,
     KbConfig,
     KbPaths,
     atomic_write,
     body_sha256,
     file_stamp,
     is_document_id,
+    markdown_entries,
     parse_document,
-    read_store_file,
     remove_file,
     remove_stale_temp_files,
     render_document,
 )
 from coffer_mcp.timeutil import from_epoch_ns
-from coffer_mcp.vectorize import (
+from coffer_mcp.indexing.truth import Truth, read_truth, text_field
+from coffer_mcp.indexing.vectorize import (
     embed_document,
     embed_due,
     embedder_usable,
@@ -48,19 +50,16 @@ from coffer_mcp.vectorize import (
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
-    from coffer_mcp.reconvert import Reconversion
+    from coffer_mcp.indexing.reconvert import Reconversion
 
 __all__ = [
     "Drift",
     "IndexProgress",
-    "Truth",
     "chunk_params",
     "detect_drift",
     "index_document",
     "index_progress",
-    "read_truth",
     "reconcile",
-    "truth_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,60 +68,9 @@ IndexProgress = Callable[[int, int], None]
 """``progress(done, total)``, called by ``reconcile`` after each document it indexes."""
 
 
-def index_progress(progress: Callable[[int, int, str], None] | None, message: str = "indexing") -> IndexProgress | None:
+def index_progress(progress: Progress | None, message: str = "indexing") -> IndexProgress | None:
     """A service's ``progress(done, total, message)`` as ``reconcile``'s, saying ``message`` on each step."""
     return None if progress is None else (lambda done, total: progress(done, total, message))
-
-
-@dataclass(frozen=True, slots=True)
-class Truth:
-    """A document file read from disk, with every index field derived from it."""
-
-    row: dict[str, Any]
-    body: str
-
-
-def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
-    """Read ``docs/<doc_id>.md`` and derive its row; None if the file is gone."""
-    try:
-        data, stat = read_store_file(kb.doc(doc_id))
-    except FileNotFoundError:
-        return None
-    meta, body = parse_document(data.decode("utf-8", errors="replace"))
-    return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, stat), body)
-
-
-def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str) -> Truth:
-    """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back)."""
-    return Truth(_derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat()), body)
-
-
-def _derive_row(kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body: str, stat) -> dict[str, Any]:
-    """The index row of a document, from its frontmatter with file-based fallbacks (never "now")."""
-    content_sha = body_sha256(body)
-    mtime = from_epoch_ns(stat.st_mtime_ns)
-    # A body whose hash differs from the one we recorded was edited outside Coffer.
-    edited_outside = bare or meta.get("content_sha256") not in (None, content_sha)
-    filename = _text(meta.get("original_filename")) or f"{doc_id}.md"
-    mode = "edited" if edited_outside else _text(meta.get("source_mode"))
-    return {
-        "id": doc_id,
-        "kb": kb.name,
-        "title": _text(meta.get("title")) or derive_title(body, filename),
-        "original_filename": filename,
-        "original_format": _text(meta.get("original_format")) or "md",
-        "source_sha256": _text(meta.get("source_sha256")) or content_sha,
-        "content_sha256": content_sha,
-        "source_mode": mode if mode in ("converted", "edited") else "converted",
-        "source_path": _text(meta.get("source_path")) or None,
-        "conversion_engine": _text(meta.get("conversion_engine")),
-        "converted_at": _text(meta.get("converted_at")) or None,
-        "created_at": _text(meta.get("created_at")) or mtime,
-        "updated_at": mtime if edited_outside else (_text(meta.get("updated_at")) or mtime),
-        "metadata": meta,
-        "file_stamp": file_stamp(stat),
-        "chunk_params": "",
-    }
 
 
 def chunk_params(config: KbConfig) -> str:
@@ -134,12 +82,8 @@ def chunk_params(config: KbConfig) -> str:
     return f"{config.chunk_params}:v{CHUNKING_VERSION}"
 
 
-def _text(value: Any) -> str:
-    return "" if value is None else str(value).strip()
-
-
 def index_document(
-    conn: Connection, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False,
+    index: Index, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False,
     truth: Truth | None = None, embedder: Embedder | None = None,
 ) -> bool:  # fmt: skip
     """Bring one document's rows in line with its file. Returns True if chunks were rewritten.
@@ -152,30 +96,30 @@ def index_document(
     """
     truth = truth or read_truth(kb, doc_id)
     if truth is None:
-        with q.write(conn):
-            q.delete_document(conn, doc_id)
+        with index.transaction():
+            index.delete_document(doc_id)
         return False
-    row = {**truth.row, "chunk_params": chunk_params(config)}
-    current = q.get_document(conn, kb.name, doc_id)
+    row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
+    current = index.get_document(kb.name, doc_id)
     unchanged = (
         current is not None
-        and current["content_sha256"] == row["content_sha256"]
-        and current["chunk_params"] == row["chunk_params"]
+        and current.content_sha256 == row.content_sha256
+        and current.chunk_params == row.chunk_params
     )
     if unchanged and not force:
-        with q.write(conn):
-            q.upsert_document(conn, row)
+        with index.transaction():
+            index.upsert_document(row)
         return False
     chunks = chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
-    saved = saved_vectors(conn, current, row["title"]) if config.vector else None
-    with q.write(conn):
-        q.upsert_document(conn, row)
-        q.replace_chunks(conn, kb.name, doc_id, chunks)
-        kept = saved is not None and restore_vectors(conn, kb.name, doc_id, saved)
+    saved = saved_vectors(index, current, row.title) if config.vector else None
+    with index.transaction():
+        index.upsert_document(row)
+        index.replace_chunks(kb.name, doc_id, chunks)
+        kept = saved is not None and restore_vectors(index, kb.name, doc_id, saved)
         if not kept:
-            q.set_embedding(conn, doc_id, pending=config.vector, model=None)
+            index.set_embedding(doc_id, pending=config.vector, model=None)
     if config.vector and not kept and embedder_usable(embedder):
-        embed_document(conn, kb.name, doc_id, embedder)
+        embed_document(index, kb.name, doc_id, embedder)
     return True
 
 
@@ -192,16 +136,16 @@ class Drift:
         return bool(self.changed or self.removed or self.foreign or self.embeddings_due)
 
 
-def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig, embedder: Embedder | None = None) -> Drift:
+def detect_drift(index: Index, kb: KbPaths, config: KbConfig, embedder: Embedder | None = None) -> Drift:
     """Compare file stamps with row stamps (reads no file content); note embeddings that are due.
 
     This runs before every read, over every document, so the loop is kept lean.
     """
     drift = Drift()
-    known = q.doc_stamps(conn, kb.name)
+    known = index.doc_stamps(kb.name)
     params = chunk_params(config)
     seen: set[str] = set()
-    for entry in _markdown_entries(kb.docs):
+    for entry in markdown_entries(kb.docs):
         doc_id = entry.name[:-3]
         if doc_id not in known and not is_document_id(doc_id):
             drift.foreign.append(Path(entry.path))
@@ -215,26 +159,14 @@ def detect_drift(conn: Connection, kb: KbPaths, config: KbConfig, embedder: Embe
             drift.changed.append(doc_id)
     drift.removed = [doc_id for doc_id in known if doc_id not in seen]
     if config.vector and embedder_usable(embedder):
-        drift.embeddings_due = bool(vectors.pending_documents(conn, kb.name, embedder.identity, limit=1))
+        drift.embeddings_due = bool(index.pending_documents(kb.name, embedder.identity, limit=1))
     drift.changed.sort()
     drift.foreign.sort()
     return drift
 
 
-def _markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
-    """The visible ``*.md`` regular files directly in ``folder`` (none if it is missing)."""
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.endswith(".md") and not name.startswith(".") and entry.is_file(follow_symlinks=False):
-                    yield entry
-    except FileNotFoundError:
-        return
-
-
 def reconcile(
-    conn: Connection, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: IndexProgress | None = None,
+    index: Index, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: IndexProgress | None = None,
     embedder: Embedder | None = None, embed_seconds: float | None = None, tidy: bool = False,
     reconversion: Reconversion | None = None,
 ) -> dict[str, int]:  # fmt: skip
@@ -248,23 +180,23 @@ def reconcile(
     Returns counts: ``indexed``, ``removed``, ``adopted``, ``embedded``, ``documents``.
     """
     remove_stale_temp_files(kb.docs, kb.raw, kb.root)
-    drift = detect_drift(conn, kb, config, embedder)
+    drift = detect_drift(index, kb, config, embedder)
     adopted = [adopt_foreign_file(kb, path) for path in drift.foreign]
     targets = sorted({*drift.changed, *(a for a in adopted if a)})
     if force:
-        targets = sorted({*targets, *q.doc_stamps(conn, kb.name)})
+        targets = sorted({*targets, *index.doc_stamps(kb.name)})
     total = len(targets) + len(drift.removed)
     indexed = 0
     for done, doc_id in enumerate(targets, 1):
         # Embedding waits until every file is indexed: a slow provider never delays the text index.
-        truth = reconversion.refresh(conn, kb, doc_id) if force and reconversion is not None else None
-        indexed += index_document(conn, kb, config, doc_id, force=force, truth=truth)
+        truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
+        indexed += index_document(index, kb, config, doc_id, force=force, truth=truth)
         if progress:
             progress(done, total)
     if drift.removed:
-        with q.write(conn):
+        with index.transaction():
             for doc_id in drift.removed:
-                q.delete_document(conn, doc_id)
+                index.delete_document(doc_id)
         _remove_orphan_raw(kb, drift.removed)
         if progress:
             progress(total, total)
@@ -272,8 +204,8 @@ def reconcile(
         _remove_orphan_raw(kb, [p.stem for p in _raw_entries(kb) if not kb.doc(p.stem).exists()])
     embedded = 0
     if config.vector and embedder_usable(embedder):
-        embedded = embed_due(conn, kb.name, embedder, seconds=embed_seconds, progress=progress)
-    documents = len(q.doc_stamps(conn, kb.name))
+        embedded = embed_due(index, kb.name, embedder, seconds=embed_seconds, progress=progress)
+    documents = len(index.doc_stamps(kb.name))
     return {"indexed": indexed, "removed": len(drift.removed), "adopted": sum(map(bool, adopted)),
             "embedded": embedded, "documents": documents}  # fmt: skip
 
@@ -309,19 +241,12 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
     if not body.strip():
         return None
     created = from_epoch_ns(stat.st_mtime_ns)
-    metadata = {
-        "id": doc_id,
-        "title": _text((meta or {}).get("title")) or derive_title(body, path.name),
-        "original_filename": path.name,
-        "original_format": "md",
-        "source_sha256": hashlib.sha256(data).hexdigest(),
-        "content_sha256": body_sha256(body),
-        "source_mode": "converted",
-        "conversion_engine": "passthrough",
-        "converted_at": created,
-        "created_at": created,
-        "updated_at": created,
-    }
+    metadata = DocumentMeta(
+        id=doc_id, title=text_field((meta or {}).get("title")) or derive_title(body, path.name),
+        original_filename=path.name, original_format="md", source_sha256=hashlib.sha256(data).hexdigest(),
+        content_sha256=body_sha256(body), source_mode="converted", conversion_engine="passthrough",
+        converted_at=created, created_at=created, updated_at=created,
+    ).to_dict()  # fmt: skip
     kb.raw.mkdir(parents=True, exist_ok=True)
     atomic_write(kb.raw / f"{doc_id}.md", data)
     atomic_write(kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))

@@ -38,7 +38,7 @@ from typing import IO, Any, Literal
 
 import regex
 
-from .errors import InvalidArgumentError, InvalidPatternError
+from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
 
 __all__ = ["LineMatch", "GrepOutcome", "RgStatus", "grep_dirs", "find_rg", "rg_status", "MAX_LINE_CHARS"]
 

@@ -8,7 +8,7 @@ their names and times. Everything here is derived from the files under ``knowled
 from __future__ import annotations
 
 from coffer_mcp.errors import StoreError
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index.sqlite.db import Connection
 
 __all__ = ["MIGRATIONS", "migrate"]
 
@@ -28,7 +28,7 @@ CREATE TABLE knowledge_bases (
     config_stamp TEXT NOT NULL DEFAULT ''
 );
 
--- One table for every kind of document (SPEC: unified documents table); kind discriminates.
+-- One row per document (``kind`` is unused: dropped by 0004_drop_kind).
 CREATE TABLE documents (
     id TEXT PRIMARY KEY,
     kind TEXT NOT NULL DEFAULT 'knowledge_base',
@@ -117,10 +117,15 @@ CREATE INDEX documents_by_source ON documents (kb, source_path, created_at, id);
 CREATE INDEX documents_by_url ON documents (kb, json_extract(metadata, '$.source_url'), created_at, id);
 """
 
+_DROP_KIND = """
+ALTER TABLE documents DROP COLUMN kind;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_vectors", _VECTORS),
     ("0003_lookup_indexes", _LOOKUP_INDEXES),
+    ("0004_drop_kind", _DROP_KIND),
 ]
 
 
@@ -161,15 +166,9 @@ def _statements(sql: str) -> list[str]:
         if line.strip().startswith("--"):
             continue
         buffer += line
-        if buffer.strip().endswith(";") and _complete(buffer):
+        if buffer.strip().endswith(";"):
             statements.append(buffer.strip())
             buffer = ""
     if buffer.strip():
         statements.append(buffer.strip())
     return statements
-
-
-def _complete(statement: str) -> bool:
-    # A CREATE TRIGGER body holds ';' inside BEGIN ... END.
-    upper = statement.upper()
-    return "CREATE TRIGGER" not in upper or upper.rstrip().endswith("END;")

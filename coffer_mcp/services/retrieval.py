@@ -1,4 +1,4 @@
-"""Retrieval operations of the service: resolve knowledge bases, search, grep.
+"""The retrieval service: resolve knowledge bases, search, grep.
 
 A search resolves its strategy from the knowledge bases asked for: hybrid when any of them has
 ``vector`` on and an embedder is configured, else keyword. If the query cannot be embedded (the
@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import get_args
 
 from coffer_mcp.errors import EmbeddingError, InvalidArgumentError
-from coffer_mcp.grep import grep_dirs
-from coffer_mcp.index import vectors
-from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchResult
-from coffer_mcp.search import fuse_convex, keyword_search, vector_search
+from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchResult, StrategyChoice
+from coffer_mcp.retrieval.grep import grep_dirs
+from coffer_mcp.retrieval.search import fuse_convex, keyword_search, vector_search
+from coffer_mcp.services.registry import Registry
 
-if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer
-
-__all__ = ["ALL", "KbSelector", "RetrievalOperations", "StrategyChoice"]
+__all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
 log = logging.getLogger(__name__)
 
 KbSelector = str | Sequence[str]
 """One knowledge base name, several, or ``"*"`` for all of them."""
-StrategyChoice = Literal["auto", "keyword", "vector", "hybrid"]
+STRATEGIES: tuple[str, ...] = get_args(StrategyChoice)
 
 ALL = "*"
 MAX_QUERY_CHARS = 2000
@@ -38,27 +35,30 @@ FUSION_DEPTH = 4
 MIN_FUSION_DEPTH = 100
 
 
-class RetrievalOperations:
-    """Mixed into ``Coffer``; kept apart so each module stays small."""
+class RetrievalService:
+    """Search and grep over one, several or all knowledge bases."""
 
-    def resolve_kbs(self: Coffer, selector: KbSelector) -> list[str]:
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def resolve_kbs(self, selector: KbSelector) -> list[str]:
         """Names of the knowledge bases a selector designates (each checked to exist)."""
         if isinstance(selector, str):
             if _is_all(selector):
-                names = self._sync_registry()
+                names = self.registry.sync()
                 if not names:
-                    raise self._unknown_kb(ALL)
+                    raise self.registry.unknown_kb(ALL)
                 return names
             selector = [selector]
         names = list(dict.fromkeys(selector))
         if not names:
             raise InvalidArgumentError("No knowledge base given.", hint="Pass a name, a list of names, or '*'.")
         for name in names:
-            self.open_kb(name)
+            self.registry.open_kb(name)
         return names
 
     def search(
-        self: Coffer, kb: KbSelector, query: str, top_k: int = 5, *, document_ids: Sequence[str] | None = None,
+        self, kb: KbSelector, query: str, top_k: int = 5, *, document_ids: Sequence[str] | None = None,
         strategy: StrategyChoice = "auto",
     ) -> SearchResult:  # fmt: skip
         """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases.
@@ -67,8 +67,12 @@ class RetrievalOperations:
         that cannot run still degrades to keyword.
         """
         query = _check_query(query, top_k)
-        names = self.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
-        vector_kbs = [n for n in names if self._config(n).vector] if self.embedder is not None else []
+        registry = self.registry
+        if strategy not in STRATEGIES:
+            raise InvalidArgumentError(f"strategy must be one of {', '.join(STRATEGIES)}, not {str(strategy)[:40]!r}.",
+                                       hint="Leave it out (auto) unless you compare strategies.")  # fmt: skip
+        names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
+        vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword" or not vector_kbs:
             return self._keyword_result(names, query, top_k, document_ids)
@@ -79,40 +83,40 @@ class RetrievalOperations:
             return self._keyword_result(names, query, top_k, document_ids)
         if wanted == "vector":
             return SearchResult(strategy="vector", passages=near[:top_k], knowledge_bases=names)
-        keyword = keyword_search(self.conn, names, query, _depth(top_k, wanted), document_ids)
+        keyword = keyword_search(registry.index, names, query, _depth(top_k, wanted), document_ids)
         fused = fuse_convex(keyword, near, top_k)
         return SearchResult(strategy="hybrid", passages=fused, knowledge_bases=names)
 
     def _keyword_result(
-        self: Coffer, names: list[str], query: str, top_k: int, document_ids: Sequence[str] | None
+        self, names: list[str], query: str, top_k: int, document_ids: Sequence[str] | None
     ) -> SearchResult:
-        passages = keyword_search(self.conn, names, query, top_k, document_ids)
+        passages = keyword_search(self.registry.index, names, query, top_k, document_ids)
         return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names)
 
     def _vector_passages(
-        self: Coffer, kbs: list[str], query: str, depth: int, document_ids: Sequence[str] | None
+        self, kbs: list[str], query: str, depth: int, document_ids: Sequence[str] | None
     ) -> list[Passage]:
-        """Nearest chunks in the current model's table (none yet if nothing was embedded)."""
-        embedder = self.embedder
+        """Nearest chunks among the current model's vectors (none yet if nothing was embedded)."""
+        embedder = self.registry.embedder
+        assert embedder is not None  # the caller checked
         query_vector = embedder.embed_query(query)
         try:
-            table = vectors.model_table(self.conn, embedder.identity, len(query_vector), create=False)
+            return vector_search(self.registry.index, embedder.identity, query_vector, kbs, depth, document_ids)
         except ValueError as exc:
             raise EmbeddingError(str(exc), hint="Run 'coffer kb reindex --all' after changing the model.") from exc
-        if table is None:
-            return []
-        return vector_search(self.conn, table, query_vector, kbs, depth, document_ids)
 
     def grep(
-        self: Coffer, kb: KbSelector, pattern: str, max_matches: int = 50, *, ignore_case: bool = False,
+        self, kb: KbSelector, pattern: str, max_matches: int = 50, *, ignore_case: bool = False,
         fixed_strings: bool = False,
     ) -> GrepResult:  # fmt: skip
         """Regex matches, line by line, over the Markdown files (no index involved)."""
-        names = self.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
-        dirs = {self.paths.kb(name).docs: name for name in names}
+        registry = self.registry
+        names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
+        dirs = {registry.paths.kb(name).docs: name for name in names}
+        settings = registry.settings
         outcome = grep_dirs(
-            list(dirs), pattern, max_matches=max_matches, timeout=self.settings.grep_timeout,
-            ignore_case=ignore_case, fixed_strings=fixed_strings, rg_path=self.settings.rg_path,
+            list(dirs), pattern, max_matches=max_matches, timeout=settings.grep_timeout,
+            ignore_case=ignore_case, fixed_strings=fixed_strings, rg_path=settings.rg_path,
         )  # fmt: skip
         hits = [
             GrepHit(path=str(m.path), document_id=m.path.stem, line_number=m.line_number, line=m.line,

@@ -14,11 +14,14 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index.sqlite.db import Connection
 from coffer_mcp.timeutil import utc_now
 
 __all__ = [
+    "count_vectors",
     "delete_vectors",
+    "dimensions_of",
+    "orphans",
     "delete_kb_vectors",
     "drop_orphans",
     "knn",
@@ -46,14 +49,14 @@ def model_table(conn: Connection, identity: str, dimensions: int, *, create: boo
     if row is not None:
         if row["dimensions"] != dimensions:
             raise ValueError(f"{identity} has {row['dimensions']} dimensions in the index, not {dimensions}")
-        return f"vec_chunks_{row['id']}"
+        return _table(row["id"])
     if not create:
         return None
     cursor = conn.execute(
         "INSERT INTO embedding_models (identity, dimensions, created_at) VALUES (?, ?, ?)",
         (identity, dimensions, utc_now()),
     )
-    table = f"vec_chunks_{cursor.lastrowid}"
+    table = _table(cursor.lastrowid)
     conn.execute(
         f"CREATE VIRTUAL TABLE {table} USING vec0("
         f"chunk_id INTEGER PRIMARY KEY, kb TEXT PARTITION KEY, embedding float[{int(dimensions)}] "
@@ -65,7 +68,7 @@ def model_table(conn: Connection, identity: str, dimensions: int, *, create: boo
 def table_of(conn: Connection, identity: str) -> str | None:
     """The vec0 table of ``identity``'s vectors, or None if it has none."""
     row = conn.execute("SELECT id FROM embedding_models WHERE identity = ?", (identity,)).fetchone()
-    return None if row is None else f"vec_chunks_{row[0]}"
+    return None if row is None else _table(row[0])
 
 
 def stored_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
@@ -78,8 +81,38 @@ def stored_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> di
     return found
 
 
+def _table(model_id: int) -> str:
+    return f"vec_chunks_{int(model_id)}"
+
+
 def _tables(conn: Connection) -> list[str]:
-    return [f"vec_chunks_{row[0]}" for row in conn.execute("SELECT id FROM embedding_models")]
+    return [_table(row[0]) for row in conn.execute("SELECT id FROM embedding_models")]
+
+
+def dimensions_of(conn: Connection, identity: str) -> int | None:
+    row = conn.execute("SELECT dimensions FROM embedding_models WHERE identity = ?", (identity,)).fetchone()
+    return None if row is None else row[0]
+
+
+def count_vectors(conn: Connection, identity: str, chunk_ids: Sequence[int]) -> int | None:
+    """How many of these chunks have a vector of ``identity`` (None: the model has no table)."""
+    table = table_of(conn, identity)
+    if table is None:
+        return None
+    marks = ", ".join("?" * len(chunk_ids))
+    return conn.execute(f"SELECT count(*) FROM {table} WHERE chunk_id IN ({marks})", list(chunk_ids)).fetchone()[0]
+
+
+def orphans(conn: Connection) -> list[str]:
+    """Vectors whose chunk no longer exists, in any model's table."""
+    problems = []
+    for table in _tables(conn):
+        found = conn.execute(
+            f"SELECT count(*) FROM {table} v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)"
+        ).fetchone()[0]
+        if found:
+            problems.append(f"{table}: {found} vectors without a chunk")
+    return problems
 
 
 def delete_vectors(conn: Connection, chunk_ids: Sequence[int]) -> None:

@@ -1,4 +1,4 @@
-"""Every SQL statement Coffer runs against the index, as small functions."""
+"""The SQL statements of the SQLite index, as small functions (``SqliteIndex`` calls them)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from coffer_mcp.index import vectors
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index.sqlite import vectors
+from coffer_mcp.index.sqlite.db import Connection, database_errors
 from coffer_mcp.index.fts import search_text
 from coffer_mcp.models import Chunk
 from coffer_mcp.timeutil import utc_now
@@ -21,9 +21,16 @@ __all__ = [
     "clear_kb_embeddings",
     "delete_document",
     "delete_kb",
-    "doc_by_filename",
-    "doc_by_source_path",
-    "doc_by_source_url",
+    "chunk_window",
+    "document_chunk_count",
+    "documents",
+    "embedded_models",
+    "find_document",
+    "has_fts5",
+    "ids_outside",
+    "recent_documents",
+    "vector_kbs",
+    "verify_fts",
     "document_counts",
     "doc_stamps",
     "fts_matches_more_than",
@@ -125,29 +132,65 @@ def get_document(conn: Connection, kb: str, doc_id: str) -> Any:
     return conn.execute("SELECT * FROM documents WHERE kb = ? AND id = ?", (kb, doc_id)).fetchone()
 
 
-def doc_by_filename(conn: Connection, kb: str, filename: str) -> Any:
+_MATCH_COLUMN = {
+    "filename": "original_filename",
+    "source_path": "source_path",
+    "source_url": "json_extract(metadata, '$.source_url')",
+}
+
+
+def find_document(conn: Connection, kb: str, by: str, value: str) -> Any:
+    """The oldest document whose ``by`` (a key of ``_MATCH_COLUMN``) is ``value``."""
     return conn.execute(
-        "SELECT * FROM documents WHERE kb = ? AND original_filename = ? ORDER BY created_at, id LIMIT 1",
-        (kb, filename),
+        f"SELECT * FROM documents WHERE kb = ? AND {_MATCH_COLUMN[by]} = ? ORDER BY created_at, id LIMIT 1",
+        (kb, value),
     ).fetchone()
 
 
-def doc_by_source_path(conn: Connection, kb: str, source_path: str) -> Any:
-    return conn.execute(
-        "SELECT * FROM documents WHERE kb = ? AND source_path = ? ORDER BY created_at, id LIMIT 1",
-        (kb, source_path),
-    ).fetchone()
+def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> list[Any]:
+    having = " AND source_path IS NOT NULL" if with_source_path else ""
+    return conn.execute(f"SELECT * FROM documents WHERE kb = ?{having} ORDER BY created_at, id", (kb,)).fetchall()
 
 
-def doc_by_source_url(conn: Connection, kb: str, source_url: str) -> Any:
-    return conn.execute(
-        "SELECT * FROM documents WHERE kb = ? AND json_extract(metadata, '$.source_url') = ? "
-        "ORDER BY created_at, id LIMIT 1",
-        (kb, source_url),
-    ).fetchone()
+def recent_documents(conn: Connection, limit: int) -> list[Any]:
+    return conn.execute("SELECT * FROM documents ORDER BY updated_at DESC, id LIMIT ?", (limit,)).fetchall()
+
+
+def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
+    taken: set[str] = set()
+    for start in range(0, len(among), 500):
+        part = list(among[start : start + 500])
+        sql = f"SELECT id FROM documents WHERE kb != ? AND id IN ({', '.join('?' * len(part))})"
+        taken.update(row[0] for row in conn.execute(sql, [kb, *part]))
+    return taken
+
+
+def vector_kbs(conn: Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM knowledge_bases WHERE vector = 1")}
+
+
+def embedded_models(conn: Connection, kb: str) -> list[str]:
+    """The model of each embedded document of ``kb`` (one entry per document)."""
+    rows = conn.execute("SELECT embedding_model FROM documents WHERE kb = ? AND embedding_model IS NOT NULL", (kb,))
+    return [row[0] for row in rows]
+
+
+def chunk_window(conn: Connection, doc_id: str, first: int, last: int) -> tuple[list[Any], int | None]:
+    rows = conn.execute(
+        "SELECT position, heading_path, text FROM chunks WHERE document_id = ? AND position BETWEEN ? AND ? "
+        "ORDER BY position",
+        (doc_id, first, last),
+    ).fetchall()
+    end = conn.execute("SELECT max(position) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
+    return rows, end
+
+
+def document_chunk_count(conn: Connection, doc_id: str) -> int:
+    return conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``)."""
     values = [json.dumps(row[c], ensure_ascii=False) if c == "metadata" else row[c] for c in DOC_COLUMNS]
     updates = ", ".join(f"{c} = excluded.{c}" for c in DOC_COLUMNS[1:])
     conn.execute(
@@ -353,3 +396,31 @@ def record_invocation(
         "INSERT INTO mcp_invocations (at, tool, client, duration_ms, outcome, error_code) VALUES (?, ?, ?, ?, ?, ?)",
         (utc_now(), tool, client, duration_ms, outcome, error_code),
     )
+
+
+# -- verification ------------------------------------------------------------------------------
+
+
+def verify_fts(conn: Connection) -> list[str]:
+    """Problems of the whole full-text index: internal integrity, and rowids ⇔ chunk ids."""
+    problems: list[str] = []
+    try:
+        conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 0)")
+    except database_errors() as exc:
+        problems.append(f"full-text index: {exc}")
+    indexed = {row[0] for row in conn.execute("SELECT rowid FROM chunks_fts")}
+    chunk_ids = {row[0] for row in conn.execute("SELECT id FROM chunks")}
+    if indexed - chunk_ids:
+        problems.append(f"full-text index: {len(indexed - chunk_ids)} entries without a chunk")
+    if chunk_ids - indexed:
+        problems.append(f"full-text index: {len(chunk_ids - indexed)} chunks not indexed")
+    return problems
+
+
+def has_fts5(conn: Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp.fts5_probe")
+    except database_errors():
+        return False
+    return True

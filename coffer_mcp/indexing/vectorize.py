@@ -16,12 +16,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from coffer_mcp.errors import EmbeddingError
-from coffer_mcp.index import queries as q
-from coffer_mcp.index import vectors
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index import DocumentRow, Index
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
@@ -36,34 +34,33 @@ def embedder_usable(embedder: Embedder | None) -> bool:
     return embedder is not None and not getattr(embedder, "cooling_down", False)
 
 
-def embed_document(conn: Connection, kb: str, doc_id: str, embedder: Embedder) -> int | None:
+def embed_document(index: Index, kb: str, doc_id: str, embedder: Embedder) -> int | None:
     """Embed one document's chunks: how many vectors were computed, or None when the provider
     failed (the document stays due)."""
-    row = conn.execute("SELECT title FROM documents WHERE id = ?", (doc_id,)).fetchone()
-    chunks = q.chunk_texts(conn, doc_id)
+    row = index.get_document(kb, doc_id)
+    chunks = index.chunk_texts(doc_id)
     if row is None or not chunks:
         return 0
     try:
-        embedded = embedder.embed_documents([f"{row['title']}\n\n{text}" for _, text in chunks])
+        embedded = embedder.embed_documents([f"{row.title}\n\n{text}" for _, text in chunks])
         if len(embedded) != len(chunks):
             raise EmbeddingError(f"the provider returned {len(embedded)} vectors for {len(chunks)} texts")
-        with q.write(conn):
-            table = vectors.model_table(conn, embedder.identity, len(embedded[0]))
-            vectors.delete_vectors(conn, [chunk_id for chunk_id, _ in chunks])
-            vectors.store_vectors(conn, table, kb, [(cid, vec) for (cid, _), vec in zip(chunks, embedded)])
-            q.set_embedding(conn, doc_id, pending=False, model=embedder.identity)
+        with index.transaction():
+            rows = [(chunk_id, vector) for (chunk_id, _), vector in zip(chunks, embedded)]
+            index.store_vectors(embedder.identity, len(embedded[0]), kb, rows)
+            index.set_embedding(doc_id, pending=False, model=embedder.identity)
     except (EmbeddingError, ValueError) as exc:
         cooling = getattr(exc, "code", "") == "embedding_cooling_down"
         log.log(logging.INFO if cooling else logging.WARNING,
                 "embedding document %s of %s failed; it stays keyword-only for now: %s", doc_id, kb, exc)  # fmt: skip
-        with q.write(conn):
-            q.set_embedding(conn, doc_id, pending=True, model=None)
+        with index.transaction():
+            index.set_embedding(doc_id, pending=True, model=None)
         return None
     return len(embedded)
 
 
 def embed_due(
-    conn: Connection, kb: str, embedder: Embedder, *, seconds: float | None = None,
+    index: Index, kb: str, embedder: Embedder, *, seconds: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> int:  # fmt: skip
     """Embed the documents of ``kb`` that are due, within ``seconds`` (None: all; 0: none).
@@ -73,13 +70,13 @@ def embed_due(
     """
     if seconds is not None and seconds <= 0:
         return 0
-    due = vectors.pending_documents(conn, kb, embedder.identity)
+    due = index.pending_documents(kb, embedder.identity)
     deadline = None if seconds is None else time.monotonic() + seconds
     done = 0
     for position, doc_id in enumerate(due, 1):
         if deadline is not None and time.monotonic() > deadline:
             break
-        made = embed_document(conn, kb, doc_id, embedder)
+        made = embed_document(index, kb, doc_id, embedder)
         if made is None:
             break
         done += made > 0
@@ -93,36 +90,36 @@ class SavedVectors:
     """A document's vectors of one model, by the chunk text they were computed from."""
 
     model: str
-    table: str
+    dimensions: int
     by_text: dict[str, bytes]
 
 
-def saved_vectors(conn: Connection, current: Any, title: str) -> SavedVectors | None:
+def saved_vectors(index: Index, current: DocumentRow | None, title: str) -> SavedVectors | None:
     """The vectors of the document row ``current``, if they can outlive a rebuild of its chunks.
 
     None when the document is due for embedding anyway, or its title (part of every embedded
     text) changes to ``title``. Read before the chunks are replaced, which drops their vectors.
     """
-    if current is None or current["embed_pending"] or not current["embedding_model"] or current["title"] != title:
+    if current is None or current.embed_pending or not current.embedding_model or current.title != title:
         return None
-    table = vectors.table_of(conn, current["embedding_model"])
-    if table is None:
+    dimensions = index.vector_dimensions(current.embedding_model)
+    if dimensions is None:
         return None
-    chunks = q.chunk_texts(conn, current["id"])
-    blobs = vectors.stored_vectors(conn, table, [chunk_id for chunk_id, _ in chunks])
+    chunks = index.chunk_texts(current.id)
+    blobs = index.stored_vectors(current.embedding_model, [chunk_id for chunk_id, _ in chunks])
     by_text = {text: blobs[chunk_id] for chunk_id, text in chunks if chunk_id in blobs}
-    return SavedVectors(current["embedding_model"], table, by_text)
+    return SavedVectors(current.embedding_model, dimensions, by_text)
 
 
-def restore_vectors(conn: Connection, kb: str, doc_id: str, saved: SavedVectors) -> bool:
+def restore_vectors(index: Index, kb: str, doc_id: str, saved: SavedVectors) -> bool:
     """Give the document's new chunks the saved vectors of identical texts, and mark it embedded.
 
     All or nothing: False (nothing written) unless every chunk has a saved vector. Call inside
     the write transaction that replaced the chunks.
     """
-    chunks = q.chunk_texts(conn, doc_id)
+    chunks = index.chunk_texts(doc_id)
     if not chunks or any(text not in saved.by_text for _, text in chunks):
         return False
-    vectors.store_vectors(conn, saved.table, kb, [(cid, saved.by_text[text]) for cid, text in chunks])
-    q.set_embedding(conn, doc_id, pending=False, model=saved.model)
+    index.store_vectors(saved.model, saved.dimensions, kb, [(cid, saved.by_text[text]) for cid, text in chunks])
+    index.set_embedding(doc_id, pending=False, model=saved.model)
     return True

@@ -1,4 +1,4 @@
-"""Document operations of the service: ingest, read, list, edit, delete.
+"""The document service: ingest, read, list, edit, delete.
 
 Every write holds the knowledge base's lock, writes truth files atomically (the original first,
 then the Markdown, which is the commit point), then runs the one reindex routine and records an
@@ -8,25 +8,24 @@ audit event. A rejected ingest persists nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import clean_markdown, first_heading, looks_like_base64_of, text_upload_name
-from coffer_mcp.curation import read_source
+from coffer_mcp.access import read_source
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
     IngestRejectedError,
     InvalidArgumentError,
 )
-from coffer_mcp.index import queries as q
+from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -37,9 +36,11 @@ from coffer_mcp.models import (
     DocumentPage,
     IngestResult,
 )
-from coffer_mcp.reconvert import conversion_options
-from coffer_mcp.reindex import index_document, read_truth, truth_of
+from coffer_mcp.indexing.reconvert import conversion_options
+from coffer_mcp.indexing.reindex import index_document
+from coffer_mcp.indexing.truth import read_truth, truth_of
 from coffer_mcp.store import (
+    DocumentMeta,
     KbPaths,
     atomic_write,
     body_sha256,
@@ -47,7 +48,6 @@ from coffer_mcp.store import (
     fsync_dir,
     is_document_id,
     parse_document,
-    path_stamp,
     read_store_file,
     remove_file,
     render_document,
@@ -55,10 +55,10 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
-if TYPE_CHECKING:
-    from coffer_mcp.service import Coffer, Progress
+from coffer_mcp.models import Progress
+from coffer_mcp.services.registry import Registry
 
-__all__ = ["DocumentOperations"]
+__all__ = ["MAX_OFFSET", "DocumentService"]
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
@@ -70,23 +70,27 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
 
 
-class DocumentOperations:
-    """Mixed into ``Coffer``; kept apart so each module stays small."""
+class DocumentService:
+    """The documents of every knowledge base: each write is one atomic, audited, indexed change."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.index = registry.index
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def list_documents(self: Coffer, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
+    def list_documents(self, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
         """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
         if not _is_int(limit) or not _is_int(offset) or not 1 <= limit <= MAX_LIST_LIMIT or not 0 <= offset <= MAX_OFFSET:
             raise InvalidArgumentError(f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
                                        hint="Use e.g. {arg:limit=50}, {arg:offset=0}.")  # fmt: skip
-        paths, _ = self.open_kb(kb)
-        self.refresh(kb)
-        rows, total = q.list_documents(self.conn, kb, q_filter.strip(), limit, offset)
+        paths, _ = self.registry.open_kb(kb)
+        self.registry.refresh(kb)
+        rows, total = self.index.list_documents(kb, q_filter.strip(), limit, offset)
         return DocumentPage(documents=[_info(paths, row) for row in rows], total=total, limit=limit, offset=offset)
 
     def read_document(
-        self: Coffer, kb: str, doc_id: str, *, offset: int = 0, limit: int | None = None,
+        self, kb: str, doc_id: str, *, offset: int = 0, limit: int | None = None,
         unit: Literal["chars", "lines"] = "chars", around_position: int | None = None, window: int = 1,
     ) -> Document:  # fmt: skip
         """A document's Markdown body, frontmatter and file path — whole, one page, or around a hit.
@@ -95,19 +99,19 @@ class DocumentOperations:
         ``around_position`` returns instead the chunks ``position - window … position + window``
         (a search hit and its neighbours), so a passage can be expanded without the whole file.
         """
-        paths, _ = self.open_kb(kb)
+        paths, _ = self.registry.open_kb(kb)
         _check_id(kb, doc_id)
         _check_page(offset, limit, unit, around_position, window)
-        self.refresh(kb)
+        self.registry.refresh(kb)
         try:
             text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise _missing(kb, doc_id) from None
         meta, body = parse_document(text)
-        row = q.get_document(self.conn, kb, doc_id)
+        row = self.index.get_document(kb, doc_id)
         common = {
             "document_id": doc_id, "kb": kb, "metadata": meta or {}, "path": str(paths.doc(doc_id)),
-            "title": str(row["title"] if row is not None else (meta or {}).get("title", doc_id)),
+            "title": str(row.title if row is not None else (meta or {}).get("title", doc_id)),
             "total_chars": len(body), "total_lines": body.count("\n") + 1,
         }  # fmt: skip
         if around_position is not None:
@@ -117,20 +121,14 @@ class DocumentOperations:
         page = "".join(pieces[offset:end]) if unit == "lines" else body[offset:end]
         return Document(**common, markdown=page, offset=offset, unit=unit, has_more=end < len(pieces))
 
-    def _chunk_window(self: Coffer, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
-        rows = self.conn.execute(
-            "SELECT position, heading_path, text FROM chunks WHERE document_id = ? AND position BETWEEN ? AND ? "
-            "ORDER BY position",
-            (doc_id, position - window, position + window),
-        ).fetchall()
-        last = self.conn.execute("SELECT max(position) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
+    def _chunk_window(self, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
+        rows, last = self.index.chunk_window(doc_id, position - window, position + window)
         if not rows:
             raise InvalidArgumentError(
                 f"Document {doc_id} has no chunk at position {position} (positions run 0-{last}).",
                 hint="Pass the position of a search passage.",
             )
-        chunks = [ChunkView(position=r["position"], heading_path=json.loads(r["heading_path"]), text=r["text"])
-                  for r in rows]  # fmt: skip
+        chunks = [ChunkView(position=r.position, heading_path=r.heading_path, text=r.text) for r in rows]
         return Document(
             **common, markdown="\n\n".join(c.text for c in chunks), offset=chunks[0].position, unit="chunks",
             has_more=chunks[-1].position < (last or 0), chunks=chunks,
@@ -139,7 +137,7 @@ class DocumentOperations:
     # -- writes ----------------------------------------------------------------------------------
 
     def add_document(
-        self: Coffer, kb: str, filename: str, content: str | bytes, *, replace: bool = False,
+        self, kb: str, filename: str, content: str | bytes, *, replace: bool = False,
         actor: str = "cli", source_path: str | None = None,
     ) -> IngestResult:  # fmt: skip
         """Ingest one file's bytes (or text) as a document.
@@ -148,18 +146,18 @@ class DocumentOperations:
         ``original_filename``. Identical bytes ⇒ no-op (``unchanged``); changed bytes ⇒ updated in
         place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
         """
-        paths, _ = self.open_kb(kb)
+        paths, _ = self.registry.open_kb(kb)
         name, note = _filename(filename), None
         if isinstance(content, str):
             name, note = _text_upload(name, content)
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
-        self.refresh(kb)
+        self.registry.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
-        result = self._ingest(paths, name, data, replace=replace, actor=actor, source_path=source_path)
+        result = self.ingest_bytes(paths, name, data, replace=replace, actor=actor, source_path=source_path)
         return result.model_copy(update={"note": note}) if note else result
 
-    def _ingest(
-        self: Coffer, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str,
+    def ingest_bytes(
+        self, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str,
         source_path: str | None, source_url: str | None = None, batch: bool = False,
     ) -> IngestResult:  # fmt: skip
         """Ingest without a full reconcile: only the matching document's file is checked.
@@ -170,146 +168,145 @@ class DocumentOperations:
         source_sha = hashlib.sha256(data).hexdigest()
         source = (source_path, source_url)
         # Decide before converting: an identical or refused re-upload costs no conversion.
-        early = self._reupload(paths, name, _match(self, paths.name, name, *source), source_sha, replace)
+        early = self._reupload(paths, name, self._match(paths.name, name, *source), source_sha, replace)
         if early is not None:
             return early
-        conversion = conversion_options(self.settings).convert(name, data)
-        with self.writing(paths):
-            config = self._config(paths.name)
+        conversion = conversion_options(self.registry.settings).convert(name, data)
+        with self.registry.writing(paths):
+            config = self.registry.config(paths.name)
             existing = self._live_match(paths, name, *source)
             early = self._reupload(paths, name, existing, source_sha, replace)
             if early is not None:
                 return early
-            doc_id = existing["id"] if existing is not None else str(ULID())
+            doc_id = existing.id if existing is not None else str(ULID())
             now = utc_now()
-            metadata = {
-                "id": doc_id,
-                "title": conversion.title,
-                "original_filename": name,
-                "original_format": conversion.original_format,
-                "source_sha256": source_sha,
-                "content_sha256": body_sha256(conversion.markdown),
-                "source_mode": "converted",
-                "conversion_engine": conversion.engine,
-                "converted_at": now,
-                "created_at": existing["created_at"] if existing is not None else now,
-                "updated_at": now,
-            }
-            if source_path:
-                metadata["source_path"] = source_path
-            if source_url:
-                metadata["source_url"] = source_url
+            metadata = DocumentMeta(
+                id=doc_id, title=conversion.title, original_filename=name,
+                original_format=conversion.original_format, source_sha256=source_sha,
+                content_sha256=body_sha256(conversion.markdown), source_mode="converted",
+                conversion_engine=conversion.engine, converted_at=now,
+                created_at=existing.created_at if existing is not None else now, updated_at=now,
+                source_path=source_path, source_url=source_url,
+            ).to_dict()  # fmt: skip
             _write_original(paths, doc_id, conversion.original_format, data, existing, sync_dir=not batch)
             atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"),
                          sync_dir=not batch)  # fmt: skip
-            self._scans.wrote(paths.name, path_stamp(paths.docs))
+            self.registry.wrote(paths)
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
-            index_document(self.conn, paths, config, doc_id, truth=truth, embedder=self.embedder)
+            index_document(self.index, paths, config, doc_id, truth=truth, embedder=self.registry.embedder)
             event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
-            with q.write(self.conn):
-                q.audit(self.conn, event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
+            with self.index.transaction():
+                self.index.audit(event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
             # Read back under the lock: once it is released another process may delete the KB.
             return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
 
-    def _live_match(self: Coffer, paths: KbPaths, name: str, source_path: str | None, source_url: str | None) -> Any:
+    def _match(
+        self, kb: str, filename: str, source_path: str | None, source_url: str | None
+    ) -> DocumentRow | None:
+        """A re-upload's document: matched by ``source_path``, else ``source_url``, else ``original_filename``."""
+        if source_path:
+            return self.index.find_document(kb, source_path=source_path)
+        if source_url:
+            return self.index.find_document(kb, source_url=source_url)
+        return self.index.find_document(kb, filename=filename)
+
+    def _live_match(
+        self, paths: KbPaths, name: str, source_path: str | None, source_url: str | None
+    ) -> DocumentRow | None:
         """The matching document whose file still exists; rows of files deleted by hand are dropped.
 
         Call while holding the KB lock.
         """
-        while (row := _match(self, paths.name, name, source_path, source_url)) is not None:
-            if paths.doc(row["id"]).exists():
+        while (row := self._match(paths.name, name, source_path, source_url)) is not None:
+            if paths.doc(row.id).exists():
                 return row
-            index_document(self.conn, paths, self._config(paths.name), row["id"])  # removes the stale rows
+            index_document(self.index, paths, self.registry.config(paths.name), row.id)  # removes the stale rows
         return None
 
-    def _reupload(self: Coffer, paths: KbPaths, name: str, existing: Any, source_sha: str,
+    def _reupload(self, paths: KbPaths, name: str, existing: DocumentRow | None, source_sha: str,
                   replace: bool) -> IngestResult | None:  # fmt: skip
         """The answer to a re-upload of ``existing`` that needs no write, or None to go on."""
         if existing is None:
             return None
-        if existing["source_sha256"] == source_sha:
-            return self._ingest_result(paths, existing["id"], "unchanged")
+        if existing.source_sha256 == source_sha:
+            return self._ingest_result(paths, existing.id, "unchanged")
         if not replace:
             raise IngestRejectedError(
                 "duplicate",
-                f"'{name}' is already in knowledge base '{paths.name}' as document {existing['id']}, "
+                f"'{name}' is already in knowledge base '{paths.name}' as document {existing.id}, "
                 "with different content.",
                 hint="Pass {arg:replace=true} to update that document in place, or use another filename.",
             )
         return None
 
-    def _ingest_result(self: Coffer, paths: KbPaths, doc_id: str, status: str) -> IngestResult:
+    def _ingest_result(self, paths: KbPaths, doc_id: str, status: str) -> IngestResult:
         """The answer about one document, read back from the index.
 
         Called under the KB lock after a write; outside it (an unchanged re-upload) the document or
         the whole knowledge base may have been deleted by another process since it was matched.
         """
-        row = q.get_document(self.conn, paths.name, doc_id)
+        row = self.index.get_document(paths.name, doc_id)
         if row is None:
-            raise self._unknown_kb(paths.name) if not paths.root.is_dir() else _missing(paths.name, doc_id)
-        chunks = self.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()[0]
+            raise self.registry.unknown_kb(paths.name) if not paths.root.is_dir() else _missing(paths.name, doc_id)
+        chunks = self.index.chunk_count(doc_id=doc_id)
         return IngestResult(
-            document_id=doc_id, kb=paths.name, title=row["title"], status=status, path=str(paths.doc(doc_id)),
-            source_mode=row["source_mode"], original_filename=row["original_filename"], chunk_count=chunks,
+            document_id=doc_id, kb=paths.name, title=row.title, status=status, path=str(paths.doc(doc_id)),
+            source_mode=row.source_mode, original_filename=row.original_filename, chunk_count=chunks,
         )  # fmt: skip
 
-    def edit_document(self: Coffer, kb: str, doc_id: str, content: str, *, actor: str = "cli") -> IngestResult:
+    def edit_document(self, kb: str, doc_id: str, content: str, *, actor: str = "cli") -> IngestResult:
         """Replace a document's Markdown body; it becomes ``source_mode: edited``.
 
         The title follows the new body's first H1 when it has one. An identical body is a no-op.
         """
-        paths, _ = self.open_kb(kb)
+        paths, _ = self.registry.open_kb(kb)
         _check_id(kb, doc_id)
         body = clean_markdown(content)
         if not body:
             raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
         size = len(body.encode("utf-8"))
-        if size > self.settings.max_document_bytes:
+        if size > self.registry.settings.max_document_bytes:
             raise IngestRejectedError(
-                "too_large", f"The new content is {size:,} bytes; the limit is {self.settings.max_document_bytes:,}.",
+                "too_large", f"The new content is {size:,} bytes; the limit is {self.registry.settings.max_document_bytes:,}.",
                 hint="Split the document, or raise max_document_bytes in config.yaml.",
             )  # fmt: skip
-        with self.writing(paths):
-            config = self._config(kb)
+        with self.registry.writing(paths):
+            config = self.registry.config(kb)
             truth = read_truth(paths, doc_id)
             if truth is None:
                 raise _missing(kb, doc_id)
-            if truth.row["content_sha256"] == body_sha256(body):
+            if truth.row.content_sha256 == body_sha256(body):
                 return self._ingest_result(paths, doc_id, "unchanged")
-            metadata = {
-                **truth.row["metadata"],
-                "id": doc_id,
-                "title": first_heading(body) or truth.row["title"],
-                "content_sha256": body_sha256(body),
-                "source_mode": "edited",
-                "updated_at": utc_now(),
-            }
+            metadata = DocumentMeta.updated(
+                truth.row.metadata, id=doc_id, title=first_heading(body) or truth.row.title,
+                content_sha256=body_sha256(body), source_mode="edited", updated_at=utc_now(),
+            )  # fmt: skip
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
-            self._scans.wrote(paths.name, path_stamp(paths.docs))
-            index_document(self.conn, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body),
-                           embedder=self.embedder)  # fmt: skip
-            with q.write(self.conn):
-                q.audit(self.conn, AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, {"source_mode": "edited"})
+            self.registry.wrote(paths)
+            index_document(self.index, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body),
+                           embedder=self.registry.embedder)  # fmt: skip
+            with self.index.transaction():
+                self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, {"source_mode": "edited"})
             return self._ingest_result(paths, doc_id, "updated")
 
-    def delete_document(self: Coffer, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
+    def delete_document(self, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
         """Remove a document's Markdown, its original and its rows."""
-        paths, _ = self.open_kb(kb)
+        paths, _ = self.registry.open_kb(kb)
         _check_id(kb, doc_id)
-        with self.writing(paths):
-            known = q.get_document(self.conn, kb, doc_id) is not None
+        with self.registry.writing(paths):
+            known = self.index.get_document(kb, doc_id) is not None
             removed = remove_file(paths.doc(doc_id))
             if not (known or removed):
                 raise _missing(kb, doc_id)
-            self._scans.wrote(kb, path_stamp(paths.docs))
+            self.registry.wrote(paths)
             removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
-            with q.write(self.conn):
-                q.delete_document(self.conn, doc_id)
-                q.audit(self.conn, AuditEvent.KB_DOCUMENT_DELETED, kb, actor, doc_id)
+            with self.index.transaction():
+                self.index.delete_document(doc_id)
+                self.index.audit(AuditEvent.KB_DOCUMENT_DELETED, kb, actor, doc_id)
         return DeleteResult(kb=kb, deleted=True, document_id=doc_id, files_removed=removed)
 
     def ingest_path(
-        self: Coffer, kb: str, path: str | Path, *, replace: bool = False, actor: str = "cli",
+        self, kb: str, path: str | Path, *, replace: bool = False, actor: str = "cli",
         progress: Progress | None = None, within: Sequence[Path] | None = None,
     ) -> DirectoryIngestResult:  # fmt: skip
         """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
@@ -321,8 +318,8 @@ class DocumentOperations:
         root = Path(check_path_text(path)).expanduser()
         if not root.exists():
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
-        paths, _ = self.open_kb(kb)
-        self.refresh(kb)
+        paths, _ = self.registry.open_kb(kb)
+        self.registry.refresh(kb)
         try:
             files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
         except OSError as exc:  # e.g. a link swapped for a file while it was being resolved
@@ -342,11 +339,11 @@ class DocumentOperations:
         return DirectoryIngestResult(kb=kb, items=items, **counts)
 
     def _ingest_one(
-        self: Coffer, paths: KbPaths, file: Path, *, replace: bool, actor: str, within: Sequence[Path] | None
+        self, paths: KbPaths, file: Path, *, replace: bool, actor: str, within: Sequence[Path] | None
     ) -> DirectoryIngestItem:
         try:
-            data = read_source(file, within, max_bytes=self.settings.max_document_bytes)
-            result = self._ingest(paths, _filename(file.name), data, replace=replace, actor=actor,
+            data = read_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
+            result = self.ingest_bytes(paths, _filename(file.name), data, replace=replace, actor=actor,
                                   source_path=str(file), batch=True)  # fmt: skip
         except (CofferError, OSError) as exc:
             if isinstance(exc, CofferError):
@@ -368,20 +365,14 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _match(service: Coffer, kb: str, filename: str, source_path: str | None, source_url: str | None) -> Any:
-    if source_path:
-        return q.doc_by_source_path(service.conn, kb, source_path)
-    if source_url:
-        return q.doc_by_source_url(service.conn, kb, source_url)
-    return q.doc_by_filename(service.conn, kb, filename)
-
-
-def _write_original(paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: Any, *, sync_dir: bool) -> None:
+def _write_original(
+    paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: DocumentRow | None, *, sync_dir: bool
+) -> None:
     paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
     atomic_write(paths.raw / f"{doc_id}.{ext or 'bin'}", data, sync_dir=sync_dir)
-    if existing is not None and existing["original_format"] != ext:
+    if existing is not None and existing.original_format != ext:
         # Only the latest original is kept (a re-upload may come in another format).
-        remove_file(paths.raw / f"{doc_id}.{existing['original_format'] or 'bin'}")
+        remove_file(paths.raw / f"{doc_id}.{existing.original_format or 'bin'}")
 
 
 def _text_upload(name: str, content: str) -> tuple[str, str | None]:
@@ -444,10 +435,10 @@ def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:
     )
 
 
-def _info(paths: KbPaths, row: Any) -> DocumentInfo:
+def _info(paths: KbPaths, row: DocumentRow) -> DocumentInfo:
     return DocumentInfo(
-        document_id=row["id"], kb=row["kb"], title=row["title"], original_filename=row["original_filename"],
-        original_format=row["original_format"], source_mode=row["source_mode"],
-        content_sha256=row["content_sha256"], source_sha256=row["source_sha256"], source_path=row["source_path"],
-        created_at=row["created_at"], updated_at=row["updated_at"], path=str(paths.doc(row["id"])),
+        document_id=row.id, kb=row.kb, title=row.title, original_filename=row.original_filename,
+        original_format=row.original_format, source_mode=row.source_mode,
+        content_sha256=row.content_sha256, source_sha256=row.source_sha256, source_path=row.source_path,
+        created_at=row.created_at, updated_at=row.updated_at, path=str(paths.doc(row.id)),
     )  # fmt: skip

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import ConversionOptions, derive_title
 from coffer_mcp.errors import CofferError, ReconversionBlockedError
-from coffer_mcp.index import queries as q
-from coffer_mcp.index.db import Connection
+from coffer_mcp.index import Index
 from coffer_mcp.models import ReconversionSkip
-from coffer_mcp.reindex import Truth, read_truth, truth_of
+from coffer_mcp.indexing.truth import Truth, read_truth, truth_of
 from coffer_mcp.settings import Settings
-from coffer_mcp.store import KbPaths, atomic_write, body_sha256, read_store_file, render_document
+from coffer_mcp.store import DocumentMeta, KbPaths, atomic_write, body_sha256, read_store_file, render_document
 from coffer_mcp.timeutil import utc_now
 
 __all__ = ["Reconversion", "conversion_options"]
@@ -45,7 +44,7 @@ class Reconversion:
     reconverted: list[str] = field(default_factory=list)
     skipped: list[ReconversionSkip] = field(default_factory=list)
 
-    def refresh(self, conn: Connection, kb: KbPaths, doc_id: str) -> Truth | None:
+    def refresh(self, index: Index, kb: KbPaths, doc_id: str) -> Truth | None:
         """The document as read from disk — converted again first when its engine is outdated.
 
         Call while holding the KB lock; the caller indexes the returned truth.
@@ -54,24 +53,24 @@ class Reconversion:
         if truth is None:
             return None
         row = truth.row
-        engine = self.options.engine(row["original_format"])
-        if row["conversion_engine"] == engine:
+        engine = self.options.engine(row.original_format)
+        if row.conversion_engine == engine:
             return truth
-        if row["source_mode"] != "converted":
+        if row.source_mode != "converted":
             return self._skip(truth, ReconversionBlockedError(
                 "It was edited after conversion; its Markdown is kept.", code="edited",
                 hint="Ingest the original again with {arg:replace=true} to convert it anew (the edits are lost).",
             ))  # fmt: skip
         try:
             data = self._original(kb, truth)
-            conversion = self.options.convert(row["original_filename"], data)
+            conversion = self.options.convert(row.original_filename, data)
         except CofferError as exc:
             return self._skip(truth, exc)
         metadata = _reconverted_metadata(truth, conversion.markdown, conversion.title, conversion.engine)
         atomic_write(kb.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
-        with q.write(conn):
-            q.audit(conn, AuditEvent.KB_DOCUMENT_UPDATED, kb.name, self.actor, doc_id,
-                    {"reconverted": {"from": row["conversion_engine"], "to": conversion.engine}})  # fmt: skip
+        with index.transaction():
+            index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb.name, self.actor, doc_id,
+                    {"reconverted": {"from": row.conversion_engine, "to": conversion.engine}})  # fmt: skip
         self.reconverted.append(doc_id)
         return truth_of(kb, doc_id, metadata, conversion.markdown)
 
@@ -82,14 +81,14 @@ class Reconversion:
             ReconversionBlockedError: ``original_missing`` or ``original_changed``.
         """
         row = truth.row
-        path = kb.raw / f"{row['id']}.{row['original_format'] or 'bin'}"
+        path = kb.raw / f"{row.id}.{row.original_format or 'bin'}"
         hint = "Ingest the original file again with {arg:replace=true} to convert it anew."
         try:
             data, _ = read_store_file(path)
         except OSError:
             raise ReconversionBlockedError(f"Its original raw/{path.name} is missing.", code="original_missing",
                                            hint=hint) from None  # fmt: skip
-        if hashlib.sha256(data).hexdigest() != row["source_sha256"]:
+        if hashlib.sha256(data).hexdigest() != row.source_sha256:
             raise ReconversionBlockedError(f"Its original raw/{path.name} is not the file it was converted from.",
                                            code="original_changed", hint=hint)  # fmt: skip
         return data
@@ -97,7 +96,7 @@ class Reconversion:
     def _skip(self, truth: Truth, why: CofferError) -> Truth:
         row = truth.row
         self.skipped.append(ReconversionSkip(
-            document_id=row["id"], title=row["title"], engine=row["conversion_engine"], reason=why.code,
+            document_id=row.id, title=row.title, engine=row.conversion_engine, reason=why.code,
             message=why.message, hint=why.hint or None,
         ))  # fmt: skip
         return truth
@@ -105,15 +104,9 @@ class Reconversion:
 
 def _reconverted_metadata(truth: Truth, markdown: str, title: str, engine: str) -> dict[str, object]:
     """The old frontmatter with what conversion decides replaced; the title only if conversion chose it."""
-    old = truth.row["metadata"]
+    old = truth.row.metadata
     own_title = str(old.get("title") or "").strip()
-    derived = not own_title or own_title == derive_title(truth.body, truth.row["original_filename"])
+    derived = not own_title or own_title == derive_title(truth.body, truth.row.original_filename)
     now = utc_now()
-    return {
-        **old,
-        "title": title if derived else own_title,
-        "content_sha256": body_sha256(markdown),
-        "conversion_engine": engine,
-        "converted_at": now,
-        "updated_at": now,
-    }
+    return DocumentMeta.updated(old, title=title if derived else own_title, content_sha256=body_sha256(markdown),
+                                conversion_engine=engine, converted_at=now, updated_at=now)  # fmt: skip

@@ -21,14 +21,11 @@ a keyword leader can only be displaced by passages the vector list also ranks we
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
 
-from coffer_mcp.index import queries as q
-from coffer_mcp.index import vectors
-from coffer_mcp.index.db import Connection
-from coffer_mcp.index.fts import analyze, match_expression
+from coffer_mcp.index import Index, PassageRow
+from coffer_mcp.index.fts import analyze
 from coffer_mcp.models import Passage
 
 __all__ = [
@@ -43,38 +40,38 @@ VECTOR_WEIGHT = 0.4
 
 
 def keyword_search(
-    conn: Connection, kbs: Sequence[str], query: str, top_k: int, doc_ids: Sequence[str] | None = None
+    index: Index, kbs: Sequence[str], query: str, top_k: int, doc_ids: Sequence[str] | None = None
 ) -> list[Passage]:
     """The ``top_k`` best chunks for ``query`` across ``kbs``, best first."""
     terms = analyze(query)
     plans = [("fts", terms.index_terms(), True), ("substring", terms.substring_terms(), not terms.words)]
     for source, plan_terms, widen in plans:
         if plan_terms:
-            rows = _and_then_or(conn, source, plan_terms, kbs, doc_ids, top_k, widen=widen)
+            rows = _and_then_or(index, source, plan_terms, kbs, doc_ids, top_k, widen=widen)
             if rows:
                 return [to_passage(row) for row in rows]
     return []
 
 
 def _and_then_or(
-    conn: Connection, source: str, terms: list[str], kbs: Sequence[str], doc_ids: Sequence[str] | None,
+    index: Index, source: str, terms: list[str], kbs: Sequence[str], doc_ids: Sequence[str] | None,
     top_k: int, *, widen: bool = True,
-) -> list[Any]:  # fmt: skip
+) -> list[PassageRow]:  # fmt: skip
     """AND first; widen to OR only when AND finds fewer than ``top_k`` (AND hits stay first)."""
-    rows = _run(conn, source, terms, "AND", kbs, doc_ids, top_k)
+    rows = _run(index, source, terms, "AND", kbs, doc_ids, top_k)
     if not widen or len(rows) >= top_k or len(terms) == 1:
         return rows
-    seen = {row["id"] for row in rows}
+    seen = {row.chunk_id for row in rows}
     depth = top_k + len(rows)
-    rare = _rare_terms(conn, terms) if source == "fts" else None
-    wider = _run(conn, source, rare, "OR", kbs, doc_ids, depth) if rare else []
+    rare = _rare_terms(index, terms) if source == "fts" else None
+    wider = _run(index, source, rare, "OR", kbs, doc_ids, depth) if rare else []
     if len(wider) < depth:  # the rare terms alone cannot fill the list: every term is needed
-        wider = _run(conn, source, terms, "OR", kbs, doc_ids, depth)
-    rows.extend(row for row in wider if row["id"] not in seen)
+        wider = _run(index, source, terms, "OR", kbs, doc_ids, depth)
+    rows.extend(row for row in wider if row.chunk_id not in seen)
     return rows[:top_k]
 
 
-def _rare_terms(conn: Connection, terms: list[str]) -> list[str] | None:
+def _rare_terms(index: Index, terms: list[str]) -> list[str] | None:
     """The terms in at most ``COMMON_MATCHES`` chunks, when some (not all) terms are in more.
 
     BM25 has to score every chunk an OR matches, so one common term ("cells" in a biology
@@ -82,27 +79,31 @@ def _rare_terms(conn: Connection, terms: list[str]) -> list[str] | None:
     low): chunks matching only it rank below chunks matching a rare term, so OR over the rare
     terms finds the same list in a fraction of the time whenever it can fill it.
     """
-    rare = [t for t in terms if not q.fts_matches_more_than(conn, match_expression([t], "AND"), COMMON_MATCHES)]
+    rare = [t for t in terms if not index.matches_more_than(t, COMMON_MATCHES)]
     return rare if rare and len(rare) < len(terms) else None
 
 
 def _run(
-    conn: Connection, source: str, terms: list[str], operator: str, kbs: Sequence[str],
+    index: Index, source: str, terms: list[str], operator: Literal["AND", "OR"], kbs: Sequence[str],
     doc_ids: Sequence[str] | None, limit: int,
-) -> list[Any]:  # fmt: skip
+) -> list[PassageRow]:  # fmt: skip
     if source == "substring":
-        return q.substring_search(conn, terms, operator, kbs, doc_ids, limit, SUBSTRING_SCAN_LIMIT)
-    return q.fts_search(conn, match_expression(terms, operator), kbs, doc_ids, limit)
+        return index.substring_search(terms, operator, kbs, doc_ids, limit, SUBSTRING_SCAN_LIMIT)
+    return index.keyword_search(terms, operator, kbs, doc_ids, limit)
 
 
 def vector_search(
-    conn: Connection, table: str, query_vector: Sequence[float], kbs: Sequence[str], top_k: int,
+    index: Index, model: str, query_vector: Sequence[float], kbs: Sequence[str], top_k: int,
     doc_ids: Sequence[str] | None = None,
 ) -> list[Passage]:  # fmt: skip
-    """The ``top_k`` chunks nearest to ``query_vector`` in one model's table."""
+    """The ``top_k`` chunks nearest to ``query_vector`` among ``model``'s vectors (none if it has none).
+
+    Raises:
+        ValueError: the model's stored vectors have another dimension than the query's.
+    """
     # Restricting to documents happens after the KNN: look further so enough survive.
     depth = top_k if not doc_ids else min(top_k * 20, 4096)
-    rows = vectors.knn(conn, table, query_vector, kbs, doc_ids, depth)
+    rows = index.knn(model, query_vector, kbs, doc_ids, depth)
     return [to_passage(row) for row in rows[:top_k]]
 
 
@@ -142,14 +143,14 @@ def fuse_convex(
     return [first[key].model_copy(update={"score": round(combined[key], 6)}) for key in best]
 
 
-def to_passage(row: Any) -> Passage:
+def to_passage(row: PassageRow) -> Passage:
     return Passage(
-        text=row["text"],
-        document_id=row["document_id"],
-        title=row["title"],
-        score=round(float(row["score"]), 6),
-        position=row["position"],
-        heading_path=json.loads(row["heading_path"]),
-        chunk_id=f"{row['document_id']}:{row['position']}",
-        kb=row["kb"],
+        text=row.text,
+        document_id=row.document_id,
+        title=row.title,
+        score=round(row.score, 6),
+        position=row.position,
+        heading_path=row.heading_path,
+        chunk_id=f"{row.document_id}:{row.position}",
+        kb=row.kb,
     )

@@ -1,0 +1,115 @@
+"""Reading the user's own files safely: ``allowed_dirs`` checks, and opening without following links.
+
+Agents may name any path; only files inside ``allowed_dirs`` are read for them, and a file is
+checked after it is opened (never before), so a path swapped for a symbolic link in between
+cannot lead outside. The CLI acts as the user and passes no ``within``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+from coffer_mcp.errors import IngestRejectedError, InvalidArgumentError, PathNotAllowedError
+from coffer_mcp.store import check_path_text
+
+__all__ = ["check_inside", "open_source", "read_source", "sha256_source"]
+
+_BLOCK = 1 << 20
+_NO_FOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def check_inside(path: str | Path, allowed: Sequence[Path]) -> Path:
+    """The real path of ``path`` if it lies inside one of ``allowed`` (symlinks resolved).
+
+    Raises:
+        InvalidArgumentError: the path holds a NUL byte or is absurdly long.
+        PathNotAllowedError: no folder is allowed, the path is relative, or it resolves outside.
+    """
+    check_path_text(path)
+    if not allowed:
+        raise PathNotAllowedError(
+            "Reading paths is switched off: no folder is allowed.",
+            hint="Add folders to allowed_dirs in config.yaml (or COFFER_ALLOWED_DIRS=/one:/two) and restart "
+            "the server.",
+        )
+    if not Path(path).is_absolute():
+        raise PathNotAllowedError(f"{str(path)[:200]!r} is not an absolute path.", hint="Pass an absolute path.")
+    try:
+        real = Path(os.path.realpath(path))
+    except OSError as exc:  # a link swapped for a file while it was being resolved
+        raise PathNotAllowedError(f"{path} could not be resolved: {exc.strerror}.",
+                                  hint="Try again once the file stops changing.") from None  # fmt: skip
+    if not any(real == root or real.is_relative_to(root) for root in allowed):
+        raise PathNotAllowedError(
+            f"{path} is outside the allowed folders.",
+            hint=f"Allowed: {', '.join(map(str, allowed))}. Add a folder to allowed_dirs to read from it.",
+        )
+    return real
+
+
+@contextlib.contextmanager
+def open_source(path: Path, within: Sequence[Path] | None) -> Iterator[tuple[IO[bytes], os.stat_result]]:
+    """Open a source file for reading, then check the file that was opened.
+
+    Checking a path and then opening it is a race: the file can be swapped for a symbolic link to
+    an outside file in between. So the file is opened first, without following a final symbolic
+    link (and without blocking on a FIFO), and only then checked: a regular file, and — with
+    ``within`` — the very file (same device and inode) that the path's real location inside
+    ``within`` holds now.
+
+    Raises:
+        PathNotAllowedError: a symbolic link, or a file that is (or was swapped to) outside ``within``.
+        InvalidArgumentError: not a regular file.
+        OSError: the file cannot be opened (missing, unreadable).
+    """
+    check_path_text(path)
+    try:
+        fd = os.open(path, _NO_FOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathNotAllowedError(f"{path} is a symbolic link; links are not followed.",
+                                      hint="Pass the path of the file the link points to.") from None  # fmt: skip
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode):
+            raise InvalidArgumentError(f"{path} is not a regular file.", hint="Pass a file or a folder of files.")
+        if within is not None:
+            real = check_inside(path, within)
+            try:
+                now = os.stat(real)
+            except OSError:
+                now = None
+            if now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+                raise PathNotAllowedError(f"{path} was replaced while it was being opened.",
+                                          hint="Try again once the file stops changing.")  # fmt: skip
+        yield handle, opened
+
+
+def read_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> bytes:
+    """The bytes of a source file opened with ``open_source``, refused beyond ``max_bytes``."""
+    with open_source(path, within) as (handle, opened):
+        data = handle.read(max_bytes + 1) if opened.st_size <= max_bytes else b""
+        if opened.st_size > max_bytes or len(data) > max_bytes:
+            raise IngestRejectedError(
+                "too_large",
+                f"{path.name} is {max(opened.st_size, len(data)):,} bytes; the limit is {max_bytes:,}.",
+                hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
+            )
+    return data
+
+
+def sha256_source(path: Path, within: Sequence[Path] | None) -> str:
+    """The file's sha256, read in 1 MiB blocks (sources may be large)."""
+    digest = hashlib.sha256()
+    with open_source(path, within) as (handle, _):
+        while block := handle.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,296 @@
+"""The index port: everything the services ask of the index, with typed rows.
+
+The index is derived data: every row can be rebuilt from the files under ``knowledge/`` (except
+the audit and invocation logs, which are history). The services talk to it only through
+``Index``; ``index.sqlite.SqliteIndex`` is the embedded implementation (SQLite + FTS5 +
+sqlite-vec). A second backend implements this same protocol and nothing outside ``index/``
+changes: no service knows which engine answers, nor any table name or query language.
+
+Conventions every implementation keeps:
+
+- Calls run on the calling thread; an implementation keeps one connection per thread.
+- Writes happen inside ``transaction()`` (one atomic unit; not nested). Reads may run anywhere.
+- Keyword search takes analyzed terms (``index.fts.analyze``): the analyzer is shared, so every
+  backend ranks the same words. Scores are higher-is-better (BM25 for keyword, ``1 - cosine
+  distance`` for vector).
+- Vectors are addressed by the embedding model's identity; a stored vector travels as packed
+  float32 in the machine's byte order (``pack_vector``), the form exports read and imports write.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from coffer_mcp.models import Chunk
+
+__all__ = [
+    "ChunkRow",
+    "DocumentRow",
+    "Index",
+    "IndexDiagnosis",
+    "KbCounts",
+    "PassageRow",
+    "pack_vector",
+]
+
+Operator = Literal["AND", "OR"]
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """A vector as packed float32 (native byte order), the form stored vectors travel in."""
+    return struct.pack(f"{len(vector)}f", *vector)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    """One document as the index knows it: its frontmatter's fields, and index bookkeeping.
+
+    ``file_stamp`` is the file's stamp when it was indexed and ``chunk_params`` what its chunks
+    were made with (both decide whether it must be indexed again); ``embedding_model`` is the
+    model its vectors came from, ``embed_pending`` whether an embedding is owed.
+    """
+
+    id: str
+    kb: str
+    title: str
+    original_filename: str
+    original_format: str
+    source_sha256: str
+    content_sha256: str
+    source_mode: str
+    source_path: str | None
+    conversion_engine: str
+    converted_at: str | None
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    file_stamp: str = ""
+    chunk_params: str = ""
+    embed_pending: bool = False
+    embedding_model: str | None = None
+
+    @property
+    def source_url(self) -> str | None:
+        url = self.metadata.get("source_url")
+        return str(url) if url else None
+
+
+@dataclass(frozen=True, slots=True)
+class PassageRow:
+    """One chunk found by a search, with its document's title and the search's score."""
+
+    chunk_id: int
+    document_id: str
+    kb: str
+    position: int
+    heading_path: list[str]
+    text: str
+    title: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """One stored chunk of a document (reads that expand a passage)."""
+
+    position: int
+    heading_path: list[str]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class KbCounts:
+    documents: int
+    chunks: int
+    degraded: int
+    """Documents of a vector knowledge base without current vectors (0 for keyword-only ones)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDiagnosis:
+    """What the index engine is and can do, for ``coffer doctor``."""
+
+    backend: str
+    binding: str
+    version: str
+    keyword_index: bool
+    vector_version: str | None
+    problems: list[str] = field(default_factory=list)
+
+
+class Index(Protocol):
+    """The index every service uses (see the module docstring for the conventions)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One atomic write unit: committed on exit, rolled back on an exception."""
+        ...
+
+    def close(self) -> None: ...
+
+    def diagnose(self) -> IndexDiagnosis: ...
+
+    # -- knowledge bases ---------------------------------------------------------------------------
+
+    def kb_stamps(self) -> dict[str, str]:
+        """``{name: config_stamp}`` of every registered knowledge base."""
+        ...
+
+    def upsert_kb(self, name: str, config: Any, stamp: str) -> None: ...
+
+    def delete_kb(self, name: str) -> None:
+        """Drop every row of a knowledge base: documents, chunks, keyword entries, vectors."""
+        ...
+
+    def vector_kbs(self) -> set[str]:
+        """The knowledge bases registered with ``vector`` on."""
+        ...
+
+    def kb_counts(self, name: str, vector_model: str | None) -> KbCounts: ...
+
+    def document_counts(self) -> dict[str, int]: ...
+
+    # -- documents ---------------------------------------------------------------------------------
+
+    def doc_stamps(self, kb: str) -> dict[str, tuple[str, str]]:
+        """``{document_id: (file_stamp, chunk_params)}``: the drift check's input, read on every read."""
+        ...
+
+    def get_document(self, kb: str, doc_id: str) -> DocumentRow | None: ...
+
+    def find_document(
+        self, kb: str, *, filename: str | None = None, source_path: str | None = None, source_url: str | None = None
+    ) -> DocumentRow | None:
+        """The oldest document matching the one criterion given (a re-upload's match)."""
+        ...
+
+    def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
+        """Every document of a knowledge base, oldest first (optionally only those with a source path)."""
+        ...
+
+    def list_documents(self, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list[DocumentRow], int]:
+        """A page of documents, oldest first, filtered by a case-insensitive title substring; and the total."""
+        ...
+
+    def recent_documents(self, limit: int) -> list[DocumentRow]:
+        """The most recently updated documents of every knowledge base."""
+        ...
+
+    def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
+        """Which of ``among`` are ids of documents of another knowledge base than ``kb``."""
+        ...
+
+    def upsert_document(self, row: DocumentRow) -> None: ...
+
+    def delete_document(self, doc_id: str) -> None:
+        """Remove a document's row, chunks, keyword entries and vectors."""
+        ...
+
+    # -- chunks ------------------------------------------------------------------------------------
+
+    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
+        """Swap a document's chunks (and their keyword entries; their vectors are dropped)."""
+        ...
+
+    def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:
+        """``(chunk id, text)`` of a document, in order."""
+        ...
+
+    def chunk_window(self, doc_id: str, first: int, last: int) -> tuple[list[ChunkRow], int | None]:
+        """The chunks at positions ``first..last`` of a document, and its last position (None: no chunks)."""
+        ...
+
+    def chunk_count(self, *, kb: str | None = None, doc_id: str | None = None) -> int: ...
+
+    # -- keyword search ----------------------------------------------------------------------------
+
+    def keyword_search(
+        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        limit: int,
+    ) -> list[PassageRow]:
+        """Chunks matching the analyzed terms (all, or any), best BM25 first."""
+        ...
+
+    def matches_more_than(self, term: str, count: int) -> bool:
+        """Whether more than ``count`` chunks (in any knowledge base) hold the analyzed term."""
+        ...
+
+    def substring_search(
+        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        limit: int, scan_limit: int,
+    ) -> list[PassageRow]:
+        """Chunks holding the terms as substrings, by occurrences per 1,000 characters; scans ≤ ``scan_limit``."""
+        ...
+
+    # -- vectors -----------------------------------------------------------------------------------
+
+    def set_embedding(self, doc_id: str, *, pending: bool, model: str | None) -> None: ...
+
+    def clear_kb_embeddings(self, kb: str) -> None:
+        """Forget a knowledge base's vectors (its vector switch was turned off)."""
+        ...
+
+    def pending_documents(self, kb: str, identity: str, *, limit: int = -1) -> list[str]:
+        """Documents of ``kb`` whose vectors are missing, failed, or from another model."""
+        ...
+
+    def embedded_models(self, kb: str) -> list[str]:
+        """The model of each embedded document of ``kb`` (one entry per document)."""
+        ...
+
+    def vector_dimensions(self, identity: str) -> int | None:
+        """The dimension of ``identity``'s stored vectors, or None when it has none."""
+        ...
+
+    def store_vectors(
+        self, identity: str, dimensions: int, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
+    ) -> None:
+        """Store ``(chunk_id, vector)`` rows, replacing any; a vector as floats or packed float32.
+
+        Raises:
+            ValueError: ``identity`` is stored with another dimension (a misconfigured model).
+        """
+        ...
+
+    def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        """``{chunk_id: packed float32}`` of those chunks that have a vector of ``identity``."""
+        ...
+
+    def knn(
+        self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+    ) -> list[PassageRow]:
+        """The ``limit`` chunks nearest to ``query`` (score ``1 - cosine distance``).
+
+        Raises:
+            ValueError: ``identity`` is stored with another dimension than the query's.
+        """
+        ...
+
+    # -- verification and repair -------------------------------------------------------------------
+
+    def count_vectors(self, identity: str, chunk_ids: Sequence[int]) -> int | None:
+        """How many of these chunks have a vector of ``identity`` (None: the model has no vectors)."""
+        ...
+
+    def check_shared(self) -> list[str]:
+        """Problems of the structures shared by every knowledge base (keyword index, orphan vectors)."""
+        ...
+
+    def repair_shared(self) -> None:
+        """Rebuild the keyword index and drop orphan vectors."""
+        ...
+
+    # -- history -----------------------------------------------------------------------------------
+
+    def audit(
+        self, event: str, kb: str, actor: str, document_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None: ...
+
+    def record_invocation(
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+    ) -> None: ...

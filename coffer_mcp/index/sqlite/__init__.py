@@ -1,0 +1,266 @@
+"""The embedded index: one SQLite file with FTS5 for keywords and sqlite-vec for vectors.
+
+``SqliteIndex`` implements ``index.port.Index`` over ``coffer.db``. Each thread gets its own
+connection (SQLite connections are not shared across threads here); the schema is migrated once,
+by the first connection. The SQL itself lives in ``queries`` (documents, chunks, keyword search,
+history), ``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from coffer_mcp.errors import StoreError
+from coffer_mcp.index.fts import match_expression
+from coffer_mcp.index.port import ChunkRow, DocumentRow, IndexDiagnosis, KbCounts, Operator, PassageRow
+from coffer_mcp.index.sqlite import queries as q
+from coffer_mcp.index.sqlite import vectors
+from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
+from coffer_mcp.index.sqlite.schema import migrate
+from coffer_mcp.models import Chunk
+
+__all__ = ["SqliteIndex", "database_errors"]
+
+
+class SqliteIndex:
+    """The index in one SQLite file (see ``index.port.Index`` for what each method promises)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[Connection] = []
+        self._guard = threading.Lock()
+        self._migrated = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> Connection:
+        """This thread's connection (opened, and the schema migrated, on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            with self._guard:
+                if not self._migrated:
+                    self._migrate(conn)
+                    self._migrated = True
+                self._connections.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _migrate(self, conn: Connection) -> None:
+        try:
+            migrate(conn)
+        except database_errors() as exc:
+            raise StoreError(
+                f"The index database {self.path} is unusable: {exc}.",
+                hint="The index is rebuildable: move coffer.db away and run 'coffer kb reindex --all'.",
+            ) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with q.write(self.conn):
+            yield
+
+    def close(self) -> None:
+        with self._guard:
+            for conn in self._connections:
+                with contextlib.suppress(*database_errors()):
+                    conn.close()
+            self._connections.clear()
+            self._local = threading.local()
+            self._migrated = False
+
+    def diagnose(self) -> IndexDiagnosis:
+        chosen = binding()
+        conn = self.conn
+        vec = vec_version(conn)
+        problems = [] if vec is not None else [
+            "sqlite-vec is not loaded: vector search cannot work (pip install sqlean.py sqlite-vec)."
+        ]
+        return IndexDiagnosis(backend="sqlite", binding=chosen.name, version=chosen.sqlite_version,
+                              keyword_index=q.has_fts5(conn), vector_version=vec, problems=problems)  # fmt: skip
+
+    # -- knowledge bases ---------------------------------------------------------------------------
+
+    def kb_stamps(self) -> dict[str, str]:
+        return q.kb_stamps(self.conn)
+
+    def upsert_kb(self, name: str, config: Any, stamp: str) -> None:
+        q.upsert_kb(self.conn, name, config, stamp)
+
+    def delete_kb(self, name: str) -> None:
+        q.delete_kb(self.conn, name)
+
+    def vector_kbs(self) -> set[str]:
+        return q.vector_kbs(self.conn)
+
+    def kb_counts(self, name: str, vector_model: str | None) -> KbCounts:
+        return KbCounts(*q.kb_counts(self.conn, name, vector_model))
+
+    def document_counts(self) -> dict[str, int]:
+        return q.document_counts(self.conn)
+
+    # -- documents ---------------------------------------------------------------------------------
+
+    def doc_stamps(self, kb: str) -> dict[str, tuple[str, str]]:
+        return q.doc_stamps(self.conn, kb)
+
+    def get_document(self, kb: str, doc_id: str) -> DocumentRow | None:
+        return _maybe_document(q.get_document(self.conn, kb, doc_id))
+
+    def find_document(
+        self, kb: str, *, filename: str | None = None, source_path: str | None = None, source_url: str | None = None
+    ) -> DocumentRow | None:
+        given = {"filename": filename, "source_path": source_path, "source_url": source_url}
+        by = [key for key, value in given.items() if value]
+        if len(by) != 1:
+            raise ValueError(f"find_document takes exactly one criterion, got {by}")
+        return _maybe_document(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
+
+    def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
+        return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
+
+    def list_documents(self, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list[DocumentRow], int]:
+        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset)
+        return [_document(row) for row in rows], total
+
+    def recent_documents(self, limit: int) -> list[DocumentRow]:
+        return [_document(row) for row in q.recent_documents(self.conn, limit)]
+
+    def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
+        return q.ids_outside(self.conn, kb, among)
+
+    def upsert_document(self, row: DocumentRow) -> None:
+        q.upsert_document(self.conn, {column: getattr(row, column) for column in q.DOC_COLUMNS})
+
+    def delete_document(self, doc_id: str) -> None:
+        q.delete_document(self.conn, doc_id)
+
+    # -- chunks ------------------------------------------------------------------------------------
+
+    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
+        return q.replace_chunks(self.conn, kb, doc_id, chunks)
+
+    def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:
+        return q.chunk_texts(self.conn, doc_id)
+
+    def chunk_window(self, doc_id: str, first: int, last: int) -> tuple[list[ChunkRow], int | None]:
+        rows, end = q.chunk_window(self.conn, doc_id, first, last)
+        return [ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"]) for r in rows], end
+
+    def chunk_count(self, *, kb: str | None = None, doc_id: str | None = None) -> int:
+        if doc_id is not None:
+            return q.document_chunk_count(self.conn, doc_id)
+        if kb is None:
+            raise ValueError("chunk_count needs kb or doc_id")
+        return q.chunk_count(self.conn, kb)
+
+    # -- keyword search ----------------------------------------------------------------------------
+
+    def keyword_search(
+        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        limit: int,
+    ) -> list[PassageRow]:  # fmt: skip
+        rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, doc_ids, limit)
+        return [_passage(row) for row in rows]
+
+    def matches_more_than(self, term: str, count: int) -> bool:
+        return q.fts_matches_more_than(self.conn, match_expression([term], "AND"), count)
+
+    def substring_search(
+        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        limit: int, scan_limit: int,
+    ) -> list[PassageRow]:  # fmt: skip
+        rows = q.substring_search(self.conn, terms, operator, kbs, doc_ids, limit, scan_limit)
+        return [_passage(row) for row in rows]
+
+    # -- vectors -----------------------------------------------------------------------------------
+
+    def set_embedding(self, doc_id: str, *, pending: bool, model: str | None) -> None:
+        q.set_embedding(self.conn, doc_id, pending=pending, model=model)
+
+    def clear_kb_embeddings(self, kb: str) -> None:
+        q.clear_kb_embeddings(self.conn, kb)
+
+    def pending_documents(self, kb: str, identity: str, *, limit: int = -1) -> list[str]:
+        return vectors.pending_documents(self.conn, kb, identity, limit=limit)
+
+    def embedded_models(self, kb: str) -> list[str]:
+        return q.embedded_models(self.conn, kb)
+
+    def vector_dimensions(self, identity: str) -> int | None:
+        return vectors.dimensions_of(self.conn, identity)
+
+    def store_vectors(
+        self, identity: str, dimensions: int, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
+    ) -> None:
+        table = vectors.model_table(self.conn, identity, dimensions)
+        assert table is not None  # created when missing
+        vectors.delete_vectors(self.conn, [chunk_id for chunk_id, _ in rows])
+        vectors.store_vectors(self.conn, table, kb, rows)
+
+    def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        table = vectors.table_of(self.conn, identity)
+        return {} if table is None else vectors.stored_vectors(self.conn, table, chunk_ids)
+
+    def knn(
+        self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+    ) -> list[PassageRow]:
+        table = vectors.model_table(self.conn, identity, len(query), create=False)
+        if table is None:
+            return []
+        return [_passage(row) for row in vectors.knn(self.conn, table, query, kbs, doc_ids, limit)]
+
+    # -- verification and repair -------------------------------------------------------------------
+
+    def count_vectors(self, identity: str, chunk_ids: Sequence[int]) -> int | None:
+        return vectors.count_vectors(self.conn, identity, chunk_ids)
+
+    def check_shared(self) -> list[str]:
+        return q.verify_fts(self.conn) + vectors.orphans(self.conn)
+
+    def repair_shared(self) -> None:
+        q.rebuild_fts(self.conn)
+        vectors.drop_orphans(self.conn)
+
+    # -- history -----------------------------------------------------------------------------------
+
+    def audit(
+        self, event: str, kb: str, actor: str, document_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        q.audit(self.conn, event, kb, actor, document_id, details)
+
+    def record_invocation(
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+    ) -> None:
+        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+
+
+def _maybe_document(row: Any) -> DocumentRow | None:
+    return None if row is None else _document(row)
+
+
+def _document(row: Any) -> DocumentRow:
+    return DocumentRow(
+        id=row["id"], kb=row["kb"], title=row["title"], original_filename=row["original_filename"],
+        original_format=row["original_format"], source_sha256=row["source_sha256"],
+        content_sha256=row["content_sha256"], source_mode=row["source_mode"], source_path=row["source_path"],
+        conversion_engine=row["conversion_engine"], converted_at=row["converted_at"], created_at=row["created_at"],
+        updated_at=row["updated_at"], metadata=json.loads(row["metadata"] or "{}"), file_stamp=row["file_stamp"],
+        chunk_params=row["chunk_params"], embed_pending=bool(row["embed_pending"]),
+        embedding_model=row["embedding_model"],
+    )  # fmt: skip
+
+
+def _passage(row: Any) -> PassageRow:
+    return PassageRow(
+        chunk_id=row["id"], document_id=row["document_id"], kb=row["kb"], position=row["position"],
+        heading_path=json.loads(row["heading_path"]), text=row["text"], title=row["title"],
+        score=float(row["score"]),
+    )  # fmt: skip

@@ -1,0 +1,151 @@
+"""``Coffer``: the one object every surface (CLI, MCP server, web viewer) calls.
+
+A thin facade over the services, composed here and nowhere else::
+
+    Registry ─┬─ KnowledgeBaseService ── Diagnosis
+              │                       └─ PortabilityService
+              ├─ DocumentService ──────── SourceService
+              └─ RetrievalService
+
+Each operation is written once, in its service; the facade lists which service answers it
+(``_forward``), keeping that service's signature and docstring. Adding an operation means writing
+it in its service and adding one line here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from coffer_mcp.embed import Embedder
+from coffer_mcp.index import Index, open_index
+from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
+from coffer_mcp.services.diagnosis import Diagnosis
+from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+from coffer_mcp.services.portability import PortabilityService
+from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.retrieval import RetrievalService
+from coffer_mcp.services.sources import SourceService
+from coffer_mcp.settings import Settings
+from coffer_mcp.store import KbConfig, StorePaths
+
+__all__ = ["Coffer"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _forward(service: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Coffer, P], R]:
+    """A facade method that calls ``method`` on the facade's ``service`` attribute."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: Coffer, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return getattr(getattr(self, service), name)(*args, **kwargs)  # type: ignore[no-any-return]
+
+    return call
+
+
+class Coffer:
+    """The Coffer core over one ``COFFER_HOME``."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None, index: Index | None = None) -> None:
+        """A core over ``settings.home``: its folders are made, and what a crash left is finished first.
+
+        A restore that a crash interrupted is completed (or rolled back), and the staging folders
+        of killed imports (gigabytes, maybe) are removed, before anything reads.
+
+        Args:
+            settings: The global settings.
+            embedder: An embedder to use instead of the one the settings describe (tests, custom
+                providers); it must follow the ``coffer_mcp.embed.Embedder`` protocol.
+            index: The index to use instead of the home's own ``coffer.db``.
+        """
+        paths = StorePaths(settings.home)
+        self.registry = Registry(settings, index or open_index(paths.db), embedder=embedder)
+        self.registry.prepare_home()
+        recover_interrupted_restores(paths)
+        remove_abandoned_imports(paths)
+        self.knowledge_bases = KnowledgeBaseService(self.registry)
+        self.documents = DocumentService(self.registry)
+        self.retrieval = RetrievalService(self.registry)
+        self.sources = SourceService(self.registry, self.documents)
+        self.portability = PortabilityService(self.registry, self.knowledge_bases)
+        self.diagnosis = Diagnosis(self.registry, self.knowledge_bases)
+
+    @property
+    def settings(self) -> Settings:
+        return self.registry.settings
+
+    @property
+    def paths(self) -> StorePaths:
+        return self.registry.paths
+
+    @property
+    def index(self) -> Index:
+        return self.registry.index
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.registry.embedder
+
+    def modes(self, config: KbConfig) -> list[str]:
+        return self.registry.modes(config)
+
+    def close(self) -> None:
+        """Close every connection to the index."""
+        self.registry.index.close()
+
+    def __enter__(self) -> Coffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- knowledge bases ---------------------------------------------------------------------------
+    open_kb = _forward("registry", Registry.open_kb)
+    refresh = _forward("registry", Registry.refresh)
+    kb_lock = _forward("registry", Registry.kb_lock)
+    writing = _forward("registry", Registry.writing)
+    create_kb = _forward("knowledge_bases", KnowledgeBaseService.create_kb)
+    list_kbs = _forward("knowledge_bases", KnowledgeBaseService.list_kbs)
+    describe_kb = _forward("knowledge_bases", KnowledgeBaseService.describe_kb)
+    update_kb = _forward("knowledge_bases", KnowledgeBaseService.update_kb)
+    delete_kb = _forward("knowledge_bases", KnowledgeBaseService.delete_kb)
+    reindex = _forward("knowledge_bases", KnowledgeBaseService.reindex)
+    reindex_all = _forward("knowledge_bases", KnowledgeBaseService.reindex_all)
+    verify = _forward("knowledge_bases", KnowledgeBaseService.verify)
+
+    # -- documents ---------------------------------------------------------------------------------
+    list_documents = _forward("documents", DocumentService.list_documents)
+    read_document = _forward("documents", DocumentService.read_document)
+    add_document = _forward("documents", DocumentService.add_document)
+    edit_document = _forward("documents", DocumentService.edit_document)
+    delete_document = _forward("documents", DocumentService.delete_document)
+    ingest_path = _forward("documents", DocumentService.ingest_path)
+
+    # -- sources -----------------------------------------------------------------------------------
+    ingest_allowed_path = _forward("sources", SourceService.ingest_allowed_path)
+    ingest_url = _forward("sources", SourceService.ingest_url)
+    check_sources = _forward("sources", SourceService.check_sources)
+    update_from_source = _forward("sources", SourceService.update_from_source)
+
+    # -- retrieval ---------------------------------------------------------------------------------
+    resolve_kbs = _forward("retrieval", RetrievalService.resolve_kbs)
+    search = _forward("retrieval", RetrievalService.search)
+    grep = _forward("retrieval", RetrievalService.grep)
+
+    # -- portability -------------------------------------------------------------------------------
+    export_kb = _forward("portability", PortabilityService.export_kb)
+    export_allowed = _forward("portability", PortabilityService.export_allowed)
+    import_pack = _forward("portability", PortabilityService.import_pack)
+    snapshot_kb = _forward("portability", PortabilityService.snapshot_kb)
+    list_snapshots = _forward("portability", PortabilityService.list_snapshots)
+    delete_snapshot = _forward("portability", PortabilityService.delete_snapshot)
+    restore_snapshot = _forward("portability", PortabilityService.restore_snapshot)
+
+    # -- diagnosis and history ---------------------------------------------------------------------
+    doctor = _forward("diagnosis", Diagnosis.doctor)
+    record_invocation = _forward("diagnosis", Diagnosis.record_invocation)

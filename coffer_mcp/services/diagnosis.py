@@ -1,0 +1,81 @@
+"""Diagnosis and history: what this installation can do (``coffer doctor``), and the log of tool calls."""
+
+from __future__ import annotations
+
+import time
+
+from coffer_mcp import __version__
+from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
+from coffer_mcp.models import DoctorReport, EmbedderStatus
+from coffer_mcp.retrieval.grep import rg_status
+from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+from coffer_mcp.services.registry import Registry
+
+__all__ = ["Diagnosis"]
+
+
+class Diagnosis:
+    """``coffer doctor``'s checks, and the record of MCP tool calls."""
+
+    def __init__(self, registry: Registry, knowledge_bases: KnowledgeBaseService) -> None:
+        self.registry = registry
+        self.knowledge_bases = knowledge_bases
+
+    def doctor(self, *, check_embedder: bool = True) -> DoctorReport:
+        """What this installation can do: ``problems`` need fixing, ``notes`` could be better.
+
+        With ``check_embedder`` False no model is loaded and no provider called by the doctor
+        itself; describing each knowledge base is a read, which may embed due documents for up
+        to ``embed_on_read_seconds`` (``coffer doctor`` sets that to 0).
+        """
+        index = self.registry.index.diagnose()
+        problems: list[str] = list(index.problems)
+        rg = rg_status(self.registry.settings.rg_path)
+        problems += [rg.problem] if rg.problem else []
+        embedder = self._embedder_status(check_embedder)
+        if embedder.error:
+            problems.append(f"The embedder is not working: {embedder.error}")
+        kbs = []
+        for name in self.registry.sync():
+            try:
+                kbs.append(self.knowledge_bases.describe_kb(name))
+            except KnowledgeBaseNotFoundError:
+                continue  # deleted by another process since the scan
+            except CofferError as exc:
+                problems.append(f"'{name}' cannot be read: {exc.message} {exc.hint_for('cli')}".strip())
+        problems += [f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
+                     for kb in kbs if kb.documents_degraded]  # fmt: skip
+        return DoctorReport(
+            coffer_version=__version__, home=str(self.registry.paths.home), sqlite_binding=index.binding,
+            sqlite_version=index.version, fts5=index.keyword_index, sqlite_vec_version=index.vector_version,
+            grep_engine=rg.engine, ripgrep=rg.path, ripgrep_source=rg.source, ripgrep_version=rg.version,
+            embedder=embedder, knowledge_bases=kbs, problems=problems,
+            notes=[rg.note] if rg.note else [],
+        )  # fmt: skip
+
+    def _embedder_status(self, check: bool) -> EmbedderStatus:
+        provider = self.registry.settings.embedding_provider
+        try:
+            embedder = self.registry.embedder
+        except ConfigError as exc:  # e.g. model_path without model: say so, do not crash the doctor
+            return EmbedderStatus(provider=provider, identity=None, reachable=False,
+                                  error=f"{exc.message} {exc.hint_for('cli')}".strip())  # fmt: skip
+        if embedder is None:
+            return EmbedderStatus(provider=provider, identity=None, reachable=None)
+        if not check:
+            return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=None)
+        started = time.perf_counter()
+        try:
+            vector = embedder.embed_query("Coffer doctor: is the embedder reachable?")
+        except CofferError as exc:
+            return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=False,
+                                  error=f"{exc.message} {exc.hint}".strip())  # fmt: skip
+        return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=True,
+                              dimensions=len(vector), seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+
+    def record_invocation(self, tool: str, client: str, duration_ms: float, outcome: str,
+                          error_code: str | None = None) -> None:  # fmt: skip
+        """Log one MCP tool call (no arguments, no content)."""
+        index = self.registry.index
+        with index.transaction():
+            index.record_invocation(tool, client, duration_ms, outcome, error_code)

@@ -1,0 +1,204 @@
+"""The knowledge-base service: create, list, describe, change and delete knowledge bases; reindex and verify them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from ulid import ULID
+
+from coffer_mcp.audit import AuditEvent
+from coffer_mcp.errors import KnowledgeBaseExistsError
+from coffer_mcp.indexing.reconvert import Reconversion, conversion_options
+from coffer_mcp.indexing.verify import verify_kb
+from coffer_mcp.models import DeleteResult, KnowledgeBaseDetails, KnowledgeBaseSummary, ReindexResult, VerifyReport
+from coffer_mcp.models import Progress
+from coffer_mcp.services.registry import Registry
+from coffer_mcp.store import CREATING, DELETING, KbConfig, KbPaths, make_kb_config, path_stamp, remove_file, validate_kb_name, write_kb_config
+from coffer_mcp.timeutil import utc_now
+
+__all__ = ["KnowledgeBaseService"]
+
+log = logging.getLogger(__name__)
+
+
+class KnowledgeBaseService:
+    """Knowledge bases as a whole: their settings, their lifecycle, their index's health."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.index = registry.index
+
+    def create_kb(
+        self, name: str, description: str = "", *, chunk_size: int | None = None,
+        chunk_overlap: int | None = None, vector: bool = False, actor: str = "cli",
+    ) -> KnowledgeBaseDetails:  # fmt: skip
+        """Create an empty knowledge base.
+
+        Raises:
+            InvalidNameError: the name breaks the naming rule.
+            KnowledgeBaseExistsError: a knowledge base of that name exists.
+        """
+        kb = self.registry.paths.kb(validate_kb_name(name))
+        now = utc_now()
+        config = make_kb_config(
+            description=description,
+            chunk_size=chunk_size or self.registry.settings.chunk_size,
+            chunk_overlap=self.registry.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
+            vector=vector,
+            created_at=now,
+            updated_at=now,
+        )
+        index = self.index
+        with self.registry.registry_lock(), self.registry.kb_lock(name):
+            if kb.root.exists():
+                raise KnowledgeBaseExistsError(
+                    f"Knowledge base '{name}' already exists.",
+                    hint="Pick another name, or add documents to the existing one.",
+                )
+            # Built aside and renamed into place: a crash never leaves a half-made knowledge base.
+            staging = kb.root.with_name(f"{CREATING}{name}-{ULID()}")
+            (staging / "docs").mkdir(parents=True)
+            (staging / "raw").mkdir()
+            write_kb_config(staging / "kb.yaml", config)
+            os.rename(staging, kb.root)
+            with index.transaction():
+                index.upsert_kb(name, config, path_stamp(kb.config))
+                details = {"description": description, "vector": vector}
+                index.audit(AuditEvent.KB_CREATED, name, actor, details=details)
+            return self._details(kb, config)
+
+    def list_kbs(self) -> list[KnowledgeBaseSummary]:
+        """Every knowledge base, by name, after reconciling each with its files."""
+        names = self.registry.refresh_many(self.registry.sync(), vanished_ok=True)
+        counts = self.index.document_counts()
+        return [
+            KnowledgeBaseSummary(name=name, description=self.registry.config(name).description,
+                                 document_count=counts.get(name, 0), modes=self.registry.modes(self.registry.config(name)))
+            for name in names
+        ]  # fmt: skip
+
+    def describe_kb(self, name: str) -> KnowledgeBaseDetails:
+        """Counts, settings and disk usage of one knowledge base."""
+        kb, _ = self.registry.open_kb(name)
+        self.registry.refresh(name)
+        return self._details(kb, self.registry.config(name))
+
+    def _details(self, kb: KbPaths, config: KbConfig) -> KnowledgeBaseDetails:
+        """A knowledge base's details as the index has them (no reconcile: callable under its lock)."""
+        name = kb.name
+        counts = self.index.kb_counts(name, self.registry.wanted_model(config))
+        return KnowledgeBaseDetails(
+            name=name, description=config.description, document_count=counts.documents,
+            modes=self.registry.modes(config), chunk_count=counts.chunks, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
+            vector=config.vector, auto_update_sources=config.auto_update_sources,
+            embedding_model=self.registry.wanted_model(config) or None,
+            documents_degraded=counts.degraded, disk_bytes=_disk_bytes(kb.root), path=str(kb.root),
+            created_at=config.created_at, updated_at=config.updated_at,
+        )  # fmt: skip
+
+    def update_kb(
+        self, name: str, *, description: str | None = None, chunk_size: int | None = None,
+        chunk_overlap: int | None = None, vector: bool | None = None, auto_update_sources: bool | None = None,
+        actor: str = "cli", progress: Progress | None = None,
+    ) -> KnowledgeBaseDetails:  # fmt: skip
+        """Change a knowledge base's settings.
+
+        New chunking parameters re-chunk its documents; turning ``vector`` on embeds them (with
+        progress), turning it off drops its vectors.
+        """
+        kb, _ = self.registry.open_kb(name)
+        with self.registry.writing(kb):
+            old = self.registry.config(name)
+            changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
+                       "vector": vector, "auto_update_sources": auto_update_sources}  # fmt: skip
+            changes = {k: v for k, v in changes.items() if v is not None}
+            config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
+            write_kb_config(kb.config, config)
+            with self.index.transaction():
+                self.index.upsert_kb(name, config, path_stamp(kb.config))
+                self.index.audit(AuditEvent.KB_UPDATED, name, actor, details=changes)
+                if old.vector and not config.vector:
+                    self.index.clear_kb_embeddings(name)
+            if config.chunk_params != old.chunk_params or config.vector != old.vector:
+                self.registry.reconcile_locked(kb, config, progress=progress, embed_seconds=None)
+            return self._details(kb, config)
+
+    def delete_kb(self, name: str, *, actor: str = "cli") -> DeleteResult:
+        """Remove a knowledge base: every file under its folder and every index row.
+
+        The folder is first renamed aside, so a crash mid-delete never leaves a half KB visible;
+        leftovers are removed on the next start.
+        """
+        kb, _ = self.registry.open_kb(name)
+        index = self.index
+        with self.registry.registry_lock(), self.registry.kb_lock(name):
+            files = sum(len(f) for _, _, f in os.walk(kb.root))
+            aside = kb.root.with_name(f"{DELETING}{name}-{ULID()}")
+            os.rename(kb.root, aside)
+            with index.transaction():
+                index.delete_kb(name)
+                index.audit(AuditEvent.KB_DELETED, name, actor, details={"files": files})
+            shutil.rmtree(aside, ignore_errors=True)
+            self.registry.forget(name)
+            remove_file(self.registry.paths.lock(name))
+        return DeleteResult(kb=name, deleted=True, files_removed=files)
+
+    def reindex(
+        self, name: str, *, force: bool = True, progress: Progress | None = None, actor: str = "cli"
+    ) -> ReindexResult:
+        """Rebuild a knowledge base's rows from its files.
+
+        ``force`` re-chunks every document, and first converts again from its original each
+        converted document whose converter changed since (a new ``conversion_engine``); documents
+        edited since, or whose original is gone or fails to convert, keep their Markdown and are
+        listed in ``not_reconverted``.
+        """
+        self.registry.sync()
+        kb, _ = self.registry.open_kb(name)
+        redo = Reconversion(conversion_options(self.registry.settings), actor=actor) if force else None
+        with self.registry.writing(kb):
+            counts = self.registry.reconcile_locked(kb, self.registry.config(name), force=force, progress=progress,
+                                            embed_seconds=None, tidy=True, reconversion=redo)  # fmt: skip
+        self._repair_shared_indexes()
+        if redo is None:
+            return ReindexResult(kb=name, **counts)
+        return ReindexResult(kb=name, **counts, reconverted=len(redo.reconverted), not_reconverted=redo.skipped)
+
+    def _repair_shared_indexes(self) -> None:
+        """Rebuild the full-text index and drop orphan vectors if verification finds them off."""
+        if not self.index.check_shared():
+            return
+        with self.registry.registry_lock(), self.index.transaction():
+            log.warning("repairing the full-text index and vector tables")
+            self.index.repair_shared()
+
+    def reindex_all(
+        self, *, force: bool = True, progress: Progress | None = None, actor: str = "cli"
+    ) -> list[ReindexResult]:
+        return [self.reindex(name, force=force, progress=progress, actor=actor) for name in self.registry.sync()]
+
+    def verify(self, name: str) -> VerifyReport:
+        """Check that a knowledge base's files, rows, full-text entries and vectors agree (read-only).
+
+        Database-wide checks (full-text integrity, vectors without chunks) are reported with it.
+        """
+        kb, config = self.registry.open_kb(name)
+        report = verify_kb(self.index, kb, vector_model=self.registry.wanted_model(config) or None)
+        extra = self.index.check_shared()
+        if not extra:
+            return report
+        problems = [*report.problems, *extra]
+        return report.model_copy(update={"problems": problems, "ok": False})
+
+
+def _disk_bytes(root: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total

@@ -1,0 +1,77 @@
+"""The portability service: packs (export, import) and snapshots (snapshot, restore) of knowledge bases.
+
+The work is done by ``coffer_mcp.portability``; this service hands it the registry, and is where
+an agent's export path is checked against ``allowed_dirs`` (as ingest's is, in the source service).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coffer_mcp.access import check_inside
+from coffer_mcp.portability import (
+    ExportResult,
+    ImportResult,
+    RestoreResult,
+    SnapshotInfo,
+    delete_snapshot,
+    export_kb,
+    import_pack,
+    list_snapshots,
+    restore_snapshot,
+    snapshot_kb,
+)
+from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+from coffer_mcp.models import Progress
+from coffer_mcp.services.registry import Registry
+
+__all__ = ["PortabilityService"]
+
+
+class PortabilityService:
+    """Moving knowledge bases between stores, and taking them back in time."""
+
+    def __init__(self, registry: Registry, knowledge_bases: KnowledgeBaseService) -> None:
+        self.registry = registry
+        self.knowledge_bases = knowledge_bases
+
+    def export_kb(
+        self, name: str, out: str | Path, *, with_vectors: bool = False, overwrite: bool = False,
+        progress: Progress | None = None,
+    ) -> ExportResult:  # fmt: skip
+        """Write knowledge base ``name`` to the pack file ``out`` (see ``portability.export_kb``)."""
+        return export_kb(self.registry, name, out, with_vectors=with_vectors, overwrite=overwrite, progress=progress)
+
+    def export_allowed(
+        self, name: str, out: str, *, with_vectors: bool = False, progress: Progress | None = None
+    ) -> ExportResult:
+        """``export_kb`` to a path inside ``allowed_dirs`` only (the MCP tool's entry point)."""
+        real = check_inside(out, self.registry.settings.allowed_dirs)
+        return self.export_kb(name, real, with_vectors=with_vectors, progress=progress)
+
+    def import_pack(
+        self, pack: str | Path, *, as_name: str | None = None, merge: bool = False, max_bytes: int | None = None,
+        actor: str = "cli", progress: Progress | None = None,
+    ) -> ImportResult:  # fmt: skip
+        """Import a pack file (untrusted input, verified first; see ``portability.import_pack``)."""
+        return import_pack(self.registry, pack, as_name=as_name, merge=merge, max_bytes=max_bytes, actor=actor,
+                           progress=progress)  # fmt: skip
+
+    def snapshot_kb(self, name: str, *, note: str = "") -> SnapshotInfo:
+        """Save a knowledge base's current files as a snapshot."""
+        return snapshot_kb(self.registry, name, note=note)
+
+    def list_snapshots(self, name: str) -> list[SnapshotInfo]:
+        """A knowledge base's snapshots, newest first."""
+        return list_snapshots(self.registry, name)
+
+    def delete_snapshot(self, name: str, snapshot_id: str) -> SnapshotInfo:
+        """Delete one snapshot; returns what it was."""
+        return delete_snapshot(self.registry, name, snapshot_id)
+
+    def restore_snapshot(
+        self, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
+    ) -> RestoreResult:
+        """Put a knowledge base back to a snapshot (the current state is snapshotted first), then reindex it."""
+        return restore_snapshot(self.registry, self.knowledge_bases, name, snapshot_id, actor=actor,
+                                progress=progress)  # fmt: skip

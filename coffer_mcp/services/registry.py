@@ -1,0 +1,355 @@
+"""The registry of knowledge bases that every service shares: configs, locks, the index, refresh.
+
+One ``Registry`` per Coffer home. It knows which knowledge bases exist (their folders, mirrored in
+the index), reads their ``kb.yaml`` settings, hands out their write locks, and reconciles a
+knowledge base with its files before each read (``refresh``). The services (documents,
+retrieval, sources, knowledge bases, portability) get it through their constructor; none of them
+keeps state of its own about knowledge bases.
+
+Writes to one knowledge base are serialized across threads and processes by its file lock;
+reads never take it for long (reconcile-on-read never waits for a write of this process still
+being indexed, and at most ``reconcile_lock_wait`` for another writer, then serves the index as
+it is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
+from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseNotFoundError, StoreError
+from coffer_mcp.models import Progress
+from coffer_mcp.index import Index
+from coffer_mcp.indexing.reconvert import Reconversion
+from coffer_mcp.indexing.reindex import Drift, detect_drift, index_progress, reconcile
+from coffer_mcp.settings import Settings
+from coffer_mcp.store import (
+    CREATING,
+    DELETING,
+    KbConfig,
+    KbPaths,
+    StorePaths,
+    file_lock,
+    held_here,
+    path_stamp,
+    read_kb_config,
+    unindexed_mark,
+    unindexed_since,
+    unindexed_writes,
+    validate_kb_name,
+    write_kb_config,
+)
+from coffer_mcp.timeutil import utc_now
+
+__all__ = ["BASE_MODES", "VECTOR_MODES", "Registry", "embedding_config"]
+
+log = logging.getLogger(__name__)
+
+BASE_MODES = ("grep", "keyword")
+VECTOR_MODES = ("vector", "hybrid")
+_REGISTRY_LOCK = ".registry"
+
+
+class Registry:
+    """The knowledge bases of one Coffer home, and what every service needs to work on them."""
+
+    def __init__(self, settings: Settings, index: Index, *, embedder: Embedder | None = None) -> None:
+        """A registry over ``settings.home`` and its ``index``.
+
+        Args:
+            settings: The global settings.
+            index: The index of this home.
+            embedder: An embedder to use instead of the one the settings describe (tests, custom
+                providers); it must follow the ``coffer_mcp.embed.Embedder`` protocol.
+        """
+        self.settings = settings
+        self.paths = StorePaths(settings.home)
+        self.index = index
+        self._guard = threading.Lock()
+        self._configs: dict[str, tuple[str, KbConfig]] = {}
+        self._scans = _ScanLog()
+        self._embedder: Embedder | None = embedder
+        self._embedder_made = embedder is not None
+
+    def prepare_home(self) -> None:
+        """Create the home's folders (the index file comes with the first connection)."""
+        try:
+            self.paths.knowledge.mkdir(parents=True, exist_ok=True)
+            self.paths.locks.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot create the Coffer home {self.paths.home}: {exc.strerror}.",
+                hint="Set COFFER_HOME to a writable folder.",
+            ) from exc
+
+    # -- the embedder ------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The configured embedder (made on first use; the model itself loads on first embed)."""
+        if not self._embedder_made:
+            with self._guard:
+                if not self._embedder_made:
+                    self._embedder = make_embedder(embedding_config(self.settings))
+                    self._embedder_made = True
+        return self._embedder
+
+    def modes(self, config: KbConfig) -> list[str]:
+        """The retrieval modes a knowledge base answers with right now."""
+        return [*BASE_MODES, *VECTOR_MODES] if config.vector and self.embedder is not None else list(BASE_MODES)
+
+    def wanted_model(self, config: KbConfig) -> str | None:
+        """The model whose vectors a KB's documents should have ('' when vector has no embedder)."""
+        if not config.vector:
+            return None
+        return self.embedder.identity if self.embedder is not None else ""
+
+    # -- locks -------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def kb_lock(self, name: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the write lock of one knowledge base.
+
+        Files written meanwhile count as unindexed until it is released: the holder indexes
+        them first, so this process's readers need not wait for it (see ``refresh``).
+        """
+        with file_lock(
+            self.paths.lock(name),
+            timeout=self.settings.lock_timeout if timeout is None else timeout,
+            what=f"knowledge base '{name}'",
+        ), unindexed_writes():
+            yield
+
+    @contextlib.contextmanager
+    def writing(self, kb: KbPaths, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold a knowledge base's write lock, after checking it was not deleted meanwhile."""
+        with self.kb_lock(kb.name, timeout=timeout):
+            if not kb.root.is_dir():
+                raise self.unknown_kb(kb.name)
+            yield
+
+    def registry_lock(self) -> contextlib.AbstractContextManager[None]:
+        """The lock over the list of knowledge bases (creating, deleting, importing one)."""
+        return file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=self.settings.lock_timeout,
+                         what="the list of knowledge bases")  # fmt: skip
+
+    # -- which knowledge bases exist ---------------------------------------------------------------
+
+    def open_kb(self, name: str) -> tuple[KbPaths, KbConfig]:
+        """The paths and settings of an existing knowledge base.
+
+        Raises:
+            InvalidNameError: the name breaks the naming rule.
+            KnowledgeBaseNotFoundError: no such knowledge base; the hint names those that exist.
+        """
+        kb = self.paths.kb(validate_kb_name(name))
+        if not kb.root.is_dir():
+            raise self.unknown_kb(name)
+        if name not in self.index.kb_stamps():
+            self.sync()
+        return kb, self.config(name)
+
+    def unknown_kb(self, name: str) -> KnowledgeBaseNotFoundError:
+        existing = self.kb_folders()
+        hint = (
+            f"Existing knowledge bases: {', '.join(existing)}."
+            if existing
+            else "There are no knowledge bases yet; create one first ({tool:create_knowledge_base})."
+        )
+        return KnowledgeBaseNotFoundError(f"Knowledge base '{name}' does not exist.", hint=hint)
+
+    def config(self, name: str) -> KbConfig:
+        """The KB's settings from ``kb.yaml``, parsed again only when the file changed."""
+        kb = self.paths.kb(name)
+        stamp = path_stamp(kb.config)
+        cached = self._configs.get(name)
+        if cached and cached[0] == stamp:
+            return cached[1]
+        config = read_kb_config(kb.config, fallback_time=utc_now())
+        self._configs[name] = (stamp, config)
+        return config
+
+    def kb_folders(self) -> list[str]:
+        """The names of the knowledge-base folders (staging folders and stray names left out)."""
+        try:
+            entries = sorted(os.scandir(self.paths.knowledge), key=lambda e: e.name)
+        except FileNotFoundError:
+            return []
+        names = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+                with contextlib.suppress(InvalidArgumentError):
+                    names.append(validate_kb_name(entry.name))
+        return names
+
+    def sync(self) -> list[str]:
+        """Make the ``knowledge_bases`` rows match the KB folders; returns the KB names."""
+        folders = self.kb_folders()
+        index = self.index
+        wanted = {name: path_stamp(self.paths.kb(name).config) for name in folders}
+        known = index.kb_stamps()
+        leftovers = [p for prefix in (DELETING, CREATING)
+                     for p in self.paths.knowledge.glob(f"{prefix}*") if p.is_dir()]  # fmt: skip
+        if wanted == known and not leftovers:
+            return folders
+        with self.registry_lock():
+            for path in leftovers:
+                shutil.rmtree(path, ignore_errors=True)
+            folders = self.kb_folders()  # again: another process may have changed them meanwhile
+            self._apply_registry(folders, index.kb_stamps())
+        return folders
+
+    def _apply_registry(self, folders: list[str], known: dict[str, str]) -> None:
+        index = self.index
+        for name in folders:
+            kb = self.paths.kb(name)
+            if not kb.config.exists():
+                # A folder made by hand: adopt it with default settings.
+                with self.kb_lock(name):
+                    if not kb.config.exists():
+                        write_kb_config(kb.config, self.config(name))
+            if known.get(name) != path_stamp(kb.config):
+                with index.transaction():
+                    index.upsert_kb(name, self.config(name), path_stamp(kb.config))
+        gone = [name for name in known if name not in folders]
+        if gone:
+            with index.transaction():
+                for name in gone:
+                    index.delete_kb(name)
+
+    # -- reconcile-on-read -------------------------------------------------------------------------
+
+    def refresh(self, name: str) -> None:
+        """Reconcile one knowledge base with its files before a read (cheap when nothing moved).
+
+        Every file is ``stat``-ed — unless the last such check took longer than
+        ``reconcile_budget_ms`` (a big knowledge base) and was less than ``reconcile_interval``
+        ago and the ``docs/`` folder itself has not changed since (no file added, removed or
+        replaced by a save-by-rename editor). So small knowledge bases see every edit on the next
+        read, and big ones see edits made in place within ``reconcile_interval`` — or, when one
+        check takes longer than ``MAX_SCAN_SHARE`` of that, within 20 times the check's cost.
+        """
+        kb, config = self.open_kb(name)
+        folder = path_stamp(kb.docs)
+        if self._scans.fresh(name, folder, self.settings):
+            return
+        mark = unindexed_mark()
+        started, cpu = time.monotonic(), time.thread_time()
+        drift = detect_drift(self.index, kb, config, self.embedder if config.vector else None)
+        # The check's cost is the CPU it used, not the time it took: on a busy machine a 1 ms check
+        # of a small knowledge base can take 20 ms, and would then wrongly count as a big one's
+        # and let the next reads skip it (an edit made by hand unseen for a second).
+        self._scans.record(name, folder, started, time.thread_time() - cpu)
+        if not drift or self._ours(kb, drift, mark):
+            return
+        try:
+            with self.writing(kb, timeout=self.settings.reconcile_lock_wait):
+                self.reconcile_locked(kb, self.config(name))
+                self.wrote(kb)
+        except StoreError as exc:
+            if exc.code != "busy":
+                raise
+            log.info("knowledge base %s is busy; serving the index as it is", name)
+
+    def _ours(self, kb: KbPaths, drift: Drift, mark: int) -> bool:
+        """Whether all of ``drift`` is writes of this process, indexed by their writer or being so.
+
+        Those writes were still unacknowledged when the scan began, so waiting for the lock
+        would only stall this read behind writes it need not see and then find nothing left to
+        do. Due embeddings count as ours while a thread of this process holds the lock: a writer
+        embeds its own document, and an older backlog is picked up by the next read that finds
+        the lock free. Drift from anything else (an editor, another process) is reconciled.
+        """
+        if drift.foreign or (drift.embeddings_due and not held_here(self.paths.lock(kb.name))):
+            return False
+        return all(unindexed_since(kb.doc(doc_id), mark) for doc_id in (*drift.changed, *drift.removed))
+
+    def refresh_many(self, names: Sequence[str], *, vanished_ok: bool = False) -> list[str]:
+        """Refresh each knowledge base; with ``vanished_ok``, drop those another process deleted meanwhile."""
+        present = []
+        for name in names:
+            try:
+                self.refresh(name)
+            except KnowledgeBaseNotFoundError:
+                if not vanished_ok:
+                    raise
+                continue
+            present.append(name)
+        return present
+
+    def reconcile_locked(
+        self, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
+        embed_seconds: float | None = -1.0, tidy: bool = False, reconversion: Reconversion | None = None,
+    ) -> dict[str, int]:  # fmt: skip
+        """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
+        report = index_progress(progress)
+        budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
+        embedder = self.embedder if config.vector else None
+        return reconcile(self.index, kb, config, force=force, progress=report, embedder=embedder,
+                         embed_seconds=budget, tidy=tidy, reconversion=reconversion)  # fmt: skip
+
+    def wrote(self, kb: KbPaths) -> None:
+        """A write of ours changed ``docs/``: the last full check of it stays as fresh as it was."""
+        self._scans.wrote(kb.name, path_stamp(kb.docs))
+
+    def forget(self, name: str) -> None:
+        """Drop what is cached about a deleted knowledge base."""
+        self._configs.pop(name, None)
+
+
+def embedding_config(settings: Settings) -> EmbeddingConfig:
+    """The embedder's settings, taken from the global ones."""
+    key = settings.embedding_api_key
+    return EmbeddingConfig(
+        provider=settings.embedding_provider,
+        model=settings.embedding_model,
+        model_path=settings.embedding_model_path,
+        # Downloaded models live in the home (the temp dir may be emptied by a reboot), unless the
+        # user chose a cache folder for fastembed.
+        cache_dir=None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models",
+        base_url=settings.embedding_base_url,
+        api_key=key.get_secret_value() if key is not None else None,
+        dimensions=settings.embedding_dimensions,
+        batch_size=settings.embedding_batch_size,
+        cooldown_seconds=settings.embedding_cooldown_seconds,
+    )
+
+
+MAX_SCAN_SHARE = 0.05
+"""At most this share of a busy reader's time goes to full file checks (a 240 ms check: every 4.8 s)."""
+
+
+class _ScanLog:
+    """When each knowledge base's files were last checked against the index, and what it cost."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[str, float, float]] = {}
+
+    def fresh(self, name: str, folder: str, settings: Settings) -> bool:
+        """Whether the last full check still stands: it was expensive, recent, and the folder is as it was.
+
+        "Recent" is ``reconcile_interval``, stretched for a check so slow that a reader busy
+        back to back would otherwise spend more than ``MAX_SCAN_SHARE`` of its time re-checking.
+        """
+        last = self._last.get(name)
+        if last is None or last[0] != folder or settings.reconcile_interval <= 0:
+            return False
+        _, at, cost = last
+        if cost * 1000 <= settings.reconcile_budget_ms:
+            return False
+        return time.monotonic() - at < max(settings.reconcile_interval, cost / MAX_SCAN_SHARE)
+
+    def record(self, name: str, folder: str, at: float, cost: float) -> None:
+        self._last[name] = (folder, at, cost)
+
+    def wrote(self, name: str, folder: str) -> None:
+        """Our own write changed the folder: the check stays as fresh as it was."""
+        if name in self._last:
+            _, at, cost = self._last[name]
+            self._last[name] = (folder, at, cost)

@@ -1,0 +1,123 @@
+"""The source service: guarded path and URL ingest, and tracking the files documents came from.
+
+Documents ingested from a path keep it as ``source_path``; ``check_sources`` compares each one
+with its file (hashing it in blocks) and reports ``unchanged``, ``changed``, ``missing``,
+``edited`` (the source changed but the document was edited by hand, so it is never clobbered) or
+``updated`` (the knowledge base has ``auto_update_sources`` and the document was refreshed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from coffer_mcp.access import check_inside, read_source, sha256_source
+from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBlockedError
+from coffer_mcp.index import DocumentRow
+from coffer_mcp.models import DirectoryIngestResult, IngestResult, SourceCheck, SourceReport
+from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.models import Progress
+from coffer_mcp.services.registry import Registry
+
+__all__ = ["SourceService"]
+
+
+class SourceService:
+    """Documents that come from somewhere: a path (checked against ``allowed_dirs`` for agents) or a URL."""
+
+    def __init__(self, registry: Registry, documents: DocumentService) -> None:
+        self.registry = registry
+        self.documents = documents
+
+    def ingest_allowed_path(
+        self, kb: str, path: str, *, replace: bool = False, actor: str = "cli",
+        progress: Progress | None = None,
+    ) -> DirectoryIngestResult:  # fmt: skip
+        """``ingest_path`` limited to ``allowed_dirs`` (the MCP tool's entry point)."""
+        real = check_inside(path, self.registry.settings.allowed_dirs)
+        return self.documents.ingest_path(kb, real, replace=replace, actor=actor, progress=progress,
+                                within=self.registry.settings.allowed_dirs)  # fmt: skip
+
+    def ingest_url(self, kb: str, url: str, *, replace: bool = False, actor: str = "cli") -> IngestResult:
+        """Fetch ``url`` (SSRF-guarded, bounded) and ingest it; the URL is kept as ``source_url``."""
+        from coffer_mcp.fetch import fetch_url  # httpcore (and trio, when installed) load on first use
+
+        paths, _ = self.registry.open_kb(kb)
+        settings = self.registry.settings
+        fetched = fetch_url(url, max_bytes=min(settings.max_url_bytes, settings.max_document_bytes),
+                            timeout=settings.url_timeout, allow=settings.url_allow_private)  # fmt: skip
+        return self.documents.ingest_bytes(paths, fetched.filename, fetched.content, replace=replace, actor=actor,
+                            source_path=None, source_url=fetched.url)  # fmt: skip
+
+    def check_sources(
+        self, kb: str, *, auto_update: bool = True, actor: str = "cli", progress: Progress | None = None,
+        within: Sequence[Path] | None = None,
+    ) -> SourceReport:  # fmt: skip
+        """Compare every path-ingested document with its source file.
+
+        With the KB's ``auto_update_sources`` (and ``auto_update``), changed documents that were
+        not edited by hand are refreshed in place and reported ``updated``. With ``within`` (what
+        agents get: ``allowed_dirs``), a source outside those folders is neither read nor hashed
+        and is reported ``refused``: a source path may come from an untrusted pack.
+        """
+        paths, config = self.registry.open_kb(kb)
+        self.registry.refresh(kb)
+        rows = self.registry.index.documents(kb, with_source_path=True)
+        checks = []
+        for done, row in enumerate(rows, 1):
+            status, message = _source_status(row, within)
+            if status == "changed" and config.auto_update_sources and auto_update:
+                self.update_from_source(kb, row.id, actor=actor, within=within)
+                status = "updated"
+            checks.append(SourceCheck(document_id=row.id, title=row.title, source_path=row.source_path,
+                                      status=status, message=message))  # fmt: skip
+            if progress:
+                progress(done, len(rows), row.title)
+        counts = {s: sum(c.status == s for c in checks)
+                  for s in ("unchanged", "changed", "missing", "edited", "updated", "refused")}  # fmt: skip
+        return SourceReport(kb=kb, documents=checks, **counts)
+
+    def update_from_source(
+        self, kb: str, doc_id: str, *, actor: str = "cli", within: Sequence[Path] | None = None
+    ) -> IngestResult:
+        """Re-ingest a document in place from its ``source_path``; refused for edited documents.
+
+        With ``within``, the source is read only if it lies inside those folders (as for ingest).
+        """
+        paths, _ = self.registry.open_kb(kb)
+        self.registry.refresh(kb)
+        row = self.registry.index.get_document(kb, doc_id)
+        if row is None:
+            raise DocumentNotFoundError(f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",
+                                        hint="Find ids with {tool:list_documents}.")  # fmt: skip
+        if not row.source_path:
+            raise ReconversionBlockedError(f"Document {doc_id} was not ingested from a path: it has no source.",
+                                           hint="Only documents ingested with {tool:ingest_path} track a source file.")  # fmt: skip
+        if row.source_mode == "edited":
+            raise ReconversionBlockedError(
+                f"Document {doc_id} was edited; updating it from its source would overwrite the edits.",
+                hint="Re-ingest the file with {arg:replace=true} if you want the source's version back.",
+            )
+        source = Path(row.source_path)
+        try:
+            data = read_source(source, within, max_bytes=self.registry.settings.max_document_bytes)
+        except OSError as exc:
+            raise ReconversionBlockedError(f"Cannot read the source {source}: {exc.strerror}.",
+                                           hint="{tool:check_sources} reports it missing; re-ingest from its new place.") from exc  # fmt: skip
+        return self.documents.ingest_bytes(paths, row.original_filename, data, replace=True, actor=actor,
+                            source_path=row.source_path)  # fmt: skip
+
+
+def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[str, str | None]:
+    """The status of one document's source, and a message when there is something to say."""
+    try:
+        digest = sha256_source(Path(row.source_path or ""), within)
+    except OSError:
+        return "missing", "The source file is gone (or on another machine)."
+    except CofferError as exc:
+        return "refused", f"{exc.message} {exc.hint}".strip()
+    if digest == row.source_sha256:
+        return "unchanged", None
+    return ("edited" if row.source_mode == "edited" else "changed"), None
+
+

@@ -1,0 +1,54 @@
+"""The frontmatter Coffer writes on a document: one model for every writer.
+
+A new document's frontmatter — from an ingest, or the adoption of a file dropped into ``docs/`` —
+is built here, so every file Coffer writes carries the same fields in the same order. An edit or
+a re-conversion rewrites an existing file: it sets its own fields in that file's mapping
+(``updated``), so keys written by hand stay, in their place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["DocumentMeta"]
+
+_OPTIONAL = ("source_path", "source_url")
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentMeta:
+    """A document's frontmatter (see docs/guide.md, "What a document looks like on disk")."""
+
+    id: str
+    title: str
+    original_filename: str
+    original_format: str
+    source_sha256: str
+    content_sha256: str
+    source_mode: Literal["converted", "edited"]
+    conversion_engine: str
+    converted_at: str | None
+    created_at: str
+    updated_at: str
+    source_path: str | None = None
+    source_url: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Other keys of the file's frontmatter, kept as they are."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The frontmatter mapping: the known keys in order (optional ones only when set), then the others."""
+        known = {key: value for key, value in asdict(self).items() if key != "extra"}
+        ordered = {key: value for key, value in known.items() if key not in _OPTIONAL or value}
+        return {**ordered, **{key: value for key, value in self.extra.items() if key not in known}}
+
+    @staticmethod
+    def updated(frontmatter: dict[str, Any], **values: Any) -> dict[str, Any]:
+        """An existing file's frontmatter with Coffer's ``values`` set (what an edit or re-conversion writes).
+
+        Keys keep their place in the file, hand-written ones included; missing ones are added.
+        """
+        unknown = set(values) - set(DocumentMeta.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"not document fields: {sorted(unknown)}")
+        return {**frontmatter, **values}
