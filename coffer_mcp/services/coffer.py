@@ -64,7 +64,7 @@ class Coffer:
             index: The index to use instead of the home's own ``coffer.db``.
         """
         paths = StorePaths(settings.home)
-        self.registry = Registry(settings, index or open_index(paths.db), embedder=embedder)
+        self.registry = Registry(settings, index or open_index(settings), embedder=embedder)
         self.registry.prepare_home()
         recover_interrupted_restores(paths)
         remove_abandoned_imports(paths)

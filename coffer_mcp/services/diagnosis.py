@@ -6,6 +6,7 @@ import time
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
+from coffer_mcp.index import IndexDiagnosis
 from coffer_mcp.models import DoctorReport, EmbedderStatus
 from coffer_mcp.retrieval.grep import rg_status
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
@@ -28,7 +29,12 @@ class Diagnosis:
         itself; describing each knowledge base is a read, which may embed due documents for up
         to ``embed_on_read_seconds`` (``coffer doctor`` sets that to 0).
         """
-        index = self.registry.index.diagnose()
+        try:
+            index = self.registry.index.diagnose()
+        except CofferError as exc:  # a database server that is down or refuses us: the report says so
+            index = IndexDiagnosis(backend=self.registry.settings.index_backend, binding="", version="",
+                                   keyword_index=False, vector_version=None,
+                                   problems=[f"{exc.message} {exc.hint_for('cli')}".strip()])  # fmt: skip
         problems: list[str] = list(index.problems)
         rg = rg_status(self.registry.settings.rg_path)
         problems += [rg.problem] if rg.problem else []
@@ -46,7 +52,8 @@ class Diagnosis:
         problems += [f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
                      for kb in kbs if kb.documents_degraded]  # fmt: skip
         return DoctorReport(
-            coffer_version=__version__, home=str(self.registry.paths.home), sqlite_binding=index.binding,
+            coffer_version=__version__, home=str(self.registry.paths.home),
+            index_backend=self.registry.settings.index_backend, sqlite_binding=index.binding,
             sqlite_version=index.version, fts5=index.keyword_index, sqlite_vec_version=index.vector_version,
             grep_engine=rg.engine, ripgrep=rg.path, ripgrep_source=rg.source, ripgrep_version=rg.version,
             embedder=embedder, knowledge_bases=kbs, problems=problems,

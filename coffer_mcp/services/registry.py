@@ -119,11 +119,9 @@ class Registry:
         Files written meanwhile count as unindexed until it is released: the holder indexes
         them first, so this process's readers need not wait for it (see ``refresh``).
         """
-        with file_lock(
-            self.paths.lock(name),
-            timeout=self.settings.lock_timeout if timeout is None else timeout,
-            what=f"knowledge base '{name}'",
-        ), unindexed_writes():
+        wait = self.settings.lock_timeout if timeout is None else timeout
+        with file_lock(self.paths.lock(name), timeout=wait, what=f"knowledge base '{name}'"), \
+                self.index.lock(f"kb:{name}", timeout=wait), unindexed_writes():  # fmt: skip
             yield
 
     @contextlib.contextmanager
@@ -134,10 +132,13 @@ class Registry:
                 raise self.unknown_kb(kb.name)
             yield
 
-    def registry_lock(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def registry_lock(self) -> Iterator[None]:
         """The lock over the list of knowledge bases (creating, deleting, importing one)."""
-        return file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=self.settings.lock_timeout,
-                         what="the list of knowledge bases")  # fmt: skip
+        wait = self.settings.lock_timeout
+        with file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=wait, what="the list of knowledge bases"), \
+                self.index.lock("registry", timeout=wait):  # fmt: skip
+            yield
 
     # -- which knowledge bases exist ---------------------------------------------------------------
 

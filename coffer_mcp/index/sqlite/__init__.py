@@ -76,6 +76,10 @@ class SqliteIndex:
             self._local = threading.local()
             self._migrated = False
 
+    def lock(self, name: str, *, timeout: float) -> contextlib.AbstractContextManager[None]:
+        # One file, one machine: the file lock Coffer already holds excludes every other process.
+        return contextlib.nullcontext()
+
     def diagnose(self) -> IndexDiagnosis:
         chosen = binding()
         conn = self.conn

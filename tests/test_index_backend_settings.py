@@ -1,0 +1,66 @@
+"""Choosing the index backend: COFFER_INDEX_BACKEND / --index-backend / config.yaml, and COFFER_DATABASE_URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coffer_mcp import load_settings
+from coffer_mcp.cli import main
+from coffer_mcp.errors import ConfigError
+
+URL = "postgresql://coffer:s3cret-pass@db.invalid:5432/coffer"
+
+
+def test_the_embedded_sqlite_index_is_the_default(tmp_path: Path) -> None:
+    settings = load_settings(home=tmp_path)
+    assert settings.index_backend == "sqlite"
+    assert settings.database_url is None
+
+
+def test_postgres_is_chosen_by_the_environment_with_its_url(tmp_path: Path) -> None:
+    env = {"COFFER_INDEX_BACKEND": "postgres", "COFFER_DATABASE_URL": URL}
+    settings = load_settings(env, home=tmp_path)
+    assert settings.index_backend == "postgres"
+    assert settings.database_url is not None and settings.database_url.get_secret_value() == URL
+    assert "s3cret-pass" not in repr(settings)  # the password never shows in a dump or a log line
+
+
+def test_the_flag_wins_over_the_environment(tmp_path: Path) -> None:
+    env = {"COFFER_INDEX_BACKEND": "postgres", "COFFER_DATABASE_URL": URL}
+    assert load_settings(env, home=tmp_path, index_backend="sqlite").index_backend == "sqlite"
+
+
+def test_postgres_without_a_url_says_which_variable_to_set(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"COFFER_INDEX_BACKEND": "postgres"}, home=tmp_path)
+    assert "COFFER_DATABASE_URL" in caught.value.hint
+
+
+def test_an_unknown_backend_is_refused_naming_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"COFFER_INDEX_BACKEND": "mysql"}, home=tmp_path)
+    assert "COFFER_INDEX_BACKEND" in caught.value.hint
+
+
+def test_a_password_in_config_yaml_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(f"index_backend: postgres\ndatabase_url: {URL}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(home=tmp_path)
+    assert "password" in caught.value.message
+    assert "s3cret-pass" not in f"{caught.value.message} {caught.value.hint}"
+
+
+def test_config_yaml_may_name_the_server_without_its_password(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(
+        "index_backend: postgres\ndatabase_url: postgresql://coffer@db.invalid/coffer\n", encoding="utf-8"
+    )
+    assert load_settings(home=tmp_path).index_backend == "postgres"
+
+
+def test_the_cli_reports_a_missing_url_as_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--home", str(tmp_path), "--index-backend", "postgres", "kb", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("coffer: The postgres index backend needs the server's address.")
+    assert "COFFER_DATABASE_URL" in err
