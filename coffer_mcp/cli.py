@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     doctor.set_defaults(handler=_doctor)
     kb = commands.add_parser("kb", help="manage knowledge bases and their documents")
     kb_commands = kb.add_subparsers(title="kb commands", metavar="KB_COMMAND")
-    kb.set_defaults(handler=lambda args, settings: kb.print_help(sys.stderr) or EXIT_USAGE)
+    kb.set_defaults(handler=_usage(kb))
     for name, helptext, configure in _KB_COMMANDS:
         sub = kb_commands.add_parser(name, help=helptext, description=helptext)
         sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         configure(sub)
     index = commands.add_parser("index", help="the index as a whole (rebuilt from the files)")
     index_commands = index.add_subparsers(title="index commands", metavar="INDEX_COMMAND")
-    index.set_defaults(handler=lambda args, settings: index.print_help(sys.stderr) or EXIT_USAGE)
+    index.set_defaults(handler=_usage(index))
     rebuild = index_commands.add_parser(
         "rebuild", help="rebuild every knowledge base's index rows from the files (into the chosen backend)",
         description="Rebuild every knowledge base's rows from its files, e.g. after moving to another backend.",
@@ -119,6 +119,16 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild")
     return parser
+
+
+def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Settings], int]:
+    """A handler for a command group given no subcommand: its help on stderr, usage status."""
+
+    def handler(args: argparse.Namespace, settings: Settings) -> int:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    return handler
 
 
 def _add_create(p: argparse.ArgumentParser) -> None:
@@ -591,6 +601,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
         server.run("stdio")
     finally:
         coffer.close()
+    return None
 
 
 def _serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
@@ -680,6 +691,7 @@ def _emit(args: argparse.Namespace, value: Any, render: Callable[[Any], str]) ->
 
 
 def _print_json(value: Any) -> None:
+    data: Any
     if isinstance(value, BaseModel):
         data = value.model_dump(mode="json")
     elif isinstance(value, list):

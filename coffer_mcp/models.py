@@ -30,6 +30,7 @@ __all__ = [
     "StrategyChoice",
     "SourceCheck",
     "SourceReport",
+    "SourceStatus",
     "VerifyReport",
     "GrepHit",
     "GrepResult",
@@ -254,11 +255,14 @@ class VerifyReport(_Model):
     ok: bool
 
 
+SourceStatus = Literal["unchanged", "changed", "missing", "edited", "updated", "refused"]
+
+
 class SourceCheck(_Model):
     document_id: str
     title: str
     source_path: str
-    status: Literal["unchanged", "changed", "missing", "edited", "updated", "refused"]
+    status: SourceStatus
     message: str | None = None
 
 

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from coffer_mcp.models import Chunk
+from coffer_mcp.models import Chunk, SourceMode
 
 __all__ = [
     "ChunkRow",
@@ -61,7 +61,7 @@ class DocumentRow:
     original_format: str
     source_sha256: str
     content_sha256: str
-    source_mode: str
+    source_mode: SourceMode
     source_path: str | None
     conversion_engine: str
     converted_at: str | None

@@ -59,7 +59,7 @@ def _derive_row(
         original_format=text_field(meta.get("original_format")) or "md",
         source_sha256=text_field(meta.get("source_sha256")) or content_sha,
         content_sha256=content_sha,
-        source_mode=mode if mode in ("converted", "edited") else "converted",
+        source_mode="edited" if mode == "edited" else "converted",
         source_path=text_field(meta.get("source_path")) or None,
         conversion_engine=text_field(meta.get("conversion_engine")),
         converted_at=text_field(meta.get("converted_at")) or None,

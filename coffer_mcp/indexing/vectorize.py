@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from coffer_mcp.errors import EmbeddingError
 from coffer_mcp.index import DocumentRow, Index
@@ -29,7 +29,7 @@ __all__ = ["SavedVectors", "embed_document", "embed_due", "embedder_usable", "re
 log = logging.getLogger(__name__)
 
 
-def embedder_usable(embedder: Embedder | None) -> bool:
+def embedder_usable(embedder: Embedder | None) -> TypeGuard[Embedder]:
     """An embedder is configured and not cooling down after a failure."""
     return embedder is not None and not getattr(embedder, "cooling_down", False)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from coffer_mcp.errors import ConfirmationRequiredError
 from coffer_mcp.mcp_server._common import DocId, FsPath, KbName, Offset
@@ -31,7 +31,7 @@ __all__ = ["check_sources", "create_knowledge_base", "delete_knowledge_base", "i
 MCP_MAX_LIST_LIMIT = 500  # the core pages up to 1000; a model reads 500 titles at most
 
 
-def _bound(model: type, field: str, kind: str) -> int:
+def _bound(model: type[BaseModel], field: str, kind: str) -> int:
     """The ``ge``/``le`` bound a pydantic model declares on ``field``, so the schema repeats no number."""
     return next(getattr(m, kind) for m in model.model_fields[field].metadata if hasattr(m, kind))
 

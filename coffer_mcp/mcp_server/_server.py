@@ -99,7 +99,9 @@ class CofferServer(MCPServer):
         return static + await anyio.to_thread.run_sync(self._document_resources)
 
     def _document_resources(self) -> list[Resource]:
-        rows = self.runner.service.index.recent_documents(RESOURCE_LIST_LIMIT)
+        service = self.runner.service
+        assert service is not None  # list_resources checked
+        rows = service.index.recent_documents(RESOURCE_LIST_LIMIT)
         return [
             Resource(
                 uri=f"coffer://{r.kb}/{r.id}",

@@ -127,7 +127,7 @@ def _pack_files(kb: KbPaths) -> list[tuple[str, Path]]:
     docs = [(f"docs/{p.name}", p) for p in visible_files(kb.docs) if DOC_MEMBER.fullmatch(f"docs/{p.name}")]
     raws = [(f"raw/{p.name}", p) for p in visible_files(kb.raw) if RAW_MEMBER.fullmatch(f"raw/{p.name}")]
     live = {member[5:-3] for member, _ in docs}
-    return docs + [(m, p) for m, p in raws if RAW_MEMBER.fullmatch(m).group(1) in live]
+    return docs + [(m, p) for m, p in raws if (found := RAW_MEMBER.fullmatch(m)) and found.group(1) in live]
 
 
 def _vectors(registry: Registry, name: str, files: list[tuple[str, Path]], out: BinaryIO) -> VectorSet | None:
@@ -203,7 +203,7 @@ def _write_pack(
     try:
         with os.fdopen(fd, "wb") as raw:
             sink = _HashingWriter(raw)
-            with tarfile.open(fileobj=sink, mode="w:gz", compresslevel=_COMPRESSLEVEL,
+            with tarfile.open(fileobj=sink, mode="w:gz",  # type: ignore[call-overload]  # a duck-typed file compresslevel=_COMPRESSLEVEL,
                               format=tarfile.PAX_FORMAT) as tar:  # fmt: skip
                 body = json.dumps(manifest.model_dump(mode="json"), ensure_ascii=False, indent=1).encode("utf-8")
                 _add(tar, MANIFEST, io.BytesIO(body), _entry_of_bytes(body))

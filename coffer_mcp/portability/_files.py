@@ -8,7 +8,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from ulid import ULID
 
@@ -30,7 +30,7 @@ __all__ = [
 CHUNK = 64 * 1024
 
 
-def copy_hashed(source: BinaryIO, dest: Path, *, size: int | None = None) -> tuple[str, int]:
+def copy_hashed(source: IO[bytes], dest: Path, *, size: int | None = None) -> tuple[str, int]:
     """Copy ``source`` into a new file ``dest`` (never overwriting, never following a link).
 
     Reads at most ``size`` bytes when given. The file is fsynced before it is closed, so a folder

@@ -37,8 +37,8 @@ __all__ = [
     "parse_manifest",
 ]
 
-FORMAT = "coffer-pack"
-FORMAT_VERSION = 1
+FORMAT: Literal["coffer-pack"] = "coffer-pack"
+FORMAT_VERSION: Literal[1] = 1
 MANIFEST = "manifest.json"
 KB_YAML = "kb.yaml"
 VECTORS = "vectors.f32"

@@ -158,7 +158,7 @@ def _take(paths: StorePaths, kb: KbPaths, note: str) -> SnapshotInfo:
     sources = [("kb.yaml", kb.config)] if kb.config.is_file() else []
     sources += [(f"docs/{p.name}", p) for p in visible_files(kb.docs)]
     sources += [(f"raw/{p.name}", p) for p in visible_files(kb.raw)]
-    files = {}
+    files: dict[str, dict[str, Any]] = {}
     for rel, source in sources:
         with source.open("rb") as handle:
             sha, size = copy_hashed(handle, tmp / rel)

@@ -100,7 +100,7 @@ def load_vectors(
             blob = handle.read(doc.chunks * dims * 4)
             target = targets.get(doc.id)
             rows = _matching_rows(index, kb, target, doc, blob, dims) if target else None
-            if rows is not None:
+            if target and rows is not None:
                 batch.append((target, rows))
             if len(batch) >= _BATCH:
                 loaded += _store(index, kb, dims, embedder.identity, batch)

@@ -109,7 +109,7 @@ class DocumentService:
             raise _missing(kb, doc_id) from None
         meta, body = parse_document(text)
         row = self.index.get_document(kb, doc_id)
-        common = {
+        common: dict[str, Any] = {
             "document_id": doc_id, "kb": kb, "metadata": meta or {}, "path": str(paths.doc(doc_id)),
             "title": str(row.title if row is not None else (meta or {}).get("title", doc_id)),
             "total_chars": len(body), "total_lines": body.count("\n") + 1,
@@ -239,7 +239,9 @@ class DocumentService:
             )
         return None
 
-    def _ingest_result(self, paths: KbPaths, doc_id: str, status: str) -> IngestResult:
+    def _ingest_result(
+        self, paths: KbPaths, doc_id: str, status: Literal["created", "updated", "unchanged"]
+    ) -> IngestResult:
         """The answer about one document, read back from the index.
 
         Called under the KB lock after a write; outside it (an unchanged re-upload) the document or
@@ -295,7 +297,7 @@ class DocumentService:
         _check_id(kb, doc_id)
         with self.registry.writing(paths):
             known = self.index.get_document(kb, doc_id) is not None
-            removed = remove_file(paths.doc(doc_id))
+            removed = int(remove_file(paths.doc(doc_id)))
             if not (known or removed):
                 raise _missing(kb, doc_id)
             self.registry.wrote(paths)

@@ -165,8 +165,9 @@ class KnowledgeBaseService:
                                             embed_seconds=None, tidy=True, reconversion=redo)  # fmt: skip
         self._repair_shared_indexes()
         if redo is None:
-            return ReindexResult(kb=name, **counts)
-        return ReindexResult(kb=name, **counts, reconverted=len(redo.reconverted), not_reconverted=redo.skipped)
+            return ReindexResult.model_validate({"kb": name, **counts})
+        return ReindexResult.model_validate({"kb": name, **counts, "reconverted": len(redo.reconverted),
+                                             "not_reconverted": redo.skipped})  # fmt: skip
 
     def _repair_shared_indexes(self) -> None:
         """Rebuild the full-text index and drop orphan vectors if verification finds them off."""

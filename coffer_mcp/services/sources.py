@@ -14,7 +14,7 @@ from pathlib import Path
 from coffer_mcp.access import check_inside, read_source, sha256_source
 from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBlockedError
 from coffer_mcp.index import DocumentRow
-from coffer_mcp.models import DirectoryIngestResult, IngestResult, SourceCheck, SourceReport
+from coffer_mcp.models import DirectoryIngestResult, IngestResult, SourceCheck, SourceReport, SourceStatus
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.models import Progress
 from coffer_mcp.services.registry import Registry
@@ -69,7 +69,7 @@ class SourceService:
             if status == "changed" and config.auto_update_sources and auto_update:
                 self.update_from_source(kb, row.id, actor=actor, within=within)
                 status = "updated"
-            checks.append(SourceCheck(document_id=row.id, title=row.title, source_path=row.source_path,
+            checks.append(SourceCheck(document_id=row.id, title=row.title, source_path=row.source_path or "",
                                       status=status, message=message))  # fmt: skip
             if progress:
                 progress(done, len(rows), row.title)
@@ -108,7 +108,7 @@ class SourceService:
                             source_path=row.source_path)  # fmt: skip
 
 
-def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[str, str | None]:
+def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[SourceStatus, str | None]:
     """The status of one document's source, and a message when there is something to say."""
     try:
         digest = sha256_source(Path(row.source_path or ""), within)
