@@ -433,12 +433,15 @@ def _overlap_tail(text: str, budget: int) -> str:
     if budget <= 0 or not text:
         return ""
     start = max(len(text) - budget, 0)
-    if 0 < start and not (text[start - 1].isspace() or text[start].isspace()):
-        if not (_CJK.match(text[start]) or _CJK.match(text[start - 1])):
-            space = next((k for k in range(start, len(text)) if text[k].isspace()), -1)
-            if space < 0:
-                return ""
-            start = space
+    if (
+        start > 0
+        and not (text[start - 1].isspace() or text[start].isspace())
+        and not (_CJK.match(text[start]) or _CJK.match(text[start - 1]))
+    ):
+        space = next((k for k in range(start, len(text)) if text[k].isspace()), -1)
+        if space < 0:
+            return ""
+        start = space
     return text[start:].strip()
 
 
