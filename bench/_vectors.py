@@ -76,7 +76,7 @@ def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
         topics = centroids[rng.integers(len(centroids), size=len(ids))]
         batch = _unit(topics + 0.8 * rng.standard_normal((len(ids), DIMENSIONS)) / math.sqrt(DIMENSIONS))
         with q.write(conn):
-            vectors.store_vectors(conn, table, kb, list(zip(ids, batch.astype(np.float32).tolist())))
+            vectors.store_vectors(conn, table, kb, list(zip(ids, batch.astype(np.float32).tolist(), strict=True)))
     doc_ids = [row[0] for row in conn.execute("SELECT id FROM documents WHERE kb = ?", (kb,))]
     with q.write(conn):
         for doc_id in doc_ids:
