@@ -121,7 +121,8 @@ async def test_an_unknown_argument_is_refused_with_the_accepted_ones_and_the_sch
         arguments = {name: valid[name] for name in schema.get("required", [])}
         error = assert_coffer_shape(await client.call_tool(tool, {**arguments, "colour": "blue"}))
     assert schema["additionalProperties"] is False
-    assert error["code"] == "invalid_argument" and "'colour'" in error["message"]
+    assert error["code"] == "invalid_argument"
+    assert "'colour'" in error["message"]
     assert all(name in error["hint"] for name in schema["properties"])
 
 
@@ -198,7 +199,8 @@ async def test_an_unknown_tool_is_refused_with_the_tools_this_server_offers(serv
         error = assert_coffer_shape(await client.call_tool("coffer__add_document", {"kb": "kb"}))
     assert error["code"] == "unknown_tool"
     assert "read-only" in error["message"]
-    assert "coffer__search_knowledge" in error["hint"] and "coffer__add_document" not in error["hint"]
+    assert "coffer__search_knowledge" in error["hint"]
+    assert "coffer__add_document" not in error["hint"]
 
 
 async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_on_the_log(
@@ -214,9 +216,11 @@ async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_o
             result = await client.call_tool("coffer__read_document", {"kb": "kb", "doc_id": doc_id})
     error = assert_coffer_shape(result)
     assert error["code"] == "internal_error"
-    assert "coffer__read_document" in error["message"] and "stderr" in error["hint"]
+    assert "coffer__read_document" in error["message"]
+    assert "stderr" in error["hint"]
     assert str(file) not in result.content[0].text  # the details stay in the server's log
     crash = next(r for r in caplog.records if "failed unexpectedly" in r.getMessage())
-    assert crash.exc_info is not None and isinstance(crash.exc_info[1], OSError)
+    assert crash.exc_info is not None
+    assert isinstance(crash.exc_info[1], OSError)
     logged = service.conn.execute("SELECT outcome, error_code FROM mcp_invocations").fetchall()
     assert [tuple(row) for row in logged] == [("crash", "internal_error")]

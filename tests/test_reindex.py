@@ -73,7 +73,8 @@ def test_a_file_added_by_hand_is_adopted_with_an_id(coffer: Coffer, notes: str, 
     assert passage.title == "Handmade"
     assert not (docs / "handmade.md").exists()
     meta, body = parse_document((docs / f"{passage.document_id}.md").read_text(encoding="utf-8"))
-    assert meta["original_filename"] == "handmade.md" and body.startswith("# Handmade")
+    assert meta["original_filename"] == "handmade.md"
+    assert body.startswith("# Handmade")
     assert (home / "knowledge" / "notes" / "raw" / f"{passage.document_id}.md").exists()
 
 
@@ -162,7 +163,9 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     report = coffer.verify(notes)
     assert not report.ok
     text = "\n".join(report.problems)
-    assert ids["faq.md"] in text and "original without a document" in text and "without a chunk" in text
+    assert ids["faq.md"] in text
+    assert "original without a document" in text
+    assert "without a chunk" in text
     coffer.reindex(notes)
     assert coffer.verify(notes).ok
 

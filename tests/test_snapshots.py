@@ -14,13 +14,13 @@ from coffer_mcp.errors import KnowledgeBaseNotFoundError
 from coffer_mcp.portability import (
     SnapshotError,
     SnapshotNotFoundError,
+    _snapshots,
     delete_snapshot,
     list_snapshots,
     recover_interrupted_restores,
     restore_snapshot,
     snapshot_kb,
 )
-from coffer_mcp.portability import _snapshots
 from tests.conftest import REPO
 from tests.fakes import HashEmbedder
 

@@ -232,7 +232,8 @@ def test_a_server_killed_while_it_converts_leaves_no_converter_process_running_f
     try:
         assert converters, "the conversion had not started"
         server.kill()
-        assert truth_files(home) == [] and list((home / "knowledge" / "docs" / "raw").iterdir()) == []
+        assert truth_files(home) == []
+        assert list((home / "knowledge" / "docs" / "raw").iterdir()) == []
         assert wait_gone(converters, timeout=10) == [], "the converter outlived its server"
     finally:
         for pid in wait_gone(converters, timeout=0):  # the test's own leftovers, by pid

@@ -83,7 +83,8 @@ def test_creating_a_knowledge_base_refuses_a_hostile_name_or_makes_exactly_that_
         return
     assert VALID_NAME.fullmatch(name), f"accepted {name!r}, which breaks the rule: {KB_NAME_RULE}"
     folder = store.home / "knowledge" / name
-    assert folder.is_dir() and folder.resolve().parent == (store.home / "knowledge").resolve()
+    assert folder.is_dir()
+    assert folder.resolve().parent == (store.home / "knowledge").resolve()
     made = fingerprint_changes(before, store_fingerprint(store.home))
     inside = (f"added knowledge/{name}", f"added locks/{name}.lock", "index rows")
     assert [change for change in made if not change.startswith(inside)] == []
@@ -107,9 +108,11 @@ def test_an_upload_with_a_hostile_filename_is_stored_by_id_inside_its_knowledge_
     made = fingerprint_changes(before, store_fingerprint(store.home))
     files = sorted(change for change in made if not change.startswith("index rows"))
     assert files[0] == f"added knowledge/notes/docs/{doc_id}.md"
-    assert re.fullmatch(rf"added knowledge/notes/raw/{doc_id}\.[a-z0-9]+", files[1]) and len(files) == 2
+    assert re.fullmatch(rf"added knowledge/notes/raw/{doc_id}\.[a-z0-9]+", files[1])
+    assert len(files) == 2
     recorded = added.original_filename
-    assert not re.search(r"[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]", recorded) and 0 < len(recorded) <= 255
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]", recorded)
+    assert 0 < len(recorded) <= 255
     assert unicodedata.is_normalized("NFC", recorded)
     store.coffer.delete_document("notes", doc_id)
     assert store.changed() == []

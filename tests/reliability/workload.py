@@ -241,11 +241,11 @@ class CliWriter(_Writer):
         t0 = time.monotonic()
         out = await self.kb("ingest", own.kb, str(own.source), "--replace")
         if out is None:
-            return
+            return None
         item = out["items"][0]
         if (item["status"], item["document_id"]) != ("updated", doc_id):
             self.journal.record(op="error", tool="kb ingest --replace", error=json.dumps(item), writer=self.plan.name)
-            return
+            return None
         self.mine[doc_id] = _Own(own.kb, expected_sha(body), token, own.source)
         self.acknowledged("edit", own.kb, doc_id, expected_sha(body), t0)
 

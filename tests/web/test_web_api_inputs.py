@@ -101,7 +101,8 @@ def test_a_huge_offset_on_the_document_list_is_a_400_naming_the_range(api: httpx
     response = api.get("/knowledge_bases/notes/documents", params={"offset": 2**63})
     assert response.status_code == 400
     body = response.json()
-    assert body["code"] == "invalid_argument" and "'offset' must be an integer from 0 to" in body["message"]
+    assert body["code"] == "invalid_argument"
+    assert "'offset' must be an integer from 0 to" in body["message"]
 
 
 def test_a_malformed_document_id_is_bad_input_while_an_unknown_one_is_not_found(api: httpx.Client) -> None:
@@ -114,11 +115,13 @@ def test_a_malformed_document_id_is_bad_input_while_an_unknown_one_is_not_found(
 def test_valid_numbers_at_the_edges_of_their_ranges_are_served(api: httpx.Client, store: tuple[Coffer, Seeded]) -> None:
     assert api.get("/knowledge_bases/notes/documents", params={"limit": 1000, "offset": MAX_OFFSET}).json()["documents"] == []
     doc = api.get(f"/knowledge_bases/notes/documents/{store[1].alpha}", params={"offset": 2, "limit": 5}).json()
-    assert doc["markdown"] == "Alpha" and doc["has_more"] is True
+    assert doc["markdown"] == "Alpha"
+    assert doc["has_more"] is True
     assert api.get("/search", params={"q": "alpha", "top_k": 1000}).status_code == 200
 
 
 def test_search_covers_the_knowledge_bases_named_by_repeated_kb_parameters(api: httpx.Client) -> None:
     both = api.get("/search", params=[("q", "alpha"), ("kb", "notes"), ("kb", "empty-kb")]).json()
     one = api.get("/search", params={"q": "alpha", "kb": "notes"}).json()
-    assert sorted(both["knowledge_bases"]) == ["empty-kb", "notes"] and one["knowledge_bases"] == ["notes"]
+    assert sorted(both["knowledge_bases"]) == ["empty-kb", "notes"]
+    assert one["knowledge_bases"] == ["notes"]

@@ -42,7 +42,8 @@ async def search_over_http(client: Client) -> tuple[list[str], dict[str, Any]]:
 
 
 def check_search(names: list[str], structured: dict[str, Any], seeded: Seeded) -> None:
-    assert "coffer__search_knowledge" in names and "coffer__read_document" in names
+    assert "coffer__search_knowledge" in names
+    assert "coffer__read_document" in names
     assert structured["strategy"] == "keyword"
     found = {passage["document_id"] for passage in structured["passages"]}
     assert seeded.alpha in found
@@ -93,7 +94,8 @@ def test_the_token_snippet_of_docs_http_md_connects_and_calls_a_tool(token_url: 
     code = snippet.replace(DOCS_URL_LINE, f"URL, TOKEN = {f'{token_url}/mcp'!r}, {TOKEN!r}")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "'strategy': 'keyword'" in done.stdout and "'knowledge_bases': ['notes']" in done.stdout
+    assert "'strategy': 'keyword'" in done.stdout
+    assert "'knowledge_bases': ['notes']" in done.stdout
 
 
 # -- the TypeScript SDK --------------------------------------------------------------------------

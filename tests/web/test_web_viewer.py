@@ -127,11 +127,15 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
         quote: document.querySelector('#doc-body blockquote').textContent.trim(),
         path: document.querySelector('#doc-path').textContent,
     }))()""")
-    assert body["h2"] == ["Install"] and body["strong"] == "Markdown"
-    assert body["items"] == 2 and body["nested"] == 1
+    assert body["h2"] == ["Install"]
+    assert body["strong"] == "Markdown"
+    assert body["items"] == 2
+    assert body["nested"] == 1
     assert body["link"] == "https://example.org/docs"
-    assert body["code"] == 'print("hello <b>fenced</b>")' and body["fencedTags"] == 0
-    assert body["right"] == "fast" and body["quote"] == "A quoted line about retrieval."
+    assert body["code"] == 'print("hello <b>fenced</b>")'
+    assert body["fencedTags"] == 0
+    assert body["right"] == "fast"
+    assert body["quote"] == "A quoted line about retrieval."
     assert body["path"] == str(docs / f"{seeded.alpha}.md")
     shots.take("03-document")
 
@@ -144,8 +148,11 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
         links: [...document.querySelectorAll('#doc-body a')].map(a => a.getAttribute('href')),
         text: document.querySelector('#doc-body').textContent,
     }))()""")
-    assert hostile["pwned"] is None and hostile["live"] == 0 and hostile["links"] == []
-    assert '<img src=x onerror="window.__pwned = 2">' in hostile["text"] and "<b>bold tag</b>" in hostile["text"]
+    assert hostile["pwned"] is None
+    assert hostile["live"] == 0
+    assert hostile["links"] == []
+    assert '<img src=x onerror="window.__pwned = 2">' in hostile["text"]
+    assert "<b>bold tag</b>" in hostile["text"]
     shots.take("04-hostile-document-as-text")
 
     page.evaluate("document.querySelector('#search-scope').value = 'notes'")
@@ -228,7 +235,8 @@ def test_an_api_error_is_shown_with_the_apis_own_message_and_hint(
     shown = page.evaluate("({message: document.querySelector('#toast strong').textContent, "
                           "hint: (document.querySelector('#toast .hint') || {}).textContent})")  # fmt: skip
     api = page.evaluate(f"fetch('/api/v1/knowledge_bases/notes/documents/{doc_id}').then(r => r.json())")
-    assert shown == {"message": api["message"], "hint": api["hint"]} and api["hint"]
+    assert shown == {"message": api["message"], "hint": api["hint"]}
+    assert api["hint"]
 
 
 RENDER_CASES = {
