@@ -78,7 +78,7 @@ def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
         assert size["memory"]["idle"]["rss_mb"] > 0
         assert size["memory"]["after_search"]["hwm_mb"] > 0
     assert set(size["startup"]["tools_list_ms"]) == LATENCY
-    assert [row["target"] for row in data["targets"]][0] == "keyword search P95, in-process"
+    assert data["targets"][0]["target"] == "keyword search P95, in-process"
     assert all(row["verdict"] for row in data["targets"])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -283,7 +284,7 @@ def test_hard_split_pieces_leave_room_for_the_overlap() -> None:
     chunks = chunk_markdown(" ".join(words), chunk_size=128, chunk_overlap=32)
     assert all(len(c.text) <= 128 for c in chunks)
     # Each chunk opens with a word from the end of the one before it.
-    for prev, nxt in zip(chunks, chunks[1:]):
+    for prev, nxt in itertools.pairwise(chunks):
         assert nxt.text.split()[0] in prev.text.split()[-8:]
 
 

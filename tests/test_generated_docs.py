@@ -75,7 +75,9 @@ def codes_in_the_package() -> dict[str, str]:
         constants = {
             target.id: node.value.value
             for node in tree.body
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
             for target in node.targets
             if isinstance(target, ast.Name)
         }
@@ -123,9 +125,11 @@ def test_the_error_codes_the_issue_found_missing_are_documented() -> None:
 def audit_calls() -> list[tuple[str, ast.Call]]:
     calls = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "audit":
-                calls.append((f"{path.relative_to(PACKAGE)}:{node.lineno}", node))
+        calls.extend(
+            (f"{path.relative_to(PACKAGE)}:{node.lineno}", node)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "audit"
+        )
     return calls
 
 

@@ -176,7 +176,7 @@ def test_long_lines_are_cut_to_a_window_around_the_first_match(
     middle = "x" * 1500 + "NEEDLE" + "y" * 1500
     start = "NEEDLE" + "y" * 1500
     end = "x" * 1500 + "NEEDLE"
-    write(tmp_path / "a.md", "\n".join([middle, start, end, "short NEEDLE"]) + "\n")
+    write(tmp_path / "a.md", f"{middle}\n{start}\n{end}\nshort NEEDLE\n")
     lines = [m.line for m in grep_dirs([tmp_path], "NEEDLE", engine=engine).matches]
     assert lines[0].startswith("…")
     assert lines[0].endswith("…")

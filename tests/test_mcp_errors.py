@@ -86,7 +86,8 @@ def assert_coffer_shape(result: CallToolResult) -> dict:
     """The error is JSON with a code, a message and a hint, and nothing of pydantic's report."""
     assert result.is_error
     text = result.content[0].text
-    assert "pydantic" not in text.lower() and "validation error" not in text.lower(), text
+    assert "pydantic" not in text.lower(), text
+    assert "validation error" not in text.lower(), text
     error = json.loads(text)
     assert set(error) == {"code", "message", "hint"}, text
     assert all(isinstance(error[key], str) and error[key] for key in error), text
@@ -108,7 +109,8 @@ async def test_every_argument_a_schema_refuses_gets_an_invalid_argument_error_na
         for arguments, culprit in calls:
             error = assert_coffer_shape(await client.call_tool(tool, arguments))
             assert error["code"] == "invalid_argument", (arguments, error)
-            assert f"'{culprit}'" in error["message"] and culprit in error["hint"], (arguments, error)
+            assert f"'{culprit}'" in error["message"], (arguments, error)
+            assert culprit in error["hint"], (arguments, error)
 
 
 @pytest.mark.parametrize("tool", TOOL_NAMES)
@@ -178,7 +180,8 @@ async def test_every_numeric_argument_has_bounds_in_its_schema(service: Coffer) 
     ]
     assert len(numeric) >= 8
     for tool, name, option in numeric:
-        assert "minimum" in option and "maximum" in option, (tool, name)
+        assert "minimum" in option, (tool, name)
+        assert "maximum" in option, (tool, name)
     read = next(t for t in tools if t.name == "coffer__read_document").input_schema["properties"]
     assert read["limit"]["maximum"] == MAX_PAGE_CHARS
 

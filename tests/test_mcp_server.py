@@ -116,7 +116,8 @@ async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None
         assert tool.annotations.destructive_hint is destructive, name
         assert tool.annotations.idempotent_hint is idempotent, name
         assert tool.output_schema is not None, name
-        assert tool.description and len(tool.description.splitlines()) <= 15, name
+        assert tool.description, name
+        assert len(tool.description.splitlines()) <= 15, name
     search = tools["coffer__search_knowledge"].input_schema["properties"]["top_k"]
     assert (search["minimum"], search["maximum"], search["default"]) == (1, 20, 5)
 

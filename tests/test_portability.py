@@ -35,7 +35,8 @@ Members = list[tuple[tarfile.TarInfo, bytes | None]]
 
 def open_service(home: Path, embedder: HashEmbedder | None = None, **settings) -> Coffer:
     return Coffer(
-        load_settings(home=home, **{"embed_on_read_seconds": READ_BUDGET, **settings}), embedder=embedder or HashEmbedder()
+        load_settings(home=home, **{"embed_on_read_seconds": READ_BUDGET, **settings}),
+        embedder=embedder or HashEmbedder(),
     )
 
 
@@ -68,8 +69,8 @@ def read_members(pack: Path) -> Members:
 
 def write_members(pack: Path, members: Members) -> Path:
     with tarfile.open(pack, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in members:
-            info = copy.copy(info)
+        for member, data in members:
+            info = copy.copy(member)
             if data is None:
                 tar.addfile(info)  # a header only: links, devices, or a size claim with no data
             else:
@@ -377,7 +378,7 @@ def test_a_merge_skips_originals_already_there_keeps_ids_and_reports_conflicts(p
     assert [s.document_id for s in duplicate] == [ids["kayak.md"]]
     assert duplicate[0].existing_document_id != ids["kayak.md"]
     assert again.documents_added == 2
-    assert len(again.renamed_ids) == 2
+    assert len(again.renamed_ids) == 2  # ids used by 'notes' are renewed
 
 
 def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_source_alone(tmp_path: Path) -> None:

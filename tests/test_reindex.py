@@ -14,7 +14,10 @@ from coffer_mcp.service import _ScanLog
 from coffer_mcp.store import parse_document
 
 DOCS = {
-    "guide.md": "# Install guide\n\nRun the installer, then configure the proxy settings.\n\n## Upgrade\n\nStop the service first.",
+    "guide.md": (
+        "# Install guide\n\nRun the installer, then configure the proxy settings.\n\n"
+        "## Upgrade\n\nStop the service first."
+    ),
     "faq.md": "# FAQ\n\nThe proxy needs a restart after configuration changes.",
     "zh.md": "# 说明\n\n近邻搜索和向量检索的区别在于索引结构。",
 }

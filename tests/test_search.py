@@ -113,7 +113,11 @@ def test_bad_search_arguments_are_refused(coffer: Coffer, notes: str, query: str
 def test_grep_finds_lines_with_their_document_and_kb(coffer: Coffer, corpus: dict[str, str]) -> None:
     result = coffer.grep("notes", r"get_\w+_name")
     [hit] = result.hits
-    assert (hit.document_id, hit.kb, hit.line) == (corpus["code.md"], "notes", "The get_user_name function lives in the backend service.")
+    assert (hit.document_id, hit.kb, hit.line) == (
+        corpus["code.md"],
+        "notes",
+        "The get_user_name function lives in the backend service.",
+    )
 
 
 def test_grep_gives_the_same_hits_with_and_without_ripgrep(coffer: Coffer, corpus: dict[str, str], home) -> None:

@@ -27,7 +27,9 @@ def table_rows(markdown: str) -> list[str]:
 def test_two_column_pdf_reads_each_column_as_whole_paragraphs_without_line_break_hyphens() -> None:
     markdown = convert_fixture("two_columns.pdf").markdown
 
-    left = markdown.index("The western channel holds the otter colony. Otters fish at dawn along the reed beds and rest")
+    left = markdown.index(
+        "The western channel holds the otter colony. Otters fish at dawn along the reed beds and rest"
+    )
     right = markdown.index("The eastern channel is where the herons nest. Heron chicks hatch in the alder trees")
     assert left < right
     assert "marked every den with a numbered stake for the autumn recount." in markdown

@@ -96,7 +96,8 @@ class FakeOpenAIServer:
         if isinstance(texts, str):
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            return 400, {"error": {"message": "input must be a string or a list of strings", "type": "invalid_request_error"}}
+            message = "input must be a string or a list of strings"
+            return 400, {"error": {"message": message, "type": "invalid_request_error"}}
         size = body.get("dimensions") or self.dimensions
         data = [
             {"object": "embedding", "index": i, "embedding": _encode(fake_vector(t, size), body.get("encoding_format"))}

@@ -18,7 +18,7 @@ from tests.embed.conftest import MODEL_NAME
 
 
 def cosine(a: list[float], b: list[float]) -> float:
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def minilm(model_dir: Path, **options: object) -> CooldownEmbedder:
@@ -40,7 +40,11 @@ def test_the_local_model_makes_deterministic_unit_length_384_dimensional_vectors
 
 def test_a_paraphrase_is_closer_than_an_unrelated_text(model_dir: Path) -> None:
     question, paraphrase, unrelated = minilm(model_dir).embed_documents(
-        ["How do I reset my password?", "Steps to recover account login credentials", "Sourdough needs a lively starter"]
+        [
+            "How do I reset my password?",
+            "Steps to recover account login credentials",
+            "Sourdough needs a lively starter",
+        ]
     )
     assert cosine(question, paraphrase) > cosine(question, unrelated) + 0.2
 
@@ -153,7 +157,9 @@ except EmbeddingError as exc:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "FASTEMBED_"))}
     environ |= {"FASTEMBED_CACHE_PATH": str(tmp_path), "HF_HOME": str(tmp_path / "hf"), **env}
     # A hang here would be the bug this guards against (fastembed's own retries sleep 39 s).
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=30, check=False
+    )
     error = json.loads(result.stdout)
     assert error["code"] == "embedding_unavailable"
     assert expected in error["message"]

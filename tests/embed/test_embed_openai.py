@@ -15,7 +15,9 @@ from tests.embed.fake_openai_server import FakeOpenAIServer, fake_vector
 
 
 def embedder_for(server: FakeOpenAIServer, **options: Any) -> CooldownEmbedder:
-    embedder = make_embedder(EmbeddingConfig(provider="openai", base_url=server.base_url, model="fake-embed", **options))
+    embedder = make_embedder(
+        EmbeddingConfig(provider="openai", base_url=server.base_url, model="fake-embed", **options)
+    )
     assert embedder is not None
     return embedder
 
@@ -132,7 +134,10 @@ MALFORMED = {
     "unequal lengths": lambda s, b: {
         **_ok(s, b), "data": [{**d, "embedding": d["embedding"][: 4 + d["index"]]} for d in _ok(s, b)["data"]]
     },
-    "not a number": lambda s, b: {**_ok(s, b), "data": [{**d, "embedding": [float("nan")] * 3} for d in _ok(s, b)["data"]]},
+    "not a number": lambda s, b: {
+        **_ok(s, b),
+        "data": [{**d, "embedding": [float("nan")] * 3} for d in _ok(s, b)["data"]],
+    },
 }
 
 
@@ -156,7 +161,10 @@ def test_a_server_that_ignores_dimensions_is_an_embedding_error(openai_server: F
 
 
 def test_an_unknown_model_points_at_the_model_name(openai_server: FakeOpenAIServer) -> None:
-    openai_server.reply = lambda body: (404, {"error": {"message": "model 'fake-embed' not found", "type": "not_found"}})
+    openai_server.reply = lambda body: (
+        404,
+        {"error": {"message": "model 'fake-embed' not found", "type": "not_found"}},
+    )
     with pytest.raises(EmbeddingError) as caught:
         embedder_for(openai_server).embed_query("hello")
     assert "fake-embed" in caught.value.hint

@@ -207,7 +207,7 @@ async def test_hostile_content_queries_and_patterns_through_mcp_get_results_or_t
         async with Client(build_server(store.coffer)) as client:
             for query in QUERIES:
                 result = await client.call_tool("coffer__search_knowledge", {"kb": "*", "query": query})
-                assert not result.is_error or tool_error_code(result) in {"invalid_argument"}, query
+                assert not result.is_error or tool_error_code(result) == "invalid_argument", query
             for pattern in CATASTROPHIC_PATTERNS:
                 result = await client.call_tool("coffer__grep_knowledge", {"kb": "notes", "pattern": pattern})
                 assert not result.is_error or tool_error_code(result) == "invalid_pattern", pattern

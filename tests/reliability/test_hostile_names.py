@@ -8,6 +8,7 @@ every file and index row as it was.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from pathlib import Path
@@ -121,8 +122,11 @@ def test_an_upload_with_a_hostile_filename_is_stored_by_id_inside_its_knowledge_
 def test_hostile_document_ids_are_unknown_documents_and_change_nothing(store: Store) -> None:
     c = store.coffer
     for doc_id in BAD_IDS:
-        for call in (lambda: c.read_document("notes", doc_id), lambda: c.edit_document("notes", doc_id, "# X\n\ny"),
-                     lambda: c.delete_document("notes", doc_id)):  # fmt: skip
+        for call in (
+            functools.partial(c.read_document, "notes", doc_id),
+            functools.partial(c.edit_document, "notes", doc_id, "# X\n\ny"),
+            functools.partial(c.delete_document, "notes", doc_id),
+        ):
             with pytest.raises(CofferError) as refused:
                 call()
             assert refused.value.code == "unknown_document", doc_id
@@ -155,7 +159,8 @@ async def test_hostile_names_filenames_and_ids_through_mcp_get_tool_errors_and_c
                     assert tool_error_code(await client.call_tool(tool, args)) in refusals, (tool, name)
                 created = await client.call_tool("coffer__create_knowledge_base", {"name": name})
                 if not created.is_error:  # a hostile-looking name that is valid ("-", "_")
-                    assert VALID_NAME.fullmatch(name) and (store.home / "knowledge" / name).is_dir(), name
+                    assert VALID_NAME.fullmatch(name), name
+                    assert (store.home / "knowledge" / name).is_dir(), name
                     deleted = await client.call_tool("coffer__delete_knowledge_base", {"name": name, "confirm": True})
                     assert not deleted.is_error
                 else:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -25,6 +26,7 @@ from mcp import Client
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.errors import CofferError
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.portability import export_kb
 from coffer_mcp.store import StorePaths
@@ -47,21 +49,22 @@ def service(home: Path, **settings) -> Coffer:
     return Coffer(load_settings(home=home, embedding_provider="none", **settings))
 
 
-def rewrite_pack(pack: Path, edit_doc) -> Path:
+def rewrite_pack(pack: Path, edit_doc: Callable[[bytes], bytes]) -> Path:
     """Rewrite every ``docs/*.md`` member with ``edit_doc`` and recompute the manifest's hashes."""
     with tarfile.open(pack, "r:gz") as tar:
         members = [(m, tar.extractfile(m).read() if m.isreg() else None) for m in tar]
     manifest = json.loads(members[0][1])
     out = []
-    for info, data in members[1:]:
+    for info, original in members[1:]:
+        data = original
         if info.name.startswith("docs/") and info.name.endswith(".md"):
-            data = edit_doc(data)
+            data = edit_doc(original)
             manifest["files"][info.name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
         out.append((info, data))
     crafted = pack.with_name(f"crafted-{pack.name}")
     with tarfile.open(crafted, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in [(members[0][0], json.dumps(manifest).encode()), *out]:
-            info = copy.copy(info)
+        for member, data in [(members[0][0], json.dumps(manifest).encode()), *out]:
+            info = copy.copy(member)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return crafted
@@ -253,9 +256,9 @@ def test_reading_around_a_huge_position_is_an_invalid_argument(tmp_path: Path) -
     with service(tmp_path / "home") as coffer:
         coffer.create_kb("kb")
         doc_id = coffer.add_document("kb", "a.md", "# A\n\nalpha").document_id
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(CofferError) as raised:
             coffer.read_document("kb", doc_id, around_position=2**63)
-    assert getattr(raised.value, "code", None) == "invalid_argument"
+    assert raised.value.code == "invalid_argument"
 
 
 # -- 9. a killed import leaves no staging folder behind -------------------------------------------
@@ -314,11 +317,13 @@ async def test_base64_of_a_pdf_sent_as_text_gets_a_hint_to_say_so_and_text_witho
         coffer.create_kb("kb")
         with anyio.fail_after(120):
             async with Client(build_server(coffer), client_info=CLIENT) as client:
-                as_text = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "x.pdf", "content": pdf})
-                as_b64 = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "x.pdf", "content": pdf,
-                                                                         "content_encoding": "base64"})  # fmt: skip
-                note = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "Meeting notes",
-                                                                       "content": "We agreed on the proxy."})  # fmt: skip
+                upload = {"kb": "kb", "filename": "x.pdf", "content": pdf}
+                as_text = await client.call_tool("coffer__add_document", upload)
+                as_b64 = await client.call_tool("coffer__add_document", {**upload, "content_encoding": "base64"})
+                note = await client.call_tool(
+                    "coffer__add_document",
+                    {"kb": "kb", "filename": "Meeting notes", "content": "We agreed on the proxy."},
+                )
     error = tool_error(as_text)
     assert error["code"] == "invalid_argument"
     assert 'content_encoding="base64"' in error["hint"]

@@ -130,7 +130,8 @@ class McpWriter(_Writer):
 
     async def _edit(self) -> None:
         if not self.mine:
-            return await self._add()
+            await self._add()
+            return
         doc_id = self.rng.choice(sorted(self.mine))
         own = self.mine[doc_id]
         token, body = self.content("edit")
@@ -233,7 +234,8 @@ class CliWriter(_Writer):
     async def _replace(self) -> None:
         """Change a source file and ingest it again with --replace: the same document, new content."""
         if not self.mine:
-            return await self._add()
+            await self._add()
+            return
         doc_id = self.rng.choice(sorted(self.mine))
         own = self.mine[doc_id]
         token, body = self.content("revised file")
@@ -241,11 +243,11 @@ class CliWriter(_Writer):
         t0 = time.monotonic()
         out = await self.kb("ingest", own.kb, str(own.source), "--replace")
         if out is None:
-            return None
+            return
         item = out["items"][0]
         if (item["status"], item["document_id"]) != ("updated", doc_id):
             self.journal.record(op="error", tool="kb ingest --replace", error=json.dumps(item), writer=self.plan.name)
-            return None
+            return
         self.mine[doc_id] = _Own(own.kb, expected_sha(body), token, own.source)
         self.acknowledged("edit", own.kb, doc_id, expected_sha(body), t0)
 

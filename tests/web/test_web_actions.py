@@ -203,7 +203,8 @@ def test_windows_opens_with_startfile_and_reveals_with_explorer_select() -> None
 
 
 def test_linux_opens_with_xdg_open_and_reveals_the_containing_folder() -> None:
-    assert plan("open", TARGET, editor=None, platform="linux", which=which_all).argv == ("/usr/bin/xdg-open", str(TARGET))
+    opened = plan("open", TARGET, editor=None, platform="linux", which=which_all)
+    assert opened.argv == ("/usr/bin/xdg-open", str(TARGET))
     reveal = plan("reveal", TARGET, editor=None, platform="linux", which=which_all)
     assert reveal.argv == ("/usr/bin/xdg-open", str(TARGET.parent))
 

@@ -68,9 +68,11 @@ async def test_the_python_sdk_client_works_with_json_responses(json_url: str, st
 async def test_the_python_sdk_client_connects_with_a_bearer_token(token_url: str, store: tuple[Coffer, Seeded]) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with anyio.fail_after(30):
-        async with httpx2.AsyncClient(headers=headers, timeout=20) as http:
-            async with Client(streamable_http_client(f"{token_url}/mcp", http_client=http)) as client:
-                names, structured = await search_over_http(client)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=20) as http,
+            Client(streamable_http_client(f"{token_url}/mcp", http_client=http)) as client,
+        ):
+            names, structured = await search_over_http(client)
     check_search(names, structured, store[1])
 
 
@@ -78,7 +80,7 @@ async def test_the_python_sdk_client_without_the_token_cannot_connect(token_url:
     with anyio.fail_after(30):
         # The SDK reports the 401 as a generic error inside task groups; the status itself is
         # checked in test_web_security.
-        with pytest.raises(Exception):  # noqa: PT011
+        with pytest.raises(Exception):  # noqa: B017, PT011
             async with Client(f"{token_url}/mcp", mode="legacy") as client:
                 await client.list_tools()
 

@@ -42,8 +42,23 @@ def test_a_public_bind_with_a_strong_token_is_allowed(token: str) -> None:
     check_bind("0.0.0.0", token)
 
 
-WEAK_TOKENS = [" ", "   ", "\t", "\n", "x", "t0ken", "a" * 15, "a" * 40, "abababababababababab", " " + TOKEN,
-               TOKEN + " ", TOKEN + "\n", "two words and more", "tokén-with-àccents-1", "nul\x00in-the-middle-1"]  # fmt: skip
+WEAK_TOKENS = [
+    " ",
+    "   ",
+    "\t",
+    "\n",
+    "x",
+    "t0ken",
+    "a" * 15,
+    "a" * 40,
+    "abababababababababab",
+    " " + TOKEN,
+    TOKEN + " ",
+    TOKEN + "\n",
+    "two words and more",
+    "tokén-with-àccents-1",
+    "nul\x00in-the-middle-1",
+]
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "127.0.0.1", "localhost"])
@@ -303,7 +318,9 @@ def test_the_login_form_sets_the_viewer_cookie_and_returns_to_the_viewer(token_u
 
 @pytest.mark.parametrize("form", [{"token": "guess-guess-guess-1"}, {"token": " "}, {"token": ""}, {"other": TOKEN},
                                   {"token": TOKEN + " "}, {"token": TOKEN, "pad": "x" * 5000}])  # fmt: skip
-def test_a_wrong_or_blank_token_in_the_login_form_shows_the_page_again_with_an_error(token_url: str, form: dict) -> None:
+def test_a_wrong_or_blank_token_in_the_login_form_shows_the_page_again_with_an_error(
+    token_url: str, form: dict
+) -> None:
     with client(token_url) as http:
         response = http.post("/", data=form)
     assert response.status_code == 401

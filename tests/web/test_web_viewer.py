@@ -1,4 +1,6 @@
-"""The viewer in a real headless Chromium: token login (URL and login page), KBs, title filter, a document, search, open in editor.
+"""The viewer in a real headless Chromium.
+
+Token login (URL and login page), KBs, title filter, a document, search, open in editor.
 
 Screenshots go to ``tmp_path/screenshots`` and, when ``COFFER_TEST_ARTIFACTS`` is set, to
 ``$COFFER_TEST_ARTIFACTS/web-viewer`` as well.
@@ -240,21 +242,29 @@ def test_an_api_error_is_shown_with_the_apis_own_message_and_hint(
 
 
 RENDER_CASES = {
-    "inline": ("**bold** _em_ ~~gone~~ `a < b`", "<p><strong>bold</strong> <em>em</em> <del>gone</del> <code>a &lt; b</code></p>"),
+    "inline": (
+        "**bold** _em_ ~~gone~~ `a < b`",
+        "<p><strong>bold</strong> <em>em</em> <del>gone</del> <code>a &lt; b</code></p>",
+    ),
     "snake_case": ("call snake_case_name and 2*3*4", "<p>call snake_case_name and 2*3*4</p>"),
     "script_link": ("[x](javascript:alert(1))", '<p><span class="dead-link" title="javascript:alert(1)">x</span></p>'),
-    "autolink": ("<https://a.example/p?q=1>", '<p><a href="https://a.example/p?q=1" target="_blank" '
-                 'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>'),
-    "image": ("![chart](https://img.example/c.png)", '<p><a href="https://img.example/c.png" target="_blank" '
-              'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>'),
+    "autolink": ("<https://a.example/p?q=1>", ('<p><a href="https://a.example/p?q=1" target="_blank" '
+                 'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>')),
+    "image": ("![chart](https://img.example/c.png)", ('<p><a href="https://img.example/c.png" target="_blank" '
+              'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>')),
     "raw_html": ('<div onclick="x()">hi</div>', "<p>&lt;div onclick=\"x()\"&gt;hi&lt;/div&gt;</p>"),
     "ordered_start": ("3. three\n4. four", '<ol start="3"><li>three</li><li>four</li></ol>'),
     "nested": ("- a\n  - b\n- c", "<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>"),
     "setext": ("Title\n=====\n\nSub\n---", "<h1>Title</h1><h2>Sub</h2>"),
     "hard_break": ("one  \ntwo", "<p>one<br>two</p>"),
     "tilde_fence": ("~~~\n<b>x</b>\n~~~", "<pre><code>&lt;b&gt;x&lt;/b&gt;</code></pre>"),
-    "table": ("| a | b |\n|:-:|--|\n| 1 | 2 |", '<div class="table-wrap"><table><thead><tr><th class="align-center">a</th>'
-              '<th>b</th></tr></thead><tbody><tr><td class="align-center">1</td><td>2</td></tr></tbody></table></div>'),
+    "table": (
+        "| a | b |\n|:-:|--|\n| 1 | 2 |",
+        (
+            '<div class="table-wrap"><table><thead><tr><th class="align-center">a</th>'
+            '<th>b</th></tr></thead><tbody><tr><td class="align-center">1</td><td>2</td></tr></tbody></table></div>'
+        ),
+    ),
     "rule_and_quote": ("> q\n\n***", "<blockquote><p>q</p></blockquote><hr>"),
     "task": ("- [x] done\n- [ ] todo", '<ul><li class="task">\u2611 done</li><li class="task">\u2610 todo</li></ul>'),
 }
