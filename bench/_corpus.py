@@ -137,7 +137,7 @@ class _Writer:
 
     def table(self) -> str:
         head = self.words(3)
-        rows = [f"| {' | '.join(self.words(1) + [str(self.between(1, 999)), self.words(1)[0]])} |"
+        rows = [f"| {' | '.join([*self.words(1), str(self.between(1, 999)), self.words(1)[0]])} |"
                 for _ in range(self.between(2, 4))]  # fmt: skip
         return "\n".join([f"| {' | '.join(head)} |", "|---|---:|---|", *rows])
 
@@ -202,7 +202,7 @@ def write_corpus(
     return info
 
 
-_PROSE_LINE = re.compile(r"^[A-Z][a-z ,0-9]+\.", re.M)
+_PROSE_LINE = re.compile(r"^[A-Z][a-z ,0-9]+\.", re.MULTILINE)
 
 
 def _keep_phrase(phrases: list[str], text: str, sampler: random.Random, seen: int) -> None:

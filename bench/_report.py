@@ -17,13 +17,13 @@ def targets(sizes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per target of issue #6: the limit, the figure that answers it, where it was measured."""
     largest = max(sizes, key=lambda s: s["target_chunks"])
     large = next((s for s in sorted(sizes, key=lambda s: s["target_chunks"]) if s["target_chunks"] >= LARGE), None)
-    rows = [
+    return [
         _latency_row("keyword search P95, in-process", 20, large, ("latency_ms", "keyword", "p95")),
         _latency_row("keyword search P95, in-process, queries with a content word", 20, large,
-                     ("latency_ms", "keyword_content_words", "p95")),  # fmt: skip
+                     ("latency_ms", "keyword_content_words", "p95")),
         _latency_row("keyword search P95, MCP stdio", 30, large, ("mcp", "search", "p95")),
         _latency_row("hybrid search P95 (MiniLM query embedding included)", 60, large,
-                     ("hybrid", "latency_ms", "hybrid", "p95")),  # fmt: skip
+                     ("hybrid", "latency_ms", "hybrid", "p95")),
         _grep_row(largest),
         _per_docs_row("reconcile-on-read P50, back-to-back reads (default settings)", 5, "ms", sizes,
                       ("latency_ms", "refresh", "p50")),
@@ -35,8 +35,7 @@ def targets(sizes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
              _get(largest, "startup", "tools_list_ms", "p50"), "ms", _at(largest), lambda v: v <= 400),
         _row("coffer serve idle RSS (no embedder)", "≤ 120 MB", _get(largest, "memory", "idle", "rss_mb"), "MB",
              _at(largest), lambda v: v <= 120),
-    ]  # fmt: skip
-    return rows
+    ]
 
 
 def _row(
@@ -138,9 +137,9 @@ _GREP_ROWS = [("grep_literal", "literal word"), ("grep_regex", "small regex"), (
 def markdown(data: dict[str, Any]) -> str:
     """Every size's tables, then the targets."""
     machine = data["machine"]
-    parts = [f"Machine: {machine['cpu_model']}, {machine['cpu_count']} cores, {machine['ram_gb']} GB RAM, "
-             f"Python {machine['python']}, SQLite {machine['sqlite_version']} ({machine['sqlite_binding']}), "
-             f"sqlite-vec {machine['sqlite_vec']}, {machine['ripgrep']}. {data['date']}.",
+    parts = [(f"Machine: {machine['cpu_model']}, {machine['cpu_count']} cores, {machine['ram_gb']} GB RAM, "
+              f"Python {machine['python']}, SQLite {machine['sqlite_version']} ({machine['sqlite_binding']}), "
+              f"sqlite-vec {machine['sqlite_vec']}, {machine['ripgrep']}. {data['date']}."),
              f"`{data['command']}`"]  # fmt: skip
     parts += [size_tables(size) for size in data["sizes"]]
     parts.append(targets_table(data["targets"]))
@@ -150,8 +149,10 @@ def markdown(data: dict[str, Any]) -> str:
 def size_tables(size: dict[str, Any]) -> str:
     corpus = size["corpus"]
     lines = [
-        f"### {size['chunks']:,} chunks ({size['documents']:,} documents, {corpus['mb']:.1f} MB of Markdown; "
-        f"{size['docs_folder_mb']:.1f} MB of document files)",
+        (
+            f"### {size['chunks']:,} chunks ({size['documents']:,} documents, {corpus['mb']:.1f} MB of Markdown; "
+            f"{size['docs_folder_mb']:.1f} MB of document files)"
+        ),
         "",
         f"Load average (1 min) at start / end: {size['load_average']['start']:.2f} / {size['load_average']['end']:.2f}",
         "",
@@ -195,9 +196,11 @@ def _other_rows(size: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("coffer serve RSS idle (VmRSS / VmHWM)", _mb(memory["idle"])))
     if memory.get("after_search"):
         rows.append((f"coffer serve RSS after one {memory.get('search_strategy')} search", _mb(memory["after_search"])))
-    for key in ("mcp", "hybrid", "memory", "startup"):
-        if "skipped" in size[key]:
-            rows.append((f"{key}", f"skipped: {size[key]['skipped']}"))
+    rows.extend(
+        (f"{key}", f"skipped: {size[key]['skipped']}")
+        for key in ("mcp", "hybrid", "memory", "startup")
+        if "skipped" in size[key]
+    )
     return rows
 
 

@@ -72,7 +72,8 @@ def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
         topics = centroids[rng.integers(len(centroids), size=len(ids))]
         batch = _unit(topics + 0.8 * rng.standard_normal((len(ids), DIMENSIONS)) / math.sqrt(DIMENSIONS))
         with index.transaction():
-            index.store_vectors(identity, DIMENSIONS, kb, list(zip(ids, batch.astype(np.float32).tolist())))
+            rows = list(zip(ids, batch.astype(np.float32).tolist(), strict=True))
+            index.store_vectors(identity, DIMENSIONS, kb, rows)
     with index.transaction():
         for doc_id in doc_ids:
             index.set_embedding(doc_id, pending=False, model=identity)

@@ -273,10 +273,20 @@ def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -
             "| garbage | NaN | title | s | pages/s | peak MB |")  # fmt: skip
     lines = ["## Per file", "", head, "|" + " --- |" * 14]
     for r in rows:
-        headings = f"{r['headings']}" + (f" ({_fmt(r.get('heading_recall'))})" if r.get("heading_recall") is not None else "")
-        tables = f"{r['tables']}" + (f" ({_fmt(r['table_shape'])} / {_fmt(r['table_header'])})" if r.get("table_shape") is not None else "")
-        title = "ok" if r.get("title_ok") else ("stem" if r["title_is_stem"] else ("?" if r.get("title_ok") is None else "off"))
-        recall = _fmt(r.get("recall")) + (f" (body {_fmt(r['body_recall'])})" if r.get("body_recall") is not None else "")
+        headings = f"{r['headings']}" + (
+            f" ({_fmt(r.get('heading_recall'))})" if r.get("heading_recall") is not None else ""
+        )
+        tables = f"{r['tables']}" + (
+            f" ({_fmt(r['table_shape'])} / {_fmt(r['table_header'])})" if r.get("table_shape") is not None else ""
+        )
+        title = (
+            "ok"
+            if r.get("title_ok")
+            else ("stem" if r["title_is_stem"] else ("?" if r.get("title_ok") is None else "off"))
+        )
+        recall = _fmt(r.get("recall")) + (
+            f" (body {_fmt(r['body_recall'])})" if r.get("body_recall") is not None else ""
+        )
         lines.append(
             f"| {r['file']} | {r['engine']}{' ✗' if r.get('error') else ''} | {recall} | {_fmt(r.get('precision'))} "
             f"| {_fmt(r.get('order'))} | {headings} | {tables} | {_fmt(r['glued'], 3)} | {r['garbage']} "
@@ -289,7 +299,8 @@ def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -
     for f in formats:
         lines.append(
             f"| {f['format']} | {f['engine']} | {f['files']} | {_fmt(f['recall'])} | {_fmt(f['precision'])} "
-            f"| {_fmt(f['order'])} | {_fmt(f['heading_recall'])} | {_fmt(f['table_shape'])} | {_fmt(f['table_header'])} "
+            f"| {_fmt(f['order'])} | {_fmt(f['heading_recall'])} | {_fmt(f['table_shape'])} "
+            f"| {_fmt(f['table_header'])} "
             f"| {_fmt(f['glued'], 3)} | {_fmt(f['garbage'], 1)} | {_fmt(f['nan_unnamed'], 1)} | {_fmt(f['title_ok'])} "
             f"| {_fmt(f.get('seconds'))} | {_fmt(f.get('pages_per_s'))} | {_fmt(f.get('peak_mb'), 0)} |"
         )  # fmt: skip

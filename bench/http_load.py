@@ -288,8 +288,10 @@ def summarize(result: LoadResult) -> dict[str, Any]:
 
 def to_markdown(summary: dict[str, Any]) -> str:
     lines = [
-        f"{summary['searchers']} searching + {summary['writers']} writing clients, {summary['seconds']:.0f} s, "
-        f"{summary['failed_requests']} failed requests",
+        (
+            f"{summary['searchers']} searching + {summary['writers']} writing clients, {summary['seconds']:.0f} s, "
+            f"{summary['failed_requests']} failed requests"
+        ),
         "",
         "| requests | count | per second | P50 ms | P95 ms | P99 ms | max ms |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -298,9 +300,9 @@ def to_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| {kind} | {row['requests']:,} | {row['per_second']:.1f} | {row['p50_ms']:.1f} | "
                      f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['max_ms']:.1f} |")  # fmt: skip
     if cpu := summary.get("cpu"):
-        lines += ["", f"CPU per request: server {cpu['server_ms_per_request']} ms, client "
-                      f"{cpu['client_ms_per_request']} ms; 1-minute load average {cpu['load_average_1m'][0]} "
-                      f"at the start, {cpu['load_average_1m'][1]} at the end"]  # fmt: skip
+        lines += ["", (f"CPU per request: server {cpu['server_ms_per_request']} ms, client "
+                       f"{cpu['client_ms_per_request']} ms; 1-minute load average {cpu['load_average_1m'][0]} "
+                       f"at the start, {cpu['load_average_1m'][1]} at the end")]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -322,7 +324,10 @@ class _CpuProbe:
         server_now = proc_cpu_seconds(self.pid)
         server = server_now - self.server if server_now is not None and self.server is not None else None
         client = time.process_time() - self.client
-        per = (lambda seconds: round(seconds * 1000 / requests, 2) if seconds is not None and requests else None)
+
+        def per(seconds: float | None) -> float | None:
+            return round(seconds * 1000 / requests, 2) if seconds is not None and requests else None
+
         return {"server_seconds": None if server is None else round(server, 2), "client_seconds": round(client, 2),
                 "server_ms_per_request": per(server), "client_ms_per_request": per(client),
                 "load_average_1m": [self.load, _load_average()]}  # fmt: skip

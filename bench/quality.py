@@ -415,7 +415,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help=f"comma-separated Coffer modes from {sorted(MODES)} (default: keyword)")  # fmt: skip
     parser.add_argument("--limit-queries", type=int, default=None, help="only the first N judged queries")
     parser.add_argument("--chunk-size", type=int, action="append", default=None, dest="chunk_sizes",
-                        help="also index with this KB chunk_size (repeatable); the default KB setting always runs")  # fmt: skip
+                        help="also index with this KB chunk_size (repeatable); "
+                             "the default KB setting always runs")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON output (default: bench/results/quality-<dataset>-<split>.json)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -440,8 +441,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = args.out or Path("bench/results") / f"quality-{dataset.name}-{dataset.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    skipped = f" ({len(dataset.skipped_queries)} judged queries without text skipped)" if dataset.skipped_queries else ""
-    print(f"{dataset.name} ({dataset.split}): {len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}\n")
+    skipped = ""
+    if dataset.skipped_queries:
+        skipped = f" ({len(dataset.skipped_queries)} judged queries without text skipped)"
+    counts = f"{len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}"
+    print(f"{dataset.name} ({dataset.split}): {counts}\n")
     print(markdown_table(results))
     print(f"\nwritten to {out}")
     return data

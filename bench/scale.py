@@ -184,7 +184,7 @@ def in_process_latency(
         # Zipf draws make one query in eight all function words ("the", "in is"), which BM25 must
         # score over most of the corpus; the queries with a content word, apart:
         "keyword_content_words": latency(lambda query: coffer.search(KB, query, 5, strategy="keyword"),
-                                         [q for q in queries if _has_content_word(q)], warmup=warm),  # fmt: skip
+                                         [q for q in queries if _has_content_word(q)], warmup=warm),
         "read": latency(lambda i: coffer.read_document(KB, doc_ids[i]), picks, warmup=warm),
     }
     out.update(grep_latency(coffer, [KB], vocab, args))
@@ -212,7 +212,7 @@ def grep_latency(coffer: Coffer, kbs: list[str], vocab: Vocabulary, args: argpar
         "grep_literal": latency(lambda w: coffer.grep(kbs, w, 50, fixed_strings=True), words, warmup=warm),
         "grep_regex": latency(lambda p: coffer.grep(kbs, p, 50), patterns, warmup=warm),
         "grep_no_match": latency(lambda _: coffer.grep(kbs, NO_MATCH, 50, fixed_strings=True),
-                                 range(full_scans + 1), warmup=1),  # fmt: skip
+                                 range(full_scans + 1), warmup=1),
         "grep_engine": coffer.grep(kbs, NO_MATCH, 1, fixed_strings=True).engine,
     }
 

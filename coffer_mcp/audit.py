@@ -28,8 +28,10 @@ class AuditEvent(str, enum.Enum):
     KB_DOCUMENT_INGESTED = "KB_DOCUMENT_INGESTED", "a document was added (details: filename, source_sha256)"
     KB_DOCUMENT_UPDATED = (
         "KB_DOCUMENT_UPDATED",
-        "a document was replaced by a new version of its source (details: filename, source_sha256) or edited "
-        "(details: source_mode edited)",
+        (
+            "a document was replaced by a new version of its source (details: filename, source_sha256) or edited "
+            "(details: source_mode edited)"
+        ),
     )
     KB_DOCUMENT_DELETED = "KB_DOCUMENT_DELETED", "a document was deleted"
     KB_IMPORTED = (

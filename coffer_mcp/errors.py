@@ -37,8 +37,9 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
                                         OutsideStoreError outside_store, ForbiddenActionError
                                         forbidden_action
 
-Every error class lives here (a test checks). Every code any ``CofferError`` carries is declared with its meaning in ``ERROR_CODES`` (or ``VIEWER_ERROR_CODES`` for the viewer's HTTP API
-only); the error tables in docs/ are generated from them and a test keeps them complete.
+Every error class lives here (a test checks). Every code any ``CofferError`` carries is declared
+with its meaning in ``ERROR_CODES`` (or ``VIEWER_ERROR_CODES`` for the viewer's HTTP API only);
+the error tables in docs/ are generated from them and a test keeps them complete.
 """
 
 from __future__ import annotations
@@ -48,11 +49,15 @@ from typing import Literal
 
 __all__ = [
     "ARG_WORDS",
+    "ERROR_CODES",
+    "REJECTION_REASONS",
+    "SURFACES",
+    "TOOL_WORDS",
+    "VIEWER_ERROR_CODES",
     "CofferError",
     "ConfigError",
     "ConfirmationRequiredError",
     "DocumentNotFoundError",
-    "ERROR_CODES",
     "EmbeddingError",
     "EngineUnavailableError",
     "FetchError",
@@ -69,16 +74,12 @@ __all__ = [
     "OutsideStoreError",
     "PackError",
     "PathNotAllowedError",
-    "REJECTION_REASONS",
     "ReconversionBlockedError",
-    "SURFACES",
     "SnapshotError",
     "SnapshotNotFoundError",
     "StoreError",
     "Surface",
-    "TOOL_WORDS",
     "UrlRefusedError",
-    "VIEWER_ERROR_CODES",
     "render_hint",
     "reword",
 ]
@@ -218,8 +219,8 @@ def reword(text: str, surface: Surface) -> str:
         return text
     for table in (TOOL_WORDS, ARG_WORDS):
         for words in table.values():
-            said = words[surface]
-            text = re.sub(rf"(?<![\w-]){re.escape(words['mcp'])}(?![\w-])", lambda _, said=said: said, text)
+            said = words[surface].replace("\\", r"\\")  # escaped: re.sub inserts the words as they are
+            text = re.sub(rf"(?<![\w-]){re.escape(words['mcp'])}(?![\w-])", said, text)
     return text
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-REGION = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+REGION = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL)
 
 # The meaning column of the settings table, where the field's description is too short for a
 # reader (or the field has none). A setting listed neither here nor with a description fails the
@@ -296,7 +296,7 @@ def run(*, check: bool, root: Path = REPO) -> list[Drift]:
         text = path.read_text(encoding="utf-8")
         new, unknown = regenerate(text, path.relative_to(root), made)
         drifts += unknown
-        for (name, old), (_, fresh) in zip(_regions(text), _regions(new)):
+        for (name, old), (_, fresh) in zip(_regions(text), _regions(new), strict=False):
             used.add(name)
             if old != fresh:
                 drifts.append(Drift(path.relative_to(root), name))

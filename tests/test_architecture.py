@@ -74,7 +74,7 @@ def layer_of(unit: str) -> int:
     return next((i for i, layer in enumerate(LAYERS) if unit in layer), 0)  # names like __version__: the base
 
 
-@pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
+@pytest.mark.parametrize(("unit", "path"), modules(), ids=str)
 def test_imports_only_point_down_the_layers(unit: str, path: Path) -> None:
     for name in imported(path):
         if name.startswith("coffer_mcp.") and name != "coffer_mcp":
@@ -82,7 +82,7 @@ def test_imports_only_point_down_the_layers(unit: str, path: Path) -> None:
             assert layer_of(target) <= layer_of(unit), f"{path.relative_to(PACKAGE)} imports {name} from a higher layer"
 
 
-@pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
+@pytest.mark.parametrize(("unit", "path"), modules(), ids=str)
 def test_each_third_party_package_is_imported_in_one_place(unit: str, path: Path) -> None:
     for name in imported(path):
         top = name.split(".")[0]
@@ -113,7 +113,8 @@ def test_each_tool_name_is_written_once_in_the_mcp_server_in_its_registry() -> N
 
     assert set(places) == set(TOOL_NAMES)
     for name, where in places.items():
-        assert where == [where[0]] and where[0].startswith("_registry.py:"), f"{name} is written in {where}"
+        assert where == [where[0]], f"{name} is written in {where}"
+        assert where[0].startswith("_registry.py:"), f"{name} is written in {where}"
 
 
 def test_every_error_class_is_defined_in_errors_py() -> None:

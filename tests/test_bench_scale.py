@@ -26,10 +26,12 @@ def test_the_corpus_is_written_until_it_makes_the_chunks_asked_for(tmp_path: Pat
     vocab = load_vocabulary(tmp_path / "absent.jsonl")  # the built-in words
     info = write_corpus(tmp_path / "corpus", vocab, seed=3, chunks=120)
     files = sorted((tmp_path / "corpus").glob("*.md"))
-    assert len(files) == info.documents and 120 <= info.chunks < 140
+    assert len(files) == info.documents
+    assert 120 <= info.chunks < 140
     assert 900 < info.bytes / info.documents < 1600  # ~1,200-character documents
     queries = make_queries(vocab, info.phrases, 50, seed=3)
-    assert len(queries) == 50 and all(1 <= len(query.split()) <= 4 for query in queries)
+    assert len(queries) == 50
+    assert all(1 <= len(query.split()) <= 4 for query in queries)
     assert queries == make_queries(vocab, info.phrases, 50, seed=3)
 
 
@@ -37,7 +39,9 @@ def test_a_value_at_ten_thousand_documents_is_interpolated_between_the_sizes_aro
     value, how, fair = at_documents([(5_000, 2.0), (15_000, 4.0)], 10_000)
     assert (value, how, fair) == (3.0, "interpolated between 5,000 and 15,000 documents", True)
     value, how, fair = at_documents([(100, 1.0)], 10_000)
-    assert value == 100.0 and "scaled" in how and not fair
+    assert value == 100.0
+    assert "scaled" in how
+    assert not fair
 
 
 def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
@@ -49,25 +53,32 @@ def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
     assert {"platform", "cpu_model", "cpu_count", "ram_gb", "python", "sqlite_binding", "sqlite_version",
             "sqlite_vec", "ripgrep"} <= data["machine"].keys()  # fmt: skip
     (size,) = data["sizes"]
-    assert size["documents"] == size["corpus"]["documents"] and size["chunks"] >= 120
+    assert size["documents"] == size["corpus"]["documents"]
+    assert size["chunks"] >= 120
     assert {"docs_per_s", "mb_per_s", "seconds"} <= size["ingest"].keys()
     assert size["add_document"]["documents"] == 10
-    assert size["rebuild"]["documents"] == size["documents"] and size["rebuild"]["chunks"] == size["chunks"]
+    assert size["rebuild"]["documents"] == size["documents"]
+    assert size["rebuild"]["chunks"] == size["chunks"]
     for name in ("keyword", "keyword_without_refresh", "refresh", "refresh_every_file", "read", "grep_literal",
                  "grep_regex"):
-        assert set(size["latency_ms"][name]) == LATENCY and size["latency_ms"][name]["n"] == 5
+        assert set(size["latency_ms"][name]) == LATENCY
+        assert size["latency_ms"][name]["n"] == 5
     assert set(size["latency_ms"]["keyword_content_words"]) == LATENCY  # the queries with a content word
     assert size["latency_ms"]["grep_no_match"]["n"] == 5  # max(5, queries / 10) full scans
-    assert size["grep_target"]["mb"] >= 0.3 and set(size["grep_target"]["grep_no_match"]) == LATENCY
-    assert size["mcp"]["strategies"] == ["keyword"] and set(size["mcp"]["search"]) == LATENCY
+    assert size["grep_target"]["mb"] >= 0.3
+    assert set(size["grep_target"]["grep_no_match"]) == LATENCY
+    assert size["mcp"]["strategies"] == ["keyword"]
+    assert set(size["mcp"]["search"]) == LATENCY
     hybrid = size["hybrid"]
-    assert hybrid["identity"] == "bench:word-hash-384" and hybrid["vectors"] == size["chunks"]
+    assert hybrid["identity"] == "bench:word-hash-384"
+    assert hybrid["vectors"] == size["chunks"]
     for name in ("hybrid", "vector", "embed_query", "knn"):
         assert set(hybrid["latency_ms"][name]) == LATENCY
     if Path("/proc/self/status").exists():
-        assert size["memory"]["idle"]["rss_mb"] > 0 and size["memory"]["after_search"]["hwm_mb"] > 0
+        assert size["memory"]["idle"]["rss_mb"] > 0
+        assert size["memory"]["after_search"]["hwm_mb"] > 0
     assert set(size["startup"]["tools_list_ms"]) == LATENCY
-    assert [row["target"] for row in data["targets"]][0] == "keyword search P95, in-process"
+    assert data["targets"][0]["target"] == "keyword search P95, in-process"
     assert all(row["verdict"] for row in data["targets"])
 
 
@@ -76,8 +87,10 @@ def test_skipped_parts_say_why(tmp_path: Path) -> None:
     main(["--chunks", "60", "--queries", "3", "--skip-mcp", "--skip-hybrid", "--grep-mb", "0", "--add-sample", "5",
           "--startup-runs", "0", "--out", str(out), "--workdir", str(tmp_path)])  # fmt: skip
     (size,) = json.loads(out.read_text(encoding="utf-8"))["sizes"]
-    assert size["mcp"] == {"skipped": "--skip-mcp"} and size["hybrid"] == {"skipped": "--skip-hybrid"}
-    assert "skipped" in size["grep_target"] and size["startup"] == {"skipped": "--startup-runs 0"}
+    assert size["mcp"] == {"skipped": "--skip-mcp"}
+    assert size["hybrid"] == {"skipped": "--skip-hybrid"}
+    assert "skipped" in size["grep_target"]
+    assert size["startup"] == {"skipped": "--startup-runs 0"}
 
 
 @pytest.mark.parametrize("argv", [["--chunks", "ten"], ["--chunks", "0"], ["--queries", "0"]])

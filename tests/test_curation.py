@@ -25,7 +25,10 @@ from coffer_mcp.mcp_server import build_server
 from tests.conftest import FIXTURES
 
 CLIENT = Implementation(name="curator", version="1")
-PAGE = b"<html><head><title>Lantern</title></head><body><h1>Lantern field notes</h1><p>Glowworms gather at dusk.</p></body></html>"
+PAGE = (
+    b"<html><head><title>Lantern</title></head>"
+    b"<body><h1>Lantern field notes</h1><p>Glowworms gather at dusk.</p></body></html>"
+)
 
 
 def tool_error(result) -> dict:
@@ -65,15 +68,19 @@ async def test_a_folder_ingest_over_stdio_reports_monotonic_progress(home: Path,
             await client.call_tool("coffer__create_knowledge_base", {"name": "kb"})
             result = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus)},
                                             progress_callback=on_progress)  # fmt: skip
-            outside = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus.parent / "outside")})
+            outside = await client.call_tool(
+                "coffer__ingest_path", {"kb": "kb", "path": str(corpus.parent / "outside")}
+            )
             link = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus / "escape.md")})
     report = result.structured_content
     assert (report["created"], report["rejected"]) == (5, 0)
     assert "secret" not in json.dumps(report)
-    assert [p for p, _ in seen] == sorted(p for p, _ in seen) and seen[-1] == (5, 5)
+    assert [p for p, _ in seen] == sorted(p for p, _ in seen)
+    assert seen[-1] == (5, 5)
     for refused in (outside, link):
         error = tool_error(refused)
-        assert error["code"] == "path_not_allowed" and str(corpus) in error["hint"]
+        assert error["code"] == "path_not_allowed"
+        assert str(corpus) in error["hint"]
 
 
 def test_ingest_path_is_off_until_a_folder_is_allowed(coffer: Coffer, corpus: Path) -> None:
@@ -117,7 +124,7 @@ async def test_a_cancelled_folder_ingest_stops_between_documents(home: Path, tmp
 class _Handler(BaseHTTPRequestHandler):
     redirect_to = ""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         if self.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", type(self).redirect_to)
@@ -152,9 +159,8 @@ def web_server(host: str) -> Iterator[str]:
 )  # fmt: skip
 def test_url_ingest_refuses_private_and_non_http_addresses_by_default(coffer: Coffer, url: str) -> None:
     coffer.create_kb("kb")
-    with web_server("127.0.0.1") as local:
-        with pytest.raises(UrlRefusedError) as caught:
-            coffer.ingest_url("kb", url.replace("LOCAL", local))
+    with web_server("127.0.0.1") as local, pytest.raises(UrlRefusedError) as caught:
+        coffer.ingest_url("kb", url.replace("LOCAL", local))
     assert caught.value.hint
     assert coffer.list_documents("kb").total == 0
 
@@ -259,12 +265,15 @@ def test_a_passage_can_be_expanded_with_its_neighbours(coffer: Coffer) -> None:
     [hit, *_] = coffer.search("kb", "topic 7").passages
     window = coffer.read_document("kb", doc.document_id, around_position=hit.position, window=1)
     assert [c.position for c in window.chunks] == [hit.position - 1, hit.position, hit.position + 1]
-    assert hit.text in window.markdown and window.unit == "chunks" and window.has_more
+    assert hit.text in window.markdown
+    assert window.unit == "chunks"
+    assert window.has_more
 
 
 def test_long_documents_page_by_lines(coffer: Coffer) -> None:
     coffer.create_kb("kb")
     doc = coffer.add_document("kb", "lines.md", "# L\n\n" + "\n".join(f"line {i}" for i in range(100)))
     page = coffer.read_document("kb", doc.document_id, offset=10, limit=5, unit="lines")
-    assert page.markdown.splitlines() == [f"line {i}" for i in range(8, 13)] and page.has_more
+    assert page.markdown.splitlines() == [f"line {i}" for i in range(8, 13)]
+    assert page.has_more
     assert page.total_lines == 102

@@ -18,15 +18,18 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 
 def setup_commands() -> list[str]:
     section = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.DOTALL)
 
 
 def test_the_readme_has_exactly_two_set_up_commands_and_ci_runs_the_test_one() -> None:
     run, test = setup_commands()
-    assert "pip install -e ." in run and run.endswith("coffer serve")
-    assert "pytest" in test and "[test]" in test
+    assert "pip install -e ." in run
+    assert run.endswith("coffer serve")
+    assert "pytest" in test
+    assert "[test]" in test
     # A bare pip install fails on PEP 668 systems (Debian, Ubuntu, Homebrew): both use a venv.
-    assert run.startswith("python3 -m venv .venv") and test.startswith("python3 -m venv .venv")
+    assert run.startswith("python3 -m venv .venv")
+    assert test.startswith("python3 -m venv .venv")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert test in ci.splitlines()
 
@@ -69,6 +72,6 @@ def test_every_docs_link_in_the_readme_exists() -> None:
         path, _, anchor = link.partition("#")
         assert (REPO / path).exists(), link
         if anchor:
-            headings = re.findall(r"^#+ (.+)$", (REPO / path).read_text(encoding="utf-8"), flags=re.M)
+            headings = re.findall(r"^#+ (.+)$", (REPO / path).read_text(encoding="utf-8"), flags=re.MULTILINE)
             slugs = {re.sub(r"[^\w\- ]", "", h.lower()).strip().replace(" ", "-") for h in headings}
             assert anchor in slugs, link

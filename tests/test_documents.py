@@ -28,9 +28,10 @@ def test_an_ingest_writes_markdown_with_frontmatter_and_keeps_the_original(
     data = (FIXTURES / "sample.csv").read_bytes()
     result = coffer.add_document(notes, "sample.csv", data)
     meta, body = parse_document(Path(result.path).read_text(encoding="utf-8"))
-    assert FRONTMATTER_KEYS <= set(meta)
+    assert set(meta) >= FRONTMATTER_KEYS
     assert "source_path" not in meta  # uploads never carry a source path
-    assert meta["id"] == result.document_id and meta["original_format"] == "csv"
+    assert meta["id"] == result.document_id
+    assert meta["original_format"] == "csv"
     assert meta["source_sha256"] == hashlib.sha256(data).hexdigest()
     assert "|" in body
     raw = home / "knowledge" / notes / "raw" / f"{result.document_id}.csv"
@@ -52,7 +53,8 @@ def test_a_rejected_ingest_persists_nothing(
     before = files_under(home / "knowledge")
     with pytest.raises(IngestRejectedError) as caught:
         coffer.add_document(notes, filename, content)
-    assert caught.value.reason == reason and caught.value.hint
+    assert caught.value.reason == reason
+    assert caught.value.hint
     assert files_under(home / "knowledge") == before
     assert coffer.index.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
     assert coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
@@ -80,11 +82,13 @@ def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, n
     coffer.edit_document(notes, first.document_id, "# R\n\nhand edit")
     with pytest.raises(IngestRejectedError) as caught:
         coffer.add_document(notes, "r.md", "# R\n\nversion two")
-    assert caught.value.reason == "duplicate" and first.document_id in caught.value.message
+    assert caught.value.reason == "duplicate"
+    assert first.document_id in caught.value.message
     replaced = coffer.add_document(notes, "r.md", "# R\n\nversion two", replace=True)
     assert (replaced.document_id, replaced.status, replaced.source_mode) == (first.document_id, "updated", "converted")
     read = coffer.read_document(notes, first.document_id)
-    assert "version two" in read.markdown and read.metadata["created_at"] < read.metadata["updated_at"]
+    assert "version two" in read.markdown
+    assert read.metadata["created_at"] < read.metadata["updated_at"]
     events = [r[0] for r in coffer.index.conn.execute("SELECT event FROM audit_log WHERE document_id IS NOT NULL")]
     assert events == ["KB_DOCUMENT_INGESTED", "KB_DOCUMENT_UPDATED", "KB_DOCUMENT_UPDATED"]
 
@@ -142,7 +146,9 @@ def test_long_documents_are_read_in_pages(coffer: Coffer, notes: str) -> None:
         if not page.has_more:
             break
     whole = coffer.read_document(notes, doc.document_id)
-    assert len(pages) > 2 and "".join(pages) == whole.markdown and whole.total_chars == len(whole.markdown)
+    assert len(pages) > 2
+    assert "".join(pages) == whole.markdown
+    assert whole.total_chars == len(whole.markdown)
 
 
 def test_listing_filters_titles_case_insensitively_before_paginating(coffer: Coffer, notes: str) -> None:
@@ -201,7 +207,9 @@ FIXTURE_PHRASES = {
 
 
 @pytest.mark.parametrize(("name", "phrase"), sorted(FIXTURE_PHRASES.items()))
-def test_every_fixture_format_ingests_to_searchable_markdown(coffer: Coffer, notes: str, name: str, phrase: str) -> None:
+def test_every_fixture_format_ingests_to_searchable_markdown(
+    coffer: Coffer, notes: str, name: str, phrase: str
+) -> None:
     result = coffer.ingest_path(notes, FIXTURES / name)
     [item] = result.items
     assert item.status == "created", item

@@ -30,8 +30,11 @@ def string_constants(path: Path) -> list[str]:
     placeholders with made-up names) left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
-    return [node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]  # fmt: skip
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
 
 
 def hint_texts(path: Path) -> list[str]:
@@ -77,7 +80,8 @@ def test_an_error_hint_reads_in_mcp_words_unless_a_surface_asks_for_its_own(coff
         coffer.read_document(notes, "01ARZ3NDEKTSV4RRFFQ69G5FAV")
     error = caught.value
     assert "find them with coffer__search_knowledge or coffer__list_documents." in error.hint
-    assert error.to_dict()["hint"] == error.hint and error.hint in str(error)
+    assert error.to_dict()["hint"] == error.hint
+    assert error.hint in str(error)
     assert "find them with coffer kb search or coffer kb documents." in error.hint_for("cli")
     assert "find them with the search box or the document list." in error.hint_for("web")
     assert error.hint_for("mcp") == error.hint

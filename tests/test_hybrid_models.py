@@ -72,8 +72,10 @@ def test_doctor_reports_a_reachable_local_model(home: Path) -> None:
     with Coffer(load_settings(model_env(), home=home)) as coffer:
         coffer.create_kb("help", vector=True)
         report = coffer.doctor()
-    assert report.embedder.reachable is True and report.embedder.dimensions == 384
-    assert report.sqlite_vec_version and report.fts5
+    assert report.embedder.reachable is True
+    assert report.embedder.dimensions == 384
+    assert report.sqlite_vec_version
+    assert report.fts5
 
 
 def chunk_rows(coffer: Coffer) -> list[tuple]:

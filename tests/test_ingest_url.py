@@ -46,7 +46,7 @@ class _Handler(BaseHTTPRequestHandler):
     seen: list[str]
     stop: threading.Event
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.seen.append(self.path)
         if self.path == "/go":
             self.send_response(302)
@@ -148,7 +148,8 @@ async def test_an_unparseable_url_over_mcp_is_a_tool_error_with_code_and_hint(co
             result = await client.call_tool("coffer__ingest_url", {"kb": "kb", "url": "http://[::1"})
     assert result.is_error
     error = json.loads(result.content[0].text)
-    assert error["code"] == "invalid_url" and "https://" in error["hint"]
+    assert error["code"] == "invalid_url"
+    assert "https://" in error["hint"]
 
 
 def test_a_host_in_fullwidth_digits_is_fetched_from_the_address_it_normalises_to(trusting: Coffer) -> None:
@@ -195,9 +196,11 @@ def test_a_redirect_to_a_trusted_address_is_followed(trusting: Coffer, location:
 def test_a_server_dribbling_headers_cannot_keep_a_fetch_past_url_timeout(trusting: Coffer) -> None:
     with web_server() as (base, seen), pytest.raises(CofferError) as timed_out:
         trusting.ingest_url("kb", f"{base}/slow")
-    assert "/slow answered in full" not in seen and trusting.list_documents("kb").total == 0
+    assert "/slow answered in full" not in seen
+    assert trusting.list_documents("kb").total == 0
     assert timed_out.value.code == "fetch_failed"
-    assert "url_timeout" in timed_out.value.message and "url_timeout" in timed_out.value.hint
+    assert "url_timeout" in timed_out.value.message
+    assert "url_timeout" in timed_out.value.hint
 
 
 def test_a_slow_server_behind_a_redirect_shares_the_same_deadline(home: Path) -> None:
@@ -207,8 +210,10 @@ def test_a_slow_server_behind_a_redirect_shares_the_same_deadline(home: Path) ->
             coffer.create_kb("kb")
             with pytest.raises(CofferError) as timed_out:
                 coffer.ingest_url("kb", f"{base}/go")
-    assert seen[0] == "/go" and "/slow answered in full" not in seen
-    assert timed_out.value.code == "fetch_failed" and "url_timeout" in timed_out.value.hint
+    assert seen[0] == "/go"
+    assert "/slow answered in full" not in seen
+    assert timed_out.value.code == "fetch_failed"
+    assert "url_timeout" in timed_out.value.hint
 
 
 # -- web pages: the main content ---------------------------------------------------------------
@@ -218,8 +223,10 @@ def test_a_fetched_page_keeps_its_article_without_the_sites_menu_and_footer(trus
     with web_server() as (base, _):
         added = trusting.ingest_url("kb", f"{base}/article")
     page = trusting.read_document("kb", added.document_id)
-    assert "Neap tides leave the inner pier dry" in page.markdown and added.title == "Tide tables of Port Ellen"
-    assert "zanzibarmenu" not in page.markdown and "quixfooter" not in page.markdown
+    assert "Neap tides leave the inner pier dry" in page.markdown
+    assert added.title == "Tide tables of Port Ellen"
+    assert "zanzibarmenu" not in page.markdown
+    assert "quixfooter" not in page.markdown
     assert trusting.search("kb", "zanzibarmenu").passages == []
 
 
@@ -230,7 +237,8 @@ def test_with_html_main_content_off_a_fetched_page_is_kept_whole(home: Path) -> 
         added = coffer.ingest_url("kb", f"{base}/article")
         page = coffer.read_document("kb", added.document_id)
     assert "Neap tides leave the inner pier dry" in page.markdown
-    assert "zanzibarmenu" in page.markdown and "quixfooter" in page.markdown
+    assert "zanzibarmenu" in page.markdown
+    assert "quixfooter" in page.markdown
     assert page.metadata["conversion_engine"] == "html-page/1"
 
 

@@ -19,7 +19,8 @@ from coffer_mcp.errors import (
 def test_creating_a_knowledge_base_makes_its_folders_and_settings_file(coffer: Coffer, home: Path) -> None:
     details = coffer.create_kb("design-notes", "ADRs and notes", chunk_size=256, chunk_overlap=32)
     root = home / "knowledge" / "design-notes"
-    assert (root / "docs").is_dir() and (root / "raw").is_dir()
+    assert (root / "docs").is_dir()
+    assert (root / "raw").is_dir()
     saved = yaml.safe_load((root / "kb.yaml").read_text(encoding="utf-8"))
     assert (saved["description"], saved["chunk_size"], saved["chunk_overlap"]) == ("ADRs and notes", 256, 32)
     assert (details.name, details.document_count, details.path) == ("design-notes", 0, str(root))
@@ -53,9 +54,11 @@ def test_bad_chunk_settings_are_refused_with_a_hint(coffer: Coffer, home: Path) 
 def test_describe_reports_counts_and_disk_usage(coffer: Coffer, notes: str) -> None:
     coffer.add_document(notes, "a.md", "# A\n\n" + "word " * 400)
     details = coffer.describe_kb(notes)
-    assert details.document_count == 1 and details.chunk_count >= 2
+    assert details.document_count == 1
+    assert details.chunk_count >= 2
     assert details.disk_bytes > 4000
-    assert details.modes == ["grep", "keyword"] and details.documents_degraded == 0
+    assert details.modes == ["grep", "keyword"]
+    assert details.documents_degraded == 0
 
 
 def test_updating_the_description_keeps_the_documents(coffer: Coffer, notes: str) -> None:
@@ -84,7 +87,8 @@ def test_deleting_a_knowledge_base_leaves_no_file_and_no_index_row(coffer: Coffe
 def test_an_unknown_knowledge_base_hint_lists_the_existing_ones(coffer: Coffer, notes: str) -> None:
     with pytest.raises(KnowledgeBaseNotFoundError) as caught:
         coffer.search("nope", "x")
-    assert caught.value.code == "unknown_kb" and "notes" in caught.value.hint
+    assert caught.value.code == "unknown_kb"
+    assert "notes" in caught.value.hint
 
 
 def test_a_folder_created_by_hand_becomes_a_knowledge_base(coffer: Coffer, home: Path) -> None:

@@ -86,7 +86,8 @@ def assert_coffer_shape(result: CallToolResult) -> dict:
     """The error is JSON with a code, a message and a hint, and nothing of pydantic's report."""
     assert result.is_error
     text = result.content[0].text
-    assert "pydantic" not in text.lower() and "validation error" not in text.lower(), text
+    assert "pydantic" not in text.lower(), text
+    assert "validation error" not in text.lower(), text
     error = json.loads(text)
     assert set(error) == {"code", "message", "hint"}, text
     assert all(isinstance(error[key], str) and error[key] for key in error), text
@@ -108,7 +109,8 @@ async def test_every_argument_a_schema_refuses_gets_an_invalid_argument_error_na
         for arguments, culprit in calls:
             error = assert_coffer_shape(await client.call_tool(tool, arguments))
             assert error["code"] == "invalid_argument", (arguments, error)
-            assert f"'{culprit}'" in error["message"] and culprit in error["hint"], (arguments, error)
+            assert f"'{culprit}'" in error["message"], (arguments, error)
+            assert culprit in error["hint"], (arguments, error)
 
 
 @pytest.mark.parametrize("tool", TOOL_NAMES)
@@ -121,7 +123,8 @@ async def test_an_unknown_argument_is_refused_with_the_accepted_ones_and_the_sch
         arguments = {name: valid[name] for name in schema.get("required", [])}
         error = assert_coffer_shape(await client.call_tool(tool, {**arguments, "colour": "blue"}))
     assert schema["additionalProperties"] is False
-    assert error["code"] == "invalid_argument" and "'colour'" in error["message"]
+    assert error["code"] == "invalid_argument"
+    assert "'colour'" in error["message"]
     assert all(name in error["hint"] for name in schema["properties"])
 
 
@@ -177,7 +180,8 @@ async def test_every_numeric_argument_has_bounds_in_its_schema(service: Coffer) 
     ]
     assert len(numeric) >= 8
     for tool, name, option in numeric:
-        assert "minimum" in option and "maximum" in option, (tool, name)
+        assert "minimum" in option, (tool, name)
+        assert "maximum" in option, (tool, name)
     read = next(t for t in tools if t.name == "coffer__read_document").input_schema["properties"]
     assert read["limit"]["maximum"] == MAX_PAGE_CHARS
 
@@ -198,7 +202,8 @@ async def test_an_unknown_tool_is_refused_with_the_tools_this_server_offers(serv
         error = assert_coffer_shape(await client.call_tool("coffer__add_document", {"kb": "kb"}))
     assert error["code"] == "unknown_tool"
     assert "read-only" in error["message"]
-    assert "coffer__search_knowledge" in error["hint"] and "coffer__add_document" not in error["hint"]
+    assert "coffer__search_knowledge" in error["hint"]
+    assert "coffer__add_document" not in error["hint"]
 
 
 async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_on_the_log(
@@ -214,9 +219,11 @@ async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_o
             result = await client.call_tool("coffer__read_document", {"kb": "kb", "doc_id": doc_id})
     error = assert_coffer_shape(result)
     assert error["code"] == "internal_error"
-    assert "coffer__read_document" in error["message"] and "stderr" in error["hint"]
+    assert "coffer__read_document" in error["message"]
+    assert "stderr" in error["hint"]
     assert str(file) not in result.content[0].text  # the details stay in the server's log
     crash = next(r for r in caplog.records if "failed unexpectedly" in r.getMessage())
-    assert crash.exc_info is not None and isinstance(crash.exc_info[1], OSError)
+    assert crash.exc_info is not None
+    assert isinstance(crash.exc_info[1], OSError)
     logged = service.index.conn.execute("SELECT outcome, error_code FROM mcp_invocations").fetchall()
     assert [tuple(row) for row in logged] == [("crash", "internal_error")]

@@ -116,7 +116,8 @@ async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None
         assert tool.annotations.destructive_hint is destructive, name
         assert tool.annotations.idempotent_hint is idempotent, name
         assert tool.output_schema is not None, name
-        assert tool.description and len(tool.description.splitlines()) <= 15, name
+        assert tool.description, name
+        assert len(tool.description.splitlines()) <= 15, name
     search = tools["coffer__search_knowledge"].input_schema["properties"]["top_k"]
     assert (search["minimum"], search["maximum"], search["default"]) == (1, 20, 5)
 
@@ -124,7 +125,8 @@ async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None
 async def test_switching_curation_off_leaves_the_seven_core_tools(coffer: Coffer) -> None:
     async with client_for(coffer, curation=False) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-    assert names == set(CORE_TOOLS) and len(CORE_TOOLS) == 7
+    assert names == set(CORE_TOOLS)
+    assert len(CORE_TOOLS) == 7
 
 
 async def test_a_read_only_server_lists_no_write_tool_and_refuses_nothing_it_lists(coffer: Coffer) -> None:
@@ -179,13 +181,15 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> 
         grep = await call(client, "coffer__grep_knowledge", kb="research", pattern=r"HNSW\s+graphs")
         hit = grep["hits"][0]
         assert set(hit) >= {"path", "document_id", "line_number", "line"}
-        assert hit["document_id"] == english["document_id"] and "HNSW" in hit["line"]
+        assert hit["document_id"] == english["document_id"]
+        assert "HNSW" in hit["line"]
         assert Path(hit["path"]).read_text(encoding="utf-8").splitlines()[hit["line_number"] - 1] == hit["line"]
         assert grep["truncated"] is False
 
         read = await call(client, "coffer__read_document", kb="research", doc_id=english["document_id"])
         assert read["markdown"].startswith("# Approximate nearest neighbour search")
-        assert Path(read["path"]).is_file() and read["metadata"]["original_filename"] == "ann.md"
+        assert Path(read["path"]).is_file()
+        assert read["metadata"]["original_filename"] == "ann.md"
 
         await call(client, "coffer__edit_document", kb="research", doc_id=english["document_id"],
                    content="# Approximate nearest neighbour search\n\nProduct quantization compresses vectors.")
@@ -209,7 +213,8 @@ async def test_re_uploads_are_idempotent_refused_or_replaced(connect) -> None:
         assert (again["document_id"], again["status"]) == (first["document_id"], "unchanged")
 
         error = await call_error(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nv2")
-        assert error["code"] == "duplicate" and "replace" in error["hint"]
+        assert error["code"] == "duplicate"
+        assert "replace" in error["hint"]
 
         replaced = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nv2",
                               replace=True)  # fmt: skip
@@ -224,7 +229,8 @@ async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(conn
         added = await call(client, "coffer__add_document", kb="kb", filename="../../x.md", content="# X\n\nescape")
     assert added["original_filename"] == "x.md"
     assert Path(added["path"]).parent == home / "knowledge" / "kb" / "docs"
-    assert not list(home.parent.glob("x.md")) and not (home / "x.md").exists()
+    assert not list(home.parent.glob("x.md"))
+    assert not (home / "x.md").exists()
 
 
 async def test_an_edit_made_on_disk_is_seen_by_the_next_search(connect) -> None:
@@ -243,7 +249,8 @@ async def test_an_unknown_knowledge_base_error_names_the_existing_ones(connect) 
         await call(client, "coffer__create_knowledge_base", name="beta")
         error = await call_error(client, "coffer__search_knowledge", kb="gamma", query="x")
     assert error["code"] == "unknown_kb"
-    assert "alpha" in error["hint"] and "beta" in error["hint"]
+    assert "alpha" in error["hint"]
+    assert "beta" in error["hint"]
 
 
 async def test_search_can_span_several_or_all_knowledge_bases(connect) -> None:
@@ -352,4 +359,5 @@ async def test_an_agent_snapshots_exports_and_restores_a_knowledge_base(home: Pa
         assert refused["code"] == "confirmation_required"
         assert restored["pre_restore_snapshot_id"] in {s["id"] for s in listed["snapshots"]}
         assert coffer.read_document("kb", doc.document_id).markdown == "# A\n\nthe original words"
-        assert Path(pack["path"]).is_file() and outside["code"] == "path_not_allowed"
+        assert Path(pack["path"]).is_file()
+        assert outside["code"] == "path_not_allowed"

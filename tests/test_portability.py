@@ -35,7 +35,8 @@ Members = list[tuple[tarfile.TarInfo, bytes | None]]
 
 def open_service(home: Path, embedder: HashEmbedder | None = None, **settings) -> Coffer:
     return Coffer(
-        load_settings(home=home, **{"embed_on_read_seconds": READ_BUDGET, **settings}), embedder=embedder or HashEmbedder()
+        load_settings(home=home, **{"embed_on_read_seconds": READ_BUDGET, **settings}),
+        embedder=embedder or HashEmbedder(),
     )
 
 
@@ -68,8 +69,8 @@ def read_members(pack: Path) -> Members:
 
 def write_members(pack: Path, members: Members) -> Path:
     with tarfile.open(pack, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in members:
-            info = copy.copy(info)
+        for member, data in members:
+            info = copy.copy(member)
             if data is None:
                 tar.addfile(info)  # a header only: links, devices, or a size claim with no data
             else:
@@ -188,7 +189,8 @@ def test_vectors_of_another_model_are_not_used_and_are_made_again_later(pack: Pa
     with open_service(tmp_path / "b", other) as dest:
         imported = dest.import_pack(pack)
         assert (imported.vectors_used, imported.documents_to_embed, other.calls) == (0, 3, 0)
-        assert "test:hash-64" in imported.note and "test:other-64" in imported.note
+        assert "test:hash-64" in imported.note
+        assert "test:other-64" in imported.note
         dest.reindex("notes", force=False)
         assert dest.describe_kb("notes").documents_degraded == 0
 
@@ -322,7 +324,8 @@ def test_a_tampered_pack_is_refused_and_the_store_is_unchanged(
     before = store_state(target)
     with pytest.raises(PackError, match=reason) as caught:
         target.import_pack(bad, max_bytes=1024 * 1024)
-    assert caught.value.code == "invalid_pack" and caught.value.hint
+    assert caught.value.code == "invalid_pack"
+    assert caught.value.hint
     assert store_state(target) == before
 
 
@@ -365,7 +368,8 @@ def test_a_merge_skips_originals_already_there_keeps_ids_and_reports_conflicts(p
         merged = dest.import_pack(pack, merge=True)
         again = dest.import_pack(pack, as_name="other", merge=True)
         garden = dest.read_document("notes", ids["garden.md"])
-    assert first.created and not merged.created
+    assert first.created
+    assert not merged.created
     assert [c.document_id for c in merged.conflicts] == [ids["bread.md"]]
     assert [(s.document_id, s.reason) for s in merged.skipped] == [(ids["kayak.md"], "already_present")]
     assert (merged.documents_added, merged.documents, merged.renamed_ids) == (1, 3, {})
@@ -373,7 +377,8 @@ def test_a_merge_skips_originals_already_there_keeps_ids_and_reports_conflicts(p
     duplicate = [s for s in again.skipped if s.reason == "duplicate_source"]
     assert [s.document_id for s in duplicate] == [ids["kayak.md"]]
     assert duplicate[0].existing_document_id != ids["kayak.md"]
-    assert again.documents_added == 2 and len(again.renamed_ids) == 2  # ids used by 'notes' are renewed
+    assert again.documents_added == 2
+    assert len(again.renamed_ids) == 2  # ids used by 'notes' are renewed
 
 
 def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_source_alone(tmp_path: Path) -> None:
@@ -383,7 +388,8 @@ def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_sourc
         service.export_kb("notes", tmp_path / "p.cofferpack", with_vectors=True)
         source_files = files_of(service.paths.kb("notes").root)
         copied = service.import_pack(tmp_path / "p.cofferpack", as_name="copy")
-        assert set(copied.renamed_ids) == set(ids.values()) and copied.vectors_used == 3
+        assert set(copied.renamed_ids) == set(ids.values())
+        assert copied.vectors_used == 3
         assert files_of(service.paths.kb("notes").root) == source_files
         assert service.describe_kb("notes").document_count == service.describe_kb("copy").document_count == 3
         hit = service.search("copy", "sourdough").passages[0]

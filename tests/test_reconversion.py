@@ -65,7 +65,8 @@ def test_a_forced_reindex_converts_a_document_of_an_older_converter_again_keepin
     assert body.strip() == today.markdown.strip()
     assert meta["conversion_engine"] == today.engine != "markitdown"
     assert meta["title"] == "Quarterly Bramble Report" == coffer.list_documents(notes).documents[0].title
-    assert meta["content_sha256"] == body_sha256(today.markdown) and meta["source_mode"] == "converted"
+    assert meta["content_sha256"] == body_sha256(today.markdown)
+    assert meta["source_mode"] == "converted"
     for kept in ("id", "created_at", "original_filename", "original_format", "source_sha256"):
         assert meta[kept] == meta_at_ingest[kept]
     assert meta["converted_at"] > meta_at_ingest["converted_at"]
@@ -117,7 +118,8 @@ def test_a_missing_original_or_a_failed_conversion_keeps_the_markdown_and_the_re
 
     result = coffer.reindex(notes)
 
-    assert result.reconverted == 1 and "Copper meadow telemetry" in front(paths[fine])[1]
+    assert result.reconverted == 1
+    assert "Copper meadow telemetry" in front(paths[fine])[1]
     reasons = {skip.document_id: skip.reason for skip in result.not_reconverted}
     assert reasons == {gone: "original_missing", broken: "conversion_failed"}
     assert all(skip.hint for skip in result.not_reconverted)

@@ -14,7 +14,10 @@ from coffer_mcp.services.registry import _ScanLog
 from coffer_mcp.store import parse_document
 
 DOCS = {
-    "guide.md": "# Install guide\n\nRun the installer, then configure the proxy settings.\n\n## Upgrade\n\nStop the service first.",
+    "guide.md": (
+        "# Install guide\n\nRun the installer, then configure the proxy settings.\n\n"
+        "## Upgrade\n\nStop the service first."
+    ),
     "faq.md": "# FAQ\n\nThe proxy needs a restart after configuration changes.",
     "zh.md": "# 说明\n\n近邻搜索和向量检索的区别在于索引结构。",
 }
@@ -73,7 +76,8 @@ def test_a_file_added_by_hand_is_adopted_with_an_id(coffer: Coffer, notes: str, 
     assert passage.title == "Handmade"
     assert not (docs / "handmade.md").exists()
     meta, body = parse_document((docs / f"{passage.document_id}.md").read_text(encoding="utf-8"))
-    assert meta["original_filename"] == "handmade.md" and body.startswith("# Handmade")
+    assert meta["original_filename"] == "handmade.md"
+    assert body.startswith("# Handmade")
     assert (home / "knowledge" / "notes" / "raw" / f"{passage.document_id}.md").exists()
 
 
@@ -162,7 +166,9 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     report = coffer.verify(notes)
     assert not report.ok
     text = "\n".join(report.problems)
-    assert ids["faq.md"] in text and "original without a document" in text and "without a chunk" in text
+    assert ids["faq.md"] in text
+    assert "original without a document" in text
+    assert "without a chunk" in text
     coffer.reindex(notes)
     assert coffer.verify(notes).ok
 

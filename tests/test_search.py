@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coffer_mcp import Coffer
-from coffer_mcp.retrieval import search
+from coffer_mcp.services.retrieval import search
 from coffer_mcp.errors import InvalidArgumentError
 
 CORPUS = {
@@ -57,7 +57,8 @@ def test_widening_past_a_common_term_still_fills_the_list(
     query = "cells mitochondria ribosomes"
     assert set(top(coffer, query, 2)) == {mito, ribo}
     ranked = top(coffer, query, 7)
-    assert set(ranked[:2]) == {mito, ribo} and set(ranked[2:]) == set(common)
+    assert set(ranked[:2]) == {mito, ribo}
+    assert set(ranked[2:]) == set(common)
 
 
 @pytest.mark.parametrize("query", ["近邻搜索", "向量检索", "向量", "召回", "検索", "近傍探索"])
@@ -97,8 +98,11 @@ def test_search_can_be_restricted_to_documents(coffer: Coffer, corpus: dict[str,
 
 def test_scores_are_positive_and_passages_carry_their_place(coffer: Coffer, corpus: dict[str, str]) -> None:
     [passage, *_] = coffer.search("notes", "navigable small world").passages
-    assert passage.score > 0 and passage.position == 0 and passage.heading_path == ["HNSW"]
-    assert passage.chunk_id == f"{passage.document_id}:0" and passage.kb == "notes"
+    assert passage.score > 0
+    assert passage.position == 0
+    assert passage.heading_path == ["HNSW"]
+    assert passage.chunk_id == f"{passage.document_id}:0"
+    assert passage.kb == "notes"
 
 
 @pytest.mark.parametrize(("query", "top_k"), [("", 5), ("   ", 5), ("x" * 2001, 5), ("ok", 0), ("ok", 1001)])
@@ -110,7 +114,11 @@ def test_bad_search_arguments_are_refused(coffer: Coffer, notes: str, query: str
 def test_grep_finds_lines_with_their_document_and_kb(coffer: Coffer, corpus: dict[str, str]) -> None:
     result = coffer.grep("notes", r"get_\w+_name")
     [hit] = result.hits
-    assert (hit.document_id, hit.kb, hit.line) == (corpus["code.md"], "notes", "The get_user_name function lives in the backend service.")
+    assert (hit.document_id, hit.kb, hit.line) == (
+        corpus["code.md"],
+        "notes",
+        "The get_user_name function lives in the backend service.",
+    )
 
 
 def test_grep_gives_the_same_hits_with_and_without_ripgrep(coffer: Coffer, corpus: dict[str, str], home) -> None:

@@ -11,8 +11,7 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.errors import KnowledgeBaseNotFoundError
-from coffer_mcp.portability import SnapshotError, SnapshotNotFoundError, recover_interrupted_restores
-from coffer_mcp.portability import _snapshots
+from coffer_mcp.portability import SnapshotError, SnapshotNotFoundError, _snapshots, recover_interrupted_restores
 from tests.conftest import REPO
 from tests.fakes import HashEmbedder
 
@@ -146,7 +145,9 @@ def test_a_restore_killed_between_its_renames_is_completed_when_the_store_opens_
         _snapshots._checkpoint = die
         Coffer(load_settings(home={str(home)!r}), embedder=HashEmbedder()).restore_snapshot("notes", {taken.id!r})
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 17, done.stderr
     assert not root.exists()  # killed mid-swap: the KB folder is aside
     with reopen(home) as after:

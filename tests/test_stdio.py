@@ -62,11 +62,13 @@ async def test_a_broken_config_file_still_connects_and_every_tool_says_what_to_f
         async with Client(stdio_client(params, errlog=errlog), client_info=client_info) as client:
             tools = [tool.name for tool in (await client.list_tools()).tools]
             errors = [json.loads((await client.call_tool(name, {})).content[0].text) for name in tools]
-    assert "coffer__search_knowledge" in tools and "coffer__ingest_path" in tools
+    assert "coffer__search_knowledge" in tools
+    assert "coffer__ingest_path" in tools
     assert {error["code"] for error in errors} == {"invalid_config"}
     assert all(problem in error["message"] and str(config_file) in error["hint"] for error in errors), errors[0]
     stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
-    assert problem in stderr and "hint:" in stderr
+    assert problem in stderr
+    assert "hint:" in stderr
     assert not (home / "coffer.db").exists()  # nothing ran against a home it cannot configure
 
 

@@ -103,7 +103,8 @@ def test_a_new_model_re_embeds_into_its_own_table_and_search_keeps_working(home:
     with Coffer(load_settings(home=home, embed_on_read_seconds=READ_BUDGET), embedder=wider) as second:
         assert second.describe_kb("v").embedding_model == "test:wider-96"
         result = second.search("v", "tomatoes staking")
-        assert result.strategy == "hybrid" and result.passages
+        assert result.strategy == "hybrid"
+        assert result.passages
         models = [tuple(r) for r in second.index.conn.execute("SELECT identity, dimensions FROM embedding_models")]
         assert models == [("test:hash-64", 64), ("test:wider-96", 96)]
         table = "vec_chunks_2"
@@ -117,7 +118,8 @@ def test_turning_vector_off_drops_the_vectors_and_on_embeds_again(vcoffer: Coffe
     off = vcoffer.update_kb("v", vector=False)
     assert (off.vector, off.modes, vector_rows(vcoffer)) == (False, ["grep", "keyword"], 0)
     on = vcoffer.update_kb("v", vector=True)
-    assert on.documents_degraded == 0 and vector_rows(vcoffer) == len(chunk_rows(vcoffer))
+    assert on.documents_degraded == 0
+    assert vector_rows(vcoffer) == len(chunk_rows(vcoffer))
 
 
 def test_editing_and_deleting_keep_vectors_in_step_with_chunks(vcoffer: Coffer) -> None:
@@ -155,9 +157,11 @@ def test_reindexing_again_computes_no_vector_for_chunks_that_did_not_change(
         result = vcoffer.reindex("v")
         assert (result.indexed, result.embedded) == (3, 0)
     assert len(embedder.texts) == embedded_at_ingest
-    assert vector_rows(vcoffer) == len(chunk_rows(vcoffer)) and vcoffer.verify("v").ok
+    assert vector_rows(vcoffer) == len(chunk_rows(vcoffer))
+    assert vcoffer.verify("v").ok
     found = vcoffer.search("v", "sea kayak rolling")
-    assert found.strategy == "hybrid" and found.passages[0].document_id == ids["kayak.md"]
+    assert found.strategy == "hybrid"
+    assert found.passages[0].document_id == ids["kayak.md"]
 
     docs = home / "knowledge" / "v" / "docs"
     bread, garden = docs / f"{ids['bread.md']}.md", docs / f"{ids['garden.md']}.md"
@@ -168,9 +172,11 @@ def test_reindexing_again_computes_no_vector_for_chunks_that_did_not_change(
     result = vcoffer.reindex("v")
     assert result.embedded == 2
     new_texts = embedder.texts[before_edits:]
-    assert any("short warm proof" in t for t in new_texts) and any(t.startswith("Allotment") for t in new_texts)
+    assert any("short warm proof" in t for t in new_texts)
+    assert any(t.startswith("Allotment") for t in new_texts)
     assert not any("kayak" in t for t in new_texts)
-    assert vcoffer.verify("v").ok and vcoffer.describe_kb("v").documents_degraded == 0
+    assert vcoffer.verify("v").ok
+    assert vcoffer.describe_kb("v").documents_degraded == 0
 
 
 def test_rrf_rewards_passages_both_lists_rank() -> None:

@@ -20,10 +20,10 @@ from ._title import derive_title, first_heading
 from ._upload import looks_like_base64_of, text_upload_name
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "Conversion",
     "ConversionOptions",
     "Converter",
-    "DEFAULT_MAX_BYTES",
     "clean_markdown",
     "convert",
     "derive_title",

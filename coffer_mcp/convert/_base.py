@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from ..errors import EngineUnavailableError
+from coffer_mcp.errors import EngineUnavailableError
 
 __all__ = ["Conversion", "Converter", "ExtensionConverter", "engine_missing"]
 

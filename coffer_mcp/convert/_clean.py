@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from ._fences import split_fences
+from coffer_mcp.store.markdown import split_fences
 
 __all__ = ["clean_markdown"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
-from ..errors import IngestRejectedError
+from coffer_mcp.errors import IngestRejectedError
+
 from ._decode import decode_text
 
 __all__ = ["CsvConverter"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 
-from ..errors import IngestRejectedError
+from coffer_mcp.errors import IngestRejectedError
 
 __all__ = ["decode_text"]
 
@@ -35,10 +35,10 @@ def decode_text(data: bytes, filename: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         pass
-    encoding = _detect(data)
-    if encoding is None:
+    detected = _detect(data)
+    if detected is None:
         raise _binary(filename)
-    return data.decode(encoding, errors="replace")
+    return data.decode(detected, errors="replace")
 
 
 def _detect(data: bytes) -> str | None:

@@ -6,7 +6,8 @@ Everything here runs inside the sandboxed worker when the registry is given a ti
 
 from __future__ import annotations
 
-from ..errors import IngestRejectedError
+from coffer_mcp.errors import IngestRejectedError
+
 from ._base import Converter
 from ._docx import DocxConverter
 from ._html import HtmlConverter

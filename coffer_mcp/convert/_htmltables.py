@@ -32,7 +32,8 @@ def html_to_markdown(html: str, *, drop_footnote_marks: bool = False) -> str:
     regular_tables(soup)
     if drop_footnote_marks:
         for link in soup.find_all("a", href=True):
-            if link["href"].startswith("#") and _FOOTNOTE_MARK.match(link.get_text(strip=True)):
+            href = link["href"]  # a str: only attributes like class hold lists
+            if isinstance(href, str) and href.startswith("#") and _FOOTNOTE_MARK.match(link.get_text(strip=True)):
                 link.decompose()
     stream = io.BytesIO(str(soup).encode("utf-8"))
     info = StreamInfo(mimetype="text/html", extension=".html", charset="utf-8")

@@ -11,10 +11,11 @@ import threading
 import warnings
 from typing import Any
 
-from ..errors import EngineUnavailableError, IngestRejectedError
+from coffer_mcp.errors import EngineUnavailableError, IngestRejectedError
+
 from ._stdout import stdout_to_stderr
 
-__all__ = ["MarkItDownConverter", "MARKITDOWN_EXTENSIONS"]
+__all__ = ["MARKITDOWN_EXTENSIONS", "MarkItDownConverter"]
 
 MARKITDOWN_EXTENSIONS = frozenset(
     {"pdf", "docx", "pptx", "xlsx", "xls", "html", "htm", "epub", "ipynb", "msg"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..errors import IngestRejectedError
+from coffer_mcp.errors import IngestRejectedError
+
 from ._base import ExtensionConverter, engine_missing
 
 __all__ = ["PdfConverter"]

@@ -101,7 +101,7 @@ def _font_heading(block: Block, body: float, font: str, following: list[Block]) 
 def _standalone(block: Block) -> bool:
     """A bold line that is a heading, not a bold phrase inside a paragraph or a table cell."""
     text = block.text()
-    return len(block.lines) <= 2 and not text.endswith((".", ":")) or bool(_SECTION.match(text))
+    return (len(block.lines) <= 2 and not text.endswith((".", ":"))) or bool(_SECTION.match(text))
 
 
 def _key(text: str) -> str:
@@ -139,6 +139,8 @@ def close_gaps(blocks: list[Block]) -> None:
 def _plausible_title(text: str) -> bool:
     lowered = text.lower()
     return (
-        len(text) >= 4 and any(ch.isalpha() for ch in text) and not lowered.startswith(("microsoft word", "untitled", "(anonymous)"))
+        len(text) >= 4
+        and any(ch.isalpha() for ch in text)
+        and not lowered.startswith(("microsoft word", "untitled", "(anonymous)"))
         and not lowered.endswith((".doc", ".docx", ".pdf", ".tex", ".dvi"))
-    )  # fmt: skip
+    )

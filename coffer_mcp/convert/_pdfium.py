@@ -138,7 +138,8 @@ def _chars(textpage: Any) -> tuple[list[_Char], int]:
         raw.FPDFText_GetLooseCharBox(handle, i, box)
         generated = raw.FPDFText_IsGenerated(handle, i) == 1
         weight, font = (0, "") if generated else _font(raw, handle, i, fonts)
-        chars.append(_Char(text, box.left, box.bottom, box.right, box.top, box.top - box.bottom, weight, generated, font))
+        height = box.top - box.bottom
+        chars.append(_Char(text, box.left, box.bottom, box.right, box.top, height, weight, generated, font))
     return _fix_lam_alef(chars), dropped
 
 

@@ -211,8 +211,14 @@ def _merge_continuations(rows: list[list[str]]) -> list[list[str]]:
         above = merged[-1] if len(merged) > 1 else None  # never into the header row
         filled = {i for i, cell in enumerate(row) if cell}
         # Two or more cells continue: one lone cell is more likely a row of its own ("Color").
-        if above is not None and not row[0] and above[0] and len(filled) >= 2 and filled <= {i for i, c in enumerate(above) if c}:
-            merged[-1] = [f"{a} {b}".strip() for a, b in zip(above, row)]
+        if (
+            above is not None
+            and not row[0]
+            and above[0]
+            and len(filled) >= 2
+            and filled <= {i for i, c in enumerate(above) if c}
+        ):
+            merged[-1] = [f"{a} {b}".strip() for a, b in zip(above, row, strict=True)]  # rows share one width
         else:
             merged.append(row)
     return merged

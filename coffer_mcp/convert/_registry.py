@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import IngestRejectedError
+from coffer_mcp.errors import IngestRejectedError
+
 from ._base import Conversion, Converter
 from ._clean import clean_markdown
 from ._csv import CsvConverter

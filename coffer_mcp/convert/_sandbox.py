@@ -14,15 +14,16 @@ library prints can corrupt the channel.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import pickle
 import queue
 import struct
 import subprocess
 import sys
 import threading
-from typing import BinaryIO
+from typing import IO, Any
 
-from ..errors import EngineUnavailableError, IngestRejectedError
+from coffer_mcp.errors import EngineUnavailableError, IngestRejectedError
 
 __all__ = ["convert_in_sandbox", "shutdown"]
 
@@ -34,13 +35,13 @@ _TIMEOUT_HINT = (
 )
 
 
-def write_message(stream: BinaryIO, message: object) -> None:
+def write_message(stream: IO[bytes], message: object) -> None:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_HEADER.pack(len(payload)) + payload)
     stream.flush()
 
 
-def read_message(stream: BinaryIO) -> object:
+def read_message(stream: IO[bytes]) -> Any:
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError
@@ -58,19 +59,22 @@ class _Worker:
             [sys.executable, "-m", "coffer_mcp.convert._worker", str(memory_bytes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
         )  # fmt: skip
-        self.replies: queue.Queue[object] = queue.Queue()
+        assert self.proc.stdin is not None  # both are PIPEs: Popen set them
+        assert self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        self.replies: queue.Queue[tuple[str, ...] | EOFError] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         try:
             while True:
-                self.replies.put(read_message(self.proc.stdout))
+                self.replies.put(read_message(self.stdout))
         except (EOFError, OSError, pickle.UnpicklingError):
             self.replies.put(EOFError())
 
     def convert(self, name: str, data: bytes, timeout: float, options: dict[str, object]) -> str:
         try:
-            write_message(self.proc.stdin, (name, data, timeout, options))
+            write_message(self.stdin, (name, data, timeout, options))
             reply = self.replies.get(timeout=timeout)
         except queue.Empty:
             self.kill()
@@ -93,15 +97,13 @@ class _Worker:
         if self.alive():
             self.proc.kill()
         self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
 
 
-def _unpack(reply: object) -> str:
-    kind, *rest = reply  # type: ignore[misc]
+def _unpack(reply: tuple[str, ...]) -> str:
+    kind, *rest = reply
     if kind == "ok":
         return rest[0]
     reason, message, hint = rest

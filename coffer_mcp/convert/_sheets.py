@@ -14,7 +14,8 @@ import io
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from ..errors import EngineUnavailableError
+from coffer_mcp.errors import EngineUnavailableError
+
 from ._base import engine_missing
 from ._csv import markdown_table
 
@@ -132,7 +133,7 @@ def _xlsx_sheets(data: bytes) -> list[tuple[str, Grid]]:
         for row in sheet.iter_rows():
             for cell in row:
                 text = cell_text(cell.value)
-                if text:
+                if text and cell.row is not None and cell.column is not None:  # (typed optional for merged cells)
                     grid[(cell.row - 1, cell.column - 1)] = text
         for area in sheet.merged_cells.ranges:
             _fill(grid, area.min_row - 1, area.min_col - 1, area.max_row - 1, area.max_col - 1)

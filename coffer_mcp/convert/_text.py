@@ -6,7 +6,7 @@ import re
 
 from ._decode import decode_text
 
-__all__ = ["PassthroughConverter", "MARKDOWN_EXTENSIONS", "TEXT_EXTENSIONS", "CODE_LANGUAGES"]
+__all__ = ["CODE_LANGUAGES", "MARKDOWN_EXTENSIONS", "TEXT_EXTENSIONS", "PassthroughConverter"]
 
 MARKDOWN_EXTENSIONS = frozenset({"md", "markdown"})
 TEXT_EXTENSIONS = frozenset({"txt", "text", "rst", "log"})

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from ._fences import split_fences
+from coffer_mcp.store.markdown import split_fences
 
 __all__ = ["derive_title", "extension_of", "first_heading", "safe_filename"]
 

@@ -12,9 +12,10 @@ import signal
 import sys
 import threading
 import time
+from typing import IO
 
 
-def _private_stdout() -> object:
+def _private_stdout() -> IO[bytes]:
     """Keep the real stdout for replies and send fd 1 — anything a library prints — to stderr."""
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -66,6 +67,7 @@ def main() -> None:
         except EOFError:
             return
         _deadline(timeout + 5)  # the parent normally stops us first, at `timeout`
+        reply: tuple[str, ...]
         try:
             reply = ("ok", converter.convert(data, name, **options))
         except IngestRejectedError as exc:

@@ -192,9 +192,9 @@ def _open_cached(text_embedding: type[TextEmbedding], model_name: str, options: 
 
 def _unreachable(endpoint: str) -> str | None:
     """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts)."""
-    request = urllib.request.Request(endpoint, method="HEAD")
+    request = urllib.request.Request(endpoint, method="HEAD")  # noqa: S310 - the hub's own https URL
     try:
-        with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 (the hub's own URL)
+        with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 - the same request
             return None
     except urllib.error.HTTPError:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from coffer_mcp.embed.base import normalized, shorten
 from coffer_mcp.errors import EmbeddingError
@@ -115,9 +115,12 @@ class OpenAIEmbedder:
         by_index = {getattr(item, "index", None): getattr(item, "embedding", None) for item in items}
         if set(by_index) != set(range(expected)):
             raise self._malformed("embedding indexes do not match the inputs")
-        vectors = [by_index[i] for i in range(expected)]
-        if not all(isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v) for v in vectors):
-            raise self._malformed("an embedding is not a non-empty list of numbers")
+        vectors: list[list[float]] = []
+        for i in range(expected):
+            vector = by_index[i]
+            if not _is_vector(vector):
+                raise self._malformed("an embedding is not a non-empty list of numbers")
+            vectors.append(vector)
         sizes = {len(v) for v in vectors}
         if len(sizes) != 1:
             raise self._malformed(f"embeddings of different lengths {sorted(sizes)}")
@@ -134,7 +137,8 @@ class OpenAIEmbedder:
             )
         if self._size is not None and size != self._size:
             raise EmbeddingError(
-                f"{self.model} at {self.base_url} returned {size}-dimensional vectors after {self._size}-dimensional ones.",
+                f"{self.model} at {self.base_url} returned {size}-dimensional vectors "
+                f"after {self._size}-dimensional ones.",
                 hint="Check that base_url points at one server and the model name is stable.",
             )
         self._size = size
@@ -192,3 +196,8 @@ def _run(main: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     # Called from async code by mistake: a blocking call either way, but one that works.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(lambda: asyncio.run(main())).result()
+
+
+def _is_vector(value: object) -> TypeGuard[list[float]]:
+    """A non-empty list of numbers, as an embedding must be."""
+    return isinstance(value, list) and bool(value) and all(isinstance(x, (int, float)) for x in value)

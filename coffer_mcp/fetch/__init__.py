@@ -92,7 +92,7 @@ def _get(
     url = target.url
     left = deadline.left(url)
     extensions = {"timeout": {"connect": left, "read": left, "write": left, "pool": left}}
-    headers = {"Host": target.authority, "User-Agent": USER_AGENT, "Accept": "*/*"}
+    headers: dict[bytes | str, bytes | str] = {"Host": target.authority, "User-Agent": USER_AGENT, "Accept": "*/*"}
     try:
         with pool.stream("GET", _request_url(target), headers=headers, extensions=extensions) as response:
             if response.status in _REDIRECTS:

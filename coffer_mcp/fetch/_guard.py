@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import httpcore
 
@@ -150,7 +152,14 @@ class GuardedBackend(httpcore.NetworkBackend):
         """Let connections to ``target``'s host and port go to ``addresses`` (and only there)."""
         self._pinned[(target.host, target.port)] = addresses
 
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):  # noqa: ANN001
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
         addresses = self._pinned.get((host, port))
         if not addresses:  # every hop is checked and pinned first; anything else is a bug, refused
             raise UrlRefusedError(f"Refusing to connect to {host}: it was not checked.", hint=REFUSED_HINT)
@@ -165,7 +174,9 @@ class GuardedBackend(httpcore.NetworkBackend):
             return _DeadlineStream(stream, self._deadline)
         raise failure
 
-    def connect_unix_socket(self, path, timeout=None, socket_options=None):  # noqa: ANN001
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
         raise UrlRefusedError("Unix sockets are not fetched.", hint=REFUSED_HINT)
 
     def sleep(self, seconds: float) -> None:
@@ -192,9 +203,11 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context, server_hostname=None, timeout=None):  # noqa: ANN001
-        stream = self._inner.start_tls(ssl_context, server_hostname,
-                                       _cut(self._deadline, timeout, httpcore.ConnectTimeout))  # fmt: skip
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        left = _cut(self._deadline, timeout, httpcore.ConnectTimeout)
+        stream = self._inner.start_tls(ssl_context, server_hostname, left)
         return _DeadlineStream(stream, self._deadline)
 
     def get_extra_info(self, info: str) -> object:

@@ -71,8 +71,10 @@ def parse_url(url: str) -> Target:
     parts = _split(text)
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.netloc or not parts.hostname:
-        raise UrlRefusedError(f"Only http and https URLs with a host are fetched, not {_shown(text)}.",
-                              hint="Pass an http:// or https:// address; for local files use {tool:ingest_path}.")  # fmt: skip
+        raise UrlRefusedError(
+            f"Only http and https URLs with a host are fetched, not {_shown(text)}.",
+            hint="Pass an http:// or https:// address; for local files use {tool:ingest_path}.",
+        )
     if "@" in parts.netloc:
         raise UrlRefusedError(f"Refusing {_shown(text)}: it carries a user name or password.",
                               hint="Remove the 'user:password@' part; Coffer never sends credentials.")  # fmt: skip

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from coffer_mcp.models import Chunk
+from coffer_mcp.store.markdown import closes_fence, fence_opening
 
 __all__ = ["CHUNKING_VERSION", "chunk_markdown"]
 
@@ -40,7 +41,6 @@ CHUNKING_VERSION = 2
 
 _MIN_CHUNK_SIZE = 64
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _DELIMITER_ROW = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 # CommonMark lets only bullets and lists starting at 1 interrupt a paragraph ("2024. was ...").
@@ -138,25 +138,14 @@ def _parse_blocks(lines: list[str]) -> list[_Block]:
 
 
 def _read_fence(lines: list[str], i: int) -> tuple[_Block, int] | None:
-    marker = _fence_marker(lines[i])
+    marker = fence_opening(lines[i])
     if marker is None:
         return None
     for j in range(i + 1, len(lines)):
-        if _closes_fence(lines[j], marker):
+        if closes_fence(lines[j], marker):
             return _Block("fence", "\n".join(lines[i : j + 1]), marker=marker, closed=True), j + 1
     # An unclosed fence runs to the end of the document, as CommonMark says.
     return _Block("fence", "\n".join(lines[i:]).rstrip(), marker=marker), len(lines)
-
-
-def _closes_fence(line: str, marker: str) -> bool:
-    stripped = line.strip()
-    indent = len(line) - len(line.lstrip(" "))
-    return (
-        indent <= 3
-        and len(stripped) >= len(marker)
-        and stripped.startswith(marker)
-        and not stripped.strip(marker[0])
-    )
 
 
 def _read_heading(lines: list[str], i: int) -> tuple[_Block, int] | None:
@@ -176,7 +165,7 @@ def _read_table(lines: list[str], i: int) -> tuple[_Block, int] | None:
         return None
     j = i + 1
     while j < len(lines) and "|" in lines[j] and lines[j].strip():
-        if _HEADING.fullmatch(lines[j]) or _fence_marker(lines[j]):
+        if _HEADING.fullmatch(lines[j]) or fence_opening(lines[j]):
             break
         j += 1
     return _Block("table", "\n".join(lines[i:j]).rstrip()), j
@@ -215,16 +204,8 @@ def _read_paragraph(lines: list[str], i: int) -> tuple[_Block, int]:
 def _starts_leaf(lines: list[str], i: int) -> bool:
     line = lines[i]
     return bool(
-        _HEADING.fullmatch(line) or _fence_marker(line) or _starts_table(lines, i)
+        _HEADING.fullmatch(line) or fence_opening(line) or _starts_table(lines, i)
     )
-
-
-def _fence_marker(line: str) -> str | None:
-    """The opening run of a fence line, or None; a backtick fence's info may hold no backtick."""
-    match = _FENCE_OPEN.fullmatch(line)
-    if match is None or (match[1][0] == "`" and "`" in match[2]):
-        return None
-    return match[1]
 
 
 def _starts_table(lines: list[str], i: int) -> bool:
@@ -433,12 +414,15 @@ def _overlap_tail(text: str, budget: int) -> str:
     if budget <= 0 or not text:
         return ""
     start = max(len(text) - budget, 0)
-    if 0 < start and not (text[start - 1].isspace() or text[start].isspace()):
-        if not (_CJK.match(text[start]) or _CJK.match(text[start - 1])):
-            space = next((k for k in range(start, len(text)) if text[k].isspace()), -1)
-            if space < 0:
-                return ""
-            start = space
+    if (
+        start > 0
+        and not (text[start - 1].isspace() or text[start].isspace())
+        and not (_CJK.match(text[start]) or _CJK.match(text[start - 1]))
+    ):
+        space = next((k for k in range(start, len(text)) if text[k].isspace()), -1)
+        if space < 0:
+            return ""
+        start = space
     return text[start:].strip()
 
 

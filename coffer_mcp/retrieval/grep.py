@@ -40,7 +40,7 @@ import regex
 
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
 
-__all__ = ["LineMatch", "GrepOutcome", "RgStatus", "grep_dirs", "find_rg", "rg_status", "MAX_LINE_CHARS"]
+__all__ = ["MAX_LINE_CHARS", "GrepOutcome", "LineMatch", "RgStatus", "find_rg", "grep_dirs", "rg_status"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,8 +124,8 @@ def rg_status(configured: str | None = None) -> RgStatus:
     path, source = _locate_rg(configured)
     if path is None:
         if configured:
-            return RgStatus(None, None, None, problem=f"rg_path is set to {configured!r}, which is not an "
-                            "executable: grep uses the slower pure-Python scan (fix rg_path, or unset it).")  # fmt: skip
+            return RgStatus(None, None, None, problem=f"rg_path is set to {configured!r}, which is not an executable: "
+                            "grep uses the slower pure-Python scan (fix rg_path, or unset it).")  # fmt: skip
         if configured == "":
             return RgStatus(None, None, None, note="ripgrep is turned off (rg_path is empty): grep uses the "
                             "pure-Python scan.")  # fmt: skip
@@ -163,7 +163,7 @@ def _bundled_rg() -> str | None:
         return None
     for file in dist.files or ():
         if file.name in ("rg", "rg.exe"):
-            path = os.path.abspath(dist.locate_file(file))
+            path = os.path.abspath(str(dist.locate_file(file)))
             if os.path.isfile(path) and os.access(path, os.X_OK):
                 return path
     return None
@@ -330,8 +330,8 @@ def _scan_lines(
     found: list[LineMatch],
 ) -> bool:
     """Append the matching lines of one file to ``found``; True when time ran out."""
-    for number, line in enumerate(lines, start=1):
-        line = line[:-1] if line.endswith("\r") else line
+    for number, raw_line in enumerate(lines, start=1):
+        line = raw_line.removesuffix("\r")
         remaining = query.deadline - time.monotonic()
         if remaining <= 0:
             return True
@@ -352,8 +352,10 @@ def _compile(query: _Query) -> regex.Pattern[str]:
     try:
         return regex.compile(_PY_PREFIX + source, flags)
     except regex.error as exc:
-        where = f" at position {exc.pos - len(_PY_PREFIX)}" if exc.pos is not None else ""
-        detail = f"{exc.msg}{where}"
+        # regex.error carries msg and pos as re.error does; types-regex does not declare them.
+        pos: int | None = getattr(exc, "pos", None)
+        where = f" at position {pos - len(_PY_PREFIX)}" if pos is not None else ""
+        detail = f"{getattr(exc, 'msg', exc)}{where}"
     except (RecursionError, OverflowError):
         detail = "the pattern nests too deeply or repeats too much"
     raise InvalidPatternError(f"invalid regex: {_clip(detail)}", hint=_PATTERN_HINT)

@@ -32,7 +32,9 @@ __all__ = [
 ]
 
 TEMP_MARKER = ".tmp-"
-_READ_NO_FOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_READ_NO_FOLLOW = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def read_store_file(path: Path) -> tuple[bytes, os.stat_result]:

@@ -49,7 +49,7 @@ class KbConfig(BaseModel):
 def make_kb_config(**values: object) -> KbConfig:
     """Build a ``KbConfig``, mapping validation failures to ``InvalidArgumentError``."""
     try:
-        return KbConfig(**values)
+        return KbConfig.model_validate(values)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
         raise InvalidArgumentError(

@@ -32,10 +32,10 @@ __all__ = [
     "DELETING",
     "IMPORTING",
     "KB_NAME_RULE",
+    "MAX_PATH_CHARS",
     "RESTORING",
     "SNAPSHOTS",
     "KbPaths",
-    "MAX_PATH_CHARS",
     "StorePaths",
     "check_path_text",
     "is_document_id",
@@ -62,7 +62,13 @@ MAX_PATH_CHARS = 4096
 def check_path_text(path: str | Path) -> str:
     """``path`` as text, refused when no file system could hold it (a NUL byte, absurd length)."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else repr(path)
-    if not isinstance(path, (str, os.PathLike)) or not isinstance(text, str) or "\0" in text or not text.strip() or len(text) > MAX_PATH_CHARS:
+    if (
+        not isinstance(path, (str, os.PathLike))
+        or not isinstance(text, str)
+        or "\0" in text
+        or not text.strip()
+        or len(text) > MAX_PATH_CHARS
+    ):
         raise InvalidArgumentError(
             f"{str(text)[:80]!r} is not a usable path.",
             hint=f"Pass a file or folder path of at most {MAX_PATH_CHARS} characters, without NUL bytes.",

@@ -156,16 +156,18 @@ def run_action(service: Coffer, action: Action, target: Path) -> Launch:
 
 
 def _spawn(argv: tuple[str, ...]) -> None:
-    options: dict[str, object] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
-                                  "stderr": subprocess.DEVNULL, "close_fds": True}  # fmt: skip
-    if os.name == "nt":
-        options["creationflags"] = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(
-            subprocess, "CREATE_NEW_PROCESS_GROUP", 0
-        )
-    else:
-        options["start_new_session"] = True  # Ctrl-C on the server must not close the user's editor
+    windows = os.name == "nt"
+    detached = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
     try:
-        process = subprocess.Popen(list(argv), **options)  # noqa: S603 - an argument list, no shell
+        process = subprocess.Popen(  # an argument list, no shell
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            creationflags=detached if windows else 0,
+            start_new_session=not windows,  # Ctrl-C on the server must not close the user's editor
+        )
     except OSError as exc:
         raise OpenerFailedError(f"Could not start {argv[0]}: {exc.strerror or exc}.", hint=_EDITOR_HINT) from exc
     threading.Thread(target=process.wait, name=f"coffer-opener-{process.pid}", daemon=True).start()

@@ -96,7 +96,7 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             result = await handler(request)
         except CofferError as exc:
             return error_response(exc)
-        except Exception:  # noqa: BLE001 - the edge: log it, answer JSON rather than a bare 500
+        except Exception:  # the edge: log it, answer JSON rather than a bare 500
             log.exception("viewer API %s %s failed", request.method, request.url.path)
             return JSONResponse({"code": "internal", "message": "The server failed; see its log.", "hint": ""},
                                 status_code=500)  # fmt: skip
@@ -189,8 +189,10 @@ class _Handlers:
 
 
 async def _unknown(request: Request) -> Any:
-    raise NotFoundError(f"No API endpoint {request.method} {request.url.path[:200]}.",
-                        hint="The endpoints are listed in docs/http.md; GET /api/v1/knowledge_bases lists the knowledge bases.")  # fmt: skip
+    raise NotFoundError(
+        f"No API endpoint {request.method} {request.url.path[:200]}.",
+        hint="The endpoints are listed in docs/http.md; GET /api/v1/knowledge_bases lists the knowledge bases.",
+    )
 
 
 def _check_action(request: Request, action_token: str) -> None:

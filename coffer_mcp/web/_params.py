@@ -38,8 +38,10 @@ def query_int(request: Request, name: str, *, default: int | None, low: int, hig
     if raw is None or raw == "":
         return default
     if not _INTEGER.fullmatch(raw) or not low <= int(raw) <= high:
-        raise InvalidArgumentError(f"'{name}' must be an integer from {low} to {high}, got {_shown(raw)}.",
-                                   hint=f"Pass plain decimal digits, e.g. {name}={low if default is None else default}.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"'{name}' must be an integer from {low} to {high}, got {_shown(raw)}.",
+            hint=f"Pass plain decimal digits, e.g. {name}={low if default is None else default}.",
+        )
     return int(raw)
 
 
@@ -75,8 +77,10 @@ def doc_id(request: Request) -> str:
     """
     value = request.path_params["doc_id"]
     if not is_document_id(value):
-        raise InvalidArgumentError(f"Invalid document id {_shown(value)}.",
-                                   hint="Document ids are 26-character ULIDs, as the document list shows them.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"Invalid document id {_shown(value)}.",
+            hint="Document ids are 26-character ULIDs, as the document list shows them.",
+        )
     return value
 
 

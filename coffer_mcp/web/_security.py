@@ -4,7 +4,8 @@ Order matters: a request from a foreign site is refused (403) before the token i
 such a page gets the same answer whatever token it tries. Tokens are compared in constant time,
 and a configured token must be strong (``check_token``): a blank or short one is refused at
 start-up, and an empty or blank presented value never matches. The viewer cannot send an
-``Authorization`` header on a page load, so it may present the token once as ``/?token=...``: the guard answers with an HttpOnly, SameSite=Strict
+``Authorization`` header on a page load, so it may present the token once as ``/?token=...``:
+the guard answers with an HttpOnly, SameSite=Strict
 cookie holding a value *derived* from the token (never the token itself) and redirects to ``/``
 so the token leaves the address bar and the history. A browser opening ``/`` without the token
 gets a login page (``_login``) whose form posts the token and gets the same cookie; scripts and
@@ -46,8 +47,13 @@ _MCP_PATH = "/mcp"
 # The viewer page and its assets: no framing (the open buttons must not be clickjacked), no
 # script or style from anywhere but this server, no referrer leaking a KB path.
 _PAGE_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; object-src 'none'; "
-                                 b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (
+        b"content-security-policy",
+        (
+            b"default-src 'self'; img-src 'self' data:; object-src 'none'; "
+            b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        ),
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
@@ -84,8 +90,10 @@ def check_token(token: str) -> None:
     """
     problem = _token_problem(token)
     if problem is not None:
-        raise ConfigError(f"The HTTP token is unusable: {problem}.",
-                          hint=f"Set COFFER_HTTP_TOKEN (or --token) to a random value made with: {TOKEN_RECIPE}")  # fmt: skip
+        raise ConfigError(
+            f"The HTTP token is unusable: {problem}.",
+            hint=f"Set COFFER_HTTP_TOKEN (or --token) to a random value made with: {TOKEN_RECIPE}",
+        )
 
 
 def _token_problem(token: str) -> str | None:

@@ -107,7 +107,8 @@ def test_converting_every_fixture_prints_nothing_on_stdout() -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
-    assert "ok sample.docx" in result.stderr and "rejected scanned.pdf scanned_pdf" in result.stderr
+    assert "ok sample.docx" in result.stderr
+    assert "rejected scanned.pdf scanned_pdf" in result.stderr
 
 
 def test_stdout_guard_sends_prints_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,7 +47,8 @@ def test_each_fixture_converts_with_its_engine_title_and_distinctive_phrase(
     assert conversion.original_format == name.rpartition(".")[2]
     for phrase in phrases:
         assert phrase in conversion.markdown
-    assert conversion.markdown.endswith("\n") and not conversion.markdown.startswith("\n")
+    assert conversion.markdown.endswith("\n")
+    assert not conversion.markdown.startswith("\n")
 
 
 def test_every_fixture_format_is_a_supported_format() -> None:
@@ -61,14 +62,15 @@ def test_every_fixture_format_is_a_supported_format() -> None:
 def test_tables_come_out_as_markdown_tables(name: str) -> None:
     lines = convert_fixture(name).markdown.splitlines()
 
-    assert any(line.startswith("| ---") or line.startswith("|---") for line in lines)
+    assert any(line.startswith(("| ---", "|---")) for line in lines)
     assert sum(line.startswith("|") for line in lines) >= 3
 
 
 def test_xlsx_keeps_both_sheets_as_sections() -> None:
     markdown = convert_fixture("sample.xlsx").markdown
 
-    assert "## Inventory" in markdown and "## Suppliers" in markdown
+    assert "## Inventory" in markdown
+    assert "## Suppliers" in markdown
 
 
 def test_pdf_text_from_both_pages_comes_through_in_order() -> None:
@@ -89,7 +91,8 @@ def test_pptx_slide_number_comments_are_cleaned_away() -> None:
     markdown = convert_fixture("sample.pptx").markdown
 
     assert "<!--" not in markdown
-    assert "# Velvet Compass Roadmap" in markdown and "# Lantern Metrics" in markdown
+    assert "# Velvet Compass Roadmap" in markdown
+    assert "# Lantern Metrics" in markdown
 
 
 def test_source_code_is_fenced_so_comments_are_not_headings() -> None:
@@ -132,7 +135,7 @@ def test_concurrent_conversions_all_succeed_and_leave_stdout_restored() -> None:
     def work() -> None:
         try:
             results.append(convert_fixture("sample.docx").title)
-        except BaseException as exc:  # collected and re-raised in the test thread
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised in the test thread
             errors.append(exc)
 
     threads = [threading.Thread(target=work) for _ in range(4)]

@@ -37,7 +37,8 @@ def test_unknown_extension_is_unsupported_and_lists_supported_formats() -> None:
 
     assert error.reason == "unsupported_type"
     assert ".exe" in error.message
-    assert "pdf" in error.hint and "md" in error.hint
+    assert "pdf" in error.hint
+    assert "md" in error.hint
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,8 @@ def test_legacy_office_formats_are_unsupported_with_a_save_as_hint(name: str, mo
     error = rejection(name, b"\xd0\xcf\x11\xe0 legacy bytes")
 
     assert error.reason == "unsupported_type"
-    assert f".{modern}" in error.hint and ".pdf" in error.hint
+    assert f".{modern}" in error.hint
+    assert ".pdf" in error.hint
 
 
 @pytest.mark.parametrize("name", ["README", ".md", "archive.tar.gz", "../../etc/passwd"])
@@ -69,7 +71,8 @@ def test_too_large_is_decided_before_any_conversion_runs() -> None:
     error = rejection("huge.pdf", data, max_bytes=1024)
 
     assert error.reason == "too_large"
-    assert "max_document_bytes" in error.hint and "1024" in error.hint
+    assert "max_document_bytes" in error.hint
+    assert "1024" in error.hint
 
 
 def test_a_file_exactly_at_the_limit_is_accepted() -> None:

@@ -27,7 +27,9 @@ def table_rows(markdown: str) -> list[str]:
 def test_two_column_pdf_reads_each_column_as_whole_paragraphs_without_line_break_hyphens() -> None:
     markdown = convert_fixture("two_columns.pdf").markdown
 
-    left = markdown.index("The western channel holds the otter colony. Otters fish at dawn along the reed beds and rest")
+    left = markdown.index(
+        "The western channel holds the otter colony. Otters fish at dawn along the reed beds and rest"
+    )
     right = markdown.index("The eastern channel is where the herons nest. Heron chicks hatch in the alder trees")
     assert left < right
     assert "marked every den with a numbered stake for the autumn recount." in markdown
@@ -68,7 +70,8 @@ def test_docx_table_has_its_real_header_and_a_merged_cell_repeated_in_its_own_co
 def test_a_sparse_sheet_becomes_one_table_per_block_with_whole_numbers_and_no_nan() -> None:
     markdown = convert_fixture("sparse.xlsx").markdown
 
-    assert "NaN" not in markdown and "Unnamed" not in markdown
+    assert "NaN" not in markdown
+    assert "Unnamed" not in markdown
     assert table_rows(markdown) == [
         "| fruit | crates | note |",
         "| --- | --- | --- |",
@@ -92,7 +95,8 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
     whole = convert_fixture("sample.html", html_main_content=False)
 
     assert "Mapping a tidal orchard means charting trees" in main.markdown
-    assert "About" not in main.markdown and "Copyright footer" not in main.markdown
+    assert "About" not in main.markdown
+    assert "Copyright footer" not in main.markdown
     assert "Copyright footer" in whole.markdown
     assert (main.engine, whole.engine) == ("trafilatura/1", "html-page/1")
 

@@ -96,7 +96,8 @@ class FakeOpenAIServer:
         if isinstance(texts, str):
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            return 400, {"error": {"message": "input must be a string or a list of strings", "type": "invalid_request_error"}}
+            message = "input must be a string or a list of strings"
+            return 400, {"error": {"message": message, "type": "invalid_request_error"}}
         size = body.get("dimensions") or self.dimensions
         data = [
             {"object": "embedding", "index": i, "embedding": _encode(fake_vector(t, size), body.get("encoding_format"))}
@@ -120,7 +121,7 @@ def _handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             try:
                 body = json.loads(self.rfile.read(length) or b"{}")

@@ -65,7 +65,8 @@ def test_a_healthy_provider_passes_through_the_guard(guarded: CooldownEmbedder, 
     assert guarded.embed_documents(["a", "b"]) == fake.embed_documents(["a", "b"])
     assert guarded.dimensions() == 8
     assert guarded.identity == "fake:hash-8"
-    assert not guarded.cooling_down and guarded.last_error is None
+    assert not guarded.cooling_down
+    assert guarded.last_error is None
     assert isinstance(guarded, Embedder)
 
 
@@ -77,7 +78,8 @@ def test_a_foreign_failure_becomes_an_embedding_error_naming_the_provider_with_a
         guarded.embed_query("x")
     error = caught.value
     assert error.code == "embedding_unavailable"
-    assert "fake:hash-8" in error.message and "RuntimeError: onnx session exploded with" in error.message
+    assert "fake:hash-8" in error.message
+    assert "RuntimeError: onnx session exploded with" in error.message
     assert error.hint == "Check the fake."
     assert error.__cause__ is fake.failure
 
@@ -93,7 +95,8 @@ def test_after_a_failure_calls_fail_fast_without_reaching_the_provider(
         with pytest.raises(EmbeddingError) as caught:
             call()
         assert caught.value.code == "embedding_cooling_down"
-        assert "refused" in caught.value.message and "Check the fake." in caught.value.hint
+        assert "refused" in caught.value.message
+        assert "Check the fake." in caught.value.hint
     assert fake.calls == 1
     assert guarded.cooling_down
     assert "refused" in (guarded.last_error or "")
@@ -112,7 +115,8 @@ def test_the_provider_is_tried_again_once_the_cooldown_has_passed_and_a_success_
     fake.failure = None
     assert len(guarded.embed_query("a")) == 8
     assert fake.calls == 2
-    assert not guarded.cooling_down and guarded.last_error is None
+    assert not guarded.cooling_down
+    assert guarded.last_error is None
 
 
 def test_a_failure_after_the_cooldown_starts_a_new_one(
@@ -126,7 +130,8 @@ def test_a_failure_after_the_cooldown_starts_a_new_one(
     with pytest.raises(EmbeddingError) as caught:
         guarded.embed_query("a")
     assert caught.value.code == "embedding_unavailable"
-    assert guarded.cooling_down and "second" in (guarded.last_error or "")
+    assert guarded.cooling_down
+    assert "second" in (guarded.last_error or "")
 
 
 def test_an_embedding_error_from_the_provider_keeps_its_own_message_and_hint(
@@ -149,7 +154,8 @@ def test_a_zero_cooldown_never_refuses_a_call(fake: FakeEmbedder, clock: Clock) 
         with pytest.raises(EmbeddingError) as caught:
             guarded.embed_query("a")
         assert caught.value.code == "embedding_unavailable"
-    assert fake.calls == 3 and not guarded.cooling_down
+    assert fake.calls == 3
+    assert not guarded.cooling_down
 
 
 def test_normalized_vectors_have_unit_length_and_bad_values_are_refused() -> None:
@@ -166,8 +172,10 @@ def test_provider_none_makes_no_embedder() -> None:
 def test_each_provider_has_a_default_model_in_its_identity() -> None:
     fastembed = make_embedder(EmbeddingConfig())
     openai = make_embedder(EmbeddingConfig(provider="openai"))
-    assert fastembed is not None and fastembed.identity == "fastembed:BAAI/bge-small-en-v1.5"
-    assert openai is not None and openai.identity == "openai:text-embedding-3-small"
+    assert fastembed is not None
+    assert fastembed.identity == "fastembed:BAAI/bge-small-en-v1.5"
+    assert openai is not None
+    assert openai.identity == "openai:text-embedding-3-small"
 
 
 def test_an_openai_identity_names_the_dimensions_but_no_secret_or_url() -> None:
@@ -175,7 +183,8 @@ def test_an_openai_identity_names_the_dimensions_but_no_secret_or_url() -> None:
         provider="openai", model="text-embedding-3-large", dimensions=256, api_key="sk-secret", base_url="http://h/v1"
     )
     embedder = make_embedder(config)
-    assert embedder is not None and embedder.identity == "openai:text-embedding-3-large@256"
+    assert embedder is not None
+    assert embedder.identity == "openai:text-embedding-3-large@256"
     assert "sk-secret" not in repr(config) + repr(embedder)
 
 

@@ -18,7 +18,7 @@ from tests.embed.conftest import MODEL_NAME
 
 
 def cosine(a: list[float], b: list[float]) -> float:
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def minilm(model_dir: Path, **options: object) -> CooldownEmbedder:
@@ -40,7 +40,11 @@ def test_the_local_model_makes_deterministic_unit_length_384_dimensional_vectors
 
 def test_a_paraphrase_is_closer_than_an_unrelated_text(model_dir: Path) -> None:
     question, paraphrase, unrelated = minilm(model_dir).embed_documents(
-        ["How do I reset my password?", "Steps to recover account login credentials", "Sourdough needs a lively starter"]
+        [
+            "How do I reset my password?",
+            "Steps to recover account login credentials",
+            "Sourdough needs a lively starter",
+        ]
     )
     assert cosine(question, paraphrase) > cosine(question, unrelated) + 0.2
 
@@ -49,7 +53,8 @@ def test_a_query_embeds_next_to_the_same_text_as_a_passage(model_dir: Path) -> N
     embedder = minilm(model_dir)
     query = embedder.embed_query("reset my password")
     passage, other = embedder.embed_documents(["reset my password", "bread baking"])
-    assert len(query) == 384 and math.isclose(math.hypot(*query), 1.0, abs_tol=1e-6)
+    assert len(query) == 384
+    assert math.isclose(math.hypot(*query), 1.0, abs_tol=1e-6)
     assert cosine(query, passage) > 0.99 > cosine(query, other)
 
 
@@ -71,7 +76,8 @@ def test_documents_are_embedded_in_batches_of_at_most_batch_size_and_keep_their_
     singly = [embedder.embed_documents([text])[0] for text in texts]
     for i, vector in enumerate(batched):
         similarities = [cosine(vector, other) for other in singly]
-        assert similarities.index(max(similarities)) == i and similarities[i] > 0.95
+        assert similarities.index(max(similarities)) == i
+        assert similarities[i] > 0.95
 
 
 def test_loading_and_embedding_write_nothing_to_stdout(model_dir: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -83,7 +89,8 @@ def test_loading_and_embedding_write_nothing_to_stdout(model_dir: Path, capfd: p
 
 def test_no_texts_need_no_model() -> None:
     embedder = make_embedder(EmbeddingConfig(model=MODEL_NAME, model_path=Path("/nowhere")))
-    assert embedder is not None and embedder.embed_documents([]) == []
+    assert embedder is not None
+    assert embedder.embed_documents([]) == []
 
 
 def test_a_wrong_model_path_is_an_embedding_error_with_a_hint_then_cools_down(tmp_path: Path) -> None:
@@ -91,17 +98,20 @@ def test_a_wrong_model_path_is_an_embedding_error_with_a_hint_then_cools_down(tm
     with pytest.raises(EmbeddingError) as caught:
         embedder.embed_documents(["text"])
     assert caught.value.code == "embedding_unavailable"
-    assert str(tmp_path / "missing") in caught.value.message and "model_path" in caught.value.hint
+    assert str(tmp_path / "missing") in caught.value.message
+    assert "model_path" in caught.value.hint
     with pytest.raises(EmbeddingError) as again:
         embedder.embed_query("text")
     assert again.value.code == "embedding_cooling_down"
-    assert embedder.cooling_down and embedder.last_error == caught.value.message
+    assert embedder.cooling_down
+    assert embedder.last_error == caught.value.message
 
 
 def test_a_directory_without_the_model_is_an_embedding_error_with_a_hint(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError) as caught:
         minilm(tmp_path).embed_query("text")
-    assert "Could not load" in caught.value.message and "model.onnx" in caught.value.hint
+    assert "Could not load" in caught.value.message
+    assert "model.onnx" in caught.value.hint
 
 
 def test_a_model_name_fastembed_does_not_know_is_an_embedding_error(model_dir: Path) -> None:
@@ -147,10 +157,13 @@ except EmbeddingError as exc:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "FASTEMBED_"))}
     environ |= {"FASTEMBED_CACHE_PATH": str(tmp_path), "HF_HOME": str(tmp_path / "hf"), **env}
     # A hang here would be the bug this guards against (fastembed's own retries sleep 39 s).
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=30, check=False
+    )
     error = json.loads(result.stdout)
     assert error["code"] == "embedding_unavailable"
-    assert expected in error["message"] and "model_path" in error["hint"]
+    assert expected in error["message"]
+    assert "model_path" in error["hint"]
     assert "ERROR" not in result.stderr  # a cache miss is expected, not worth an error line
 
 

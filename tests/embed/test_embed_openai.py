@@ -15,7 +15,9 @@ from tests.embed.fake_openai_server import FakeOpenAIServer, fake_vector
 
 
 def embedder_for(server: FakeOpenAIServer, **options: Any) -> CooldownEmbedder:
-    embedder = make_embedder(EmbeddingConfig(provider="openai", base_url=server.base_url, model="fake-embed", **options))
+    embedder = make_embedder(
+        EmbeddingConfig(provider="openai", base_url=server.base_url, model="fake-embed", **options)
+    )
     assert embedder is not None
     return embedder
 
@@ -90,7 +92,8 @@ def test_a_rejected_key_names_the_env_var_setting_and_hides_the_key(openai_serve
     openai_server.reply = lambda body: (401, {"error": {"message": "Incorrect API key sk-test-123", "type": "auth"}})
     with pytest.raises(EmbeddingError) as caught:
         embedder_for(openai_server, api_key="sk-test-123").embed_query("hello")
-    assert "401" in caught.value.message and "sk-test-123" not in caught.value.message
+    assert "401" in caught.value.message
+    assert "sk-test-123" not in caught.value.message
     assert "api_key_env" in caught.value.hint
 
 
@@ -104,13 +107,16 @@ def test_a_server_that_is_down_fails_then_cools_down_then_works_again_once_resta
         with pytest.raises(EmbeddingError) as caught:
             embedder.embed_query("hello")
         assert caught.value.code == "embedding_unavailable"
-        assert openai_server.base_url in caught.value.message and "base_url" in caught.value.hint
+        assert openai_server.base_url in caught.value.message
+        assert "base_url" in caught.value.hint
     with pytest.raises(EmbeddingError) as again:
         cooling.embed_query("hello")
-    assert again.value.code == "embedding_cooling_down" and cooling.cooling_down
+    assert again.value.code == "embedding_cooling_down"
+    assert cooling.cooling_down
     openai_server.start()
     assert len(retrying.embed_query("hello")) == 32
-    assert not retrying.cooling_down and retrying.last_error is None
+    assert not retrying.cooling_down
+    assert retrying.last_error is None
     with pytest.raises(EmbeddingError, match="paused"):
         cooling.embed_query("hello")
     assert len(openai_server.requests) == 1
@@ -128,7 +134,10 @@ MALFORMED = {
     "unequal lengths": lambda s, b: {
         **_ok(s, b), "data": [{**d, "embedding": d["embedding"][: 4 + d["index"]]} for d in _ok(s, b)["data"]]
     },
-    "not a number": lambda s, b: {**_ok(s, b), "data": [{**d, "embedding": [float("nan")] * 3} for d in _ok(s, b)["data"]]},
+    "not a number": lambda s, b: {
+        **_ok(s, b),
+        "data": [{**d, "embedding": [float("nan")] * 3} for d in _ok(s, b)["data"]],
+    },
 }
 
 
@@ -152,7 +161,10 @@ def test_a_server_that_ignores_dimensions_is_an_embedding_error(openai_server: F
 
 
 def test_an_unknown_model_points_at_the_model_name(openai_server: FakeOpenAIServer) -> None:
-    openai_server.reply = lambda body: (404, {"error": {"message": "model 'fake-embed' not found", "type": "not_found"}})
+    openai_server.reply = lambda body: (
+        404,
+        {"error": {"message": "model 'fake-embed' not found", "type": "not_found"}},
+    )
     with pytest.raises(EmbeddingError) as caught:
         embedder_for(openai_server).embed_query("hello")
     assert "fake-embed" in caught.value.hint

@@ -66,5 +66,5 @@ def test_cjk_text_is_indexed_as_bigrams_and_other_text_as_is() -> None:
 
 def test_match_expressions_quote_every_term() -> None:
     assert match_expression(['a"b', "OR"], "AND") == '"a""b" AND "OR"'
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="NOT"):
         match_expression(["x"], "NOT")

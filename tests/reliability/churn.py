@@ -8,6 +8,7 @@ cycle leaves it deleted. Prints the number of cycles done.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -18,10 +19,8 @@ from coffer_mcp.errors import KnowledgeBaseExistsError
 def main(home: Path, name: str, cycles: int) -> None:
     with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
         for _ in range(cycles):
-            try:
+            with contextlib.suppress(KnowledgeBaseExistsError):  # left by a writer that raced the previous delete
                 coffer.create_kb(name, "here one moment, gone the next")
-            except KnowledgeBaseExistsError:
-                pass  # left by a writer that raced the previous delete
             coffer.delete_kb(name)
     print(cycles)
 

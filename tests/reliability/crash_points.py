@@ -86,7 +86,7 @@ def _arm(k: int, phase: str) -> None:
     for name in ("replace", "rename", "unlink"):
         real = getattr(os, name)
 
-        def armed(*args, _real=real, **kwargs):  # noqa: ANN002, ANN003, ANN202 - os functions' signatures
+        def armed(*args, _real=real, **kwargs):
             nonlocal calls
             calls += 1
             if calls == k and phase == "before":

@@ -28,8 +28,10 @@ _RELS = (
     '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
     'officeDocument" Target="word/document.xml"/></Relationships>'
 )
-_DOC_OPEN = b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document ' \
-    b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'  # fmt: skip
+_DOC_OPEN = (
+    b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document '
+    b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+)
 _DOC_CLOSE = b"</w:body></w:document>"
 
 

@@ -154,9 +154,11 @@ def test_running_the_operation_again_after_a_kill_at_any_commit_point_gives_the_
     for crash in crashes[scenario]:
         home = tmp_path / f"{crash['k']:02d}-{crash['phase']}"
         shutil.copytree(crash["home"], home)
-        with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
-            with contextlib.suppress(DocumentNotFoundError):  # a delete that had removed the file already
-                cp.SCENARIOS[scenario](coffer, crashes["ids"], crashes["sources"])
+        with (
+            Coffer(load_settings(home=home, embedding_provider="none")) as coffer,
+            contextlib.suppress(DocumentNotFoundError),  # a delete that had removed the file already
+        ):
+            cp.SCENARIOS[scenario](coffer, crashes["ids"], crashes["sources"])
         assert documents_on_disk(home) == wanted, f"{scenario}, killed {crash['phase']} commit point {crash['k']}"
 
 

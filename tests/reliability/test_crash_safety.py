@@ -156,9 +156,12 @@ def damage(home: Path, sources: Sources, edited: dict[str, set[str]]) -> list[st
             problems.append(f"{truth.path}: frontmatter and body do not belong together (truncated or torn)")
         elif truth.kb == EDIT_KB and truth.sha not in edited.get(truth.doc_id, set()):
             problems.append(f"{truth.path}: holds no version that was written")
-        elif truth.kb == INGEST_KB and truth.meta.get("source_path") in sources.bodies:
-            if truth.sha not in sources.bodies[truth.meta["source_path"]]:
-                problems.append(f"{truth.path}: holds no version of {truth.meta['source_path']}")
+        elif (
+            truth.kb == INGEST_KB
+            and truth.meta.get("source_path") in sources.bodies
+            and truth.sha not in sources.bodies[truth.meta["source_path"]]
+        ):
+            problems.append(f"{truth.path}: holds no version of {truth.meta['source_path']}")
     for raw in (home / "knowledge" / INGEST_KB / "raw").glob("[!.]*"):
         digest = bytes_sha(raw.read_bytes())
         if not any(digest in versions for versions in sources.raws.values()):
@@ -232,7 +235,8 @@ def test_a_server_killed_while_it_converts_leaves_no_converter_process_running_f
     try:
         assert converters, "the conversion had not started"
         server.kill()
-        assert truth_files(home) == [] and list((home / "knowledge" / "docs" / "raw").iterdir()) == []
+        assert truth_files(home) == []
+        assert list((home / "knowledge" / "docs" / "raw").iterdir()) == []
         assert wait_gone(converters, timeout=10) == [], "the converter outlived its server"
     finally:
         for pid in wait_gone(converters, timeout=0):  # the test's own leftovers, by pid

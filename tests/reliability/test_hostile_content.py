@@ -40,7 +40,8 @@ def stored_cleanly(store: Store, doc_id: str) -> str:
     """The document's body, after checking its file is strict UTF-8 with matching frontmatter."""
     data = (store.home / "knowledge" / "notes" / "docs" / f"{doc_id}.md").read_bytes()
     meta, body = parse_document(data.decode("utf-8"))  # strict: raises on invalid UTF-8
-    assert meta is not None and meta["content_sha256"] == body_sha256(body)
+    assert meta is not None
+    assert meta["content_sha256"] == body_sha256(body)
     return body
 
 
@@ -164,7 +165,8 @@ def test_any_grep_pattern_gives_bounded_hits_or_a_typed_error(
     except CofferError as exc:
         assert exc.code in {"invalid_pattern", "invalid_argument"}, exc
         return
-    assert isinstance(result, GrepResult) and len(result.hits) <= 20
+    assert isinstance(result, GrepResult)
+    assert len(result.hits) <= 20
 
 
 @pytest.fixture(scope="module", params=["ripgrep", "python"])
@@ -205,7 +207,7 @@ async def test_hostile_content_queries_and_patterns_through_mcp_get_results_or_t
         async with Client(build_server(store.coffer)) as client:
             for query in QUERIES:
                 result = await client.call_tool("coffer__search_knowledge", {"kb": "*", "query": query})
-                assert not result.is_error or tool_error_code(result) in {"invalid_argument"}, query
+                assert not result.is_error or tool_error_code(result) == "invalid_argument", query
             for pattern in CATASTROPHIC_PATTERNS:
                 result = await client.call_tool("coffer__grep_knowledge", {"kb": "notes", "pattern": pattern})
                 assert not result.is_error or tool_error_code(result) == "invalid_pattern", pattern

@@ -62,9 +62,8 @@ def test_a_conversion_that_outlives_conversion_timeout_is_stopped_and_the_next_o
     # A genuine DOCX that takes seconds to convert stands in for a file that hangs the converter.
     slow = docx([f"Paragraph {i} about herons, tides and lighthouses." for i in range(10_000)])
     impatient = Coffer(store.coffer.settings.model_copy(update={"conversion_timeout": 0.5}))
-    with impatient:
-        with pytest.raises(CofferError) as refused:
-            impatient.add_document("notes", "slow.docx", slow)
+    with impatient, pytest.raises(CofferError) as refused:
+        impatient.add_document("notes", "slow.docx", slow)
     assert refused.value.code == "conversion_failed"
     assert "longer than" in refused.value.message
     assert store.changed() == []
@@ -87,5 +86,6 @@ async def test_hostile_files_sent_over_mcp_get_tool_errors_and_the_server_keeps_
                     doc_id = result.structured_content["document_id"]
                     await client.call_tool("coffer__delete_document", {"kb": "notes", "doc_id": doc_id})
             found = await client.call_tool("coffer__search_knowledge", {"kb": "notes", "query": "tides"})
-            assert not found.is_error and found.structured_content["passages"]
+            assert not found.is_error
+            assert found.structured_content["passages"]
     assert store.changed() == []

@@ -8,6 +8,7 @@ every file and index row as it was.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from pathlib import Path
@@ -83,7 +84,8 @@ def test_creating_a_knowledge_base_refuses_a_hostile_name_or_makes_exactly_that_
         return
     assert VALID_NAME.fullmatch(name), f"accepted {name!r}, which breaks the rule: {KB_NAME_RULE}"
     folder = store.home / "knowledge" / name
-    assert folder.is_dir() and folder.resolve().parent == (store.home / "knowledge").resolve()
+    assert folder.is_dir()
+    assert folder.resolve().parent == (store.home / "knowledge").resolve()
     made = fingerprint_changes(before, store_fingerprint(store.home))
     inside = (f"added knowledge/{name}", f"added locks/{name}.lock", "index rows")
     assert [change for change in made if not change.startswith(inside)] == []
@@ -107,9 +109,11 @@ def test_an_upload_with_a_hostile_filename_is_stored_by_id_inside_its_knowledge_
     made = fingerprint_changes(before, store_fingerprint(store.home))
     files = sorted(change for change in made if not change.startswith("index rows"))
     assert files[0] == f"added knowledge/notes/docs/{doc_id}.md"
-    assert re.fullmatch(rf"added knowledge/notes/raw/{doc_id}\.[a-z0-9]+", files[1]) and len(files) == 2
+    assert re.fullmatch(rf"added knowledge/notes/raw/{doc_id}\.[a-z0-9]+", files[1])
+    assert len(files) == 2
     recorded = added.original_filename
-    assert not re.search(r"[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]", recorded) and 0 < len(recorded) <= 255
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]", recorded)
+    assert 0 < len(recorded) <= 255
     assert unicodedata.is_normalized("NFC", recorded)
     store.coffer.delete_document("notes", doc_id)
     assert store.changed() == []
@@ -118,8 +122,11 @@ def test_an_upload_with_a_hostile_filename_is_stored_by_id_inside_its_knowledge_
 def test_hostile_document_ids_are_unknown_documents_and_change_nothing(store: Store) -> None:
     c = store.coffer
     for doc_id in BAD_IDS:
-        for call in (lambda: c.read_document("notes", doc_id), lambda: c.edit_document("notes", doc_id, "# X\n\ny"),
-                     lambda: c.delete_document("notes", doc_id)):  # fmt: skip
+        for call in (
+            functools.partial(c.read_document, "notes", doc_id),
+            functools.partial(c.edit_document, "notes", doc_id, "# X\n\ny"),
+            functools.partial(c.delete_document, "notes", doc_id),
+        ):
             with pytest.raises(CofferError) as refused:
                 call()
             assert refused.value.code == "unknown_document", doc_id
@@ -152,7 +159,8 @@ async def test_hostile_names_filenames_and_ids_through_mcp_get_tool_errors_and_c
                     assert tool_error_code(await client.call_tool(tool, args)) in refusals, (tool, name)
                 created = await client.call_tool("coffer__create_knowledge_base", {"name": name})
                 if not created.is_error:  # a hostile-looking name that is valid ("-", "_")
-                    assert VALID_NAME.fullmatch(name) and (store.home / "knowledge" / name).is_dir(), name
+                    assert VALID_NAME.fullmatch(name), name
+                    assert (store.home / "knowledge" / name).is_dir(), name
                     deleted = await client.call_tool("coffer__delete_knowledge_base", {"name": name, "confirm": True})
                     assert not deleted.is_error
                 else:

@@ -101,7 +101,8 @@ async def test_an_edit_made_outside_coffer_during_our_write_still_makes_the_read
         with half_done_write(coffer):
             coffer.search("kb", "beta")
             assert "serving the index as it is" not in caplog.text  # our own write: no wait at all
-            path.write_text(path.read_text(encoding="utf-8").replace("alpha words", "gamma words, edited"), encoding="utf-8")
+            edited = path.read_text(encoding="utf-8").replace("alpha words", "gamma words, edited")
+            path.write_text(edited, encoding="utf-8")
             coffer.search("kb", "gamma")
             assert "serving the index as it is" in caplog.text  # an editor's change: it tried the lock
         assert [p.title for p in coffer.search("kb", "gamma").passages] == ["Alpha"]
@@ -119,7 +120,8 @@ async def test_a_search_answers_while_more_writes_than_worker_threads_wait_for_t
                 writers.start_soon(client.call_tool, "coffer__add_document",
                                    {"kb": "kb", "filename": f"w{i}.md", "content": f"# W{i}\n\nword{i}\n"})  # fmt: skip
             with anyio.fail_after(30):
-                while len(turns._queue) < 8:  # the writes are on their threads, waiting for the lock
+                # The writes are on their threads, waiting for the lock (whose queue has no event to await).
+                while len(turns._queue) < 8:  # noqa: ASYNC110
                     await anyio.sleep(0.01)
                 found = await client.call_tool("coffer__search_knowledge", {"kb": "kb", "query": "alpha"})
     assert not found.is_error

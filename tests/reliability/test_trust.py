@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -25,6 +26,7 @@ from mcp import Client
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.errors import CofferError
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.store import StorePaths
 from tests.conftest import FIXTURES, REPO
@@ -46,21 +48,22 @@ def service(home: Path, **settings) -> Coffer:
     return Coffer(load_settings(home=home, embedding_provider="none", **settings))
 
 
-def rewrite_pack(pack: Path, edit_doc) -> Path:  # noqa: ANN001 - a callable over (name, bytes)
+def rewrite_pack(pack: Path, edit_doc: Callable[[bytes], bytes]) -> Path:
     """Rewrite every ``docs/*.md`` member with ``edit_doc`` and recompute the manifest's hashes."""
     with tarfile.open(pack, "r:gz") as tar:
         members = [(m, tar.extractfile(m).read() if m.isreg() else None) for m in tar]
     manifest = json.loads(members[0][1])
     out = []
-    for info, data in members[1:]:
+    for info, original in members[1:]:
+        data = original
         if info.name.startswith("docs/") and info.name.endswith(".md"):
-            data = edit_doc(data)
+            data = edit_doc(original)
             manifest["files"][info.name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
         out.append((info, data))
     crafted = pack.with_name(f"crafted-{pack.name}")
     with tarfile.open(crafted, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for info, data in [(members[0][0], json.dumps(manifest).encode()), *out]:
-            info = copy.copy(info)
+        for member, data in [(members[0][0], json.dumps(manifest).encode()), *out]:
+            info = copy.copy(member)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return crafted
@@ -107,7 +110,8 @@ async def test_a_packs_source_path_outside_allowed_dirs_is_never_read_by_check_o
             read = await client.call_tool("coffer__read_document", {"kb": "papers", "doc_id": doc.document_id})
     report = checked.structured_content
     assert (report["refused"], report["updated"], report["changed"]) == (1, 0, 0)
-    assert report["documents"][0]["status"] == "refused" and str(allowed) in report["documents"][0]["message"]
+    assert report["documents"][0]["status"] == "refused"
+    assert str(allowed) in report["documents"][0]["message"]
     assert tool_error(updated)["code"] == "path_not_allowed"
     assert found.structured_content["passages"] == []
     assert SECRET not in read.structured_content["markdown"]
@@ -124,7 +128,9 @@ def test_a_pack_whose_frontmatter_is_an_alias_bomb_is_refused_and_changes_nothin
     crafted = rewrite_pack(pack, lambda data: data.replace(b"---\n", f"---\n{BOMB}".encode(), 1))
     result = cli(tmp_path / "victim", "kb", "import", str(crafted))
     assert result.returncode != 0
-    assert "unsafe" in result.stderr and "aliases" in result.stderr and "Traceback" not in result.stderr
+    assert "unsafe" in result.stderr
+    assert "aliases" in result.stderr
+    assert "Traceback" not in result.stderr
     assert not (tmp_path / "victim" / "knowledge" / "notes").exists()
 
 
@@ -134,7 +140,8 @@ def test_an_alias_bomb_dropped_into_docs_is_kept_as_a_document_without_its_front
         (coffer.paths.kb("notes").docs / "bomb.md").write_text(f"---\n{BOMB}---\n\n# Bomb\n\nfuse wire\n")
         [passage] = coffer.search("notes", "fuse wire").passages
         document = coffer.read_document("notes", passage.document_id)
-    assert "lol" not in json.dumps(document.metadata) and "a7" not in json.dumps(document.metadata)
+    assert "lol" not in json.dumps(document.metadata)
+    assert "a7" not in json.dumps(document.metadata)
     assert document.markdown.startswith("# Bomb")
     assert (tmp_path / "home" / "coffer.db").stat().st_size < 5 * 1024 * 1024
 
@@ -182,7 +189,8 @@ async def test_swapping_a_file_for_a_symlink_during_ingest_path_never_ingests_th
                 (allowed / ".stop").touch()
                 swapper.wait(timeout=60)
         texts = [coffer.read_document("kb", d.document_id).markdown for d in coffer.list_documents("kb").documents]
-    assert texts and not any(SECRET in text for text in texts)
+    assert texts
+    assert not any(SECRET in text for text in texts)
     assert codes <= {"created", "updated", "unchanged", "path_not_allowed", "invalid_argument", "unreadable"}, codes
 
 
@@ -205,7 +213,8 @@ async def test_a_document_file_replaced_by_a_symlink_out_of_the_store_is_not_ser
                 searched = await client.call_tool("coffer__search_knowledge", {"kb": "kb", "query": "launch codes"})
                 grepped = await client.call_tool("coffer__grep_knowledge", {"kb": "kb", "pattern": "launch"})
     assert tool_error(read)["code"] == "unknown_document"
-    assert searched.structured_content["passages"] == [] and grepped.structured_content["hits"] == []
+    assert searched.structured_content["passages"] == []
+    assert grepped.structured_content["hits"] == []
 
 
 # -- 8. absurd numbers and paths reach the core as coded errors ----------------------------------
@@ -225,7 +234,8 @@ def test_absurd_numbers_and_paths_on_the_cli_get_a_coded_error_not_a_traceback(
     home = tmp_path / "home"
     assert cli(home, "kb", "create", "notes").returncode == 0
     result = cli(home, *args)
-    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
     assert "offset" in result.stderr
 
 
@@ -237,16 +247,17 @@ async def test_a_nul_byte_in_an_ingest_path_is_an_invalid_argument(tmp_path: Pat
             async with Client(build_server(coffer), client_info=CLIENT) as client:
                 result = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": f"{allowed}/a\x00b.md"})
     error = tool_error(result)
-    assert error["code"] == "invalid_argument" and "NUL" in error["hint"]
+    assert error["code"] == "invalid_argument"
+    assert "NUL" in error["hint"]
 
 
 def test_reading_around_a_huge_position_is_an_invalid_argument(tmp_path: Path) -> None:
     with service(tmp_path / "home") as coffer:
         coffer.create_kb("kb")
         doc_id = coffer.add_document("kb", "a.md", "# A\n\nalpha").document_id
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(CofferError) as raised:
             coffer.read_document("kb", doc_id, around_position=2**63)
-    assert getattr(raised.value, "code", None) == "invalid_argument"
+    assert raised.value.code == "invalid_argument"
 
 
 # -- 9. a killed import leaves no staging folder behind -------------------------------------------
@@ -304,16 +315,22 @@ async def test_base64_of_a_pdf_sent_as_text_gets_a_hint_to_say_so_and_text_witho
         coffer.create_kb("kb")
         with anyio.fail_after(120):
             async with Client(build_server(coffer), client_info=CLIENT) as client:
-                as_text = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "x.pdf", "content": pdf})
-                as_b64 = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "x.pdf", "content": pdf,
-                                                                         "content_encoding": "base64"})  # fmt: skip
-                note = await client.call_tool("coffer__add_document", {"kb": "kb", "filename": "Meeting notes",
-                                                                       "content": "We agreed on the proxy."})  # fmt: skip
+                upload = {"kb": "kb", "filename": "x.pdf", "content": pdf}
+                as_text = await client.call_tool("coffer__add_document", upload)
+                as_b64 = await client.call_tool("coffer__add_document", {**upload, "content_encoding": "base64"})
+                note = await client.call_tool(
+                    "coffer__add_document",
+                    {"kb": "kb", "filename": "Meeting notes", "content": "We agreed on the proxy."},
+                )
     error = tool_error(as_text)
-    assert error["code"] == "invalid_argument" and 'content_encoding="base64"' in error["hint"]
-    assert not as_b64.is_error and as_b64.structured_content["status"] == "created"
+    assert error["code"] == "invalid_argument"
+    assert 'content_encoding="base64"' in error["hint"]
+    assert not as_b64.is_error
+    assert as_b64.structured_content["status"] == "created"
     added = note.structured_content
-    assert not note.is_error and added["original_filename"] == "Meeting notes.md" and "Markdown" in added["note"]
+    assert not note.is_error
+    assert added["original_filename"] == "Meeting notes.md"
+    assert "Markdown" in added["note"]
     assert added["title"] == "Meeting notes"
 
 

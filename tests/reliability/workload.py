@@ -130,7 +130,8 @@ class McpWriter(_Writer):
 
     async def _edit(self) -> None:
         if not self.mine:
-            return await self._add()
+            await self._add()
+            return
         doc_id = self.rng.choice(sorted(self.mine))
         own = self.mine[doc_id]
         token, body = self.content("edit")
@@ -233,7 +234,8 @@ class CliWriter(_Writer):
     async def _replace(self) -> None:
         """Change a source file and ingest it again with --replace: the same document, new content."""
         if not self.mine:
-            return await self._add()
+            await self._add()
+            return
         doc_id = self.rng.choice(sorted(self.mine))
         own = self.mine[doc_id]
         token, body = self.content("revised file")

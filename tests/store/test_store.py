@@ -57,7 +57,8 @@ def test_frontmatter_round_trips_and_quotes_timestamps(tmp_path: Path) -> None:
     meta = {"id": "X", "title": "Ünïcode: a title", "created_at": "2026-01-02T03:04:05.000Z", "n": 3}
     text = render_document(meta, "\n\n# Body\n\ntext\n\n")
     parsed, body = parse_document(text)
-    assert parsed == meta and body == "# Body\n\ntext"
+    assert parsed == meta
+    assert body == "# Body\n\ntext"
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,8 @@ def test_frontmatter_round_trips_and_quotes_timestamps(tmp_path: Path) -> None:
 )
 def test_damaged_frontmatter_yields_no_metadata_but_keeps_the_body(text: str) -> None:
     meta, body = parse_document(text)
-    assert meta is None and body
+    assert meta is None
+    assert body
 
 
 def test_the_content_hash_ignores_surrounding_whitespace() -> None:

@@ -190,7 +190,8 @@ class Page:
                 let value;
                 try {{ value = ({condition}); }} catch (error) {{ value = undefined; }}
                 if (value) return resolve(value);
-                if (performance.now() - started > {timeout_ms}) return reject(new Error("timed out waiting for: " + {json.dumps(condition)}));
+                if (performance.now() - started > {timeout_ms})
+                    return reject(new Error("timed out waiting for: " + {json.dumps(condition)}));
                 setTimeout(poll, 25);
             }};
             poll();

@@ -138,7 +138,8 @@ def test_a_request_not_from_the_viewer_page_is_refused_with_403(
     before = len(viewer.recorder.calls())
     response = viewer.post(f"/knowledge_bases/notes/documents/{viewer.seeded.alpha}/open",
                            origin=origin, token=token, **headers)  # fmt: skip
-    assert response.status_code == 403 and response.json()["code"] == code
+    assert response.status_code == 403
+    assert response.json()["code"] == code
     assert len(viewer.recorder.calls()) == before
 
 
@@ -151,7 +152,8 @@ def test_a_knowledge_base_folder_symlinked_out_of_the_store_is_refused(viewer: V
         response = viewer.post("/knowledge_bases/linked/reveal")
     finally:
         link.unlink()
-    assert response.status_code == 403 and response.json()["code"] == "outside_store"
+    assert response.status_code == 403
+    assert response.json()["code"] == "outside_store"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="headless Linux is the case without an opener")
@@ -167,7 +169,8 @@ def test_without_an_editor_or_xdg_open_the_answer_is_a_clear_501(
                                  headers={"Origin": url, "X-Coffer-Action-Token": token})  # fmt: skip
     assert response.status_code == 501
     body = response.json()
-    assert body["code"] == "no_opener" and "COFFER_EDITOR" in body["hint"]
+    assert body["code"] == "no_opener"
+    assert "COFFER_EDITOR" in body["hint"]
 
 
 def test_each_server_process_has_its_own_action_token(viewer: Viewer, tmp_path: Path) -> None:
@@ -200,7 +203,8 @@ def test_windows_opens_with_startfile_and_reveals_with_explorer_select() -> None
 
 
 def test_linux_opens_with_xdg_open_and_reveals_the_containing_folder() -> None:
-    assert plan("open", TARGET, editor=None, platform="linux", which=which_all).argv == ("/usr/bin/xdg-open", str(TARGET))
+    opened = plan("open", TARGET, editor=None, platform="linux", which=which_all)
+    assert opened.argv == ("/usr/bin/xdg-open", str(TARGET))
     reveal = plan("reveal", TARGET, editor=None, platform="linux", which=which_all)
     assert reveal.argv == ("/usr/bin/xdg-open", str(TARGET.parent))
 

@@ -20,12 +20,15 @@ def api(base_url: str):
 def test_the_knowledge_bases_are_listed_with_their_document_counts(api: httpx.Client) -> None:
     kbs = {kb["name"]: kb for kb in api.get("/knowledge_bases").json()["knowledge_bases"]}
     assert set(kbs) == {"notes", "empty-kb"}
-    assert kbs["notes"]["document_count"] == 6 and kbs["notes"]["description"] == "Notes about Coffer"
+    assert kbs["notes"]["document_count"] == 6
+    assert kbs["notes"]["description"] == "Notes about Coffer"
 
 
 def test_a_knowledge_base_reports_its_metrics(api: httpx.Client, store: tuple[Coffer, Seeded]) -> None:
     details = api.get("/knowledge_bases/notes").json()
-    assert details["document_count"] == 6 and details["chunk_count"] >= 6 and details["disk_bytes"] > 0
+    assert details["document_count"] == 6
+    assert details["chunk_count"] >= 6
+    assert details["disk_bytes"] > 0
     assert details["path"] == str(store[0].paths.kb("notes").root)
 
 
@@ -33,7 +36,8 @@ def test_documents_are_paginated(api: httpx.Client) -> None:
     first = api.get("/knowledge_bases/notes/documents", params={"limit": 4}).json()
     second = api.get("/knowledge_bases/notes/documents", params={"limit": 4, "offset": 4}).json()
     assert first["total"] == second["total"] == 6
-    assert len(first["documents"]) == 4 and len(second["documents"]) == 2
+    assert len(first["documents"]) == 4
+    assert len(second["documents"]) == 2
     ids = [d["document_id"] for d in first["documents"] + second["documents"]]
     assert len(set(ids)) == 6
 
@@ -51,15 +55,18 @@ def test_one_document_comes_with_markdown_metadata_its_path_and_its_folder(
     doc = api.get(f"/knowledge_bases/notes/documents/{seeded.alpha}").json()
     expected = service.paths.kb("notes").doc(seeded.alpha)
     assert doc["title"] == "Alpha guide"
-    assert doc["markdown"].startswith("# Alpha guide") and "---" not in doc["markdown"].splitlines()[0]
+    assert doc["markdown"].startswith("# Alpha guide")
+    assert "---" not in doc["markdown"].splitlines()[0]
     assert doc["metadata"]["original_filename"] == "alpha.md"
-    assert doc["path"] == str(expected) and Path(doc["path"]).is_absolute()
+    assert doc["path"] == str(expected)
+    assert Path(doc["path"]).is_absolute()
     assert doc["folder"] == str(expected.parent)
 
 
 def test_search_returns_passages_from_one_knowledge_base(api: httpx.Client, store: tuple[Coffer, Seeded]) -> None:
     result = api.get("/knowledge_bases/notes/search", params={"q": "vector retrieval", "top_k": 3}).json()
-    assert result["strategy"] == "keyword" and result["knowledge_bases"] == ["notes"]
+    assert result["strategy"] == "keyword"
+    assert result["knowledge_bases"] == ["notes"]
     assert 1 <= len(result["passages"]) <= 3
     assert store[1].beta in {p["document_id"] for p in result["passages"]}
     assert {"text", "title", "score", "heading_path", "chunk_id", "kb"} <= set(result["passages"][0])
@@ -92,13 +99,15 @@ def test_errors_are_json_with_a_code_a_message_and_a_hint(
     response = api.get(path, params=params)
     assert response.status_code == status
     body = response.json()
-    assert set(body) == {"code", "message", "hint"} and body["message"]
+    assert set(body) == {"code", "message", "hint"}
+    assert body["message"]
     assert body["code"] == code
 
 
 def test_an_error_hint_speaks_of_the_viewer_not_of_mcp_tools(api: httpx.Client) -> None:
     hint = api.get("/knowledge_bases/notes/documents/01ARZ3NDEKTSV4RRFFQ69G5FAV").json()["hint"]
-    assert "the search box" in hint and "coffer__" not in hint
+    assert "the search box" in hint
+    assert "coffer__" not in hint
 
 
 def test_an_unknown_knowledge_base_hint_names_the_existing_ones(api: httpx.Client) -> None:

@@ -60,7 +60,9 @@ def assert_client_error(response: httpx.Response, *, status: int | None = None, 
     assert response.status_code < 500, f"{where}: {response.status_code} {response.text[:300]}"
     assert response.status_code >= 400, f"{where} was accepted: {response.text[:200]}"
     body = response.json()
-    assert set(body) == {"code", "message", "hint"} and body["message"] and body["hint"], (where, body)
+    assert set(body) == {"code", "message", "hint"}, (where, body)
+    assert body["message"], (where, body)
+    assert body["hint"], (where, body)
     assert status is None or response.status_code == status, (where, response.status_code, body)
     assert code is None or body["code"] == code, (where, body)
 
@@ -101,7 +103,8 @@ def test_a_huge_offset_on_the_document_list_is_a_400_naming_the_range(api: httpx
     response = api.get("/knowledge_bases/notes/documents", params={"offset": 2**63})
     assert response.status_code == 400
     body = response.json()
-    assert body["code"] == "invalid_argument" and "'offset' must be an integer from 0 to" in body["message"]
+    assert body["code"] == "invalid_argument"
+    assert "'offset' must be an integer from 0 to" in body["message"]
 
 
 def test_a_malformed_document_id_is_bad_input_while_an_unknown_one_is_not_found(api: httpx.Client) -> None:
@@ -112,13 +115,16 @@ def test_a_malformed_document_id_is_bad_input_while_an_unknown_one_is_not_found(
 
 
 def test_valid_numbers_at_the_edges_of_their_ranges_are_served(api: httpx.Client, store: tuple[Coffer, Seeded]) -> None:
-    assert api.get("/knowledge_bases/notes/documents", params={"limit": 1000, "offset": MAX_OFFSET}).json()["documents"] == []
+    page = api.get("/knowledge_bases/notes/documents", params={"limit": 1000, "offset": MAX_OFFSET})
+    assert page.json()["documents"] == []
     doc = api.get(f"/knowledge_bases/notes/documents/{store[1].alpha}", params={"offset": 2, "limit": 5}).json()
-    assert doc["markdown"] == "Alpha" and doc["has_more"] is True
+    assert doc["markdown"] == "Alpha"
+    assert doc["has_more"] is True
     assert api.get("/search", params={"q": "alpha", "top_k": 1000}).status_code == 200
 
 
 def test_search_covers_the_knowledge_bases_named_by_repeated_kb_parameters(api: httpx.Client) -> None:
     both = api.get("/search", params=[("q", "alpha"), ("kb", "notes"), ("kb", "empty-kb")]).json()
     one = api.get("/search", params={"q": "alpha", "kb": "notes"}).json()
-    assert sorted(both["knowledge_bases"]) == ["empty-kb", "notes"] and one["knowledge_bases"] == ["notes"]
+    assert sorted(both["knowledge_bases"]) == ["empty-kb", "notes"]
+    assert one["knowledge_bases"] == ["notes"]

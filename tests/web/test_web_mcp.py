@@ -42,7 +42,8 @@ async def search_over_http(client: Client) -> tuple[list[str], dict[str, Any]]:
 
 
 def check_search(names: list[str], structured: dict[str, Any], seeded: Seeded) -> None:
-    assert "coffer__search_knowledge" in names and "coffer__read_document" in names
+    assert "coffer__search_knowledge" in names
+    assert "coffer__read_document" in names
     assert structured["strategy"] == "keyword"
     found = {passage["document_id"] for passage in structured["passages"]}
     assert seeded.alpha in found
@@ -67,9 +68,11 @@ async def test_the_python_sdk_client_works_with_json_responses(json_url: str, st
 async def test_the_python_sdk_client_connects_with_a_bearer_token(token_url: str, store: tuple[Coffer, Seeded]) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with anyio.fail_after(30):
-        async with httpx2.AsyncClient(headers=headers, timeout=20) as http:
-            async with Client(streamable_http_client(f"{token_url}/mcp", http_client=http)) as client:
-                names, structured = await search_over_http(client)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=20) as http,
+            Client(streamable_http_client(f"{token_url}/mcp", http_client=http)) as client,
+        ):
+            names, structured = await search_over_http(client)
     check_search(names, structured, store[1])
 
 
@@ -77,7 +80,7 @@ async def test_the_python_sdk_client_without_the_token_cannot_connect(token_url:
     with anyio.fail_after(30):
         # The SDK reports the 401 as a generic error inside task groups; the status itself is
         # checked in test_web_security.
-        with pytest.raises(Exception):  # noqa: PT011
+        with pytest.raises(Exception):  # noqa: B017, PT011
             async with Client(f"{token_url}/mcp", mode="legacy") as client:
                 await client.list_tools()
 
@@ -93,7 +96,8 @@ def test_the_token_snippet_of_docs_http_md_connects_and_calls_a_tool(token_url: 
     code = snippet.replace(DOCS_URL_LINE, f"URL, TOKEN = {f'{token_url}/mcp'!r}, {TOKEN!r}")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "'strategy': 'keyword'" in done.stdout and "'knowledge_bases': ['notes']" in done.stdout
+    assert "'strategy': 'keyword'" in done.stdout
+    assert "'knowledge_bases': ['notes']" in done.stdout
 
 
 # -- the TypeScript SDK --------------------------------------------------------------------------

@@ -28,7 +28,8 @@ def client(base: str, **kwargs) -> httpx.Client:
 def test_listening_beyond_loopback_without_a_token_is_refused_with_a_hint(host: str) -> None:
     with pytest.raises(ConfigError) as caught:
         check_bind(host, None)
-    assert "COFFER_HTTP_TOKEN" in caught.value.hint and "--token" in caught.value.hint
+    assert "COFFER_HTTP_TOKEN" in caught.value.hint
+    assert "--token" in caught.value.hint
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
@@ -41,8 +42,23 @@ def test_a_public_bind_with_a_strong_token_is_allowed(token: str) -> None:
     check_bind("0.0.0.0", token)
 
 
-WEAK_TOKENS = [" ", "   ", "\t", "\n", "x", "t0ken", "a" * 15, "a" * 40, "abababababababababab", " " + TOKEN,
-               TOKEN + " ", TOKEN + "\n", "two words and more", "tokén-with-àccents-1", "nul\x00in-the-middle-1"]  # fmt: skip
+WEAK_TOKENS = [
+    " ",
+    "   ",
+    "\t",
+    "\n",
+    "x",
+    "t0ken",
+    "a" * 15,
+    "a" * 40,
+    "abababababababababab",
+    " " + TOKEN,
+    TOKEN + " ",
+    TOKEN + "\n",
+    "two words and more",
+    "tokén-with-àccents-1",
+    "nul\x00in-the-middle-1",
+]
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "127.0.0.1", "localhost"])
@@ -51,7 +67,8 @@ def test_a_blank_short_padded_or_repetitive_token_is_refused_on_any_bind_with_a_
     with pytest.raises(ConfigError) as caught:
         check_bind(host, token)
     assert caught.value.code == "invalid_config"
-    assert "secrets.token_urlsafe(32)" in caught.value.hint and "openssl rand -hex 24" in caught.value.hint
+    assert "secrets.token_urlsafe(32)" in caught.value.hint
+    assert "openssl rand -hex 24" in caught.value.hint
 
 
 def test_the_app_itself_refuses_a_blank_token(store: tuple[Coffer, Seeded]) -> None:
@@ -61,7 +78,9 @@ def test_the_app_itself_refuses_a_blank_token(store: tuple[Coffer, Seeded]) -> N
 
 @pytest.mark.parametrize("blank", ["", " ", "\t"])
 def test_a_blank_presented_token_never_matches_anything(blank: str) -> None:
-    assert not tokens_equal(blank, blank) and not tokens_equal(blank, TOKEN) and not tokens_equal(TOKEN, blank)
+    assert not tokens_equal(blank, blank)
+    assert not tokens_equal(blank, TOKEN)
+    assert not tokens_equal(TOKEN, blank)
 
 
 # -- Host and Origin -----------------------------------------------------------------------------
@@ -140,10 +159,14 @@ def test_the_viewer_page_and_its_assets_carry_browser_hardening_headers(base_url
 
 def test_the_host_rule_accepts_loopback_names_and_the_bound_port_only() -> None:
     policy = HostPolicy.build("127.0.0.1", 8765)
-    assert policy.allows("127.0.0.1:8765") and policy.allows("localhost:8765") and policy.allows("[::1]:8765")
+    assert policy.allows("127.0.0.1:8765")
+    assert policy.allows("localhost:8765")
+    assert policy.allows("[::1]:8765")
     assert not policy.allows("127.0.0.1:8766")
     assert not policy.allows("evil.example:8765")
-    assert not policy.allows(None) and not policy.allows("") and not policy.allows("a@127.0.0.1:8765")
+    assert not policy.allows(None)
+    assert not policy.allows("")
+    assert not policy.allows("a@127.0.0.1:8765")
 
 
 def test_a_wildcard_bind_accepts_ip_literals_but_no_unlisted_names() -> None:
@@ -151,8 +174,10 @@ def test_a_wildcard_bind_accepts_ip_literals_but_no_unlisted_names() -> None:
     assert policy.allows("192.168.1.20:8765")
     assert not policy.allows("192.168.1.20:9999")
     assert not policy.allows("rebind.example:8765")
-    assert policy.allows("kb.example.com") and policy.allows("kb.example.com:443")
-    assert policy.allows("pinned.example:9000") and not policy.allows("pinned.example:9001")
+    assert policy.allows("kb.example.com")
+    assert policy.allows("kb.example.com:443")
+    assert policy.allows("pinned.example:9000")
+    assert not policy.allows("pinned.example:9001")
 
 
 def test_a_specific_bind_accepts_its_own_address() -> None:
@@ -203,9 +228,12 @@ def test_the_token_in_the_viewer_url_sets_a_strict_httponly_cookie_and_leaves_th
 ) -> None:
     with client(token_url) as http:
         response = http.get("/", params={"token": TOKEN})
-        assert response.status_code == 303 and response.headers["location"] == "/"
+        assert response.status_code == 303
+        assert response.headers["location"] == "/"
         cookie = response.headers["set-cookie"]
-        assert cookie.startswith(f"{COOKIE_NAME}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert cookie.startswith(f"{COOKIE_NAME}=")
+        assert "HttpOnly" in cookie
+        assert "SameSite=Strict" in cookie
         assert TOKEN not in cookie  # the browser stores a derived value, never the token
         assert http.get("/").status_code == 200
         assert http.get("/api/v1/knowledge_bases").status_code == 200
@@ -214,7 +242,8 @@ def test_the_token_in_the_viewer_url_sets_a_strict_httponly_cookie_and_leaves_th
 def test_a_wrong_token_in_the_viewer_url_gets_401_and_no_cookie(token_url: str) -> None:
     with client(token_url) as http:
         response = http.get("/", params={"token": "guess"})
-    assert response.status_code == 401 and "set-cookie" not in response.headers
+    assert response.status_code == 401
+    assert "set-cookie" not in response.headers
 
 
 def test_the_token_in_a_query_string_is_accepted_only_on_the_viewer_page(token_url: str) -> None:
@@ -235,7 +264,8 @@ def test_a_blank_token_in_the_viewer_url_logs_nobody_in(token_url: str, blank: s
     with client(token_url) as http:
         for accept in ("*/*", "text/html"):
             response = http.get(f"/?token={blank}", headers={"Accept": accept})
-            assert response.status_code == 401 and "set-cookie" not in response.headers
+            assert response.status_code == 401
+            assert "set-cookie" not in response.headers
         assert http.get("/api/v1/knowledge_bases").status_code == 401
 
 
@@ -254,10 +284,13 @@ HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0
 def test_a_browser_opening_the_viewer_without_the_token_gets_a_login_page_not_json(token_url: str) -> None:
     with client(token_url) as http:
         response = http.get("/", headers=HTML)
-    assert response.status_code == 401 and response.headers["content-type"].startswith("text/html")
+    assert response.status_code == 401
+    assert response.headers["content-type"].startswith("text/html")
     page = response.text
-    assert '<form id="login-form" method="post"' in page and 'name="token" type="password"' in page
-    assert "<script" not in page and "unauthorized" not in page
+    assert '<form id="login-form" method="post"' in page
+    assert 'name="token" type="password"' in page
+    assert "<script" not in page
+    assert "unauthorized" not in page
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert response.headers["cache-control"] == "no-store"
     # A form on a "no-referrer" page would post "Origin: null", which the Origin rule refuses.
@@ -268,37 +301,45 @@ def test_a_browser_opening_the_viewer_without_the_token_gets_a_login_page_not_js
 def test_scripts_and_mcp_clients_keep_getting_401_json_even_asking_for_html(token_url: str, path: str) -> None:
     with client(token_url) as http:
         response = http.get(path, headers=HTML)
-    assert response.status_code == 401 and response.json()["code"] == "unauthorized"
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthorized"
 
 
 def test_the_login_form_sets_the_viewer_cookie_and_returns_to_the_viewer(token_url: str) -> None:
     with client(token_url) as http:
         response = http.post("/", data={"token": TOKEN})
-        assert response.status_code == 303 and response.headers["location"] == "/"
-        assert response.headers["set-cookie"].startswith(f"{COOKIE_NAME}=") and TOKEN not in response.headers["set-cookie"]
+        assert response.status_code == 303
+        assert response.headers["location"] == "/"
+        assert response.headers["set-cookie"].startswith(f"{COOKIE_NAME}=")
+        assert TOKEN not in response.headers["set-cookie"]
         assert http.get("/", headers=HTML).text.count('name="coffer-action-token"') == 1
         assert http.get("/api/v1/knowledge_bases").status_code == 200
 
 
 @pytest.mark.parametrize("form", [{"token": "guess-guess-guess-1"}, {"token": " "}, {"token": ""}, {"other": TOKEN},
                                   {"token": TOKEN + " "}, {"token": TOKEN, "pad": "x" * 5000}])  # fmt: skip
-def test_a_wrong_or_blank_token_in_the_login_form_shows_the_page_again_with_an_error(token_url: str, form: dict) -> None:
+def test_a_wrong_or_blank_token_in_the_login_form_shows_the_page_again_with_an_error(
+    token_url: str, form: dict
+) -> None:
     with client(token_url) as http:
         response = http.post("/", data=form)
-    assert response.status_code == 401 and "set-cookie" not in response.headers
+    assert response.status_code == 401
+    assert "set-cookie" not in response.headers
     assert "That token is not right" in response.text
 
 
 def test_a_wrong_token_in_the_viewer_url_shows_the_login_page_with_an_error(token_url: str) -> None:
     with client(token_url) as http:
         response = http.get("/", params={"token": "guess-guess-guess-1"}, headers=HTML)
-    assert response.status_code == 401 and "That token is not right" in response.text
+    assert response.status_code == 401
+    assert "That token is not right" in response.text
 
 
 def test_the_login_form_posted_from_another_site_is_refused(token_url: str) -> None:
     with client(token_url) as http:
         response = http.post("/", data={"token": TOKEN}, headers={"Origin": "http://evil.example"})
-    assert response.status_code == 403 and "set-cookie" not in response.headers
+    assert response.status_code == 403
+    assert "set-cookie" not in response.headers
 
 
 def test_only_the_login_pages_stylesheet_and_icon_are_served_without_the_token(token_url: str) -> None:
@@ -312,11 +353,13 @@ def test_only_the_login_pages_stylesheet_and_icon_are_served_without_the_token(t
 def test_a_path_with_control_characters_is_bad_input(base_url: str, path: str) -> None:
     with client(base_url) as http:
         response = http.get(path)
-    assert response.status_code == 400 and response.json()["code"] == "invalid_argument"
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_argument"
 
 
 def test_resubmitting_the_login_form_while_logged_in_logs_in_again_rather_than_failing(token_url: str) -> None:
     with client(token_url) as http:
         assert http.post("/", data={"token": TOKEN}).status_code == 303
         again = http.post("/", data={"token": TOKEN})
-    assert again.status_code == 303 and again.headers["location"] == "/"
+    assert again.status_code == 303
+    assert again.headers["location"] == "/"

@@ -64,7 +64,8 @@ def test_serve_http_prints_where_it_listens_serves_and_stops_cleanly_on_ctrl_c(t
             process.kill()
             process.communicate()
     assert process.returncode == 0, stderr
-    assert stderr.strip().endswith("stopped") and "Traceback" not in stderr
+    assert stderr.strip().endswith("stopped")
+    assert "Traceback" not in stderr
     assert stdout == ""  # logs and the banner go to stderr
 
 
@@ -97,9 +98,12 @@ def test_coffer_serve_refuses_to_start_with_a_blank_or_weak_token_and_says_how_t
 ) -> None:
     argv, env = coffer_serve(tmp_path / "home", *args, token=token)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, check=False)
-    assert done.returncode == 1 and done.stdout == ""
-    assert "The HTTP token is unusable" in done.stderr and problem in done.stderr
-    assert 'secrets.token_urlsafe(32)' in done.stderr and "openssl rand -hex 24" in done.stderr
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "The HTTP token is unusable" in done.stderr
+    assert problem in done.stderr
+    assert 'secrets.token_urlsafe(32)' in done.stderr
+    assert "openssl rand -hex 24" in done.stderr
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
@@ -115,7 +119,8 @@ def test_coffer_serve_with_a_strong_token_admits_it_and_no_blank_one(tmp_path: P
         with httpx.Client(base_url=match.group(1), timeout=10) as http:
             for blank in ("%20", "", "%09"):
                 response = http.get(f"/?token={blank}")
-                assert response.status_code == 401 and "set-cookie" not in response.headers
+                assert response.status_code == 401
+                assert "set-cookie" not in response.headers
             assert http.get("/api/v1/knowledge_bases", headers={"Authorization": "Bearer"}).status_code == 401
             authorized = http.get("/api/v1/knowledge_bases", headers={"Authorization": f"Bearer {STRONG}"})
             assert authorized.status_code == 200

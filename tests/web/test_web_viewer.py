@@ -1,4 +1,6 @@
-"""The viewer in a real headless Chromium: token login (URL and login page), KBs, title filter, a document, search, open in editor.
+"""The viewer in a real headless Chromium.
+
+Token login (URL and login page), KBs, title filter, a document, search, open in editor.
 
 Screenshots go to ``tmp_path/screenshots`` and, when ``COFFER_TEST_ARTIFACTS`` is set, to
 ``$COFFER_TEST_ARTIFACTS/web-viewer`` as well.
@@ -127,11 +129,15 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
         quote: document.querySelector('#doc-body blockquote').textContent.trim(),
         path: document.querySelector('#doc-path').textContent,
     }))()""")
-    assert body["h2"] == ["Install"] and body["strong"] == "Markdown"
-    assert body["items"] == 2 and body["nested"] == 1
+    assert body["h2"] == ["Install"]
+    assert body["strong"] == "Markdown"
+    assert body["items"] == 2
+    assert body["nested"] == 1
     assert body["link"] == "https://example.org/docs"
-    assert body["code"] == 'print("hello <b>fenced</b>")' and body["fencedTags"] == 0
-    assert body["right"] == "fast" and body["quote"] == "A quoted line about retrieval."
+    assert body["code"] == 'print("hello <b>fenced</b>")'
+    assert body["fencedTags"] == 0
+    assert body["right"] == "fast"
+    assert body["quote"] == "A quoted line about retrieval."
     assert body["path"] == str(docs / f"{seeded.alpha}.md")
     shots.take("03-document")
 
@@ -144,8 +150,11 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
         links: [...document.querySelectorAll('#doc-body a')].map(a => a.getAttribute('href')),
         text: document.querySelector('#doc-body').textContent,
     }))()""")
-    assert hostile["pwned"] is None and hostile["live"] == 0 and hostile["links"] == []
-    assert '<img src=x onerror="window.__pwned = 2">' in hostile["text"] and "<b>bold tag</b>" in hostile["text"]
+    assert hostile["pwned"] is None
+    assert hostile["live"] == 0
+    assert hostile["links"] == []
+    assert '<img src=x onerror="window.__pwned = 2">' in hostile["text"]
+    assert "<b>bold tag</b>" in hostile["text"]
     shots.take("04-hostile-document-as-text")
 
     page.evaluate("document.querySelector('#search-scope').value = 'notes'")
@@ -228,25 +237,34 @@ def test_an_api_error_is_shown_with_the_apis_own_message_and_hint(
     shown = page.evaluate("({message: document.querySelector('#toast strong').textContent, "
                           "hint: (document.querySelector('#toast .hint') || {}).textContent})")  # fmt: skip
     api = page.evaluate(f"fetch('/api/v1/knowledge_bases/notes/documents/{doc_id}').then(r => r.json())")
-    assert shown == {"message": api["message"], "hint": api["hint"]} and api["hint"]
+    assert shown == {"message": api["message"], "hint": api["hint"]}
+    assert api["hint"]
 
 
 RENDER_CASES = {
-    "inline": ("**bold** _em_ ~~gone~~ `a < b`", "<p><strong>bold</strong> <em>em</em> <del>gone</del> <code>a &lt; b</code></p>"),
+    "inline": (
+        "**bold** _em_ ~~gone~~ `a < b`",
+        "<p><strong>bold</strong> <em>em</em> <del>gone</del> <code>a &lt; b</code></p>",
+    ),
     "snake_case": ("call snake_case_name and 2*3*4", "<p>call snake_case_name and 2*3*4</p>"),
     "script_link": ("[x](javascript:alert(1))", '<p><span class="dead-link" title="javascript:alert(1)">x</span></p>'),
-    "autolink": ("<https://a.example/p?q=1>", '<p><a href="https://a.example/p?q=1" target="_blank" '
-                 'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>'),
-    "image": ("![chart](https://img.example/c.png)", '<p><a href="https://img.example/c.png" target="_blank" '
-              'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>'),
+    "autolink": ("<https://a.example/p?q=1>", ('<p><a href="https://a.example/p?q=1" target="_blank" '
+                 'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>')),
+    "image": ("![chart](https://img.example/c.png)", ('<p><a href="https://img.example/c.png" target="_blank" '
+              'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>')),
     "raw_html": ('<div onclick="x()">hi</div>', "<p>&lt;div onclick=\"x()\"&gt;hi&lt;/div&gt;</p>"),
     "ordered_start": ("3. three\n4. four", '<ol start="3"><li>three</li><li>four</li></ol>'),
     "nested": ("- a\n  - b\n- c", "<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>"),
     "setext": ("Title\n=====\n\nSub\n---", "<h1>Title</h1><h2>Sub</h2>"),
     "hard_break": ("one  \ntwo", "<p>one<br>two</p>"),
     "tilde_fence": ("~~~\n<b>x</b>\n~~~", "<pre><code>&lt;b&gt;x&lt;/b&gt;</code></pre>"),
-    "table": ("| a | b |\n|:-:|--|\n| 1 | 2 |", '<div class="table-wrap"><table><thead><tr><th class="align-center">a</th>'
-              '<th>b</th></tr></thead><tbody><tr><td class="align-center">1</td><td>2</td></tr></tbody></table></div>'),
+    "table": (
+        "| a | b |\n|:-:|--|\n| 1 | 2 |",
+        (
+            '<div class="table-wrap"><table><thead><tr><th class="align-center">a</th>'
+            '<th>b</th></tr></thead><tbody><tr><td class="align-center">1</td><td>2</td></tr></tbody></table></div>'
+        ),
+    ),
     "rule_and_quote": ("> q\n\n***", "<blockquote><p>q</p></blockquote><hr>"),
     "task": ("- [x] done\n- [ ] todo", '<ul><li class="task">\u2611 done</li><li class="task">\u2610 todo</li></ul>'),
 }
