@@ -177,9 +177,7 @@ def heading_recall(got: list[tuple[int, str]], ref: list[tuple[int, str]]) -> fl
 def _similar(a: str, b: str) -> bool:
     """Same text, the same words in another order (a number put after), or 80% alike."""
     return (
-        a == b
-        or sorted(a.split()) == sorted(b.split())
-        or SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.8
+        a == b or sorted(a.split()) == sorted(b.split()) or SequenceMatcher(None, a, b, autojunk=False).ratio() >= 0.8
     )
 
 

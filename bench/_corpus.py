@@ -131,14 +131,18 @@ class _Writer:
         return "\n".join(f"- {' '.join(self.words(self.between(3, 8)))}" for _ in range(self.between(3, 5)))
 
     def code(self) -> str:
-        lines = [f"{a}_{b} = {c}({d}, {self.between(1, 99)})" for a, b, c, d in
-                 (self.words(4) for _ in range(self.between(2, 5)))]  # fmt: skip
+        lines = [
+            f"{a}_{b} = {c}({d}, {self.between(1, 99)})"
+            for a, b, c, d in (self.words(4) for _ in range(self.between(2, 5)))
+        ]
         return "```python\n" + "\n".join(lines) + "\n```"
 
     def table(self) -> str:
         head = self.words(3)
-        rows = [f"| {' | '.join([*self.words(1), str(self.between(1, 999)), self.words(1)[0]])} |"
-                for _ in range(self.between(2, 4))]  # fmt: skip
+        rows = [
+            f"| {' | '.join([*self.words(1), str(self.between(1, 999)), self.words(1)[0]])} |"
+            for _ in range(self.between(2, 4))
+        ]
         return "\n".join([f"| {' | '.join(head)} |", "|---|---:|---|", *rows])
 
     def section_blocks(self) -> list[str]:
@@ -182,9 +186,16 @@ class CorpusInfo:
 
 
 def write_corpus(
-    folder: Path, vocab: Vocabulary, seed: int, *, chunks: int | None = None, megabytes: float | None = None,
-    start: int = 0, chunk_size: int = 512, chunk_overlap: int = 64,
-) -> CorpusInfo:  # fmt: skip
+    folder: Path,
+    vocab: Vocabulary,
+    seed: int,
+    *,
+    chunks: int | None = None,
+    megabytes: float | None = None,
+    start: int = 0,
+    chunk_size: int = 512,
+    chunk_overlap: int = 64,
+) -> CorpusInfo:
     """Write documents ``start, start+1, …`` as ``doc-<i>.md`` until ``chunks`` or ``megabytes`` is reached."""
     folder.mkdir(parents=True, exist_ok=True)
     info = CorpusInfo(folder=folder)

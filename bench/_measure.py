@@ -19,9 +19,17 @@ from typing import Any, TypeVar
 import coffer_mcp
 
 __all__ = [
-    "cpu_model", "latency", "log", "machine_info", "percentile", "proc_cpu_seconds", "proc_memory", "ram_gb",
-    "source_fingerprint", "summarize",
-]  # fmt: skip
+    "cpu_model",
+    "latency",
+    "log",
+    "machine_info",
+    "percentile",
+    "proc_cpu_seconds",
+    "proc_memory",
+    "ram_gb",
+    "source_fingerprint",
+    "summarize",
+]
 
 T = TypeVar("T")
 
@@ -40,8 +48,15 @@ def summarize(ms: Sequence[float]) -> dict[str, float | int]:
     """P50/P95/P99, mean, min, max (milliseconds) and the sample count."""
     if not ms:
         return {"n": 0}
-    return {"n": len(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99),
-            "mean": statistics.fmean(ms), "min": min(ms), "max": max(ms)}  # fmt: skip
+    return {
+        "n": len(ms),
+        "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "p99": percentile(ms, 99),
+        "mean": statistics.fmean(ms),
+        "min": min(ms),
+        "max": max(ms),
+    }
 
 
 def latency(call: Callable[[T], object], items: Iterable[T], *, warmup: int = 0) -> dict[str, float | int]:
@@ -84,12 +99,21 @@ def machine_info(vec_version: str | None) -> dict[str, Any]:
 
     chosen = binding()
     return {
-        "platform": platform.platform(), "machine": platform.machine(), "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(), "ram_gb": ram_gb(), "python": platform.python_version(),
-        "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version, "sqlite_vec": vec_version,
-        "ripgrep": _rg_version(), "fastembed": _version("fastembed"), "onnxruntime": _version("onnxruntime"),
-        "mcp": _version("mcp"), "numpy": _version("numpy"),
-    }  # fmt: skip
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "ram_gb": ram_gb(),
+        "python": platform.python_version(),
+        "sqlite_binding": chosen.name,
+        "sqlite_version": chosen.sqlite_version,
+        "sqlite_vec": vec_version,
+        "ripgrep": _rg_version(),
+        "fastembed": _version("fastembed"),
+        "onnxruntime": _version("onnxruntime"),
+        "mcp": _version("mcp"),
+        "numpy": _version("numpy"),
+    }
 
 
 def cpu_model() -> str:

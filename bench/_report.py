@@ -19,22 +19,49 @@ def targets(sizes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     large = next((s for s in sorted(sizes, key=lambda s: s["target_chunks"]) if s["target_chunks"] >= LARGE), None)
     return [
         _latency_row("keyword search P95, in-process", 20, large, ("latency_ms", "keyword", "p95")),
-        _latency_row("keyword search P95, in-process, queries with a content word", 20, large,
-                     ("latency_ms", "keyword_content_words", "p95")),
+        _latency_row(
+            "keyword search P95, in-process, queries with a content word",
+            20,
+            large,
+            ("latency_ms", "keyword_content_words", "p95"),
+        ),
         _latency_row("keyword search P95, MCP stdio", 30, large, ("mcp", "search", "p95")),
-        _latency_row("hybrid search P95 (MiniLM query embedding included)", 60, large,
-                     ("hybrid", "latency_ms", "hybrid", "p95")),
+        _latency_row(
+            "hybrid search P95 (MiniLM query embedding included)", 60, large, ("hybrid", "latency_ms", "hybrid", "p95")
+        ),
         _grep_row(largest),
-        _per_docs_row("reconcile-on-read P50, back-to-back reads (default settings)", 5, "ms", sizes,
-                      ("latency_ms", "refresh", "p50")),
-        _per_docs_row("reconcile-on-read P50, every file stat-ed (a read after reconcile_interval)", 5, "ms", sizes,
-                      ("latency_ms", "refresh_every_file", "p50")),
+        _per_docs_row(
+            "reconcile-on-read P50, back-to-back reads (default settings)",
+            5,
+            "ms",
+            sizes,
+            ("latency_ms", "refresh", "p50"),
+        ),
+        _per_docs_row(
+            "reconcile-on-read P50, every file stat-ed (a read after reconcile_interval)",
+            5,
+            "ms",
+            sizes,
+            ("latency_ms", "refresh_every_file", "p50"),
+        ),
         _ingest_row(largest),
         _per_docs_row("full rebuild from files", 30, "s", sizes, ("rebuild", "seconds")),
-        _row("coffer serve start to tools/list reply (median)", "≤ 400 ms",
-             _get(largest, "startup", "tools_list_ms", "p50"), "ms", _at(largest), lambda v: v <= 400),
-        _row("coffer serve idle RSS (no embedder)", "≤ 120 MB", _get(largest, "memory", "idle", "rss_mb"), "MB",
-             _at(largest), lambda v: v <= 120),
+        _row(
+            "coffer serve start to tools/list reply (median)",
+            "≤ 400 ms",
+            _get(largest, "startup", "tools_list_ms", "p50"),
+            "ms",
+            _at(largest),
+            lambda v: v <= 400,
+        ),
+        _row(
+            "coffer serve idle RSS (no embedder)",
+            "≤ 120 MB",
+            _get(largest, "memory", "idle", "rss_mb"),
+            "MB",
+            _at(largest),
+            lambda v: v <= 120,
+        ),
     ]
 
 
@@ -49,10 +76,18 @@ def _row(
 
 def _latency_row(name: str, limit_ms: float, size: dict[str, Any] | None, path: tuple[str, ...]) -> dict[str, Any]:
     if size is None:
-        return _row(name, f"≤ {limit_ms:g} ms at {LARGE:,} chunks", None, "ms", "", None,
-                    note=f"no size of {LARGE:,} chunks or more was run")  # fmt: skip
-    return _row(name, f"≤ {limit_ms:g} ms at {LARGE:,} chunks", _get(size, *path), "ms", _at(size),
-                lambda v: v <= limit_ms)  # fmt: skip
+        return _row(
+            name,
+            f"≤ {limit_ms:g} ms at {LARGE:,} chunks",
+            None,
+            "ms",
+            "",
+            None,
+            note=f"no size of {LARGE:,} chunks or more was run",
+        )
+    return _row(
+        name, f"≤ {limit_ms:g} ms at {LARGE:,} chunks", _get(size, *path), "ms", _at(size), lambda v: v <= limit_ms
+    )
 
 
 def _grep_row(size: dict[str, Any]) -> dict[str, Any]:
@@ -61,14 +96,29 @@ def _grep_row(size: dict[str, Any]) -> dict[str, Any]:
     at = f"{grep['mb']:.1f} MB in {grep['files']:,} files" if "mb" in grep else ""
     note = "a pattern found in no file, so every file is read (the literal and regex rows stop at 50 lines)"
     at_scale = grep.get("mb", 0) >= GREP_MB * 0.95
-    return _row("grep P95 over 50 MB of Markdown", "≤ 150 ms over 50 MB", value, "ms", at, lambda v: v <= 150, note,
-                at_scale=at_scale)
+    return _row(
+        "grep P95 over 50 MB of Markdown",
+        "≤ 150 ms over 50 MB",
+        value,
+        "ms",
+        at,
+        lambda v: v <= 150,
+        note,
+        at_scale=at_scale,
+    )
 
 
 def _ingest_row(size: dict[str, Any]) -> dict[str, Any]:
     note = f"add_document one at a time: {_get(size, 'add_document', 'docs_per_s'):,.0f} docs/s"
-    return _row("ingest of Markdown, keyword only (ingest_path)", "≥ 300 docs/s", _get(size, "ingest", "docs_per_s"),
-                "docs/s", _at(size), lambda v: v >= 300, note)  # fmt: skip
+    return _row(
+        "ingest of Markdown, keyword only (ingest_path)",
+        "≥ 300 docs/s",
+        _get(size, "ingest", "docs_per_s"),
+        "docs/s",
+        _at(size),
+        lambda v: v >= 300,
+        note,
+    )
 
 
 def _per_docs_row(name: str, limit: float, unit: str, sizes: Sequence[dict[str, Any]], path: tuple[str, ...]):
@@ -76,8 +126,9 @@ def _per_docs_row(name: str, limit: float, unit: str, sizes: Sequence[dict[str, 
     if not points:
         return _row(name, f"≤ {limit:g} {unit} at {DOCS:,} documents", None, unit, "", None)
     value, how, at_scale = at_documents(points, DOCS)
-    return _row(name, f"≤ {limit:g} {unit} at {DOCS:,} documents", value, unit, how, lambda v: v <= limit,
-                at_scale=at_scale)
+    return _row(
+        name, f"≤ {limit:g} {unit} at {DOCS:,} documents", value, unit, how, lambda v: v <= limit, at_scale=at_scale
+    )
 
 
 def at_documents(points: Sequence[tuple[int, float]], docs: int) -> tuple[float, str, bool]:
@@ -137,10 +188,14 @@ _GREP_ROWS = [("grep_literal", "literal word"), ("grep_regex", "small regex"), (
 def markdown(data: dict[str, Any]) -> str:
     """Every size's tables, then the targets."""
     machine = data["machine"]
-    parts = [(f"Machine: {machine['cpu_model']}, {machine['cpu_count']} cores, {machine['ram_gb']} GB RAM, "
-              f"Python {machine['python']}, SQLite {machine['sqlite_version']} ({machine['sqlite_binding']}), "
-              f"sqlite-vec {machine['sqlite_vec']}, {machine['ripgrep']}. {data['date']}."),
-             f"`{data['command']}`"]  # fmt: skip
+    parts = [
+        (
+            f"Machine: {machine['cpu_model']}, {machine['cpu_count']} cores, {machine['ram_gb']} GB RAM, "
+            f"Python {machine['python']}, SQLite {machine['sqlite_version']} ({machine['sqlite_binding']}), "
+            f"sqlite-vec {machine['sqlite_vec']}, {machine['ripgrep']}. {data['date']}."
+        ),
+        f"`{data['command']}`",
+    ]
     parts += [size_tables(size) for size in data["sizes"]]
     parts.append(targets_table(data["targets"]))
     return "\n\n".join(parts)
@@ -167,8 +222,9 @@ def size_tables(size: dict[str, Any]) -> str:
     if "mb" in grep:
         for key, label in _GREP_ROWS:
             s = grep[key]
-            lines.append(f"| grep over {grep['mb']:.1f} MB, {label} | {_ms(s['p50'])} | {_ms(s['p95'])} "
-                         f"| {_ms(s['p99'])} |")
+            lines.append(
+                f"| grep over {grep['mb']:.1f} MB, {label} | {_ms(s['p50'])} | {_ms(s['p95'])} | {_ms(s['p99'])} |"
+            )
     lines += ["", "| throughput, start-up, memory | value |", "|---|---|"]
     lines += [f"| {label} | {value} |" for label, value in _other_rows(size)]
     return "\n".join(lines)
@@ -177,16 +233,24 @@ def size_tables(size: dict[str, Any]) -> str:
 def _other_rows(size: dict[str, Any]) -> list[tuple[str, str]]:
     ingest, add, rebuild = size["ingest"], size["add_document"], size["rebuild"]
     rows = [
-        ("ingest_path, one call (keyword-only KB)",
-         f"{ingest['docs_per_s']:,.0f} docs/s, {ingest['mb_per_s']:.2f} MB/s ({ingest['seconds']:.1f} s)"),
+        (
+            "ingest_path, one call (keyword-only KB)",
+            f"{ingest['docs_per_s']:,.0f} docs/s, {ingest['mb_per_s']:.2f} MB/s ({ingest['seconds']:.1f} s)",
+        ),
         (f"add_document loop ({add['documents']:,} documents)", f"{add['docs_per_s']:,.0f} docs/s"),
-        ("full rebuild from files (`reindex_all`)",
-         f"{rebuild['seconds']:.1f} s ({rebuild['docs_per_s']:,.0f} docs/s)"),
-    ]  # fmt: skip
+        (
+            "full rebuild from files (`reindex_all`)",
+            f"{rebuild['seconds']:.1f} s ({rebuild['docs_per_s']:,.0f} docs/s)",
+        ),
+    ]
     hybrid = size["hybrid"]
     if "vectors" in hybrid:
-        rows.append((f"synthetic vectors stored ({hybrid['identity']})",
-                     f"{hybrid['vectors']:,} in {hybrid['fill_seconds']:.1f} s"))  # fmt: skip
+        rows.append(
+            (
+                f"synthetic vectors stored ({hybrid['identity']})",
+                f"{hybrid['vectors']:,} in {hybrid['fill_seconds']:.1f} s",
+            )
+        )
     startup = size["startup"]
     if "skipped" not in startup:
         init, listed = startup["initialize_ms"]["p50"], startup["tools_list_ms"]["p50"]
@@ -205,8 +269,12 @@ def _other_rows(size: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def targets_table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["### Against the targets of issue #6", "", "| target | limit | measured | at | verdict |",
-             "|---|---|---:|---|---|"]  # fmt: skip
+    lines = [
+        "### Against the targets of issue #6",
+        "",
+        "| target | limit | measured | at | verdict |",
+        "|---|---|---:|---|---|",
+    ]
     for row in rows:
         value = "—" if row["value"] is None else f"{_num(row['value'])} {row['unit']}"
         lines.append(f"| {row['target']} | {row['limit']} | {value} | {row['at']} | {row['verdict']} |")

@@ -61,9 +61,12 @@ def serve_memory(home: Path, env: Mapping[str, str], *, search: tuple[str, str] 
     on a vector KB with an embedder configured), which loads the embedder.
     """
     with subprocess.Popen(
-        [sys.executable, "-m", "coffer_mcp", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=serve_env(home, env),
-    ) as proc:  # fmt: skip
+        [sys.executable, "-m", "coffer_mcp", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=serve_env(home, env),
+    ) as proc:
         try:
             return _measure_memory(proc, search)
         finally:
@@ -78,8 +81,12 @@ def _measure_memory(proc: subprocess.Popen[bytes], search: tuple[str, str] | Non
     out: dict[str, Any] = {"idle": proc_memory(proc.pid)}
     if search is not None:
         kb, query = search
-        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                "params": {"name": SEARCH_TOOL, "arguments": {"kb": kb, "query": query, "top_k": 5}}}  # fmt: skip
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": SEARCH_TOOL, "arguments": {"kb": kb, "query": query, "top_k": 5}},
+        }
         _send(proc, call)
         result = _reply(proc, 3)["result"]
         out["after_search"] = proc_memory(proc.pid)
@@ -109,8 +116,11 @@ def startup_times(home: Path, runs: int) -> dict[str, Any]:
     """``bench.startup.one_run`` on this home: one warm-up, then ``runs`` timed runs."""
     _quiet_run(home)
     timed = [_quiet_run(home) for _ in range(runs)]
-    return {"runs": runs, "initialize_ms": summarize([t[0] for t in timed]),
-            "tools_list_ms": summarize([t[1] for t in timed])}  # fmt: skip
+    return {
+        "runs": runs,
+        "initialize_ms": summarize([t[0] for t in timed]),
+        "tools_list_ms": summarize([t[1] for t in timed]),
+    }
 
 
 def _quiet_run(home: Path) -> tuple[float, float]:

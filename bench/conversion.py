@@ -78,8 +78,11 @@ def _pypdfium2(path: Path) -> tuple[str, str]:
 
 
 CHILD_ENGINES: dict[str, Callable[[Path], tuple[str, str]]] = {
-    "coffer": _coffer, "pdfminer": _pdfminer, "pdfplumber": _pdfplumber, "pypdfium2": _pypdfium2,
-}  # fmt: skip
+    "coffer": _coffer,
+    "pdfminer": _pdfminer,
+    "pdfplumber": _pdfplumber,
+    "pypdfium2": _pypdfium2,
+}
 PDF_ONLY = {"pdfminer", "pdfplumber", "pypdfium2"}
 
 
@@ -100,8 +103,14 @@ def child(engine: str, path: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - a rejection is a result too
         markdown, title, error = "", "", f"{type(exc).__name__}: {getattr(exc, 'reason', '')} {exc}"[:300]
     seconds = time.perf_counter() - started
-    record = {"markdown": markdown, "title": title, "seconds": seconds, "error": error,
-              "rss_before_mb": before, "peak_mb": _maxrss_mb()}  # fmt: skip
+    record = {
+        "markdown": markdown,
+        "title": title,
+        "seconds": seconds,
+        "error": error,
+        "rss_before_mb": before,
+        "peak_mb": _maxrss_mb(),
+    }
     sys.stdout.write(json.dumps(record))
 
 
@@ -145,29 +154,57 @@ def run_child(engine: str, path: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "bench.conversion", "--child", engine, str(path)],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=CHILD_TIMEOUT, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
     if done.returncode != 0:
-        return {"markdown": "", "title": "", "seconds": None, "error": f"child exited {done.returncode}: "
-                + done.stderr.strip()[-300:], "rss_before_mb": None, "peak_mb": None}  # fmt: skip
+        return {
+            "markdown": "",
+            "title": "",
+            "seconds": None,
+            "error": f"child exited {done.returncode}: " + done.stderr.strip()[-300:],
+            "rss_before_mb": None,
+            "peak_mb": None,
+        }
     return json.loads(done.stdout)
 
 
-def measure(name: str, engine: str, out: dict[str, Any], ref: tuple[str, str] | None,
-            other: str | None, html: str | None, pages: int) -> dict[str, Any]:  # fmt: skip
+def measure(
+    name: str,
+    engine: str,
+    out: dict[str, Any],
+    ref: tuple[str, str] | None,
+    other: str | None,
+    html: str | None,
+    pages: int,
+) -> dict[str, Any]:
     """Every measure of one output; ``other`` is the output the glued-word vocabulary is shared with."""
     markdown = out["markdown"]
     words = m.tokens(markdown)
     stem = name.rsplit(".", 1)[0]
     title = out["title"] or stem
     row: dict[str, Any] = {
-        "file": name, "format": name.rsplit(".", 1)[-1].lower(), "engine": engine, "error": out.get("error"),
-        "chars": len(markdown), "words": len(words), "pages": pages, "seconds": out.get("seconds"),
-        "peak_mb": out.get("peak_mb"), "rss_before_mb": out.get("rss_before_mb"), "title": title,
-        "title_is_stem": title == stem, "garbage": m.garbage_count(markdown),
-        "nan_unnamed": m.nan_unnamed_count(markdown), "headings": len(m.headings(markdown)),
+        "file": name,
+        "format": name.rsplit(".", 1)[-1].lower(),
+        "engine": engine,
+        "error": out.get("error"),
+        "chars": len(markdown),
+        "words": len(words),
+        "pages": pages,
+        "seconds": out.get("seconds"),
+        "peak_mb": out.get("peak_mb"),
+        "rss_before_mb": out.get("rss_before_mb"),
+        "title": title,
+        "title_is_stem": title == stem,
+        "garbage": m.garbage_count(markdown),
+        "nan_unnamed": m.nan_unnamed_count(markdown),
+        "headings": len(m.headings(markdown)),
         "tables": len(m.tables(markdown)),
-    }  # fmt: skip
+    }
     if row["seconds"]:
         row["pages_per_s"] = pages / row["seconds"]
     vocabulary = set(words) | set(m.tokens(other or ""))
@@ -234,8 +271,19 @@ def run(data: Path, engines: list[str], only: list[str], save_md: Path | None) -
 
 # -- summary -------------------------------------------------------------------------------------
 
-_MEASURES = ("recall", "precision", "order", "heading_recall", "table_shape", "table_header", "glued",
-             "garbage", "nan_unnamed", "title_ok", "body_recall")  # fmt: skip
+_MEASURES = (
+    "recall",
+    "precision",
+    "order",
+    "heading_recall",
+    "table_shape",
+    "table_header",
+    "glued",
+    "garbage",
+    "nan_unnamed",
+    "title_ok",
+    "body_recall",
+)
 
 
 def by_format(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -269,8 +317,10 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -> str:
-    head = ("| file | engine | recall | precision | order | headings (rec.) | tables shape / header | glued "
-            "| garbage | NaN | title | s | pages/s | peak MB |")  # fmt: skip
+    head = (
+        "| file | engine | recall | precision | order | headings (rec.) | tables shape / header | glued "
+        "| garbage | NaN | title | s | pages/s | peak MB |"
+    )
     lines = ["## Per file", "", head, "|" + " --- |" * 14]
     for r in rows:
         headings = f"{r['headings']}" + (
@@ -292,10 +342,17 @@ def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -
             f"| {_fmt(r.get('order'))} | {headings} | {tables} | {_fmt(r['glued'], 3)} | {r['garbage']} "
             f"| {r['nan_unnamed']} | {title} | {_fmt(r.get('seconds'))} | {_fmt(r.get('pages_per_s'))} "
             f"| {_fmt(r.get('peak_mb'), 0)} |"
-        )  # fmt: skip
-    lines += ["", "## Per format", "",
-              ("| format | engine | files | recall | precision | order | heading rec. | table shape | table header "
-               "| glued | garbage | NaN | title ok | s | pages/s | peak MB |"), "|" + " --- |" * 16]  # fmt: skip
+        )
+    lines += [
+        "",
+        "## Per format",
+        "",
+        (
+            "| format | engine | files | recall | precision | order | heading rec. | table shape | table header "
+            "| glued | garbage | NaN | title ok | s | pages/s | peak MB |"
+        ),
+        "|" + " --- |" * 16,
+    ]
     for f in formats:
         lines.append(
             f"| {f['format']} | {f['engine']} | {f['files']} | {_fmt(f['recall'])} | {_fmt(f['precision'])} "
@@ -303,7 +360,7 @@ def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -
             f"| {_fmt(f['table_header'])} "
             f"| {_fmt(f['glued'], 3)} | {_fmt(f['garbage'], 1)} | {_fmt(f['nan_unnamed'], 1)} | {_fmt(f['title_ok'])} "
             f"| {_fmt(f.get('seconds'))} | {_fmt(f.get('pages_per_s'))} | {_fmt(f.get('peak_mb'), 0)} |"
-        )  # fmt: skip
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -330,12 +387,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args.data, engines, [f for f in args.files.split(",") if f], args.save_md)
     formats = by_format(rows)
     report = {
-        "benchmark": "conversion", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": "conversion",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, "-m", "bench.conversion", *sys.argv[1:]]),
-        "data": str(args.data), "coffer_source_sha256": source_fingerprint(), "machine": machine_info(None),
-        "platform": platform.platform(), "wall_seconds": time.time() - started, "engines": engines,
-        "per_format": formats, "per_file": rows,
-    }  # fmt: skip
+        "data": str(args.data),
+        "coffer_source_sha256": source_fingerprint(),
+        "machine": machine_info(None),
+        "platform": platform.platform(),
+        "wall_seconds": time.time() - started,
+        "engines": engines,
+        "per_format": formats,
+        "per_file": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(markdown_tables(rows, formats))

@@ -87,16 +87,23 @@ def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
 
 
 @contextlib.contextmanager
-def http_server(home: Path, env: Mapping[str, str] | None = None, *, args: Sequence[str] = (),
-                start_timeout: float = 60.0) -> Iterator[ServerProcess]:  # fmt: skip
+def http_server(
+    home: Path, env: Mapping[str, str] | None = None, *, args: Sequence[str] = (), start_timeout: float = 60.0
+) -> Iterator[ServerProcess]:
     """Start ``coffer serve --http --host 127.0.0.1 --port 0`` and yield it once it listens.
 
     The banner on stderr gives the port; a thread keeps draining stderr into ``stderr`` so the
     server never blocks on a full pipe. On exit the server gets SIGINT (Ctrl-C), then SIGKILL.
     """
     command = [sys.executable, "-m", "coffer_mcp", "serve", "--http", "--host", "127.0.0.1", "--port", "0", *args]
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=dict(env) if env is not None else server_env(home))  # fmt: skip
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env) if env is not None else server_env(home),
+    )
     server = ServerProcess(proc, url="")
     ready: queue.Queue[str | None] = queue.Queue()
 
@@ -147,8 +154,7 @@ def prose(rng: random.Random, words: int) -> str:
 
 def document(rng: random.Random, title: str) -> str:
     """A Markdown document of two sections, about 250 words."""
-    return (f"# {title}\n\n{prose(rng, 90)}\n\n## Details\n\n{prose(rng, 80)}\n\n"
-            f"## Notes\n\n{prose(rng, 80)}\n")  # fmt: skip
+    return f"# {title}\n\n{prose(rng, 90)}\n\n## Details\n\n{prose(rng, 80)}\n\n## Notes\n\n{prose(rng, 80)}\n"
 
 
 def seed_corpus(home: Path, documents: int, seed: int = 7) -> None:
@@ -270,7 +276,6 @@ async def run_load(mcp_url: str, *, searchers: int, writers: int, seconds: float
 # -- the report ----------------------------------------------------------------------------------
 
 
-
 def summarize(result: LoadResult) -> dict[str, Any]:
     """Counts, throughput and latency percentiles per kind of request (and all together)."""
     kinds = {**result.latencies, "all": [v for values in result.latencies.values() for v in values]}
@@ -282,8 +287,13 @@ def summarize(result: LoadResult) -> dict[str, Any]:
             **{f"p{p}_ms": round(percentile(values, p), 1) for p in (50, 95, 99)},
             "max_ms": round(max(values), 1) if values else math.nan,
         }
-    return {"searchers": result.searchers, "writers": result.writers, "seconds": round(result.seconds, 2),
-            "failed_requests": len(result.failures), "kinds": rows}  # fmt: skip
+    return {
+        "searchers": result.searchers,
+        "writers": result.writers,
+        "seconds": round(result.seconds, 2),
+        "failed_requests": len(result.failures),
+        "kinds": rows,
+    }
 
 
 def to_markdown(summary: dict[str, Any]) -> str:
@@ -297,12 +307,19 @@ def to_markdown(summary: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, row in summary["kinds"].items():
-        lines.append(f"| {kind} | {row['requests']:,} | {row['per_second']:.1f} | {row['p50_ms']:.1f} | "
-                     f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['max_ms']:.1f} |")  # fmt: skip
+        lines.append(
+            f"| {kind} | {row['requests']:,} | {row['per_second']:.1f} | {row['p50_ms']:.1f} | "
+            f"{row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {row['max_ms']:.1f} |"
+        )
     if cpu := summary.get("cpu"):
-        lines += ["", (f"CPU per request: server {cpu['server_ms_per_request']} ms, client "
-                       f"{cpu['client_ms_per_request']} ms; 1-minute load average {cpu['load_average_1m'][0]} "
-                       f"at the start, {cpu['load_average_1m'][1]} at the end")]  # fmt: skip
+        lines += [
+            "",
+            (
+                f"CPU per request: server {cpu['server_ms_per_request']} ms, client "
+                f"{cpu['client_ms_per_request']} ms; 1-minute load average {cpu['load_average_1m'][0]} "
+                f"at the start, {cpu['load_average_1m'][1]} at the end"
+            ),
+        ]
     return "\n".join(lines)
 
 
@@ -328,9 +345,13 @@ class _CpuProbe:
         def per(seconds: float | None) -> float | None:
             return round(seconds * 1000 / requests, 2) if seconds is not None and requests else None
 
-        return {"server_seconds": None if server is None else round(server, 2), "client_seconds": round(client, 2),
-                "server_ms_per_request": per(server), "client_ms_per_request": per(client),
-                "load_average_1m": [self.load, _load_average()]}  # fmt: skip
+        return {
+            "server_seconds": None if server is None else round(server, 2),
+            "client_seconds": round(client, 2),
+            "server_ms_per_request": per(server),
+            "client_ms_per_request": per(client),
+            "load_average_1m": [self.load, _load_average()],
+        }
 
 
 def _load_average() -> float | None:
@@ -347,10 +368,15 @@ def machine_info() -> dict[str, Any]:
 
     chosen = binding()
     return {
-        "platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model(), "memory_gb": ram_gb(), "coffer_version": __version__,
-        "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version,
-    }  # fmt: skip
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "memory_gb": ram_gb(),
+        "coffer_version": __version__,
+        "sqlite_binding": chosen.name,
+        "sqlite_version": chosen.sqlite_version,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -371,8 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with http_server(home, args=server_args) as server:
             print(f"loading {server.mcp_url} for {args.seconds:g} s...", file=sys.stderr)
             probe = _CpuProbe(server.proc.pid)
-            result = anyio.run(lambda: run_load(server.mcp_url, searchers=args.searchers, writers=args.writers,
-                                                seconds=args.seconds, seed=args.seed))  # fmt: skip
+            result = anyio.run(
+                lambda: run_load(
+                    server.mcp_url, searchers=args.searchers, writers=args.writers, seconds=args.seconds, seed=args.seed
+                )
+            )
             cpu = probe.stop(sum(len(v) for v in result.latencies.values()))
             server_errors = [line.rstrip() for line in server.stderr if "Traceback" in line or "ERROR" in line]
     summary = {**summarize(result), "cpu": cpu}

@@ -87,9 +87,13 @@ def load_dataset(path: Path, split: str, limit_queries: int | None = None) -> Da
     skipped = [qid for qid in qrels if not texts.get(qid, "").strip()]
     usable = [qid for qid in qrels if qid not in skipped][:limit_queries]
     return Dataset(
-        name=path.resolve().name, split=split, corpus=corpus, queries={qid: texts[qid] for qid in usable},
-        qrels={qid: qrels[qid] for qid in usable}, skipped_queries=skipped,
-    )  # fmt: skip
+        name=path.resolve().name,
+        split=split,
+        corpus=corpus,
+        queries={qid: texts[qid] for qid in usable},
+        qrels={qid: qrels[qid] for qid in usable},
+        skipped_queries=skipped,
+    )
 
 
 def read_qrels(path: Path) -> Qrels:
@@ -158,7 +162,6 @@ def rank_documents(passage_doc_ids: Iterable[str], limit: int = DOCUMENT_DEPTH) 
     """Ranked passages' document ids -> ranked documents: each at its best passage's rank."""
     ranked = list(dict.fromkeys(passage_doc_ids))
     return ranked[:limit]
-
 
 
 # -- language ------------------------------------------------------------------------------------
@@ -241,8 +244,10 @@ def coffer_index(
 
     The embedding provider comes from the ``COFFER_EMBEDDING_*`` environment, as for the CLI.
     """
-    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as home, \
-            Coffer(load_settings(os.environ, home=home)) as coffer:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="coffer-bench-") as home,
+        Coffer(load_settings(os.environ, home=home)) as coffer,
+    ):
         coffer.create_kb(KB, chunk_size=chunk_size, vector=vector)
         ids: dict[str, str] = {}
         started = time.perf_counter()
@@ -262,8 +267,13 @@ def coffer_system(coffer: Coffer, ids: dict[str, str], mode: str, ingest_seconds
         return rank_documents(ids[p.document_id] for p in passages)
 
     kb = coffer.describe_kb(KB)
-    details = {"mode": mode, "chunk_size": kb.chunk_size, "chunk_overlap": kb.chunk_overlap,
-               "chunks": kb.chunk_count, "passage_depth": PASSAGE_DEPTH}  # fmt: skip
+    details = {
+        "mode": mode,
+        "chunk_size": kb.chunk_size,
+        "chunk_overlap": kb.chunk_overlap,
+        "chunks": kb.chunk_count,
+        "passage_depth": PASSAGE_DEPTH,
+    }
     return System(name=name, search=search, ingest_seconds=ingest_seconds, details=details)
 
 
@@ -328,8 +338,10 @@ def evaluate(system: System, dataset: Dataset) -> Result:
         metrics={metric: statistics.fmean(values) if values else math.nan for metric, values in scores.items()},
         latency_ms={"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
         ingest_docs_per_s=len(dataset.corpus) / system.ingest_seconds if system.ingest_seconds else math.inf,
-        ingest_seconds=system.ingest_seconds, details=system.details, per_query_ndcg10=per_query,
-    )  # fmt: skip
+        ingest_seconds=system.ingest_seconds,
+        details=system.details,
+        per_query_ndcg10=per_query,
+    )
 
 
 def run_coffer(dataset: Dataset, modes: Sequence[str], chunk_size: int | None) -> list[Result]:
@@ -378,10 +390,15 @@ def machine_info() -> dict[str, Any]:
     """Where the numbers were measured."""
     chosen = binding()
     return {
-        "platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
-        "python": platform.python_version(), "cpu_count": os.cpu_count(),
-        "sqlite_binding": chosen.name, "sqlite_version": chosen.sqlite_version, "bm25s": bm25s.__version__,
-    }  # fmt: skip
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "sqlite_binding": chosen.name,
+        "sqlite_version": chosen.sqlite_version,
+        "bm25s": bm25s.__version__,
+    }
 
 
 def report(
@@ -395,13 +412,19 @@ def report(
         entry["ndcg@10_ratio_to_baseline"] = result.metrics["ndcg@10"] / baseline if baseline else None
         systems.append(entry)
     return {
-        "dataset": dataset.name, "data_path": str(data_path), "split": dataset.split,
-        "documents": len(dataset.corpus), "queries": len(dataset.queries),
+        "dataset": dataset.name,
+        "data_path": str(data_path),
+        "split": dataset.split,
+        "documents": len(dataset.corpus),
+        "queries": len(dataset.queries),
         "skipped_queries": dataset.skipped_queries,
         "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        "command": command, "coffer_version": coffer_mcp.__version__, "coffer_source_sha256": fingerprint,
-        "machine": machine_info(), "systems": systems,
-    }  # fmt: skip
+        "command": command,
+        "coffer_version": coffer_mcp.__version__,
+        "coffer_source_sha256": fingerprint,
+        "machine": machine_info(),
+        "systems": systems,
+    }
 
 
 # -- command line --------------------------------------------------------------------------------
@@ -411,14 +434,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="a BEIR-format folder")
     parser.add_argument("--split", default="test", help="qrels/<split>.tsv to evaluate (default: test)")
-    parser.add_argument("--modes", default="keyword",
-                        help=f"comma-separated Coffer modes from {sorted(MODES)} (default: keyword)")  # fmt: skip
+    parser.add_argument(
+        "--modes", default="keyword", help=f"comma-separated Coffer modes from {sorted(MODES)} (default: keyword)"
+    )
     parser.add_argument("--limit-queries", type=int, default=None, help="only the first N judged queries")
-    parser.add_argument("--chunk-size", type=int, action="append", default=None, dest="chunk_sizes",
-                        help="also index with this KB chunk_size (repeatable); "
-                             "the default KB setting always runs")  # fmt: skip
-    parser.add_argument("--out", type=Path, default=None,
-                        help="JSON output (default: bench/results/quality-<dataset>-<split>.json)")  # fmt: skip
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        action="append",
+        default=None,
+        dest="chunk_sizes",
+        help="also index with this KB chunk_size (repeatable); the default KB setting always runs",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="JSON output (default: bench/results/quality-<dataset>-<split>.json)"
+    )
     args = parser.parse_args(argv)
     args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     unknown = [mode for mode in args.modes if mode not in MODES]

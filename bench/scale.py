@@ -46,8 +46,8 @@ from bench._serve import mcp_search_latency, serve_memory, startup_times
 from bench._vectors import DIMENSIONS, MINILM, FakeEmbedder, fill_vectors, minilm
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.embed import Embedder
-from coffer_mcp.index.sqlite.db import connect, vec_version
 from coffer_mcp.index.fts import STOPWORDS, analyze
+from coffer_mcp.index.sqlite.db import connect, vec_version
 from coffer_mcp.retrieval.search import keyword_search, vector_search
 from coffer_mcp.settings import Settings
 
@@ -67,8 +67,10 @@ def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Pat
     corpus_dir, home = root / "corpus", root / "home"
     started = time.perf_counter()
     info = write_corpus(corpus_dir, vocab, args.seed, chunks=target)
-    log(f"  corpus: {info.documents:,} documents, {info.chunks:,} chunks, {info.mb:.1f} MB "
-        f"({time.perf_counter() - started:.1f} s)")  # fmt: skip
+    log(
+        f"  corpus: {info.documents:,} documents, {info.chunks:,} chunks, {info.mb:.1f} MB "
+        f"({time.perf_counter() - started:.1f} s)"
+    )
     settings = load_settings(home=home, embedding_provider="none")
     result: dict[str, Any] = {"target_chunks": target, "corpus": _corpus_json(info, time.perf_counter() - started)}
     result["ingest"], counts = ingest(settings, corpus_dir, info)
@@ -92,8 +94,13 @@ def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Pat
 
 
 def _corpus_json(info: CorpusInfo, seconds: float) -> dict[str, Any]:
-    return {"documents": info.documents, "chunks_expected": info.chunks, "mb": info.mb,
-            "mean_document_chars": info.bytes / max(1, info.documents), "generate_seconds": seconds}  # fmt: skip
+    return {
+        "documents": info.documents,
+        "chunks_expected": info.chunks,
+        "mb": info.mb,
+        "mean_document_chars": info.bytes / max(1, info.documents),
+        "generate_seconds": seconds,
+    }
 
 
 def _warmup(args: argparse.Namespace) -> int:
@@ -120,11 +127,16 @@ def ingest(settings: Settings, corpus_dir: Path, info: CorpusInfo) -> tuple[dict
         outcome = coffer.ingest_path(KB, corpus_dir, progress=_progress("ingested"))
         seconds = time.perf_counter() - started
         if outcome.created != info.documents:
-            raise RuntimeError(f"ingest created {outcome.created} of {info.documents} documents "
-                               f"({outcome.rejected} rejected)")  # fmt: skip
+            raise RuntimeError(
+                f"ingest created {outcome.created} of {info.documents} documents ({outcome.rejected} rejected)"
+            )
         details = coffer.describe_kb(KB)
-    return {"documents": info.documents, "seconds": seconds, "docs_per_s": info.documents / seconds,
-            "mb_per_s": info.mb / seconds}, (details.document_count, details.chunk_count)  # fmt: skip
+    return {
+        "documents": info.documents,
+        "seconds": seconds,
+        "docs_per_s": info.documents / seconds,
+        "mb_per_s": info.mb / seconds,
+    }, (details.document_count, details.chunk_count)
 
 
 def add_document_rate(home: Path, corpus_dir: Path, n: int) -> dict[str, Any]:
@@ -180,11 +192,16 @@ def in_process_latency(
     out = {
         "keyword": latency(lambda query: coffer.search(KB, query, 5, strategy="keyword"), queries, warmup=warm),
         "refresh": latency(lambda _: coffer.refresh(KB), range(n + warm), warmup=warm),
-        "keyword_without_refresh": latency(lambda query: keyword_search(coffer.index, [KB], query, 5), queries, warmup=warm),
+        "keyword_without_refresh": latency(
+            lambda query: keyword_search(coffer.index, [KB], query, 5), queries, warmup=warm
+        ),
         # Zipf draws make one query in eight all function words ("the", "in is"), which BM25 must
         # score over most of the corpus; the queries with a content word, apart:
-        "keyword_content_words": latency(lambda query: coffer.search(KB, query, 5, strategy="keyword"),
-                                         [q for q in queries if _has_content_word(q)], warmup=warm),
+        "keyword_content_words": latency(
+            lambda query: coffer.search(KB, query, 5, strategy="keyword"),
+            [q for q in queries if _has_content_word(q)],
+            warmup=warm,
+        ),
         "read": latency(lambda i: coffer.read_document(KB, doc_ids[i]), picks, warmup=warm),
     }
     out.update(grep_latency(coffer, [KB], vocab, args))
@@ -211,14 +228,22 @@ def grep_latency(coffer: Coffer, kbs: list[str], vocab: Vocabulary, args: argpar
     return {
         "grep_literal": latency(lambda w: coffer.grep(kbs, w, 50, fixed_strings=True), words, warmup=warm),
         "grep_regex": latency(lambda p: coffer.grep(kbs, p, 50), patterns, warmup=warm),
-        "grep_no_match": latency(lambda _: coffer.grep(kbs, NO_MATCH, 50, fixed_strings=True),
-                                 range(full_scans + 1), warmup=1),
+        "grep_no_match": latency(
+            lambda _: coffer.grep(kbs, NO_MATCH, 50, fixed_strings=True), range(full_scans + 1), warmup=1
+        ),
         "grep_engine": coffer.grep(kbs, NO_MATCH, 1, fixed_strings=True).engine,
     }
 
 
-def grep_target(coffer: Coffer, args: argparse.Namespace, vocab: Vocabulary, root: Path, info: CorpusInfo,
-                docs_mb: float, grep_mb: float) -> dict[str, Any]:  # fmt: skip
+def grep_target(
+    coffer: Coffer,
+    args: argparse.Namespace,
+    vocab: Vocabulary,
+    root: Path,
+    info: CorpusInfo,
+    docs_mb: float,
+    grep_mb: float,
+) -> dict[str, Any]:
     """Grep over ``grep_mb`` MB of document files: this KB topped up by a second KB of more documents."""
     if grep_mb <= 0:
         return _skipped("only measured at the largest size (and not with --grep-mb 0)")
@@ -266,10 +291,21 @@ def hybrid(
         stored = fill_vectors(coffer, KB, embedder.identity, args.seed)
         fill_seconds = time.perf_counter() - started
     with Coffer(settings, embedder=embedder) as coffer:
-        report = {"identity": embedder.identity, "vectors": stored, "fill_seconds": fill_seconds,
-                  "latency_ms": hybrid_latency(coffer, embedder, queries, args)}  # fmt: skip
-    env = None if args.fake_embedder else {"COFFER_EMBEDDING_PROVIDER": "fastembed", "COFFER_EMBEDDING_MODEL": MINILM,
-                                           "COFFER_EMBEDDING_MODEL_PATH": str(args.model_path)}  # fmt: skip
+        report = {
+            "identity": embedder.identity,
+            "vectors": stored,
+            "fill_seconds": fill_seconds,
+            "latency_ms": hybrid_latency(coffer, embedder, queries, args),
+        }
+    env = (
+        None
+        if args.fake_embedder
+        else {
+            "COFFER_EMBEDDING_PROVIDER": "fastembed",
+            "COFFER_EMBEDDING_MODEL": MINILM,
+            "COFFER_EMBEDDING_MODEL_PATH": str(args.model_path),
+        }
+    )
     return report, env
 
 
@@ -284,7 +320,9 @@ def hybrid_latency(coffer: Coffer, embedder: Embedder, queries: list[str], args:
         "hybrid": latency(lambda query: coffer.search(KB, query, 5, strategy="hybrid"), queries, warmup=warm),
         "vector": latency(lambda query: coffer.search(KB, query, 5, strategy="vector"), queries, warmup=warm),
         "embed_query": latency(embedder.embed_query, queries, warmup=warm),
-        "knn": latency(lambda v: vector_search(coffer.index, embedder.identity, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm),
+        "knn": latency(
+            lambda v: vector_search(coffer.index, embedder.identity, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm
+        ),
     }
 
 
@@ -314,19 +352,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=200, help="timed operations per measurement (after warm-up)")
     parser.add_argument("--skip-mcp", action="store_true", help="no search latency through MCP stdio")
     parser.add_argument("--skip-hybrid", action="store_true", help="no vector / hybrid measurement")
-    parser.add_argument("--fake-embedder", action="store_true",
-                        help="hybrid with a deterministic word-hash embedder instead of MiniLM (tests)")  # fmt: skip
-    parser.add_argument("--grep-mb", type=float, default=50.0,
-                        help="at the largest size, also grep over this many MB of files (0: off)")  # fmt: skip
+    parser.add_argument(
+        "--fake-embedder",
+        action="store_true",
+        help="hybrid with a deterministic word-hash embedder instead of MiniLM (tests)",
+    )
+    parser.add_argument(
+        "--grep-mb", type=float, default=50.0, help="at the largest size, also grep over this many MB of files (0: off)"
+    )
     parser.add_argument("--add-sample", type=int, default=1000, help="documents for the add_document loop")
     parser.add_argument("--startup-runs", type=int, default=5, help="timed coffer serve start-ups per size (0: none)")
     parser.add_argument("--seed", type=int, default=20261130, help="the corpus and query seed")
-    parser.add_argument("--vocab", type=Path, default=DEFAULT_VOCAB,
-                        help="a BEIR corpus.jsonl for the vocabulary (built-in words when absent)")  # fmt: skip
+    parser.add_argument(
+        "--vocab",
+        type=Path,
+        default=DEFAULT_VOCAB,
+        help="a BEIR corpus.jsonl for the vocabulary (built-in words when absent)",
+    )
     parser.add_argument("--model-path", type=Path, default=DEFAULT_MODEL, help="the local MiniLM model folder")
     parser.add_argument("--workdir", type=Path, default=None, help="where the temporary corpora and homes go")
-    parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSON",
-                        help="run nothing: print the tables of these result files, their sizes pooled")  # fmt: skip
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="run nothing: print the tables of these result files, their sizes pooled",
+    )
     args = parser.parse_args(argv)
     try:
         args.chunks = [int(size.replace("_", "")) for size in args.chunks.split(",") if size.strip()]
@@ -353,14 +405,27 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             sizes.append(run_size(args, vocab, target, root, args.grep_mb if target == max(args.chunks) else 0))
             shutil.rmtree(root, ignore_errors=True)
         data = {
-            "command": command, "date": date, "coffer_version": coffer_mcp.__version__,
-            "coffer_source_sha256": fingerprint, "machine": machine_info(_vec_version(Path(tmp))),
-            "options": {"chunks": args.chunks, "queries": args.queries, "warmup": _warmup(args),
-                        "skip_mcp": args.skip_mcp, "skip_hybrid": args.skip_hybrid, "fake_embedder": args.fake_embedder,
-                        "grep_mb": args.grep_mb, "add_sample": args.add_sample, "startup_runs": args.startup_runs,
-                        "seed": args.seed, "vocabulary": vocab.source, "model_path": str(args.model_path)},
+            "command": command,
+            "date": date,
+            "coffer_version": coffer_mcp.__version__,
+            "coffer_source_sha256": fingerprint,
+            "machine": machine_info(_vec_version(Path(tmp))),
+            "options": {
+                "chunks": args.chunks,
+                "queries": args.queries,
+                "warmup": _warmup(args),
+                "skip_mcp": args.skip_mcp,
+                "skip_hybrid": args.skip_hybrid,
+                "fake_embedder": args.fake_embedder,
+                "grep_mb": args.grep_mb,
+                "add_sample": args.add_sample,
+                "startup_runs": args.startup_runs,
+                "seed": args.seed,
+                "vocabulary": vocab.source,
+                "model_path": str(args.model_path),
+            },
             "sizes": sizes,
-        }  # fmt: skip
+        }
     if source_fingerprint() != fingerprint:
         log("warning: the coffer_mcp sources changed during the run; the figures may mix two versions")
         data["sources_changed_during_run"] = True

@@ -24,9 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
-}  # fmt: skip
+}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
@@ -36,9 +38,12 @@ def one_run(home: Path) -> tuple[float, float]:
     env = {**os.environ, "COFFER_HOME": str(home)}
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer_mcp", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
+        [sys.executable, "-m", "coffer_mcp", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
         proc.stdin.flush()

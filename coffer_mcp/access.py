@@ -44,8 +44,9 @@ def check_inside(path: str | Path, allowed: Sequence[Path]) -> Path:
     try:
         real = Path(os.path.realpath(path))
     except OSError as exc:  # a link swapped for a file while it was being resolved
-        raise PathNotAllowedError(f"{path} could not be resolved: {exc.strerror}.",
-                                  hint="Try again once the file stops changing.") from None  # fmt: skip
+        raise PathNotAllowedError(
+            f"{path} could not be resolved: {exc.strerror}.", hint="Try again once the file stops changing."
+        ) from None
     if not any(real == root or real.is_relative_to(root) for root in allowed):
         raise PathNotAllowedError(
             f"{path} is outside the allowed folders.",
@@ -74,8 +75,10 @@ def open_source(path: Path, within: Sequence[Path] | None) -> Iterator[tuple[IO[
         fd = os.open(path, _NO_FOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise PathNotAllowedError(f"{path} is a symbolic link; links are not followed.",
-                                      hint="Pass the path of the file the link points to.") from None  # fmt: skip
+            raise PathNotAllowedError(
+                f"{path} is a symbolic link; links are not followed.",
+                hint="Pass the path of the file the link points to.",
+            ) from None
         raise
     with os.fdopen(fd, "rb") as handle:
         opened = os.fstat(handle.fileno())
@@ -88,8 +91,9 @@ def open_source(path: Path, within: Sequence[Path] | None) -> Iterator[tuple[IO[
             except OSError:
                 now = None
             if now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-                raise PathNotAllowedError(f"{path} was replaced while it was being opened.",
-                                          hint="Try again once the file stops changing.")  # fmt: skip
+                raise PathNotAllowedError(
+                    f"{path} was replaced while it was being opened.", hint="Try again once the file stops changing."
+                )
         yield handle, opened
 
 

@@ -80,9 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coffer", description="Coffer: a local-first knowledge base over MCP.")
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
     parser.add_argument("--home", help="the Coffer home folder (default: $COFFER_HOME or ~/.coffer)")
-    parser.add_argument("--index-backend", choices=["sqlite", "postgres"],
-                        help="where the index lives (default: $COFFER_INDEX_BACKEND or sqlite); postgres needs "
-                        "COFFER_DATABASE_URL")  # fmt: skip
+    parser.add_argument(
+        "--index-backend",
+        choices=["sqlite", "postgres"],
+        help="where the index lives (default: $COFFER_INDEX_BACKEND or sqlite); postgres needs COFFER_DATABASE_URL",
+    )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
     serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP at /mcp, plus the viewer")
@@ -90,8 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
     serve.add_argument("--token", help="bearer token every HTTP request must carry (or COFFER_HTTP_TOKEN)")
     serve.add_argument("--json-response", action="store_true", help="answer HTTP requests with JSON, not SSE")
-    serve.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
-                       help="also accept this Host header (behind a reverse proxy); repeatable")  # fmt: skip
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="also accept this Host header (behind a reverse proxy); repeatable",
+    )
     serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
     serve.add_argument("--read-only", action="store_true", help="expose no tool that writes")
     serve.set_defaults(handler=_serve)
@@ -111,11 +118,17 @@ def _parser() -> argparse.ArgumentParser:
     index_commands = index.add_subparsers(title="index commands", metavar="INDEX_COMMAND")
     index.set_defaults(handler=_usage(index))
     rebuild = index_commands.add_parser(
-        "rebuild", help="rebuild every knowledge base's index rows from the files (into the chosen backend)",
+        "rebuild",
+        help="rebuild every knowledge base's index rows from the files (into the chosen backend)",
         description="Rebuild every knowledge base's rows from its files, e.g. after moving to another backend.",
-    )  # fmt: skip
-    rebuild.add_argument("--backend", dest="index_backend", choices=["sqlite", "postgres"], default=argparse.SUPPRESS,
-                         help="the backend to build (default: the configured one); postgres needs COFFER_DATABASE_URL")  # fmt: skip
+    )
+    rebuild.add_argument(
+        "--backend",
+        dest="index_backend",
+        choices=["sqlite", "postgres"],
+        default=argparse.SUPPRESS,
+        help="the backend to build (default: the configured one); postgres needs COFFER_DATABASE_URL",
+    )
     rebuild.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild")
     return parser
@@ -145,9 +158,14 @@ def _add_update(p: argparse.ArgumentParser) -> None:
     p.add_argument("--description")
     p.add_argument("--chunk-size", type=int)
     p.add_argument("--chunk-overlap", type=int)
-    p.add_argument("--vector", action=argparse.BooleanOptionalAction, help="embed documents (--no-vector drops vectors)")
-    p.add_argument("--auto-update-sources", action=argparse.BooleanOptionalAction,
-                   help="let check-sources refresh changed documents")  # fmt: skip
+    p.add_argument(
+        "--vector", action=argparse.BooleanOptionalAction, help="embed documents (--no-vector drops vectors)"
+    )
+    p.add_argument(
+        "--auto-update-sources",
+        action=argparse.BooleanOptionalAction,
+        help="let check-sources refresh changed documents",
+    )
     p.set_defaults(handler=_kb_update)
 
 
@@ -219,8 +237,12 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
     p.add_argument("query", nargs="+")
     p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--strategy", choices=get_args(StrategyChoice), default="auto",
-                   help="force a retrieval strategy (default: the knowledge base's own)")  # fmt: skip
+    p.add_argument(
+        "--strategy",
+        choices=get_args(StrategyChoice),
+        default="auto",
+        help="force a retrieval strategy (default: the knowledge base's own)",
+    )
     p.set_defaults(handler=_kb_search)
 
 
@@ -266,8 +288,18 @@ def _add_reindex(p: argparse.ArgumentParser) -> None:
 
 
 EMBEDDING_COMMANDS = frozenset(
-    {"search", "ingest", "ingest-url", "update", "reindex", "update-from-source", "check-sources", "import", "restore",
-     "index-rebuild"}
+    {
+        "search",
+        "ingest",
+        "ingest-url",
+        "update",
+        "reindex",
+        "update-from-source",
+        "check-sources",
+        "import",
+        "restore",
+        "index-rebuild",
+    }
 )
 """The ``kb`` commands that embed documents that are due (or a query); the others never do."""
 
@@ -321,17 +353,28 @@ def _note_embedding_trouble(coffer: Coffer) -> None:
 
 def _kb_create(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
-        details = coffer.create_kb(args.name, args.description, chunk_size=args.chunk_size,
-                                   chunk_overlap=args.chunk_overlap, vector=args.vector)  # fmt: skip
+        details = coffer.create_kb(
+            args.name,
+            args.description,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            vector=args.vector,
+        )
     _emit(args, details, lambda d: f"created knowledge base '{d.name}' at {d.path}")
 
 
 def _kb_list(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         kbs = coffer.list_kbs()
-    _emit(args, kbs, lambda items: _table(
-        ["NAME", "DOCS", "DESCRIPTION"], [[k.name, k.document_count, k.description] for k in items]
-    ) if items else "no knowledge bases yet (create one: coffer kb create NAME)")  # fmt: skip
+    _emit(
+        args,
+        kbs,
+        lambda items: (
+            _table(["NAME", "DOCS", "DESCRIPTION"], [[k.name, k.document_count, k.description] for k in items])
+            if items
+            else "no knowledge bases yet (create one: coffer kb create NAME)"
+        ),
+    )
 
 
 def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
@@ -342,27 +385,31 @@ def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
 
 def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
-        details = coffer.update_kb(args.name, description=args.description, chunk_size=args.chunk_size,
-                                   chunk_overlap=args.chunk_overlap, vector=args.vector,
-                                   auto_update_sources=args.auto_update_sources, progress=_progress(args))  # fmt: skip
+        details = coffer.update_kb(
+            args.name,
+            description=args.description,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            vector=args.vector,
+            auto_update_sources=args.auto_update_sources,
+            progress=_progress(args),
+        )
     _emit(args, details, _key_values)
 
 
 def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
     if not args.yes and not _confirmed(args.name):
-        raise ConfirmationRequiredError(
-            f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt."
-        )
+        raise ConfirmationRequiredError(f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt.")
     with _service(settings, args) as coffer:
         result = coffer.delete_kb(args.name)
     _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({r.files_removed} files)")
 
 
 def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    results = []
     with _service(settings, args) as coffer:
-        for path in args.paths:
-            results.append(coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args)))
+        results = [
+            coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args)) for path in args.paths
+        ]
     items = [item for result in results for item in result.items]
     if args.json:
         _print_json([r.model_dump() for r in results] if len(results) > 1 else results[0])
@@ -409,10 +456,14 @@ def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None
 def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
 
     with _service(settings, args) as coffer:
-        result = coffer.export_kb(args.name, args.out, with_vectors=args.with_vectors, overwrite=args.overwrite,
-                           progress=_progress(args))  # fmt: skip
-    _emit(args, result, lambda r: f"exported '{r.kb}' ({r.documents} documents, {r.vectors} vectors) to {r.path}\n"
-                                  f"sha256 {r.sha256}")  # fmt: skip
+        result = coffer.export_kb(
+            args.name, args.out, with_vectors=args.with_vectors, overwrite=args.overwrite, progress=_progress(args)
+        )
+    _emit(
+        args,
+        result,
+        lambda r: f"exported '{r.kb}' ({r.documents} documents, {r.vectors} vectors) to {r.path}\nsha256 {r.sha256}",
+    )
 
 
 def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
@@ -421,8 +472,12 @@ def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
         result = coffer.import_pack(args.pack, as_name=args.as_name, merge=args.merge, progress=_progress(args))
 
     def render(r) -> str:
-        lines = [f"imported into '{r.kb}': {r.documents_added} documents added, {len(r.skipped)} skipped, "
-                 f"{len(r.conflicts)} conflicts; vectors {'used' if r.vectors_used else 'not used'}"]  # fmt: skip
+        lines = [
+            (
+                f"imported into '{r.kb}': {r.documents_added} documents added, {len(r.skipped)} skipped, "
+                f"{len(r.conflicts)} conflicts; vectors {'used' if r.vectors_used else 'not used'}"
+            )
+        ]
         lines += [f"  conflict {c.document_id}: {c.message}" for c in r.conflicts]
         if r.note:
             lines.append(f"  {r.note}")
@@ -442,17 +497,29 @@ def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
 
     with _service(settings, args) as coffer:
         infos = coffer.list_snapshots(args.name)
-    _emit(args, infos, lambda items: _table(
-        ["ID", "CREATED", "DOCS", "NOTE"], [[i.id, i.created_at, i.documents, i.note] for i in items]
-    ) if items else f"no snapshots of '{args.name}'")  # fmt: skip
+    _emit(
+        args,
+        infos,
+        lambda items: (
+            _table(["ID", "CREATED", "DOCS", "NOTE"], [[i.id, i.created_at, i.documents, i.note] for i in items])
+            if items
+            else f"no snapshots of '{args.name}'"
+        ),
+    )
 
 
 def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
 
     with _service(settings, args) as coffer:
         result = coffer.restore_snapshot(args.name, args.snapshot_id, progress=_progress(args))
-    _emit(args, result, lambda r: f"restored '{r.kb}' to snapshot {r.snapshot_id} ({r.documents} documents); "
-                                  f"the state before is snapshot {r.pre_restore_snapshot_id}")  # fmt: skip
+    _emit(
+        args,
+        result,
+        lambda r: (
+            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({r.documents} documents); "
+            f"the state before is snapshot {r.pre_restore_snapshot_id}"
+        ),
+    )
 
 
 def _kb_snapshot_delete(args: argparse.Namespace, settings: Settings) -> None:
@@ -470,8 +537,13 @@ def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
 
 def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
-        result = coffer.grep(_selector(args.name), args.pattern, args.max_matches, ignore_case=args.ignore_case,
-                             fixed_strings=args.fixed_strings)  # fmt: skip
+        result = coffer.grep(
+            _selector(args.name),
+            args.pattern,
+            args.max_matches,
+            ignore_case=args.ignore_case,
+            fixed_strings=args.fixed_strings,
+        )
 
     def render(r) -> str:
         lines = [f"{h.path}:{h.line_number}:{h.line}" for h in r.hits]
@@ -513,10 +585,18 @@ def _kb_verify(args: argparse.Namespace, settings: Settings) -> int:
     with _service(settings, args) as coffer:
         names = [kb.name for kb in coffer.list_kbs()] if args.all else [args.name]
         reports = [coffer.verify(name) for name in names]
-    _emit(args, reports, lambda rs: "\n".join(
-        f"{r.kb}: {'ok' if r.ok else 'DRIFT'} ({r.documents} files, {r.rows} rows, {r.chunks} chunks)"
-        + "".join(f"\n  {p}" for p in r.problems) for r in rs
-    ) or "no knowledge bases")  # fmt: skip
+    _emit(
+        args,
+        reports,
+        lambda rs: (
+            "\n".join(
+                f"{r.kb}: {'ok' if r.ok else 'DRIFT'} ({r.documents} files, {r.rows} rows, {r.chunks} chunks)"
+                + "".join(f"\n  {p}" for p in r.problems)
+                for r in rs
+            )
+            or "no knowledge bases"
+        ),
+    )
     return 0 if all(r.ok for r in reports) else EXIT_ERROR
 
 
@@ -540,8 +620,10 @@ def _index_rebuild(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _render_reindex(r) -> str:
-    line = (f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
-            f"{r.embedded} embedded")  # fmt: skip
+    line = (
+        f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
+        f"{r.embedded} embedded"
+    )
     # Said only when it happened: most reindexes convert nothing again.
     if r.reconverted or r.not_reconverted:
         line += f", {r.reconverted} re-converted, {len(r.not_reconverted)} not re-converted"
@@ -567,8 +649,9 @@ def _render_doctor(r) -> str:
     lines = [
         f"coffer-mcp {r.coffer_version}, home {r.home}",
         f"SQLite {r.sqlite_version} via {r.sqlite_binding}; FTS5 {'yes' if r.fts5 else 'NO'}; "
-        f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}" if r.index_backend == "sqlite" else
-        f"PostgreSQL {r.sqlite_version or 'NOT reachable'} via {r.sqlite_binding or '-'}; "
+        f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}"
+        if r.index_backend == "sqlite"
+        else f"PostgreSQL {r.sqlite_version or 'NOT reachable'} via {r.sqlite_binding or '-'}; "
         f"pgvector {r.sqlite_vec_version or 'NOT available'}",
         f"grep: {_grep_engine(r)}",
         f"embedder: {e.provider}" + (f" {e.identity}, {reach[e.reachable]}" if e.identity else " (none)"),
@@ -629,9 +712,16 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
     check_bind(args.host, token)  # before anything else: refuse to listen beyond loopback unprotected
     coffer = Coffer(settings)
     try:
-        serve_http(coffer, host=args.host, port=args.port, token=token, json_response=args.json_response,
-                   allowed_hosts=args.allowed_host, curation=False if args.no_curation else None,
-                   read_only=args.read_only or None)  # fmt: skip
+        serve_http(
+            coffer,
+            host=args.host,
+            port=args.port,
+            token=token,
+            json_response=args.json_response,
+            allowed_hosts=args.allowed_host,
+            curation=False if args.no_curation else None,
+            read_only=args.read_only or None,
+        )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how an HTTP server is stopped
     finally:
@@ -709,8 +799,11 @@ def _render_search(result) -> str:
         text = " ".join(p.text.split())
         text = text if len(text) <= 300 else text[:297] + "..."
         where = " > ".join(p.heading_path)
-        blocks.append(f"{rank}. {p.title}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
-                      + (f"   {where}\n" if where else "") + f"   {text}")  # fmt: skip
+        blocks.append(
+            f"{rank}. {p.title}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
+            + (f"   {where}\n" if where else "")
+            + f"   {text}"
+        )
     return "\n".join(blocks) + f"\n(strategy: {result.strategy})"
 
 
@@ -722,7 +815,7 @@ def _key_values(model: BaseModel) -> str:
 
 def _human(value: Any) -> str:
     """A value as a person reads it: ``grep, keyword``, ``yes``/``no``, ``—`` for none."""
-    if value is None or value == [] or value == "":
+    if value is None or value in ([], ""):
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -734,7 +827,7 @@ def _human(value: Any) -> str:
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [headers, *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
 def _selector(name: str) -> str | list[str]:
@@ -758,15 +851,20 @@ def _progress(args: argparse.Namespace) -> Callable[[int, int, str], None] | Non
         filled = width * done // total if total else width
         label = message if len(message) <= 40 else "..." + message[-37:]
         end = "\n" if done >= total else ""
-        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}", end=end, file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
 
     return report
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(stream=sys.stderr, level=settings.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logging.basicConfig(
+        stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

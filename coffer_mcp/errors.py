@@ -115,8 +115,7 @@ ERROR_CODES: dict[str, str] = {
     "it does",
     "kb_exists": "creating (or importing under) the name of a knowledge base that exists",
     "unsupported_type": "an ingest refused: a format Coffer does not convert; nothing was written",
-    "too_large": "an ingest refused: larger than `max_document_bytes` (`max_url_bytes` for a URL); nothing was "
-    "written",
+    "too_large": "an ingest refused: larger than `max_document_bytes` (`max_url_bytes` for a URL); nothing was written",
     "empty": "an ingest refused: no content, or no text after conversion; nothing was written",
     "scanned_pdf": "an ingest refused: a PDF without a text layer (scanned pages); nothing was written",
     "duplicate": "an ingest refused: changed content under an existing filename without `replace=true`; nothing "
@@ -357,9 +356,7 @@ class PackError(CofferError):
     code = "invalid_pack"
 
     def __init__(self, message: str, *, hint: str = "") -> None:
-        super().__init__(
-            message, hint=hint or "The pack is damaged or was modified: export it again from its source."
-        )
+        super().__init__(message, hint=hint or "The pack is damaged or was modified: export it again from its source.")
 
 
 class SnapshotNotFoundError(NotFoundError):

@@ -35,11 +35,11 @@ __all__ = [
     "ReconversionSkip",
     "ReindexResult",
     "SearchResult",
-    "Strategy",
-    "StrategyChoice",
     "SourceCheck",
     "SourceReport",
     "SourceStatus",
+    "Strategy",
+    "StrategyChoice",
     "VerifyReport",
 ]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -46,8 +46,16 @@ ENV_VARS: dict[str, str] = {
     "COFFER_DATABASE_URL": "database_url",
 }
 # config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
-_EMBEDDING_KEYS = ("provider", "model", "model_path", "base_url", "api_key_env", "dimensions", "batch_size",
-                   "cooldown_seconds")  # fmt: skip
+_EMBEDDING_KEYS = (
+    "provider",
+    "model",
+    "model_path",
+    "base_url",
+    "api_key_env",
+    "dimensions",
+    "batch_size",
+    "cooldown_seconds",
+)
 
 
 class Settings(BaseModel):
@@ -102,12 +110,13 @@ class Settings(BaseModel):
         default=2.0, ge=0, description="How long a read waits for a busy writer before serving the index as is."
     )
     reconcile_interval: float = Field(
-        default=1.0, ge=0,
+        default=1.0,
+        ge=0,
         description=(
             "Big knowledge bases: seconds between checks of every file's stamp (or 20 times a check's "
             "cost, when longer)."
         ),
-    )  # fmt: skip
+    )
     reconcile_budget_ms: float = Field(
         default=5.0, ge=0, description="A knowledge base whose full check costs more than this counts as big."
     )
@@ -117,9 +126,10 @@ class Settings(BaseModel):
     embedding_model_path: Path | None = Field(default=None, description="fastembed: a local model folder.")
     embedding_base_url: str | None = Field(default=None, description="openai: any /v1/embeddings server.")
     embedding_api_key_env: str = Field(
-        default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        default="OPENAI_API_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="The NAME of the environment variable holding the API key (never the key).",
-    )  # fmt: skip
+    )
     embedding_api_key: SecretStr | None = Field(default=None, exclude=True, description="Resolved from the env var.")
     embedding_dimensions: int | None = Field(default=None, ge=1, le=8192)
     embedding_batch_size: int = Field(default=16, ge=1, le=128)
@@ -193,10 +203,12 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         settings = Settings(**merged)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
-                             for e in errors)  # fmt: skip
-        fixes = dict.fromkeys(_where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file)
-                              for e in errors)  # fmt: skip
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in errors
+        )
+        fixes = dict.fromkeys(
+            _where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file) for e in errors
+        )
         raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
     if settings.index_backend == "postgres" and settings.database_url is None:
         raise ConfigError(
@@ -218,8 +230,9 @@ def _check_database_url(from_file: Mapping[str, Any], config_file: Path) -> None
         )
 
 
-def _where(field: str, from_file: Mapping[str, Any], from_env: Mapping[str, Any], flags: Mapping[str, Any],
-           config_file: Path) -> str:  # fmt: skip
+def _where(
+    field: str, from_file: Mapping[str, Any], from_env: Mapping[str, Any], flags: Mapping[str, Any], config_file: Path
+) -> str:
     """Where the losing value of ``field`` came from, as the place a user edits to fix it."""
     if field in flags:
         return f"the --{field.replace('_', '-')} option"
@@ -266,8 +279,10 @@ def _flatten_embedding(data: dict[str, Any], path: Path) -> dict[str, Any]:
     if embedding is None:
         return data
     if not isinstance(embedding, dict):
-        raise ConfigError(f"'embedding' in {path} must be a mapping.",
-                          hint=f"Write it in {path} as e.g. embedding: {{provider: fastembed}}.")  # fmt: skip
+        raise ConfigError(
+            f"'embedding' in {path} must be a mapping.",
+            hint=f"Write it in {path} as e.g. embedding: {{provider: fastembed}}.",
+        )
     if "api_key" in embedding:
         raise ConfigError(
             f"{path} holds a plaintext embedding API key.",

@@ -50,7 +50,7 @@ SETTING_NOTES: dict[str, str] = {
     "http_token": "bearer token every HTTP route requires; mandatory when listening beyond loopback; at least 16 "
     "printable ASCII characters without spaces, else `coffer serve --http` refuses to start (see "
     "[http.md](http.md#security))",
-    "editor": "the command the viewer's \"open in editor\" runs, with the file path appended; unset: `VISUAL`, "
+    "editor": 'the command the viewer\'s "open in editor" runs, with the file path appended; unset: `VISUAL`, '
     "else `EDITOR`, else the OS opener",
     "snapshot_retention": "snapshots kept per knowledge base (in `snapshots/<kb>/`); taking one more removes the "
     "oldest",

@@ -170,7 +170,7 @@ def test_no_import_circle_between_modules() -> None:
             visit(node)
 
 
-@pytest.mark.parametrize(("unit", "path"), modules(), ids=lambda v: str(v))
+@pytest.mark.parametrize(("unit", "path"), modules(), ids=str)
 def test_no_sql_outside_the_index(unit: str, path: Path) -> None:
     # The index port (index/port.py) is the only way to the index: no service, surface or
     # algorithm knows it is SQLite, so a second backend plugs in behind the port alone.

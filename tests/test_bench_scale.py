@@ -46,12 +46,38 @@ def test_a_value_at_ten_thousand_documents_is_interpolated_between_the_sizes_aro
 
 def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
-    main(["--chunks", "120", "--queries", "5", "--fake-embedder", "--grep-mb", "0.3", "--add-sample", "10",
-          "--startup-runs", "1", "--out", str(out), "--workdir", str(tmp_path)])  # fmt: skip
+    main(
+        [
+            "--chunks",
+            "120",
+            "--queries",
+            "5",
+            "--fake-embedder",
+            "--grep-mb",
+            "0.3",
+            "--add-sample",
+            "10",
+            "--startup-runs",
+            "1",
+            "--out",
+            str(out),
+            "--workdir",
+            str(tmp_path),
+        ]
+    )
     data = json.loads(out.read_text(encoding="utf-8"))
     assert {"command", "date", "machine", "options", "sizes", "targets", "coffer_source_sha256"} <= data.keys()
-    assert {"platform", "cpu_model", "cpu_count", "ram_gb", "python", "sqlite_binding", "sqlite_version",
-            "sqlite_vec", "ripgrep"} <= data["machine"].keys()  # fmt: skip
+    assert {
+        "platform",
+        "cpu_model",
+        "cpu_count",
+        "ram_gb",
+        "python",
+        "sqlite_binding",
+        "sqlite_version",
+        "sqlite_vec",
+        "ripgrep",
+    } <= data["machine"].keys()
     (size,) = data["sizes"]
     assert size["documents"] == size["corpus"]["documents"]
     assert size["chunks"] >= 120
@@ -59,8 +85,15 @@ def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
     assert size["add_document"]["documents"] == 10
     assert size["rebuild"]["documents"] == size["documents"]
     assert size["rebuild"]["chunks"] == size["chunks"]
-    for name in ("keyword", "keyword_without_refresh", "refresh", "refresh_every_file", "read", "grep_literal",
-                 "grep_regex"):
+    for name in (
+        "keyword",
+        "keyword_without_refresh",
+        "refresh",
+        "refresh_every_file",
+        "read",
+        "grep_literal",
+        "grep_regex",
+    ):
         assert set(size["latency_ms"][name]) == LATENCY
         assert size["latency_ms"][name]["n"] == 5
     assert set(size["latency_ms"]["keyword_content_words"]) == LATENCY  # the queries with a content word
@@ -84,8 +117,26 @@ def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
 
 def test_skipped_parts_say_why(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
-    main(["--chunks", "60", "--queries", "3", "--skip-mcp", "--skip-hybrid", "--grep-mb", "0", "--add-sample", "5",
-          "--startup-runs", "0", "--out", str(out), "--workdir", str(tmp_path)])  # fmt: skip
+    main(
+        [
+            "--chunks",
+            "60",
+            "--queries",
+            "3",
+            "--skip-mcp",
+            "--skip-hybrid",
+            "--grep-mb",
+            "0",
+            "--add-sample",
+            "5",
+            "--startup-runs",
+            "0",
+            "--out",
+            str(out),
+            "--workdir",
+            str(tmp_path),
+        ]
+    )
     (size,) = json.loads(out.read_text(encoding="utf-8"))["sizes"]
     assert size["mcp"] == {"skipped": "--skip-mcp"}
     assert size["hybrid"] == {"skipped": "--skip-hybrid"}

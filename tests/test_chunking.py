@@ -332,9 +332,7 @@ def test_a_megabyte_document_keeps_every_word() -> None:
     assert set(" ".join(c.text for c in chunks).split()) == set(doc.split()) - {"##", "Part"}
 
 
-@pytest.mark.parametrize(
-    ("size", "overlap"), [(63, 0), (0, 0), (-1, 0), (512, -1), (512, 256), (100, 60)]
-)
+@pytest.mark.parametrize(("size", "overlap"), [(63, 0), (0, 0), (-1, 0), (512, -1), (512, 256), (100, 60)])
 def test_out_of_range_parameters_raise_value_error(size: int, overlap: int) -> None:
     with pytest.raises(ValueError, match="chunk_"):
         chunk_markdown("text", chunk_size=size, chunk_overlap=overlap)
@@ -347,9 +345,7 @@ def test_the_smallest_valid_parameters_are_accepted() -> None:
 # --- property: random Markdown-ish documents -----------------------------------------------
 
 _KINDS = ("heading", "paragraph", "list", "fence", "table", "giant")
-_block_specs = st.tuples(
-    st.sampled_from(_KINDS), st.integers(1, 6), st.lists(st.integers(0, 14), max_size=12)
-)
+_block_specs = st.tuples(st.sampled_from(_KINDS), st.integers(1, 6), st.lists(st.integers(0, 14), max_size=12))
 _FENCE_WORD = re.compile(r"^(?:`{3,}|~{3,})")
 
 

@@ -39,13 +39,21 @@ def coffer(home: Path, *argv: str, env: dict[str, str] | None = None) -> subproc
     """``coffer --home HOME ARGV...`` as a real process."""
     return subprocess.run(
         [sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv],
-        capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})}, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
 
 
 def openai_env(server: FakeOpenAIServer) -> dict[str, str]:
-    return {"COFFER_EMBEDDING_PROVIDER": "openai", "COFFER_EMBEDDING_BASE_URL": server.base_url,
-            "COFFER_EMBEDDING_MODEL": "fake-embed", "NO_PROXY": "127.0.0.1"}  # fmt: skip
+    return {
+        "COFFER_EMBEDDING_PROVIDER": "openai",
+        "COFFER_EMBEDDING_BASE_URL": server.base_url,
+        "COFFER_EMBEDDING_MODEL": "fake-embed",
+        "NO_PROXY": "127.0.0.1",
+    }
 
 
 NO_EMBEDDER = {"COFFER_EMBEDDING_PROVIDER": "none"}

@@ -66,8 +66,9 @@ async def test_a_folder_ingest_over_stdio_reports_monotonic_progress(home: Path,
     with anyio.fail_after(120):
         async with Client(params, client_info=CLIENT) as client:
             await client.call_tool("coffer__create_knowledge_base", {"name": "kb"})
-            result = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(corpus)},
-                                            progress_callback=on_progress)  # fmt: skip
+            result = await client.call_tool(
+                "coffer__ingest_path", {"kb": "kb", "path": str(corpus)}, progress_callback=on_progress
+            )
             outside = await client.call_tool(
                 "coffer__ingest_path", {"kb": "kb", "path": str(corpus.parent / "outside")}
             )
@@ -107,14 +108,16 @@ async def test_a_cancelled_folder_ingest_stops_between_documents(home: Path, tmp
                 if progress >= 3:
                     group.cancel_scope.cancel()
 
-            group.start_soon(client.call_tool, "coffer__ingest_path", {"kb": "kb", "path": str(folder)}, None,
-                             on_progress)  # fmt: skip
+            group.start_soon(
+                client.call_tool, "coffer__ingest_path", {"kb": "kb", "path": str(folder)}, None, on_progress
+            )
         done = coffer.list_documents("kb", limit=100)
         assert 3 <= done.total < 30
         files = sorted(p.name for p in (home / "knowledge" / "kb" / "docs").iterdir())
         assert len(files) == done.total  # nothing half-written, nothing unindexed
         outcome = coffer.index.conn.execute(
-            "SELECT outcome FROM mcp_invocations WHERE tool = 'coffer__ingest_path'").fetchone()[0]  # fmt: skip
+            "SELECT outcome FROM mcp_invocations WHERE tool = 'coffer__ingest_path'"
+        ).fetchone()[0]
         assert outcome == "cancelled"
 
 
@@ -154,9 +157,17 @@ def web_server(host: str) -> Iterator[str]:
 
 @pytest.mark.parametrize(
     "url",
-    ["LOCAL/page.html", "http://[::1]/", "http://169.254.169.254/latest/meta-data/", "http://localhost/",
-     "http://10.0.0.1/", "http://[::ffff:127.0.0.1]/", "file:///etc/passwd", "ftp://example.com/x"],
-)  # fmt: skip
+    [
+        "LOCAL/page.html",
+        "http://[::1]/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://localhost/",
+        "http://10.0.0.1/",
+        "http://[::ffff:127.0.0.1]/",
+        "file:///etc/passwd",
+        "ftp://example.com/x",
+    ],
+)
 def test_url_ingest_refuses_private_and_non_http_addresses_by_default(coffer: Coffer, url: str) -> None:
     coffer.create_kb("kb")
     with web_server("127.0.0.1") as local, pytest.raises(UrlRefusedError) as caught:
@@ -214,8 +225,13 @@ def test_check_sources_classifies_every_tracked_document(coffer: Coffer, tmp_pat
     files["goes"].unlink()
     report = coffer.check_sources("kb")
     statuses = {c.title: c.status for c in report.documents}
-    assert statuses == {"same": "unchanged", "changes": "changed", "goes": "missing", "edited": "edited",
-                        "auto": "changed"}  # fmt: skip
+    assert statuses == {
+        "same": "unchanged",
+        "changes": "changed",
+        "goes": "missing",
+        "edited": "edited",
+        "auto": "changed",
+    }
     assert "second version" not in coffer.read_document("kb", ids["changes"]).markdown  # detection writes nothing
 
     coffer.update_kb("kb", auto_update_sources=True)

@@ -13,9 +13,18 @@ from coffer_mcp.store import parse_document
 from tests.conftest import FIXTURES
 
 FRONTMATTER_KEYS = {
-    "id", "title", "original_filename", "original_format", "source_sha256", "content_sha256",
-    "source_mode", "conversion_engine", "converted_at", "created_at", "updated_at",
-}  # fmt: skip
+    "id",
+    "title",
+    "original_filename",
+    "original_format",
+    "source_sha256",
+    "content_sha256",
+    "source_mode",
+    "conversion_engine",
+    "converted_at",
+    "created_at",
+    "updated_at",
+}
 
 
 def files_under(root: Path) -> list[str]:
@@ -57,7 +66,9 @@ def test_a_rejected_ingest_persists_nothing(
     assert caught.value.hint
     assert files_under(home / "knowledge") == before
     assert coffer.index.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
-    assert coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
+    assert (
+        coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
+    )
 
 
 def test_an_oversized_document_is_too_large(home: Path) -> None:
@@ -74,7 +85,9 @@ def test_an_identical_re_upload_writes_and_audits_nothing(coffer: Coffer, notes:
     again = coffer.add_document(notes, "r.md", "# R\n\nsame")
     assert (again.document_id, again.status) == (first.document_id, "unchanged")
     assert Path(first.path).stat().st_mtime_ns == stamp
-    assert coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 1
+    assert (
+        coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 1
+    )
 
 
 def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, notes: str) -> None:

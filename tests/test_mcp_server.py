@@ -48,8 +48,10 @@ CONTRACT = {
     "coffer__list_knowledge_bases": ([], (True, None, None)),
     "coffer__search_knowledge": (["kb", "query", "top_k"], (True, None, None)),
     "coffer__grep_knowledge": (["kb", "pattern", "max_matches", "ignore_case", "fixed_strings"], (True, None, None)),
-    "coffer__read_document": (["kb", "doc_id", "offset", "limit", "unit", "around_position", "window"],
-                              (True, None, None)),
+    "coffer__read_document": (
+        ["kb", "doc_id", "offset", "limit", "unit", "around_position", "window"],
+        (True, None, None),
+    ),
     "coffer__add_document": (["kb", "filename", "content", "replace", "content_encoding"], (False, False, True)),
     "coffer__edit_document": (["kb", "doc_id", "content"], (False, True, True)),
     "coffer__delete_document": (["kb", "doc_id"], (False, True, True)),
@@ -58,8 +60,10 @@ CONTRACT = {
     "coffer__delete_knowledge_base": (["name", "confirm"], (False, True, True)),
     "coffer__knowledge_base_metrics": (["kb"], (True, None, None)),
     "coffer__check_sources": (["kb"], (False, True, True)),
-    "coffer__update_knowledge_base": (["name", "description", "chunk_size", "chunk_overlap", "vector",
-                                       "auto_update_sources"], (False, True, True)),
+    "coffer__update_knowledge_base": (
+        ["name", "description", "chunk_size", "chunk_overlap", "vector", "auto_update_sources"],
+        (False, True, True),
+    ),
     "coffer__reindex_knowledge_base": (["kb", "force"], (False, False, True)),
     "coffer__ingest_path": (["kb", "path", "replace"], (False, False, True)),
     "coffer__ingest_url": (["kb", "url", "replace"], (False, False, True)),
@@ -191,8 +195,13 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> 
         assert Path(read["path"]).is_file()
         assert read["metadata"]["original_filename"] == "ann.md"
 
-        await call(client, "coffer__edit_document", kb="research", doc_id=english["document_id"],
-                   content="# Approximate nearest neighbour search\n\nProduct quantization compresses vectors.")
+        await call(
+            client,
+            "coffer__edit_document",
+            kb="research",
+            doc_id=english["document_id"],
+            content="# Approximate nearest neighbour search\n\nProduct quantization compresses vectors.",
+        )
         assert (await call(client, "coffer__search_knowledge", kb="research", query="quantization"))["passages"]
         gone = await call(client, "coffer__search_knowledge", kb="research", query="HNSW")
         assert english["document_id"] not in {p["document_id"] for p in gone["passages"]}
@@ -216,8 +225,9 @@ async def test_re_uploads_are_idempotent_refused_or_replaced(connect) -> None:
         assert error["code"] == "duplicate"
         assert "replace" in error["hint"]
 
-        replaced = await call(client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nv2",
-                              replace=True)  # fmt: skip
+        replaced = await call(
+            client, "coffer__add_document", kb="kb", filename="report.md", content="# R\n\nv2", replace=True
+        )
         assert (replaced["document_id"], replaced["status"]) == (first["document_id"], "updated")
         listing = await call(client, "coffer__list_documents", kb="kb")
         assert listing["total"] == 1
@@ -282,10 +292,12 @@ async def test_binary_formats_can_be_added_as_base64(coffer: Coffer) -> None:
     data = base64.b64encode((FIXTURES / "sample.docx").read_bytes()).decode()
     async with client_for(coffer) as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
-        added = await call(client, "coffer__add_document", kb="kb", filename="sample.docx", content=data,
-                           content_encoding="base64")  # fmt: skip
-        bad = await call_error(client, "coffer__add_document", kb="kb", filename="x.pdf", content="%%%",
-                               content_encoding="base64")  # fmt: skip
+        added = await call(
+            client, "coffer__add_document", kb="kb", filename="sample.docx", content=data, content_encoding="base64"
+        )
+        bad = await call_error(
+            client, "coffer__add_document", kb="kb", filename="x.pdf", content="%%%", content_encoding="base64"
+        )
     assert added["status"] == "created"
     assert bad["code"] == "invalid_argument"
 
@@ -295,7 +307,9 @@ async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_act
         await call(client, "coffer__create_knowledge_base", name="kb")
         added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\ntext")
         await call_error(client, "coffer__search_knowledge", kb="missing", query="x")
-    calls = [tuple(r) for r in coffer.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")]
+    calls = [
+        tuple(r) for r in coffer.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")
+    ]
     assert calls == [
         ("coffer__create_knowledge_base", "test-agent", "ok", None),
         ("coffer__add_document", "test-agent", "ok", None),
@@ -349,13 +363,15 @@ async def test_an_agent_snapshots_exports_and_restores_a_knowledge_base(home: Pa
         async with client_for(coffer) as client:
             snap = await call(client, "coffer__snapshot_knowledge_base", kb="kb", note="before edits")
             await call(client, "coffer__edit_document", kb="kb", doc_id=doc.document_id, content="# A\n\nruined")
-            refused = await call_error(client, "coffer__restore_snapshot", kb="kb", snapshot_id=snap["id"],
-                                       confirm=False)  # fmt: skip
+            refused = await call_error(
+                client, "coffer__restore_snapshot", kb="kb", snapshot_id=snap["id"], confirm=False
+            )
             restored = await call(client, "coffer__restore_snapshot", kb="kb", snapshot_id=snap["id"], confirm=True)
             listed = await call(client, "coffer__list_snapshots", kb="kb")
             pack = await call(client, "coffer__export_knowledge_base", kb="kb", path=str(exports / "kb.cofferpack"))
-            outside = await call_error(client, "coffer__export_knowledge_base", kb="kb",
-                                       path=str(tmp_path / "kb.cofferpack"))  # fmt: skip
+            outside = await call_error(
+                client, "coffer__export_knowledge_base", kb="kb", path=str(tmp_path / "kb.cofferpack")
+            )
         assert refused["code"] == "confirmation_required"
         assert restored["pre_restore_snapshot_id"] in {s["id"] for s in listed["snapshots"]}
         assert coffer.read_document("kb", doc.document_id).markdown == "# A\n\nthe original words"

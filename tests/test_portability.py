@@ -23,8 +23,13 @@ from tests.fakes import HashEmbedder
 READ_BUDGET = 600.0
 
 MIXED = ["sample.md", "sample.csv", "sample.docx", "sample.pdf", "sample_zh.md"]
-QUERIES = ["heron protocol handshake", "Obsidian Kettle", "bramble yield forecast", "copper meadow telemetry",
-           "向量检索"]  # fmt: skip
+QUERIES = [
+    "heron protocol handshake",
+    "Obsidian Kettle",
+    "bramble yield forecast",
+    "copper meadow telemetry",
+    "向量检索",
+]
 DOCS = {
     "kayak.md": "# Kayaking\n\nPaddle strokes, spray decks and rolling a sea kayak in cold water.",
     "bread.md": "# Baking\n\nSourdough starter, flour, water, salt and a long cold proof.",
@@ -45,8 +50,10 @@ def fill(coffer: Coffer, kb: str, docs: dict[str, str] = DOCS) -> dict[str, str]
 
 
 def results(coffer: Coffer, kb: str, strategy: str) -> list[list[tuple[str, int, float]]]:
-    return [[(p.document_id, p.position, p.score) for p in coffer.search(kb, q, top_k=8, strategy=strategy).passages]
-            for q in QUERIES]  # fmt: skip
+    return [
+        [(p.document_id, p.position, p.score) for p in coffer.search(kb, q, top_k=8, strategy=strategy).passages]
+        for q in QUERIES
+    ]
 
 
 def files_of(root: Path) -> dict[str, bytes]:
@@ -56,8 +63,11 @@ def files_of(root: Path) -> dict[str, bytes]:
 def store_state(coffer: Coffer) -> tuple[list[str], dict[str, int]]:
     """Every path under COFFER_HOME (but the database and lock files) and the row counts."""
     home = coffer.paths.home
-    paths = sorted(str(p.relative_to(home)) for p in home.rglob("*")
-                   if not p.name.startswith("coffer.db") and "locks" not in p.relative_to(home).parts)  # fmt: skip
+    paths = sorted(
+        str(p.relative_to(home))
+        for p in home.rglob("*")
+        if not p.name.startswith("coffer.db") and "locks" not in p.relative_to(home).parts
+    )
     tables = ("knowledge_bases", "documents", "chunks", "audit_log")
     return paths, {t: coffer.index.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
 
@@ -126,7 +136,11 @@ def test_a_mixed_format_kb_round_trips_with_its_vectors_into_a_fresh_home_withou
         imported = dest.import_pack(tmp_path / "mixed.cofferpack", as_name="copy")
         assert embedder.calls == 0
         assert (imported.created, imported.documents, imported.vectors_used, imported.documents_to_embed) == (
-            True, 5, 5, 0)  # fmt: skip
+            True,
+            5,
+            5,
+            0,
+        )
         assert files_of(dest.paths.kb("copy").root) == source_files
         embedder.failing = False
         assert results(dest, "copy", "keyword") == keyword
@@ -258,8 +272,9 @@ def inflate_a_member_honestly(members: Members) -> Members:
     zeros = bytes(4 * 1024 * 1024)
     name = members[i][0].name
     members = [*members[:i], (members[i][0], zeros), *members[i + 1 :]]
-    return edit_manifest(members, lambda m: m["files"][name].update(sha256=hashlib.sha256(zeros).hexdigest(),
-                                                                    size=len(zeros)))  # fmt: skip
+    return edit_manifest(
+        members, lambda m: m["files"][name].update(sha256=hashlib.sha256(zeros).hexdigest(), size=len(zeros))
+    )
 
 
 def add_an_oversized_pax_header(members: Members) -> Members:
@@ -395,4 +410,3 @@ def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_sourc
         hit = service.search("copy", "sourdough").passages[0]
         assert hit.document_id == copied.renamed_ids[ids["bread.md"]]
         assert service.read_document("copy", hit.document_id).metadata["id"] == hit.document_id
-

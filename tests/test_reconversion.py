@@ -139,13 +139,19 @@ def test_only_a_forced_reindex_converts_again(coffer: Coffer, notes: str) -> Non
 
 def test_the_command_line_reindex_says_what_it_converted_again_and_what_it_kept(home: Path, tmp_path: Path) -> None:
     def coffer_cli(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv], capture_output=True,
-                              text=True, timeout=180, env={**os.environ, "COFFER_EMBEDDING_PROVIDER": "none"},
-                              check=False)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "COFFER_EMBEDDING_PROVIDER": "none"},
+            check=False,
+        )
 
     coffer_cli("kb", "create", "notes")
-    ingested = coffer_cli("kb", "ingest", "notes", str(FIXTURES / "sample.docx"), str(FIXTURES / "sample.pdf"),
-                          "--json")  # fmt: skip
+    ingested = coffer_cli(
+        "kb", "ingest", "notes", str(FIXTURES / "sample.docx"), str(FIXTURES / "sample.pdf"), "--json"
+    )
     ids = {Path(i["path"]).name: i["document_id"] for r in json.loads(ingested.stdout) for i in r["items"]}
     with Coffer(load_settings(home=home)) as service:
         as_if_converted_by_markitdown(service, "notes", ids["sample.docx"])

@@ -40,9 +40,13 @@ def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Co
     ids = fill(coffer)
     coffer.edit_document(notes, ids["faq.md"], "# FAQ\n\nThe proxy needs a restart after edits.")
     before = snapshot(coffer)
-    rows_before = [tuple(r) for r in coffer.index.conn.execute(
-        "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, source_sha256 "
-        "FROM documents ORDER BY id")]  # fmt: skip
+    rows_before = [
+        tuple(r)
+        for r in coffer.index.conn.execute(
+            "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, source_sha256 "
+            "FROM documents ORDER BY id"
+        )
+    ]
     coffer.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{home / 'coffer.db'}{suffix}").unlink(missing_ok=True)
@@ -52,9 +56,13 @@ def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Co
         assert (result.kb, result.documents) == ("notes", 3)
         assert fresh.describe_kb("notes").description == "test notes"
         assert snapshot(fresh) == before
-        rows_after = [tuple(r) for r in fresh.index.conn.execute(
-            "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, "
-            "source_sha256 FROM documents ORDER BY id")]  # fmt: skip
+        rows_after = [
+            tuple(r)
+            for r in fresh.index.conn.execute(
+                "SELECT id, title, original_filename, source_mode, created_at, updated_at, content_sha256, "
+                "source_sha256 FROM documents ORDER BY id"
+            )
+        ]
     assert rows_after == rows_before
 
 
@@ -128,7 +136,9 @@ def test_changing_chunk_parameters_rechunks_every_document(coffer: Coffer, notes
     doc = coffer.add_document(notes, "long.md", long_text)
     coarse = doc.chunk_count
     coffer.update_kb(notes, chunk_size=128, chunk_overlap=16)
-    fine = coffer.index.conn.execute("SELECT count(*) FROM chunks WHERE document_id = ?", (doc.document_id,)).fetchone()[0]
+    fine = coffer.index.conn.execute(
+        "SELECT count(*) FROM chunks WHERE document_id = ?", (doc.document_id,)
+    ).fetchone()[0]
     assert fine > coarse
     assert coffer.describe_kb(notes).chunk_size == 128
     assert coffer.search(notes, "topic 42").passages

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from coffer_mcp import Coffer
-from coffer_mcp.services.retrieval import search
 from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.retrieval import search
 
 CORPUS = {
     "hnsw.md": "# HNSW\n\nHierarchical navigable small world graphs index vectors for nearest neighbour search.",
@@ -50,8 +50,7 @@ def test_widening_past_a_common_term_still_fills_the_list(
     # "cells" is in more chunks than COMMON_MATCHES: the rare terms fill a short list alone, and a
     # longer one still gets the chunks that match only the common term.
     monkeypatch.setattr(search, "COMMON_MATCHES", 3)
-    common = [coffer.add_document(notes, f"cells{i}.md", f"# Cells {i}\n\nCells divide.").document_id
-              for i in range(5)]  # fmt: skip
+    common = [coffer.add_document(notes, f"cells{i}.md", f"# Cells {i}\n\nCells divide.").document_id for i in range(5)]
     mito = coffer.add_document(notes, "mito.md", "# Mitochondria\n\nMitochondria power cells.").document_id
     ribo = coffer.add_document(notes, "ribo.md", "# Ribosomes\n\nRibosomes build proteins.").document_id
     query = "cells mitochondria ribosomes"
@@ -78,9 +77,27 @@ def test_a_partial_identifier_is_found_by_substring(coffer: Coffer, corpus: dict
 
 @pytest.mark.parametrize(
     "query",
-    ['"unbalanced AND (NEAR x* OR', "NOT", "a AND", "col:value", "^start", "x*", '"', "''", "(", ")", "-",
-     "DROP TABLE documents; --", "' OR 1=1 --", "NEAR(a b, 2)", "\\", "{*}", "\u0000", "🙂"],
-)  # fmt: skip
+    [
+        '"unbalanced AND (NEAR x* OR',
+        "NOT",
+        "a AND",
+        "col:value",
+        "^start",
+        "x*",
+        '"',
+        "''",
+        "(",
+        ")",
+        "-",
+        "DROP TABLE documents; --",
+        "' OR 1=1 --",
+        "NEAR(a b, 2)",
+        "\\",
+        "{*}",
+        "\u0000",
+        "🙂",
+    ],
+)
 def test_fts_syntax_in_a_query_is_plain_text(coffer: Coffer, corpus: dict[str, str], query: str) -> None:
     result = coffer.search("notes", query)
     assert result.strategy == "keyword"

@@ -49,8 +49,11 @@ def files_of(root: Path) -> dict[str, bytes]:
 
 
 def results(coffer: Coffer) -> list:
-    return [[(p.document_id, p.position, p.score) for p in coffer.search("notes", q, strategy=s).passages]
-            for q in QUERIES for s in ("keyword", "hybrid")]  # fmt: skip
+    return [
+        [(p.document_id, p.position, p.score) for p in coffer.search("notes", q, strategy=s).passages]
+        for q in QUERIES
+        for s in ("keyword", "hybrid")
+    ]
 
 
 @pytest.fixture

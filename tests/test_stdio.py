@@ -76,17 +76,29 @@ def test_stdout_carries_nothing_but_json_rpc(home: Path) -> None:
     """Even a server started with no home yet writes only protocol messages to stdout."""
     # One request at a time: the server handles requests concurrently, as MCP allows.
     messages = [
-        rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                              "clientInfo": {"name": "raw", "version": "1"}}),
+        rpc(
+            1,
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        ),
         rpc(None, "notifications/initialized") + rpc(2, "tools/list"),
         rpc(3, "tools/call", {"name": "coffer__create_knowledge_base", "arguments": {"name": "kb"}}),
-        rpc(4, "tools/call", {"name": "coffer__add_document",
-                              "arguments": {"kb": "kb", "filename": "d.html", "content": "<h1>T</h1><p>body</p>"}}),
-    ]  # fmt: skip
+        rpc(
+            4,
+            "tools/call",
+            {
+                "name": "coffer__add_document",
+                "arguments": {"kb": "kb", "filename": "d.html", "content": "<h1>T</h1><p>body</p>"},
+            },
+        ),
+    ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer_mcp", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=server_env(home),
-    )  # fmt: skip
+        [sys.executable, "-m", "coffer_mcp", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(home),
+    )
     try:
         lines = []
         for message in messages:
@@ -111,9 +123,12 @@ def test_started_by_hand_in_a_terminal_it_explains_itself_on_stderr(home: Path) 
 
     primary, secondary = pty.openpty()
     with subprocess.Popen(
-        [sys.executable, "-m", "coffer_mcp", "serve"], stdin=secondary, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=server_env(home),
-    ) as proc:  # fmt: skip
+        [sys.executable, "-m", "coffer_mcp", "serve"],
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(home),
+    ) as proc:
         os.close(secondary)
         try:
             first_lines = b"".join(proc.stderr.readline() for _ in range(3))

@@ -47,7 +47,9 @@ def vector_rows(coffer: Coffer) -> int:
 
 
 def chunk_rows(coffer: Coffer) -> list[tuple]:
-    return [tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")]
+    return [
+        tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")
+    ]
 
 
 def test_a_vector_knowledge_base_searches_hybrid_and_says_so(vcoffer: Coffer) -> None:
@@ -181,8 +183,16 @@ def test_reindexing_again_computes_no_vector_for_chunks_that_did_not_change(
 
 def test_rrf_rewards_passages_both_lists_rank() -> None:
     def passage(doc: str, position: int = 0) -> Passage:
-        return Passage(text="t", document_id=doc, title="T", score=1.0, position=position, heading_path=[],
-                       chunk_id=f"{doc}:{position}", kb="v")  # fmt: skip
+        return Passage(
+            text="t",
+            document_id=doc,
+            title="T",
+            score=1.0,
+            position=position,
+            heading_path=[],
+            chunk_id=f"{doc}:{position}",
+            kb="v",
+        )
 
     keyword = [passage("a"), passage("b"), passage("c")]
     vector = [passage("d"), passage("b"), passage("a", 1)]
@@ -195,8 +205,9 @@ def test_convex_fusion_never_lets_vector_only_passages_displace_the_keyword_lead
     from coffer_mcp.retrieval.search import fuse_convex
 
     def passage(doc: str, score: float) -> Passage:
-        return Passage(text="t", document_id=doc, title="T", score=score, position=0, heading_path=[],
-                       chunk_id=f"{doc}:0", kb="v")  # fmt: skip
+        return Passage(
+            text="t", document_id=doc, title="T", score=score, position=0, heading_path=[], chunk_id=f"{doc}:0", kb="v"
+        )
 
     keyword = [passage("a", 9.0), passage("b", 5.0), passage("c", 1.0)]
     noise = [passage("x", 0.31), passage("y", 0.30), passage("b", 0.29)]  # a useless vector ranking

@@ -53,8 +53,7 @@ def clean_markdown(text: str) -> str:
     boilerplate = any(hint in lowered for hint in _BOILERPLATE_HINTS)
     if boilerplate or "\n\n\n" in text:  # only then is the fence-aware pass needed
         text = "".join(
-            segment if is_code else _clean_prose(segment, boilerplate)
-            for is_code, segment in split_fences(text)
+            segment if is_code else _clean_prose(segment, boilerplate) for is_code, segment in split_fences(text)
         )
     text = text.strip("\n")
     return text + "\n" if text else ""

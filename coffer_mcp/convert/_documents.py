@@ -21,8 +21,12 @@ __all__ = ["DOCUMENT_EXTENSIONS", "DocumentConverter", "document_engine"]
 DOCUMENT_EXTENSIONS = MARKITDOWN_EXTENSIONS
 _SHEETS = SheetConverter()
 _OWN: dict[str, Converter] = {
-    "pdf": PdfConverter(), "docx": DocxConverter(), "pptx": SlideConverter(), "xlsx": _SHEETS, "xls": _SHEETS,
-}  # fmt: skip
+    "pdf": PdfConverter(),
+    "docx": DocxConverter(),
+    "pptx": SlideConverter(),
+    "xlsx": _SHEETS,
+    "xls": _SHEETS,
+}
 _HTML = {True: HtmlConverter(main_content=True), False: HtmlConverter(main_content=False)}
 
 

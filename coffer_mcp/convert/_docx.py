@@ -24,13 +24,12 @@ class DocxConverter(ExtensionConverter):
     name = "mammoth/1"
     extensions: ClassVar[frozenset[str]] = frozenset({"docx"})
 
-
     def convert(self, data: bytes, filename: str) -> str:
         try:
             import mammoth
             from markitdown.converter_utils.docx.pre_process import pre_process_docx
         except ImportError as exc:
-            raise engine_missing('DOCX converter (mammoth, markitdown)', 'docx', "'markitdown[docx]'") from exc
+            raise engine_missing("DOCX converter (mammoth, markitdown)", "docx", "'markitdown[docx]'") from exc
         from ._htmltables import html_to_markdown
 
         stream = pre_process_docx(io.BytesIO(data))

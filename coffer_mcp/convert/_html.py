@@ -57,10 +57,19 @@ def _main_content(html: str) -> tuple[str, str]:
         import trafilatura
     except ImportError as exc:
         raise engine_missing("web-page extractor (trafilatura)", "html", "trafilatura") from exc
-    main = trafilatura.extract(
-        html, output_format="html", include_links=True, include_tables=True, include_formatting=True,
-        include_images=False, include_comments=False, favor_recall=True,
-    ) or ""  # fmt: skip
+    main = (
+        trafilatura.extract(
+            html,
+            output_format="html",
+            include_links=True,
+            include_tables=True,
+            include_formatting=True,
+            include_images=False,
+            include_comments=False,
+            favor_recall=True,
+        )
+        or ""
+    )
     if sum(ch.isalnum() for ch in main) < _MIN_MAIN_CHARS:
         return "", ""
     metadata = trafilatura.extract_metadata(html)

@@ -17,9 +17,7 @@ from ._stdout import stdout_to_stderr
 
 __all__ = ["MARKITDOWN_EXTENSIONS", "MarkItDownConverter"]
 
-MARKITDOWN_EXTENSIONS = frozenset(
-    {"pdf", "docx", "pptx", "xlsx", "xls", "html", "htm", "epub", "ipynb", "msg"}
-)
+MARKITDOWN_EXTENSIONS = frozenset({"pdf", "docx", "pptx", "xlsx", "xls", "html", "htm", "epub", "ipynb", "msg"})
 # extension -> the markitdown pip extra that provides its dependencies
 _EXTRAS = {
     "pdf": "pdf",
@@ -82,8 +80,7 @@ def _build_engine(ext: str) -> Any:
     except ImportError as exc:
         raise EngineUnavailableError(
             f"The MarkItDown engine is not installed, so .{ext} files cannot be converted.",
-            hint=f"Install it with: {_pip_install(ext)}. "
-            "Markdown, text, code and CSV files keep working.",
+            hint=f"Install it with: {_pip_install(ext)}. Markdown, text, code and CSV files keep working.",
         ) from exc
     with stdout_to_stderr():
         engine = markitdown.MarkItDown(enable_builtins=False, enable_plugins=False)

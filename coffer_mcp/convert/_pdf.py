@@ -19,12 +19,11 @@ class PdfConverter(ExtensionConverter):
     name = "pypdfium2/1"
     extensions: ClassVar[frozenset[str]] = frozenset({"pdf"})
 
-
     def convert(self, data: bytes, filename: str) -> str:
         try:
             import pypdfium2  # noqa: F401 - checked here so a missing engine says so
         except ImportError as exc:
-            raise engine_missing('PDF engine (pypdfium2)', 'pdf', 'pypdfium2') from exc
+            raise engine_missing("PDF engine (pypdfium2)", "pdf", "pypdfium2") from exc
         from pypdfium2 import PdfiumError
 
         from ._pdfium import read_pdf

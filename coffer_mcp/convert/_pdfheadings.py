@@ -80,10 +80,13 @@ def _heading_like(block: Block, body: float) -> bool:
     return (
         # A numbered line set larger than the body, "(1) Scope", is a heading, not a list item.
         (block.kind == "text" or (block.kind == "item" and block.size >= body * 1.06))
-        and len(block.lines) <= 3 and 2 <= len(text) <= _MAX_HEADING_CHARS
-        and any(ch.isalpha() for ch in text) and not text.endswith((",", ";")) and not _LEADER.search(text)
+        and len(block.lines) <= 3
+        and 2 <= len(text) <= _MAX_HEADING_CHARS
+        and any(ch.isalpha() for ch in text)
+        and not text.endswith((",", ";"))
+        and not _LEADER.search(text)
         and (block.size >= body * 1.06 or block.bold)
-    )  # fmt: skip
+    )
 
 
 def _font_heading(block: Block, body: float, font: str, following: list[Block]) -> bool:
@@ -91,11 +94,19 @@ def _font_heading(block: Block, body: float, font: str, following: list[Block]) 
     text = block.text()
     line = block.lines[0]
     return (
-        block.kind == "text" and len(block.lines) == 1 and line.font != font and 3 <= len(text) <= 80
-        and abs(block.size - body) <= 0.1 * body and text[0].isupper() and not text.endswith((".", ",", ";", ":"))
-        and bool(following) and following[0].kind == "text" and len(following[0].text()) > len(text)
-        and not PAGE_NUMBER.match(text) and sum(ch.isalpha() for ch in text) >= 0.6 * len(text)
-    )  # fmt: skip
+        block.kind == "text"
+        and len(block.lines) == 1
+        and line.font != font
+        and 3 <= len(text) <= 80
+        and abs(block.size - body) <= 0.1 * body
+        and text[0].isupper()
+        and not text.endswith((".", ",", ";", ":"))
+        and bool(following)
+        and following[0].kind == "text"
+        and len(following[0].text()) > len(text)
+        and not PAGE_NUMBER.match(text)
+        and sum(ch.isalpha() for ch in text) >= 0.6 * len(text)
+    )
 
 
 def _standalone(block: Block) -> bool:

@@ -235,10 +235,17 @@ def _fragment(run: list[_Char], page: int, height: float) -> Fragment | None:
     font = Counter(c.font for c in visible).most_common(1)[0][0]
     return Fragment(
         text=" ".join(text.split()),
-        x0=min(c.left for c in visible), top=height - max(c.top for c in visible),
-        x1=max(c.right for c in visible), bottom=height - min(c.bottom for c in visible),
-        size=round(size, 1), bold=bold, page=page, hyphen_join=hyphen, rtl=rtl, font=font,
-    )  # fmt: skip
+        x0=min(c.left for c in visible),
+        top=height - max(c.top for c in visible),
+        x1=max(c.right for c in visible),
+        bottom=height - min(c.bottom for c in visible),
+        size=round(size, 1),
+        bold=bold,
+        page=page,
+        hyphen_join=hyphen,
+        rtl=rtl,
+        font=font,
+    )
 
 
 def _is_rtl(text: str) -> bool:

@@ -32,6 +32,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-
 _LATIN_THEN_RTL = re.compile(r"([A-Za-z0-9])([\u0600-\u06ff])|([\u0600-\u06ff])([A-Za-z])")
 _WORD = re.compile(r"[^\W\d_]+")
 
+
 def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
     """The Markdown of a PDF and the title it names (metadata or first heading; "" if none)."""
     blocks = [block for page in doc.pages for block in _page_blocks(page, doc)]
@@ -229,11 +230,18 @@ def _merge(row: list[Fragment]) -> Fragment:
         return row[0]
     first = row[0]
     return Fragment(
-        text=" ".join(f.text for f in row), x0=min(f.x0 for f in row), top=min(f.top for f in row),
-        x1=max(f.x1 for f in row), bottom=max(f.bottom for f in row), size=max(f.size for f in row),
-        bold=all(f.bold for f in row), page=first.page, hyphen_join=row[-1].hyphen_join, rtl=first.rtl,
+        text=" ".join(f.text for f in row),
+        x0=min(f.x0 for f in row),
+        top=min(f.top for f in row),
+        x1=max(f.x1 for f in row),
+        bottom=max(f.bottom for f in row),
+        size=max(f.size for f in row),
+        bold=all(f.bold for f in row),
+        page=first.page,
+        hyphen_join=row[-1].hyphen_join,
+        rtl=first.rtl,
         font=first.font,
-    )  # fmt: skip
+    )
 
 
 # -- paragraphs ----------------------------------------------------------------------------------
@@ -253,9 +261,7 @@ def _paragraphs(lines: list[Fragment]) -> list[Block]:
 
 def _line_spacing(lines: list[Fragment]) -> float:
     """The usual gap between two lines of a paragraph in this column (documents set 1-2x)."""
-    gaps = sorted(
-        b.top - a.bottom for a, b in pairwise(lines) if -0.5 * b.height < b.top - a.bottom < 1.5 * b.height
-    )
+    gaps = sorted(b.top - a.bottom for a, b in pairwise(lines) if -0.5 * b.height < b.top - a.bottom < 1.5 * b.height)
     return gaps[len(gaps) // 3] if gaps else 0.0
 
 

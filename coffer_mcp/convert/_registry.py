@@ -30,9 +30,14 @@ def supported_formats() -> list[str]:
 
 
 def convert(
-    filename: str, data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float | None = None,
-    memory_bytes: int = 0, html_main_content: bool = True,
-) -> Conversion:  # fmt: skip
+    filename: str,
+    data: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    timeout: float | None = None,
+    memory_bytes: int = 0,
+    html_main_content: bool = True,
+) -> Conversion:
     """Convert one uploaded file to cleaned Markdown with a title.
 
     Checks run in order: empty bytes, unknown extension, size limit (before any conversion),
@@ -61,8 +66,9 @@ def convert(
     if len(data) > max_bytes:
         raise _too_large(name, len(data), max_bytes)
     if converter is _DOCUMENTS and timeout is not None:
-        raw = convert_in_sandbox(name, data, timeout=timeout, memory_bytes=memory_bytes,
-                                 html_main_content=html_main_content)  # fmt: skip
+        raw = convert_in_sandbox(
+            name, data, timeout=timeout, memory_bytes=memory_bytes, html_main_content=html_main_content
+        )
     elif converter is _DOCUMENTS:
         raw = _DOCUMENTS.convert(data, name, html_main_content=html_main_content)
     else:
@@ -101,8 +107,14 @@ class ConversionOptions:
 
     def convert(self, filename: str, data: bytes) -> Conversion:
         """``convert`` with these options."""
-        return convert(filename, data, max_bytes=self.max_bytes, timeout=self.timeout,
-                       memory_bytes=self.memory_bytes, html_main_content=self.html_main_content)  # fmt: skip
+        return convert(
+            filename,
+            data,
+            max_bytes=self.max_bytes,
+            timeout=self.timeout,
+            memory_bytes=self.memory_bytes,
+            html_main_content=self.html_main_content,
+        )
 
     def engine(self, ext: str) -> str:
         """The ``conversion_engine`` a file of this extension gets with these options."""

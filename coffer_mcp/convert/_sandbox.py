@@ -30,8 +30,7 @@ __all__ = ["convert_in_sandbox", "shutdown"]
 _HEADER = struct.Struct("!Q")
 _MAX_IDLE = 2
 _TIMEOUT_HINT = (
-    "The file may be malformed or hostile. If it is genuine and just large, raise conversion_timeout "
-    "in config.yaml."
+    "The file may be malformed or hostile. If it is genuine and just large, raise conversion_timeout in config.yaml."
 )
 
 
@@ -57,8 +56,10 @@ class _Worker:
         self.memory_bytes = memory_bytes
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "coffer_mcp.convert._worker", str(memory_bytes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+        )
         assert self.proc.stdin is not None  # both are PIPEs: Popen set them
         assert self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
@@ -79,15 +80,19 @@ class _Worker:
         except queue.Empty:
             self.kill()
             raise IngestRejectedError(
-                "conversion_failed", f"Converting {name!r} took longer than {timeout:g} s and was stopped.",
+                "conversion_failed",
+                f"Converting {name!r} took longer than {timeout:g} s and was stopped.",
                 hint=_TIMEOUT_HINT,
-            ) from None  # fmt: skip
+            ) from None
         except OSError:
             reply = EOFError()
         if isinstance(reply, EOFError):
             self.kill()
-            raise IngestRejectedError("conversion_failed", f"The converter crashed on {name!r}.",
-                                      hint="The file is probably malformed; re-export it.")  # fmt: skip
+            raise IngestRejectedError(
+                "conversion_failed",
+                f"The converter crashed on {name!r}.",
+                hint="The file is probably malformed; re-export it.",
+            )
         return _unpack(reply)
 
     def alive(self) -> bool:
@@ -119,9 +124,7 @@ class _Pool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
 
-    def convert(
-        self, name: str, data: bytes, *, timeout: float, memory_bytes: int, options: dict[str, object]
-    ) -> str:
+    def convert(self, name: str, data: bytes, *, timeout: float, memory_bytes: int, options: dict[str, object]) -> str:
         worker = self._take(memory_bytes)
         try:
             markdown = worker.convert(name, data, timeout, options)

@@ -25,13 +25,12 @@ class SlideConverter(ExtensionConverter):
     name = "python-pptx/1"
     extensions: ClassVar[frozenset[str]] = frozenset({"pptx"})
 
-
     def convert(self, data: bytes, filename: str) -> str:
         try:
             import pptx
             from markitdown.converters import PptxConverter
         except ImportError as exc:
-            raise engine_missing('PPTX converter (python-pptx)', 'pptx', "'markitdown[pptx]'") from exc
+            raise engine_missing("PPTX converter (python-pptx)", "pptx", "'markitdown[pptx]'") from exc
         helper = PptxConverter()  # for pictures and charts
         deck = pptx.Presentation(io.BytesIO(data))
         parts: list[str] = []

@@ -73,11 +73,19 @@ def main() -> None:
         except IngestRejectedError as exc:
             reply = ("rejected", exc.code, exc.message, exc.hint)
         except MemoryError:
-            reply = ("rejected", "conversion_failed", f"Converting {name!r} needed too much memory.",
-                     "The file may be a decompression bomb; if it is genuine, raise conversion_memory_mb.")  # fmt: skip
+            reply = (
+                "rejected",
+                "conversion_failed",
+                f"Converting {name!r} needed too much memory.",
+                "The file may be a decompression bomb; if it is genuine, raise conversion_memory_mb.",
+            )
         except Exception as exc:  # noqa: BLE001 - anything the engine throws is this file's failure
-            reply = ("rejected", "conversion_failed", f"Could not convert {name!r}: {str(exc)[:300]}",
-                     "The file is probably malformed; re-export it and try again.")  # fmt: skip
+            reply = (
+                "rejected",
+                "conversion_failed",
+                f"Could not convert {name!r}: {str(exc)[:300]}",
+                "The file is probably malformed; re-export it and try again.",
+            )
         _deadline(0)
         write_message(channel, reply)
 

@@ -24,18 +24,19 @@ def make_embedder(config: EmbeddingConfig) -> CooldownEmbedder | None:
         return _guard(_fastembed_provider(config), config, _fastembed_hint(config))
     if config.provider == "openai":
         provider = _openai.OpenAIEmbedder(
-            config.model or _openai.DEFAULT_MODEL, base_url=config.base_url, api_key=config.api_key,
-            dimensions=config.dimensions, request_size=min(config.batch_size * 8, _openai.MAX_REQUEST_TEXTS),
+            config.model or _openai.DEFAULT_MODEL,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            dimensions=config.dimensions,
+            request_size=min(config.batch_size * 8, _openai.MAX_REQUEST_TEXTS),
             timeout_seconds=config.timeout_seconds,
-        )  # fmt: skip
+        )
         hint = (
             f"Check embedding base_url ({provider.base_url}), the model name ({provider.model}) and the API key "
             "in the environment variable named by embedding api_key_env."
         )
         return _guard(provider, config, hint)
-    raise ConfigError(
-        f"Unknown embedding provider {config.provider!r}.", hint="Use one of: fastembed, openai, none."
-    )
+    raise ConfigError(f"Unknown embedding provider {config.provider!r}.", hint="Use one of: fastembed, openai, none.")
 
 
 def _fastembed_provider(config: EmbeddingConfig) -> _fastembed.FastEmbedEmbedder:
@@ -47,9 +48,13 @@ def _fastembed_provider(config: EmbeddingConfig) -> _fastembed.FastEmbedEmbedder
             "cannot be read from the directory.",
         )
     return _fastembed.FastEmbedEmbedder(
-        config.model or _fastembed.DEFAULT_MODEL, model_path=config.model_path, batch_size=config.batch_size,
-        threads=config.threads, dimensions=config.dimensions, cache_dir=config.cache_dir,
-    )  # fmt: skip
+        config.model or _fastembed.DEFAULT_MODEL,
+        model_path=config.model_path,
+        batch_size=config.batch_size,
+        threads=config.threads,
+        dimensions=config.dimensions,
+        cache_dir=config.cache_dir,
+    )
 
 
 def _fastembed_hint(config: EmbeddingConfig) -> str:

@@ -51,9 +51,15 @@ class FastEmbedEmbedder:
     """
 
     def __init__(
-        self, model_name: str = DEFAULT_MODEL, *, model_path: Path | None = None, batch_size: int = 16,
-        threads: int | None = None, dimensions: int | None = None, cache_dir: Path | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        model_name: str = DEFAULT_MODEL,
+        *,
+        model_path: Path | None = None,
+        batch_size: int = 16,
+        threads: int | None = None,
+        dimensions: int | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
         self.model_name = model_name
         self.model_path = model_path
         self.cache_dir = cache_dir
@@ -138,9 +144,7 @@ class FastEmbedEmbedder:
         try:
             return text_embedding(self.model_name, specific_model_path=str(path), **options)
         except Exception as exc:  # onnxruntime and tokenizers raise their own, unrelated types
-            raise EmbeddingError(
-                f"Could not load {self.model_name} from {path}: {shorten(exc)}", hint=hint
-            ) from exc
+            raise EmbeddingError(f"Could not load {self.model_name} from {path}: {shorten(exc)}", hint=hint) from exc
 
     def _download(self, text_embedding: type[TextEmbedding], options: dict[str, Any]) -> TextEmbedding:
         from huggingface_hub import constants
@@ -164,9 +168,7 @@ class FastEmbedEmbedder:
         try:
             return text_embedding(self.model_name, **options)
         except Exception as exc:  # requests, httpx, huggingface_hub and onnxruntime errors alike
-            raise EmbeddingError(
-                f"Could not download {self.model_name}: {shorten(exc)}", hint=offline_hint
-            ) from exc
+            raise EmbeddingError(f"Could not download {self.model_name}: {shorten(exc)}", hint=offline_hint) from exc
 
     def _check_dimensions(self, size: int) -> None:
         if self.expected_dimensions is not None and self.expected_dimensions != size:

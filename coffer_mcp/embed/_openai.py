@@ -41,9 +41,15 @@ class OpenAIEmbedder:
     """
 
     def __init__(
-        self, model: str = DEFAULT_MODEL, *, base_url: str | None = None, api_key: str | None = None,
-        dimensions: int | None = None, request_size: int = MAX_REQUEST_TEXTS, timeout_seconds: float = 60.0,
-    ) -> None:  # fmt: skip
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        request_size: int = MAX_REQUEST_TEXTS,
+        timeout_seconds: float = 60.0,
+    ) -> None:
         self.model = model
         self.base_url = base_url or DEFAULT_BASE_URL
         self._api_key = api_key
@@ -81,9 +87,11 @@ class OpenAIEmbedder:
 
         limit = asyncio.Semaphore(CONCURRENT_REQUESTS)
         client = AsyncOpenAI(
-            base_url=self.base_url, api_key=self._api_key or "not-needed",
-            timeout=self.timeout_seconds, max_retries=1,
-        )  # fmt: skip
+            base_url=self.base_url,
+            api_key=self._api_key or "not-needed",
+            timeout=self.timeout_seconds,
+            max_retries=1,
+        )
         async with client:
 
             async def one(batch: list[str]) -> list[list[float]]:
@@ -97,9 +105,7 @@ class OpenAIEmbedder:
 
         options: dict[str, Any] = {"dimensions": self.requested_dimensions} if self.requested_dimensions else {}
         try:
-            response = await client.embeddings.create(
-                model=self.model, input=batch, encoding_format="float", **options
-            )
+            response = await client.embeddings.create(model=self.model, input=batch, encoding_format="float", **options)
         except openai.APIError as exc:
             raise self._explain(exc) from exc
         except ValueError as exc:  # a body that is not JSON at all

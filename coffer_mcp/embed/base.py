@@ -93,9 +93,13 @@ class CooldownEmbedder:
     """
 
     def __init__(
-        self, provider: Embedder, *, cooldown_seconds: float, hint: str = "",
+        self,
+        provider: Embedder,
+        *,
+        cooldown_seconds: float,
+        hint: str = "",
         clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.provider = provider
         self._cooldown = cooldown_seconds
         self._hint = hint

@@ -30,13 +30,21 @@ MAX_REDIRECTS = 5
 USER_AGENT = "coffer-mcp (+https://github.com/coffer-mcp/coffer-mcp)"
 _REDIRECTS = {301, 302, 303, 307, 308}
 _TYPES = {
-    "text/html": "html", "application/xhtml+xml": "html", "text/plain": "txt", "text/markdown": "md",
-    "text/x-markdown": "md", "text/csv": "csv", "application/pdf": "pdf", "application/json": "json",
-    "application/xml": "xml", "text/xml": "xml", "application/epub+zip": "epub",
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/plain": "txt",
+    "text/markdown": "md",
+    "text/x-markdown": "md",
+    "text/csv": "csv",
+    "application/pdf": "pdf",
+    "application/json": "json",
+    "application/xml": "xml",
+    "text/xml": "xml",
+    "application/epub+zip": "epub",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +89,9 @@ def fetch_url(url: str, *, max_bytes: int, timeout: float, allow: Sequence[str] 
 
 def _request_url(target: Target) -> httpcore.URL:
     """The request built from the parsed target: httpcore never parses the URL a second time."""
-    return httpcore.URL(scheme=target.scheme.encode(), host=target.host.encode(), port=target.port,
-                        target=target.target.encode())  # fmt: skip
+    return httpcore.URL(
+        scheme=target.scheme.encode(), host=target.host.encode(), port=target.port, target=target.target.encode()
+    )
 
 
 def _get(
@@ -134,8 +143,9 @@ def _read(response: httpcore.Response, deadline: Deadline, max_bytes: int, url: 
 
 
 def _too_large(url: str, limit: int) -> IngestRejectedError:
-    return IngestRejectedError("too_large", f"{url} is larger than {limit:,} bytes.",
-                               hint="Raise max_url_bytes in config.yaml if you need it.")  # fmt: skip
+    return IngestRejectedError(
+        "too_large", f"{url} is larger than {limit:,} bytes.", hint="Raise max_url_bytes in config.yaml if you need it."
+    )
 
 
 def _header(response: httpcore.Response, name: bytes) -> str:

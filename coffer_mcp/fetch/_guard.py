@@ -44,9 +44,13 @@ def is_public_address(address: Address) -> bool:
         if address in _SIXTO4 and address.sixtofour is None:
             return False
     return address.is_global and not (
-        address.is_multicast or address.is_reserved or address.is_loopback or address.is_link_local
-        or address.is_unspecified or address.is_private
-    )  # fmt: skip
+        address.is_multicast
+        or address.is_reserved
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_unspecified
+        or address.is_private
+    )
 
 
 class Deadline:
@@ -69,8 +73,10 @@ class Deadline:
         return left if timeout is None else min(timeout, left)
 
     def expired(self, url: str) -> FetchError:
-        return FetchError(f"Fetching {url} took longer than url_timeout ({self.seconds:g} s).",
-                          hint="Try again later, or raise url_timeout in config.yaml for a slow server.")  # fmt: skip
+        return FetchError(
+            f"Fetching {url} took longer than url_timeout ({self.seconds:g} s).",
+            hint="Try again later, or raise url_timeout in config.yaml for a slow server.",
+        )
 
 
 class Allow:
@@ -99,8 +105,9 @@ def check(target: Target, allow: Allow, deadline: Deadline) -> list[Address]:
     addresses = _resolve(target, deadline)
     for address in addresses:
         if not is_public_address(address) and not allow.permits(target.host, address):
-            raise UrlRefusedError(f"Refusing to connect to {_described(target, address)}: not a public address.",
-                                  hint=REFUSED_HINT)  # fmt: skip
+            raise UrlRefusedError(
+                f"Refusing to connect to {_described(target, address)}: not a public address.", hint=REFUSED_HINT
+            )
     return addresses
 
 

@@ -76,13 +76,21 @@ def parse_url(url: str) -> Target:
             hint="Pass an http:// or https:// address; for local files use {tool:ingest_path}.",
         )
     if "@" in parts.netloc:
-        raise UrlRefusedError(f"Refusing {_shown(text)}: it carries a user name or password.",
-                              hint="Remove the 'user:password@' part; Coffer never sends credentials.")  # fmt: skip
+        raise UrlRefusedError(
+            f"Refusing {_shown(text)}: it carries a user name or password.",
+            hint="Remove the 'user:password@' part; Coffer never sends credentials.",
+        )
     written = _written_host(parts, text)
     host = _normalise_host(written, text)
     port = _port(parts, text)
-    return Target(scheme=scheme, host=host, port=port if port is not None else _DEFAULT_PORTS[scheme],
-                  target=_request_target(parts), fragment=parts.fragment, written_host=written)  # fmt: skip
+    return Target(
+        scheme=scheme,
+        host=host,
+        port=port if port is not None else _DEFAULT_PORTS[scheme],
+        target=_request_target(parts),
+        fragment=parts.fragment,
+        written_host=written,
+    )
 
 
 def parse_location(base: Target, location: str) -> Target:
@@ -105,8 +113,10 @@ def normalise_host(host: str) -> str | None:
 
 def _refuse_backslash(text: str) -> None:
     if "\\" in text:
-        raise UrlRefusedError(f"Refusing {_shown(text)}: it contains a backslash, which parsers read differently.",
-                              hint="Write the URL with forward slashes only.")  # fmt: skip
+        raise UrlRefusedError(
+            f"Refusing {_shown(text)}: it contains a backslash, which parsers read differently.",
+            hint="Write the URL with forward slashes only.",
+        )
 
 
 def _split(text: str) -> SplitResult:

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from coffer_mcp.settings import Settings
 from coffer_mcp.index.port import ChunkRow, DocumentRow, Index, IndexDiagnosis, KbCounts, PassageRow, pack_vector
+from coffer_mcp.settings import Settings
 
 __all__ = [
     "ChunkRow",

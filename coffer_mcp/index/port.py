@@ -221,7 +221,11 @@ class Index(Protocol):
     # -- keyword search ----------------------------------------------------------------------------
 
     def keyword_search(
-        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        self,
+        terms: Sequence[str],
+        operator: Operator,
+        kbs: Sequence[str],
+        doc_ids: Sequence[str] | None,
         limit: int,
     ) -> list[PassageRow]:
         """Chunks matching the analyzed terms (all, or any), best BM25 first."""
@@ -232,8 +236,13 @@ class Index(Protocol):
         ...
 
     def substring_search(
-        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
-        limit: int, scan_limit: int,
+        self,
+        terms: Sequence[str],
+        operator: Operator,
+        kbs: Sequence[str],
+        doc_ids: Sequence[str] | None,
+        limit: int,
+        scan_limit: int,
     ) -> list[PassageRow]:
         """Chunks holding the terms as substrings, by occurrences per 1,000 characters; scans ≤ ``scan_limit``."""
         ...

@@ -111,8 +111,7 @@ def _validate(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError(f"chunk_size must be at least {_MIN_CHUNK_SIZE}, got {chunk_size}")
     if chunk_overlap < 0 or 2 * chunk_overlap >= chunk_size:
         raise ValueError(
-            f"chunk_overlap must be >= 0 and below chunk_size / 2 ({chunk_size / 2:g}), "
-            f"got {chunk_overlap}"
+            f"chunk_overlap must be >= 0 and below chunk_size / 2 ({chunk_size / 2:g}), got {chunk_overlap}"
         )
 
 
@@ -203,9 +202,7 @@ def _read_paragraph(lines: list[str], i: int) -> tuple[_Block, int]:
 
 def _starts_leaf(lines: list[str], i: int) -> bool:
     line = lines[i]
-    return bool(
-        _HEADING.fullmatch(line) or fence_opening(line) or _starts_table(lines, i)
-    )
+    return bool(_HEADING.fullmatch(line) or fence_opening(line) or _starts_table(lines, i))
 
 
 def _starts_table(lines: list[str], i: int) -> bool:

@@ -19,8 +19,8 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import ConversionOptions, derive_title
 from coffer_mcp.errors import CofferError, ReconversionBlockedError
 from coffer_mcp.index import Index
-from coffer_mcp.models import ReconversionSkip
 from coffer_mcp.indexing.truth import Truth, read_truth, truth_of
+from coffer_mcp.models import ReconversionSkip
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import DocumentMeta, KbPaths, atomic_write, body_sha256, read_store_file, render_document
 from coffer_mcp.timeutil import utc_now
@@ -30,9 +30,12 @@ __all__ = ["Reconversion", "conversion_options"]
 
 def conversion_options(settings: Settings) -> ConversionOptions:
     """How the settings say files are converted (ingest and re-conversion alike)."""
-    return ConversionOptions(max_bytes=settings.max_document_bytes, timeout=settings.conversion_timeout,
-                             memory_bytes=settings.conversion_memory_mb * 1024 * 1024,
-                             html_main_content=settings.html_main_content)  # fmt: skip
+    return ConversionOptions(
+        max_bytes=settings.max_document_bytes,
+        timeout=settings.conversion_timeout,
+        memory_bytes=settings.conversion_memory_mb * 1024 * 1024,
+        html_main_content=settings.html_main_content,
+    )
 
 
 @dataclass(slots=True)
@@ -57,10 +60,14 @@ class Reconversion:
         if row.conversion_engine == engine:
             return truth
         if row.source_mode != "converted":
-            return self._skip(truth, ReconversionBlockedError(
-                "It was edited after conversion; its Markdown is kept.", code="edited",
-                hint="Ingest the original again with {arg:replace=true} to convert it anew (the edits are lost).",
-            ))  # fmt: skip
+            return self._skip(
+                truth,
+                ReconversionBlockedError(
+                    "It was edited after conversion; its Markdown is kept.",
+                    code="edited",
+                    hint="Ingest the original again with {arg:replace=true} to convert it anew (the edits are lost).",
+                ),
+            )
         try:
             data = self._original(kb, truth)
             conversion = self.options.convert(row.original_filename, data)
@@ -69,8 +76,13 @@ class Reconversion:
         metadata = _reconverted_metadata(truth, conversion.markdown, conversion.title, conversion.engine)
         atomic_write(kb.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
         with index.transaction():
-            index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb.name, self.actor, doc_id,
-                    {"reconverted": {"from": row.conversion_engine, "to": conversion.engine}})  # fmt: skip
+            index.audit(
+                AuditEvent.KB_DOCUMENT_UPDATED,
+                kb.name,
+                self.actor,
+                doc_id,
+                {"reconverted": {"from": row.conversion_engine, "to": conversion.engine}},
+            )
         self.reconverted.append(doc_id)
         return truth_of(kb, doc_id, metadata, conversion.markdown)
 
@@ -86,19 +98,29 @@ class Reconversion:
         try:
             data, _ = read_store_file(path)
         except OSError:
-            raise ReconversionBlockedError(f"Its original raw/{path.name} is missing.", code="original_missing",
-                                           hint=hint) from None  # fmt: skip
+            raise ReconversionBlockedError(
+                f"Its original raw/{path.name} is missing.", code="original_missing", hint=hint
+            ) from None
         if hashlib.sha256(data).hexdigest() != row.source_sha256:
-            raise ReconversionBlockedError(f"Its original raw/{path.name} is not the file it was converted from.",
-                                           code="original_changed", hint=hint)  # fmt: skip
+            raise ReconversionBlockedError(
+                f"Its original raw/{path.name} is not the file it was converted from.",
+                code="original_changed",
+                hint=hint,
+            )
         return data
 
     def _skip(self, truth: Truth, why: CofferError) -> Truth:
         row = truth.row
-        self.skipped.append(ReconversionSkip(
-            document_id=row.id, title=row.title, engine=row.conversion_engine, reason=why.code,
-            message=why.message, hint=why.hint or None,
-        ))  # fmt: skip
+        self.skipped.append(
+            ReconversionSkip(
+                document_id=row.id,
+                title=row.title,
+                engine=row.conversion_engine,
+                reason=why.code,
+                message=why.message,
+                hint=why.hint or None,
+            )
+        )
         return truth
 
 
@@ -108,5 +130,11 @@ def _reconverted_metadata(truth: Truth, markdown: str, title: str, engine: str) 
     own_title = str(old.get("title") or "").strip()
     derived = not own_title or own_title == derive_title(truth.body, truth.row.original_filename)
     now = utc_now()
-    return DocumentMeta.updated(old, title=title if derived else own_title, content_sha256=body_sha256(markdown),
-                                conversion_engine=engine, converted_at=now, updated_at=now)  # fmt: skip
+    return DocumentMeta.updated(
+        old,
+        title=title if derived else own_title,
+        content_sha256=body_sha256(markdown),
+        conversion_engine=engine,
+        converted_at=now,
+        updated_at=now,
+    )

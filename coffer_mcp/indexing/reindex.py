@@ -9,6 +9,7 @@ files dropped in by hand and files deleted by hand are all seen by the next read
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Callable
@@ -18,11 +19,17 @@ from typing import TYPE_CHECKING
 
 from ulid import ULID
 
-import dataclasses
-
-from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.convert import derive_title
 from coffer_mcp.index import Index
+from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
+from coffer_mcp.indexing.truth import Truth, read_truth, text_field
+from coffer_mcp.indexing.vectorize import (
+    embed_document,
+    embed_due,
+    embedder_usable,
+    restore_vectors,
+    saved_vectors,
+)
 from coffer_mcp.models import Progress
 from coffer_mcp.store import (
     DocumentMeta,
@@ -39,14 +46,6 @@ from coffer_mcp.store import (
     render_document,
 )
 from coffer_mcp.timeutil import from_epoch_ns
-from coffer_mcp.indexing.truth import Truth, read_truth, text_field
-from coffer_mcp.indexing.vectorize import (
-    embed_document,
-    embed_due,
-    embedder_usable,
-    restore_vectors,
-    saved_vectors,
-)
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
@@ -83,9 +82,15 @@ def chunk_params(config: KbConfig) -> str:
 
 
 def index_document(
-    index: Index, kb: KbPaths, config: KbConfig, doc_id: str, *, force: bool = False,
-    truth: Truth | None = None, embedder: Embedder | None = None,
-) -> bool:  # fmt: skip
+    index: Index,
+    kb: KbPaths,
+    config: KbConfig,
+    doc_id: str,
+    *,
+    force: bool = False,
+    truth: Truth | None = None,
+    embedder: Embedder | None = None,
+) -> bool:
     """Bring one document's rows in line with its file. Returns True if chunks were rewritten.
 
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
@@ -166,10 +171,17 @@ def detect_drift(index: Index, kb: KbPaths, config: KbConfig, embedder: Embedder
 
 
 def reconcile(
-    index: Index, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: IndexProgress | None = None,
-    embedder: Embedder | None = None, embed_seconds: float | None = None, tidy: bool = False,
+    index: Index,
+    kb: KbPaths,
+    config: KbConfig,
+    *,
+    force: bool = False,
+    progress: IndexProgress | None = None,
+    embedder: Embedder | None = None,
+    embed_seconds: float | None = None,
+    tidy: bool = False,
     reconversion: Reconversion | None = None,
-) -> dict[str, int]:  # fmt: skip
+) -> dict[str, int]:
     """Apply the drift of one knowledge base, then catch up on embeddings. Call holding the KB lock.
 
     With ``force`` every document is re-read and re-chunked (the full rebuild), and with a
@@ -206,8 +218,13 @@ def reconcile(
     if config.vector and embedder_usable(embedder):
         embedded = embed_due(index, kb.name, embedder, seconds=embed_seconds, progress=progress)
     documents = len(index.doc_stamps(kb.name))
-    return {"indexed": indexed, "removed": len(drift.removed), "adopted": sum(map(bool, adopted)),
-            "embedded": embedded, "documents": documents}  # fmt: skip
+    return {
+        "indexed": indexed,
+        "removed": len(drift.removed),
+        "adopted": sum(map(bool, adopted)),
+        "embedded": embedded,
+        "documents": documents,
+    }
 
 
 def _raw_entries(kb: KbPaths) -> list[Path]:
@@ -242,11 +259,18 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
         return None
     created = from_epoch_ns(stat.st_mtime_ns)
     metadata = DocumentMeta(
-        id=doc_id, title=text_field((meta or {}).get("title")) or derive_title(body, path.name),
-        original_filename=path.name, original_format="md", source_sha256=hashlib.sha256(data).hexdigest(),
-        content_sha256=body_sha256(body), source_mode="converted", conversion_engine="passthrough",
-        converted_at=created, created_at=created, updated_at=created,
-    ).to_dict()  # fmt: skip
+        id=doc_id,
+        title=text_field((meta or {}).get("title")) or derive_title(body, path.name),
+        original_filename=path.name,
+        original_format="md",
+        source_sha256=hashlib.sha256(data).hexdigest(),
+        content_sha256=body_sha256(body),
+        source_mode="converted",
+        conversion_engine="passthrough",
+        converted_at=created,
+        created_at=created,
+        updated_at=created,
+    ).to_dict()
     kb.raw.mkdir(parents=True, exist_ok=True)
     atomic_write(kb.raw / f"{doc_id}.md", data)
     atomic_write(kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))

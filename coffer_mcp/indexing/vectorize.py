@@ -46,13 +46,18 @@ def embed_document(index: Index, kb: str, doc_id: str, embedder: Embedder) -> in
         if len(embedded) != len(chunks):
             raise EmbeddingError(f"the provider returned {len(embedded)} vectors for {len(chunks)} texts")
         with index.transaction():
-            rows = [(chunk_id, vector) for (chunk_id, _), vector in zip(chunks, embedded)]
+            rows = [(chunk_id, vector) for (chunk_id, _), vector in zip(chunks, embedded, strict=True)]
             index.store_vectors(embedder.identity, len(embedded[0]), kb, rows)
             index.set_embedding(doc_id, pending=False, model=embedder.identity)
     except (EmbeddingError, ValueError) as exc:
         cooling = getattr(exc, "code", "") == "embedding_cooling_down"
-        log.log(logging.INFO if cooling else logging.WARNING,
-                "embedding document %s of %s failed; it stays keyword-only for now: %s", doc_id, kb, exc)  # fmt: skip
+        log.log(
+            logging.INFO if cooling else logging.WARNING,
+            "embedding document %s of %s failed; it stays keyword-only for now: %s",
+            doc_id,
+            kb,
+            exc,
+        )
         with index.transaction():
             index.set_embedding(doc_id, pending=True, model=None)
         return None
@@ -60,9 +65,13 @@ def embed_document(index: Index, kb: str, doc_id: str, embedder: Embedder) -> in
 
 
 def embed_due(
-    index: Index, kb: str, embedder: Embedder, *, seconds: float | None = None,
+    index: Index,
+    kb: str,
+    embedder: Embedder,
+    *,
+    seconds: float | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """Embed the documents of ``kb`` that are due, within ``seconds`` (None: all; 0: none).
 
     Stops at the first provider failure (the cooldown then keeps later reads fast). Returns how

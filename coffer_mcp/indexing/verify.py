@@ -6,7 +6,6 @@ crashes; ``coffer kb reindex`` repairs whatever it reports.
 
 from __future__ import annotations
 
-
 from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.truth import read_truth
 from coffer_mcp.models import VerifyReport
@@ -17,19 +16,17 @@ __all__ = ["verify_kb"]
 
 def verify_kb(index: Index, kb: KbPaths, *, vector_model: str | None) -> VerifyReport:
     """Compare one knowledge base's files with its rows, chunks and vectors."""
-    problems: list[str] = []
     files = set(document_files(kb))
     rows = {row.id: row for row in index.documents(kb.name)}
-    for doc_id in sorted(files - set(rows)):
-        problems.append(f"{doc_id}: file without an index row")
-    for doc_id in sorted(set(rows) - files):
-        problems.append(f"{doc_id}: index row without a file")
+    problems = [f"{doc_id}: file without an index row" for doc_id in sorted(files - set(rows))]
+    problems += [f"{doc_id}: index row without a file" for doc_id in sorted(set(rows) - files)]
     for doc_id in sorted(files & set(rows)):
         problems += _check_document(index, kb, rows[doc_id], vector_model)
     problems += _orphan_raw(kb, files)
     chunks = index.chunk_count(kb=kb.name)
-    return VerifyReport(kb=kb.name, documents=len(files), rows=len(rows), chunks=chunks,
-                        problems=problems, ok=not problems)  # fmt: skip
+    return VerifyReport(
+        kb=kb.name, documents=len(files), rows=len(rows), chunks=chunks, problems=problems, ok=not problems
+    )
 
 
 def _check_document(index: Index, kb: KbPaths, row: DocumentRow, vector_model: str | None) -> list[str]:

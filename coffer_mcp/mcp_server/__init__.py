@@ -20,7 +20,6 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError
-
 from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
 from coffer_mcp.mcp_server._runner import Runner
 from coffer_mcp.mcp_server._server import CofferServer
@@ -86,8 +85,12 @@ def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError
 
 
 def _register_resources(server: MCPServer, service: Coffer) -> None:
-    @server.resource("coffer://{kb}/{doc_id}", name="document", mime_type="text/markdown",
-                     description="A knowledge-base document's Markdown body.")  # fmt: skip
+    @server.resource(
+        "coffer://{kb}/{doc_id}",
+        name="document",
+        mime_type="text/markdown",
+        description="A knowledge-base document's Markdown body.",
+    )
     async def document(kb: str, doc_id: str) -> str:
         try:
             found = await anyio.to_thread.run_sync(lambda: service.read_document(kb, doc_id))
@@ -109,7 +112,7 @@ def _instructions(service: Coffer, *, read_only: bool) -> str:
         counts = service.index.document_counts()
         vector = service.index.vector_kbs()
         names = sorted(service.index.kb_stamps())
-    except Exception:  # noqa: BLE001 - instructions are a courtesy; never block start-up
+    except Exception:
         log.exception("could not read the knowledge bases for the server instructions")
         return lines[0]
     if not names:

@@ -14,8 +14,20 @@ from pydantic import Field
 from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.store.paths import MAX_PATH_CHARS
 
-__all__ = ["ADD", "CHANGE", "CREATE", "FETCH", "MAX_OFFSET", "NO_NUL", "READ", "DocId", "FsPath", "KbName",
-           "KbSelector", "Offset"]  # fmt: skip
+__all__ = [
+    "ADD",
+    "CHANGE",
+    "CREATE",
+    "FETCH",
+    "MAX_OFFSET",
+    "NO_NUL",
+    "READ",
+    "DocId",
+    "FsPath",
+    "KbName",
+    "KbSelector",
+    "Offset",
+]
 
 # Offsets and positions: far beyond any document or listing a knowledge base can hold, and well
 # inside SQLite's 64-bit integers, so a hostile number is refused by the schema, not the database.

@@ -24,9 +24,18 @@ from coffer_mcp.models import (
 )
 from coffer_mcp.store.kbconfig import MAX_DESCRIPTION, KbConfig
 
-__all__ = ["check_sources", "create_knowledge_base", "delete_knowledge_base", "ingest_path", "ingest_url",
-           "knowledge_base_metrics", "list_documents", "reindex_knowledge_base", "update_from_source",
-           "update_knowledge_base"]  # fmt: skip
+__all__ = [
+    "check_sources",
+    "create_knowledge_base",
+    "delete_knowledge_base",
+    "ingest_path",
+    "ingest_url",
+    "knowledge_base_metrics",
+    "list_documents",
+    "reindex_knowledge_base",
+    "update_from_source",
+    "update_knowledge_base",
+]
 
 MCP_MAX_LIST_LIMIT = 500  # the core pages up to 1000; a model reads 500 titles at most
 
@@ -46,8 +55,9 @@ _REPLACE = Annotated[bool, Field(description="Update documents whose content cha
 def list_documents(
     job: Job,
     kb: KbName,
-    q: Annotated[str, Field(description="Only documents whose title contains this (case-insensitive).",
-                            max_length=500)] = "",  # fmt: skip
+    q: Annotated[
+        str, Field(description="Only documents whose title contains this (case-insensitive).", max_length=500)
+    ] = "",
     limit: Annotated[int, Field(ge=1, le=MCP_MAX_LIST_LIMIT)] = 50,
     offset: Offset = 0,
 ) -> DocumentPage:
@@ -74,8 +84,9 @@ def check_sources(job: Job, kb: KbName) -> SourceReport:
     auto_update_sources). Use coffer__update_from_source to refresh a changed one.
     """
     svc = job.service
-    return svc.check_sources(kb, auto_update=job.writes, actor=job.actor, progress=job.progress,
-                             within=svc.settings.allowed_dirs)  # fmt: skip
+    return svc.check_sources(
+        kb, auto_update=job.writes, actor=job.actor, progress=job.progress, within=svc.settings.allowed_dirs
+    )
 
 
 def create_knowledge_base(
@@ -96,20 +107,29 @@ def update_knowledge_base(
     job: Job,
     name: KbName,
     description: Annotated[str | None, Field(max_length=MAX_DESCRIPTION)] = None,
-    chunk_size: Annotated[int | None, Field(ge=CHUNK_SIZE_MIN, le=CHUNK_SIZE_MAX,
-                                            description="Re-chunks every document.")] = None,  # fmt: skip
+    chunk_size: Annotated[
+        int | None, Field(ge=CHUNK_SIZE_MIN, le=CHUNK_SIZE_MAX, description="Re-chunks every document.")
+    ] = None,
     chunk_overlap: Annotated[int | None, Field(ge=0, le=CHUNK_OVERLAP_MAX)] = None,
     vector: Annotated[bool | None, Field(description="true embeds every document; false drops the vectors.")] = None,
-    auto_update_sources: Annotated[bool | None, Field(description="Let check_sources refresh changed "
-                                                      "documents.")] = None,  # fmt: skip
+    auto_update_sources: Annotated[
+        bool | None, Field(description="Let check_sources refresh changed documents.")
+    ] = None,
 ) -> KnowledgeBaseDetails:
     """Change a knowledge base's settings; only the arguments given change.
 
     New chunk settings re-chunk the corpus and vector=true embeds it (both report progress).
     """
-    return job.service.update_kb(name, description=description, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                                 vector=vector, auto_update_sources=auto_update_sources, actor=job.actor,
-                                 progress=job.progress)  # fmt: skip
+    return job.service.update_kb(
+        name,
+        description=description,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        vector=vector,
+        auto_update_sources=auto_update_sources,
+        actor=job.actor,
+        progress=job.progress,
+    )
 
 
 def delete_knowledge_base(
@@ -129,10 +149,15 @@ def delete_knowledge_base(
 def reindex_knowledge_base(
     job: Job,
     kb: KbName,
-    force: Annotated[bool, Field(description=(
-        "Re-read and re-chunk every document, not only changed ones, and convert again from its original "
-        "each document whose converter changed since (unless edited)."
-    ))] = False,
+    force: Annotated[
+        bool,
+        Field(
+            description=(
+                "Re-read and re-chunk every document, not only changed ones, and convert again from its original "
+                "each document whose converter changed since (unless edited)."
+            )
+        ),
+    ] = False,
 ) -> ReindexResult:
     """Bring the index in line with the files (edits made outside Coffer, missing embeddings).
 

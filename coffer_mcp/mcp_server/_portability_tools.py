@@ -15,8 +15,13 @@ from coffer_mcp.mcp_server._common import FsPath, KbName
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.portability import ExportResult, RestoreResult, SnapshotInfo
 
-__all__ = ["SnapshotList", "export_knowledge_base", "list_kb_snapshots", "restore_kb_snapshot",
-           "snapshot_knowledge_base"]  # fmt: skip
+__all__ = [
+    "SnapshotList",
+    "export_knowledge_base",
+    "list_kb_snapshots",
+    "restore_kb_snapshot",
+    "snapshot_knowledge_base",
+]
 
 
 class SnapshotList(BaseModel):
@@ -31,8 +36,9 @@ def list_kb_snapshots(job: Job, kb: KbName) -> SnapshotList:
 def export_knowledge_base(
     job: Job,
     kb: KbName,
-    path: Annotated[FsPath, Field(description="Absolute path of the .cofferpack file to write, inside the "
-                                  "allowed folders.")],  # fmt: skip
+    path: Annotated[
+        FsPath, Field(description="Absolute path of the .cofferpack file to write, inside the allowed folders.")
+    ],
     with_vectors: Annotated[bool, Field(description="Carry the vectors so the importer need not re-embed.")] = False,
 ) -> ExportResult:
     """Write a knowledge base (its files, a manifest of hashes, optionally its vectors) to one

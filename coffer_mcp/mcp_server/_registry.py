@@ -28,8 +28,17 @@ from coffer_mcp.mcp_server import _portability_tools as portability
 from coffer_mcp.mcp_server._common import ADD, CHANGE, CREATE, FETCH, READ
 from coffer_mcp.mcp_server._runner import Runner
 
-__all__ = ["CORE_TOOLS", "READ_TOOLS", "TOOLS", "TOOL_NAMES", "Access", "ToolEntry", "ToolSet", "register_tools",
-           "tool_function"]  # fmt: skip
+__all__ = [
+    "CORE_TOOLS",
+    "READ_TOOLS",
+    "TOOLS",
+    "TOOL_NAMES",
+    "Access",
+    "ToolEntry",
+    "ToolSet",
+    "register_tools",
+    "tool_function",
+]
 
 
 class ToolSet(enum.Enum):

@@ -83,14 +83,15 @@ class Runner:
             outcome, code = "cancelled", None  # only a cancellation leaves the try without setting these
             try:
                 result = call(job)
-                outcome = "ok"
-                return result
             except CofferError as exc:
                 outcome, code = "error", exc.code
                 return tool_error(exc)
             except Exception as exc:  # noqa: BLE001 - the MCP edge: a bug still answers in our shape
                 outcome, code = "crash", INTERNAL_ERROR
                 return tool_error(internal_error(tool, exc))
+            else:
+                outcome = "ok"
+                return result
             finally:
                 self.record(tool, client, started, outcome, code)
 
@@ -102,7 +103,7 @@ class Runner:
             return
         try:
             self.service.record_invocation(tool, client, (time.perf_counter() - started) * 1000, outcome, code)
-        except Exception:  # noqa: BLE001 - history must never fail the call it describes
+        except Exception:
             log.exception("could not record the invocation of %s", tool)
 
 

@@ -64,9 +64,14 @@ class ExportResult(BaseModel):
 
 
 def export_kb(
-    registry: Registry, name: str, out: str | Path, *, with_vectors: bool = False, overwrite: bool = False,
+    registry: Registry,
+    name: str,
+    out: str | Path,
+    *,
+    with_vectors: bool = False,
+    overwrite: bool = False,
     progress: Progress | None = None,
-) -> ExportResult:  # fmt: skip
+) -> ExportResult:
     """Write knowledge base ``name`` to the pack file ``out`` (a gzip tar, ``.cofferpack``).
 
     The pack holds ``kb.yaml``, every ``docs/<id>.md`` and ``raw/<id>.<ext>``, a manifest with
@@ -98,21 +103,29 @@ def export_kb(
         written = _write_pack(target, manifest, config, files, vector_file if vector_set else None, progress)
     counts = manifest.counts
     return ExportResult(
-        kb=name, path=str(target), bytes=written[1], sha256=written[0], documents=counts.documents,
-        raw_files=counts.raw_files, vectors=counts.vectors, created_at=manifest.created_at,
+        kb=name,
+        path=str(target),
+        bytes=written[1],
+        sha256=written[0],
+        documents=counts.documents,
+        raw_files=counts.raw_files,
+        vectors=counts.vectors,
+        created_at=manifest.created_at,
         embedding_model=vector_set.model if vector_set else None,
-    )  # fmt: skip
+    )
 
 
 def _output_path(registry: Registry, out: Path, overwrite: bool) -> Path:
     target = out.expanduser().absolute()
     if not target.parent.is_dir():
-        raise InvalidArgumentError(f"The folder {target.parent} does not exist.",
-                                   hint="Create it, or pick another path.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"The folder {target.parent} does not exist.", hint="Create it, or pick another path."
+        )
     resolved = target.parent.resolve() / target.name
     if resolved.is_relative_to(registry.paths.knowledge.resolve()):
-        raise InvalidArgumentError(f"{target} is inside the Coffer store.",
-                                   hint="Write the pack outside COFFER_HOME/knowledge.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"{target} is inside the Coffer store.", hint="Write the pack outside COFFER_HOME/knowledge."
+        )
     if target.is_dir() or (target.exists() and not overwrite):
         raise InvalidArgumentError(f"{target} already exists.", hint="Pick another file name, or pass overwrite.")
     return resolved
@@ -158,9 +171,13 @@ def _manifest(name: str, config: bytes, entries: dict[str, FileEntry], vector_se
     raws = sum(m.startswith("raw/") for m in entries)
     vectors = sum(d.chunks for d in vector_set.documents) if vector_set else 0
     return Manifest(
-        coffer_version=__version__, created_at=utc_now(), kb=PackedKb(name=name, config=yaml.safe_load(config)),
-        counts=Counts(documents=documents, raw_files=raws, vectors=vectors), files=entries, vectors=vector_set,
-    )  # fmt: skip
+        coffer_version=__version__,
+        created_at=utc_now(),
+        kb=PackedKb(name=name, config=yaml.safe_load(config)),
+        counts=Counts(documents=documents, raw_files=raws, vectors=vectors),
+        files=entries,
+        vectors=vector_set,
+    )
 
 
 class _HashingWriter:
@@ -194,17 +211,24 @@ class _HashingReader:
 
 
 def _write_pack(
-    target: Path, manifest: Manifest, config: bytes, files: list[tuple[str, Path]], vector_file: BinaryIO | None,
+    target: Path,
+    manifest: Manifest,
+    config: bytes,
+    files: list[tuple[str, Path]],
+    vector_file: BinaryIO | None,
     progress: Progress | None,
-) -> tuple[str, int]:  # fmt: skip
+) -> tuple[str, int]:
     """Write the tar beside ``target``, fsync it, rename it into place. Returns (sha256, size)."""
     tmp = target.with_name(f".{target.name}.tmp-{secrets.token_hex(6)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
     try:
         with os.fdopen(fd, "wb") as raw:
             sink = _HashingWriter(raw)
-            with tarfile.open(fileobj=sink, mode="w:gz",  # type: ignore[call-overload]  # a duck-typed file compresslevel=_COMPRESSLEVEL,
-                              format=tarfile.PAX_FORMAT) as tar:  # fmt: skip
+            with tarfile.open(
+                fileobj=sink,
+                mode="w:gz",  # type: ignore[call-overload]  # a duck-typed file compresslevel=_COMPRESSLEVEL,
+                format=tarfile.PAX_FORMAT,
+            ) as tar:
                 body = json.dumps(manifest.model_dump(mode="json"), ensure_ascii=False, indent=1).encode("utf-8")
                 _add(tar, MANIFEST, io.BytesIO(body), _entry_of_bytes(body))
                 _add(tar, KB_YAML, io.BytesIO(config), manifest.files[KB_YAML])
@@ -221,8 +245,9 @@ def _write_pack(
         os.replace(tmp, target)
     except OSError as exc:
         remove_file(tmp)
-        raise StoreError(f"Cannot write {target}: {exc}.",
-                         hint="Check the free space and the folder's permissions.") from exc  # fmt: skip
+        raise StoreError(
+            f"Cannot write {target}: {exc}.", hint="Check the free space and the folder's permissions."
+        ) from exc
     except BaseException:
         remove_file(tmp)
         raise
@@ -243,4 +268,3 @@ def _add(tar: tarfile.TarFile, member: str, handle: BinaryIO, entry: FileEntry, 
         raise
     if reader.digest.hexdigest() != entry.sha256:
         raise StoreError(f"{member} changed while it was exported.", hint="Export again.")
-

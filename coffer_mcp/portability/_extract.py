@@ -74,7 +74,7 @@ def extract_pack(pack: Path, staging: Path, name: str, limits: Limits, progress:
     kb.docs.mkdir(parents=True)
     kb.raw.mkdir()
     try:
-        with _open_pack(pack) as stream, tarfile.open(fileobj=stream, mode="r:") as tar:  # type: ignore[call-overload]
+        with _open_pack(pack) as stream, tarfile.open(fileobj=stream, mode="r:") as tar:
             members = iter(tar)
             manifest = _read_manifest(tar, next(members, None), limits)
             overhead = _TAR_OVERHEAD * (len(manifest.files) + 1) + _STREAM_SLACK
@@ -107,7 +107,7 @@ def _open_pack(pack: Path) -> Iterator[_Bounded]:
     with handle:
         compressed = handle.read(2) == b"\x1f\x8b"
         handle.seek(0)
-        source: BinaryIO = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle  # type: ignore
+        source: BinaryIO = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle  # type: ignore[assignment]
         with source:
             yield _Bounded(source, MAX_MANIFEST_BYTES + _STREAM_SLACK)
 
@@ -178,9 +178,12 @@ def _read_all(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
 
 
 def _copy_members(
-    tar: tarfile.TarFile, members: Iterator[tarfile.TarInfo], manifest: Manifest, staging: Path,
+    tar: tarfile.TarFile,
+    members: Iterator[tarfile.TarInfo],
+    manifest: Manifest,
+    staging: Path,
     progress: Progress | None,
-) -> None:  # fmt: skip
+) -> None:
     seen: set[str] = set()
     total = len(manifest.files)
     for member in members:
@@ -217,8 +220,11 @@ def _check_yaml(name: str, path: Path) -> None:
         return
     problem = frontmatter_problem(path.read_bytes().decode("utf-8", errors="replace"), whole=name == KB_YAML)
     if problem:
-        raise PackError(f"{name} is unsafe: {problem}.", hint="Coffer never writes such YAML: the pack was crafted "
-                        "or altered. Ask its author for a pack made by 'coffer kb export'.")  # fmt: skip
+        raise PackError(
+            f"{name} is unsafe: {problem}.",
+            hint="Coffer never writes such YAML: the pack was crafted "
+            "or altered. Ask its author for a pack made by 'coffer kb export'.",
+        )
 
 
 def _member_name(member: tarfile.TarInfo) -> str | None:

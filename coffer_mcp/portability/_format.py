@@ -142,12 +142,16 @@ def parse_manifest(data: bytes) -> Manifest:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise PackError(f"The pack's manifest is not valid JSON: {exc}.") from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise PackError("This file is not a Coffer pack (its manifest has no 'format: coffer-pack').",
-                        hint="Pass a .cofferpack file made by 'coffer kb export'.")  # fmt: skip
+        raise PackError(
+            "This file is not a Coffer pack (its manifest has no 'format: coffer-pack').",
+            hint="Pass a .cofferpack file made by 'coffer kb export'.",
+        )
     version = raw.get("format_version")
     if isinstance(version, int) and version > FORMAT_VERSION:
-        raise PackError(f"The pack has format version {version}; this Coffer reads version {FORMAT_VERSION}.",
-                        hint="Upgrade coffer-mcp on this machine, then import again.")  # fmt: skip
+        raise PackError(
+            f"The pack has format version {version}; this Coffer reads version {FORMAT_VERSION}.",
+            hint="Upgrade coffer-mcp on this machine, then import again.",
+        )
     try:
         manifest = Manifest.model_validate(raw)
     except ValidationError as exc:
@@ -193,6 +197,7 @@ def _check_vectors(manifest: Manifest, docs: set[str]) -> None:
     total = sum(doc.chunks for doc in vectors.documents)
     entry = manifest.files.get(VECTORS)
     if manifest.counts.vectors != total or entry is None or entry.size != total * vectors.dimensions * 4:
-        raise PackError(f"The manifest counts {manifest.counts.vectors} vectors, which does not match the "
-                        "vectors it describes or the size of the vectors member.")  # fmt: skip
-
+        raise PackError(
+            f"The manifest counts {manifest.counts.vectors} vectors, which does not match the "
+            "vectors it describes or the size of the vectors member."
+        )

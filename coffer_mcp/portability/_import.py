@@ -21,12 +21,12 @@ from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
+from coffer_mcp.indexing.reindex import index_progress, reconcile
+from coffer_mcp.indexing.truth import read_truth
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
 from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._vectors import load_vectors
-from coffer_mcp.indexing.reindex import index_progress, reconcile
-from coffer_mcp.indexing.truth import read_truth
 from coffer_mcp.store import (
     IMPORTING,
     KbPaths,
@@ -99,9 +99,15 @@ class ImportResult(_Model):
 
 
 def import_pack(
-    registry: Registry, pack: str | Path, *, as_name: str | None = None, merge: bool = False,
-    max_bytes: int | None = None, actor: str = "cli", progress: Progress | None = None,
-) -> ImportResult:  # fmt: skip
+    registry: Registry,
+    pack: str | Path,
+    *,
+    as_name: str | None = None,
+    merge: bool = False,
+    max_bytes: int | None = None,
+    actor: str = "cli",
+    progress: Progress | None = None,
+) -> ImportResult:
     """Import a pack file made by ``export_kb``; the pack is untrusted input.
 
     Every member is verified (names, types, sizes, sha256, manifest counts) before the store is
@@ -119,8 +125,13 @@ def import_pack(
         _check_free(registry, validate_kb_name(as_name), merge)
     registry.prepare_home()  # the staging folder goes inside it
     with owned_staging(registry.paths.knowledge, IMPORTING, registry.paths.locks) as staging:
-        extracted = extract_pack(Path(check_path_text(pack)).expanduser(), staging, as_name or "staged",
-                                 _limits(registry, max_bytes), progress)  # fmt: skip
+        extracted = extract_pack(
+            Path(check_path_text(pack)).expanduser(),
+            staging,
+            as_name or "staged",
+            _limits(registry, max_bytes),
+            progress,
+        )
         name = as_name or _pack_name(extracted)
         if registry.paths.kb(name).root.exists():
             _check_free(registry, name, merge)
@@ -142,8 +153,10 @@ def _pack_name(extracted: Extracted) -> str:
     try:
         return validate_kb_name(extracted.manifest.kb.name)
     except InvalidNameError as exc:
-        raise PackError(f"The pack names its knowledge base {extracted.manifest.kb.name!r:.80}, which is not a "
-                        "valid name here.", hint="Pass a name to import it as (--as NAME).") from exc  # fmt: skip
+        raise PackError(
+            f"The pack names its knowledge base {extracted.manifest.kb.name!r:.80}, which is not a valid name here.",
+            hint="Pass a name to import it as (--as NAME).",
+        ) from exc
 
 
 def _check_free(registry: Registry, name: str, merge: bool) -> None:
@@ -154,7 +167,9 @@ def _check_free(registry: Registry, name: str, merge: bool) -> None:
         )
 
 
-def _install(registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
+def _install(
+    registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None
+) -> ImportResult:
     """Move the staged folder into place as a new KB, register and index it (without embedding)."""
     kb = registry.paths.kb(name)
     ids = extracted.manifest.doc_ids
@@ -170,8 +185,14 @@ def _install(registry: Registry, extracted: Extracted, name: str, actor: str, pr
         counts = reconcile(index, kb, config, force=True, progress=index_progress(progress))
         result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
         _audit(registry, name, actor, extracted, result)
-    return result.model_copy(update={"created": True, "renamed_ids": renamed, "documents_added": len(ids),
-                                     "raw_files_added": extracted.manifest.counts.raw_files})  # fmt: skip
+    return result.model_copy(
+        update={
+            "created": True,
+            "renamed_ids": renamed,
+            "documents_added": len(ids),
+            "raw_files_added": extracted.manifest.counts.raw_files,
+        }
+    )
 
 
 def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
@@ -184,8 +205,15 @@ def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, prog
         raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in add)
         counts = reconcile(index, kb, config, progress=index_progress(progress))
         result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in add}, counts["documents"])
-        result = result.model_copy(update={"skipped": skipped, "conflicts": conflicts, "renamed_ids": renamed,
-                                           "documents_added": len(add), "raw_files_added": raws})  # fmt: skip
+        result = result.model_copy(
+            update={
+                "skipped": skipped,
+                "conflicts": conflicts,
+                "renamed_ids": renamed,
+                "documents_added": len(add),
+                "raw_files_added": raws,
+            }
+        )
         _audit(registry, name, actor, extracted, result)
     return result
 
@@ -203,15 +231,21 @@ def _plan(registry: Registry, kb: KbPaths, extracted: Extracted) -> tuple[list[s
         assert truth is not None  # verified present
         if doc_id in by_id:
             if by_id[doc_id] == truth.row.content_sha256:
-                skipped.append(SkippedDocument(document_id=doc_id, reason="already_present",
-                                               existing_document_id=doc_id))  # fmt: skip
+                skipped.append(
+                    SkippedDocument(document_id=doc_id, reason="already_present", existing_document_id=doc_id)
+                )
             else:
-                conflicts.append(ImportConflict(document_id=doc_id, message="A document with this id and different "
-                                                "content is already here; it was kept."))  # fmt: skip
+                conflicts.append(
+                    ImportConflict(
+                        document_id=doc_id,
+                        message="A document with this id and different content is already here; it was kept.",
+                    )
+                )
         elif truth.row.source_sha256 in by_source:
             existing = by_source[truth.row.source_sha256]
-            skipped.append(SkippedDocument(document_id=doc_id, reason="duplicate_source",
-                                           existing_document_id=existing))  # fmt: skip
+            skipped.append(
+                SkippedDocument(document_id=doc_id, reason="duplicate_source", existing_document_id=existing)
+            )
         else:
             add.append(doc_id)
     return add, skipped, conflicts
@@ -263,7 +297,9 @@ def _ids_elsewhere(registry: Registry, ids: list[str], target: str) -> set[str]:
     return taken
 
 
-def _finish(registry: Registry, kb: KbPaths, extracted: Extracted, targets: dict[str, str], documents: int) -> ImportResult:
+def _finish(
+    registry: Registry, kb: KbPaths, extracted: Extracted, targets: dict[str, str], documents: int
+) -> ImportResult:
     """Insert the carried vectors of ``targets`` (pack id -> id here) and count what stays due."""
     config = read_kb_config(kb.config, fallback_time=utc_now())
     vector_set = extracted.manifest.vectors
@@ -274,19 +310,33 @@ def _finish(registry: Registry, kb: KbPaths, extracted: Extracted, targets: dict
         elif registry.embedder is None:
             note = "No embedder is configured here, so the pack's vectors cannot be searched."
         else:
-            used, note = load_vectors(registry.index, kb.name, vector_set, extracted.vectors, targets, registry.embedder)
+            used, note = load_vectors(
+                registry.index, kb.name, vector_set, extracted.vectors, targets, registry.embedder
+            )
     due = 0
     if config.vector:
         wanted = registry.embedder.identity if registry.embedder is not None else ""
         due = registry.index.kb_counts(kb.name, wanted).degraded
-    return ImportResult(kb=kb.name, created=False, documents_added=0, raw_files_added=0, documents=documents,
-                        vectors_used=used, documents_to_embed=due, note=note,
-                        embedding_model=vector_set.model if vector_set else None)  # fmt: skip
+    return ImportResult(
+        kb=kb.name,
+        created=False,
+        documents_added=0,
+        raw_files_added=0,
+        documents=documents,
+        vectors_used=used,
+        documents_to_embed=due,
+        note=note,
+        embedding_model=vector_set.model if vector_set else None,
+    )
 
 
 def _audit(registry: Registry, name: str, actor: str, extracted: Extracted, result: ImportResult) -> None:
-    details = {"documents_added": result.documents_added, "conflicts": len(result.conflicts),
-               "skipped": len(result.skipped), "vectors_used": result.vectors_used,
-               "pack_created_at": extracted.manifest.created_at}  # fmt: skip
+    details = {
+        "documents_added": result.documents_added,
+        "conflicts": len(result.conflicts),
+        "skipped": len(result.skipped),
+        "vectors_used": result.vectors_used,
+        "pack_created_at": extracted.manifest.created_at,
+    }
     with registry.index.transaction():
         registry.index.audit(AuditEvent.KB_IMPORTED, name, actor, details=details)

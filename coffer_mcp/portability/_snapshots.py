@@ -65,8 +65,8 @@ from coffer_mcp.store.files import fsync_dir
 from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
-    from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
     from coffer_mcp.models import Progress
+    from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
     from coffer_mcp.services.registry import Registry
 
 __all__ = [
@@ -166,9 +166,14 @@ def _take(paths: StorePaths, kb: KbPaths, note: str) -> SnapshotInfo:
         os.utime(tmp / rel, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         files[rel] = {"sha256": sha, "size": size}
     info = SnapshotInfo(
-        id=snapshot_id, kb=kb.name, created_at=utc_now(), note=note, documents=_count(files, "docs/"),
-        raw_files=_count(files, "raw/"), bytes=sum(f["size"] for f in files.values()),
-    )  # fmt: skip
+        id=snapshot_id,
+        kb=kb.name,
+        created_at=utc_now(),
+        note=note,
+        documents=_count(files, "docs/"),
+        raw_files=_count(files, "raw/"),
+        bytes=sum(f["size"] for f in files.values()),
+    )
     manifest = {"format": _FORMAT, "format_version": 1, "coffer_version": __version__, "files": files}
     atomic_write(tmp / "manifest.json", json.dumps(manifest, ensure_ascii=False).encode("utf-8"))
     atomic_write(tmp / "snapshot.json", info.model_dump_json(exclude={"path"}).encode("utf-8"))
@@ -234,7 +239,13 @@ def _prune(paths: StorePaths, name: str, keep: int) -> None:
 
 
 def restore_snapshot(
-    registry: Registry, knowledge_bases: KnowledgeBaseService, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
+    registry: Registry,
+    knowledge_bases: KnowledgeBaseService,
+    name: str,
+    snapshot_id: str,
+    *,
+    actor: str = "cli",
+    progress: Progress | None = None,
 ) -> RestoreResult:
     """Replace a knowledge base's files with a snapshot's, then reindex.
 
@@ -254,13 +265,24 @@ def restore_snapshot(
         existed = kb.root.is_dir()
         pre = _swap_in(registry.paths, kb, info, existed)
         with registry.index.transaction():
-            registry.index.audit(AuditEvent.KB_RESTORED, name, actor,
-                    details={"snapshot_id": info.id, "pre_restore_snapshot_id": pre.id if pre else None})  # fmt: skip
+            registry.index.audit(
+                AuditEvent.KB_RESTORED,
+                name,
+                actor,
+                details={"snapshot_id": info.id, "pre_restore_snapshot_id": pre.id if pre else None},
+            )
         _prune(registry.paths, name, registry.settings.snapshot_retention)
     counts = knowledge_bases.reindex(name, force=False, progress=progress)
-    return RestoreResult(kb=name, snapshot_id=info.id, pre_restore_snapshot_id=pre.id if pre else None,
-                         created=not existed, documents=counts.documents, indexed=counts.indexed,
-                         removed=counts.removed, embedded=counts.embedded)  # fmt: skip
+    return RestoreResult(
+        kb=name,
+        snapshot_id=info.id,
+        pre_restore_snapshot_id=pre.id if pre else None,
+        created=not existed,
+        documents=counts.documents,
+        indexed=counts.indexed,
+        removed=counts.removed,
+        embedded=counts.embedded,
+    )
 
 
 def _swap_in(paths: StorePaths, kb: KbPaths, info: SnapshotInfo, existed: bool) -> SnapshotInfo | None:
@@ -275,16 +297,19 @@ def _swap_in(paths: StorePaths, kb: KbPaths, info: SnapshotInfo, existed: bool) 
     except (OSError, CofferError) as exc:
         shutil.rmtree(work, ignore_errors=True)  # nothing was committed: the KB is untouched
         if isinstance(exc, OSError):
-            raise StoreError(f"Cannot restore '{kb.name}': {exc}.",
-                             hint="Check the free space in COFFER_HOME.") from exc  # fmt: skip
+            raise StoreError(
+                f"Cannot restore '{kb.name}': {exc}.", hint="Check the free space in COFFER_HOME."
+            ) from exc
         raise
     atomic_write(work / _COMMIT, json.dumps({"kb": kb.name, "snapshot_id": info.id}).encode("utf-8"))
     _checkpoint("committed")
     try:
         _complete_or_roll_back(kb.root, work, checkpoint=_checkpoint)
     except OSError as exc:
-        raise StoreError(f"Restoring '{kb.name}' was interrupted: {exc}.",
-                         hint="It completes on the next start of Coffer; check the disk.") from exc  # fmt: skip
+        raise StoreError(
+            f"Restoring '{kb.name}' was interrupted: {exc}.",
+            hint="It completes on the next start of Coffer; check the disk.",
+        ) from exc
     return pre
 
 
@@ -304,8 +329,10 @@ def _stage(snapshot: Path, dest: Path) -> None:
         except FileNotFoundError:
             sha, size = "", -1
         if (sha, size) != (entry.get("sha256"), entry.get("size")):
-            raise SnapshotError(f"The snapshot's {rel} does not match its manifest; nothing was restored.",
-                                hint="The snapshot was damaged or edited: restore another one.")  # fmt: skip
+            raise SnapshotError(
+                f"The snapshot's {rel} does not match its manifest; nothing was restored.",
+                hint="The snapshot was damaged or edited: restore another one.",
+            )
     fsync_tree(dest)
 
 
@@ -317,8 +344,10 @@ def _snapshot_files(snapshot: Path) -> dict[str, dict[str, Any]]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         ok, files = False, {}
     if not ok or any(not (rel == "kb.yaml" or _FILE.fullmatch(rel)) or "/." in f"/{rel}" for rel in files):
-        raise SnapshotError(f"The snapshot {snapshot.name} has no valid manifest; nothing was restored.",
-                            hint="Restore another snapshot.")  # fmt: skip
+        raise SnapshotError(
+            f"The snapshot {snapshot.name} has no valid manifest; nothing was restored.",
+            hint="Restore another snapshot.",
+        )
     return {rel: entry if isinstance(entry, dict) else {} for rel, entry in files.items()}
 
 

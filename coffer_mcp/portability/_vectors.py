@@ -71,8 +71,7 @@ def write_vectors(index: Index, kb: str, identity: str, doc_ids: set[str], out: 
         blobs = index.stored_vectors(identity, [chunk_id for chunk_id, _ in chunks])
         if not chunks or any(len(blobs.get(chunk_id, b"")) != dims * 4 for chunk_id, _ in chunks):
             continue
-        for chunk_id, _ in chunks:
-            out.write(_little_endian(blobs[chunk_id]))
+        out.writelines(_little_endian(blobs[chunk_id]) for chunk_id, _ in chunks)
         digest = chunk_digest(doc.title, (text for _, text in chunks))
         listed.append(VectorDocument(id=doc.id, chunks=len(chunks), text_sha256=digest))
     return VectorSet(model=identity, dimensions=dims, documents=listed) if listed else None
@@ -86,13 +85,14 @@ def load_vectors(
     Never calls the embedder. Returns (documents whose vectors were used, a note when none could be).
     """
     if embedder.identity != vector_set.model:
-        return 0, (f"The pack's vectors come from {vector_set.model}, but this Coffer embeds with "
-                   f"{embedder.identity}: the documents are embedded again on the next reindex or search.")  # fmt: skip
+        return 0, (
+            f"The pack's vectors come from {vector_set.model}, but this Coffer embeds with "
+            f"{embedder.identity}: the documents are embedded again on the next reindex or search."
+        )
     dims = vector_set.dimensions
     stored = index.vector_dimensions(embedder.identity)
     if stored is not None and stored != dims:
-        return 0, (f"The pack's vectors cannot be used: {embedder.identity} has {stored} dimensions here, "
-                   f"not {dims}.")  # fmt: skip
+        return 0, (f"The pack's vectors cannot be used: {embedder.identity} has {stored} dimensions here, not {dims}.")
     loaded = 0
     batch: list[tuple[str, list[tuple[int, list[float]]]]] = []
     with source.open("rb") as handle:
@@ -124,7 +124,9 @@ def _matching_rows(
     return [(chunk_id, values[i * dims : (i + 1) * dims].tolist()) for i, (chunk_id, _) in enumerate(chunks)]
 
 
-def _store(index: Index, kb: str, dims: int, identity: str, batch: list[tuple[str, list[tuple[int, list[float]]]]]) -> int:
+def _store(
+    index: Index, kb: str, dims: int, identity: str, batch: list[tuple[str, list[tuple[int, list[float]]]]]
+) -> int:
     if not batch:
         return 0
     with index.transaction():

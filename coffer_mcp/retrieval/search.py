@@ -29,9 +29,15 @@ from coffer_mcp.index.fts import analyze
 from coffer_mcp.models import Passage
 
 __all__ = [
-    "COMMON_MATCHES", "RRF_K", "VECTOR_WEIGHT",
-    "fuse_convex", "fuse_rrf", "keyword_search", "to_passage", "vector_search",
-]  # fmt: skip
+    "COMMON_MATCHES",
+    "RRF_K",
+    "VECTOR_WEIGHT",
+    "fuse_convex",
+    "fuse_rrf",
+    "keyword_search",
+    "to_passage",
+    "vector_search",
+]
 
 SUBSTRING_SCAN_LIMIT = 5000
 COMMON_MATCHES = 4096
@@ -54,9 +60,15 @@ def keyword_search(
 
 
 def _and_then_or(
-    index: Index, source: str, terms: list[str], kbs: Sequence[str], doc_ids: Sequence[str] | None,
-    top_k: int, *, widen: bool = True,
-) -> list[PassageRow]:  # fmt: skip
+    index: Index,
+    source: str,
+    terms: list[str],
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
+    top_k: int,
+    *,
+    widen: bool = True,
+) -> list[PassageRow]:
     """AND first; widen to OR only when AND finds fewer than ``top_k`` (AND hits stay first)."""
     rows = _run(index, source, terms, "AND", kbs, doc_ids, top_k)
     if not widen or len(rows) >= top_k or len(terms) == 1:
@@ -84,18 +96,27 @@ def _rare_terms(index: Index, terms: list[str]) -> list[str] | None:
 
 
 def _run(
-    index: Index, source: str, terms: list[str], operator: Literal["AND", "OR"], kbs: Sequence[str],
-    doc_ids: Sequence[str] | None, limit: int,
-) -> list[PassageRow]:  # fmt: skip
+    index: Index,
+    source: str,
+    terms: list[str],
+    operator: Literal["AND", "OR"],
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
+    limit: int,
+) -> list[PassageRow]:
     if source == "substring":
         return index.substring_search(terms, operator, kbs, doc_ids, limit, SUBSTRING_SCAN_LIMIT)
     return index.keyword_search(terms, operator, kbs, doc_ids, limit)
 
 
 def vector_search(
-    index: Index, model: str, query_vector: Sequence[float], kbs: Sequence[str], top_k: int,
+    index: Index,
+    model: str,
+    query_vector: Sequence[float],
+    kbs: Sequence[str],
+    top_k: int,
     doc_ids: Sequence[str] | None = None,
-) -> list[Passage]:  # fmt: skip
+) -> list[Passage]:
     """The ``top_k`` chunks nearest to ``query_vector`` among ``model``'s vectors (none if it has none).
 
     Raises:

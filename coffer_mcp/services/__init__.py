@@ -1,7 +1,7 @@
 """The services every surface calls, composed behind the ``Coffer`` facade (see ``services.coffer``)."""
 
-from coffer_mcp.services.coffer import Coffer
 from coffer_mcp.models import Progress
+from coffer_mcp.services.coffer import Coffer
 from coffer_mcp.services.registry import embedding_config
 from coffer_mcp.services.retrieval import KbSelector
 

@@ -43,7 +43,7 @@ def _forward(service: str, method: Callable[Concatenate[Any, P], R]) -> Callable
 
     @functools.wraps(method)
     def call(self: Coffer, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return getattr(getattr(self, service), name)(*args, **kwargs)  # type: ignore[no-any-return]
+        return getattr(getattr(self, service), name)(*args, **kwargs)
 
     return call
 

@@ -32,9 +32,14 @@ class Diagnosis:
         try:
             index = self.registry.index.diagnose()
         except CofferError as exc:  # a database server that is down or refuses us: the report says so
-            index = IndexDiagnosis(backend=self.registry.settings.index_backend, binding="", version="",
-                                   keyword_index=False, vector_version=None,
-                                   problems=[f"{exc.message} {exc.hint_for('cli')}".strip()])  # fmt: skip
+            index = IndexDiagnosis(
+                backend=self.registry.settings.index_backend,
+                binding="",
+                version="",
+                keyword_index=False,
+                vector_version=None,
+                problems=[f"{exc.message} {exc.hint_for('cli')}".strip()],
+            )
         problems: list[str] = list(index.problems)
         rg = rg_status(self.registry.settings.rg_path)
         problems += [rg.problem] if rg.problem else []
@@ -49,24 +54,37 @@ class Diagnosis:
                 continue  # deleted by another process since the scan
             except CofferError as exc:
                 problems.append(f"'{name}' cannot be read: {exc.message} {exc.hint_for('cli')}".strip())
-        problems += [f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
-                     for kb in kbs if kb.documents_degraded]  # fmt: skip
+        problems += [
+            f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
+            for kb in kbs
+            if kb.documents_degraded
+        ]
         return DoctorReport(
-            coffer_version=__version__, home=str(self.registry.paths.home),
-            index_backend=self.registry.settings.index_backend, sqlite_binding=index.binding,
-            sqlite_version=index.version, fts5=index.keyword_index, sqlite_vec_version=index.vector_version,
-            grep_engine=rg.engine, ripgrep=rg.path, ripgrep_source=rg.source, ripgrep_version=rg.version,
-            embedder=embedder, knowledge_bases=kbs, problems=problems,
+            coffer_version=__version__,
+            home=str(self.registry.paths.home),
+            index_backend=self.registry.settings.index_backend,
+            sqlite_binding=index.binding,
+            sqlite_version=index.version,
+            fts5=index.keyword_index,
+            sqlite_vec_version=index.vector_version,
+            grep_engine=rg.engine,
+            ripgrep=rg.path,
+            ripgrep_source=rg.source,
+            ripgrep_version=rg.version,
+            embedder=embedder,
+            knowledge_bases=kbs,
+            problems=problems,
             notes=[rg.note] if rg.note else [],
-        )  # fmt: skip
+        )
 
     def _embedder_status(self, check: bool) -> EmbedderStatus:
         provider = self.registry.settings.embedding_provider
         try:
             embedder = self.registry.embedder
         except ConfigError as exc:  # e.g. model_path without model: say so, do not crash the doctor
-            return EmbedderStatus(provider=provider, identity=None, reachable=False,
-                                  error=f"{exc.message} {exc.hint_for('cli')}".strip())  # fmt: skip
+            return EmbedderStatus(
+                provider=provider, identity=None, reachable=False, error=f"{exc.message} {exc.hint_for('cli')}".strip()
+            )
         if embedder is None:
             return EmbedderStatus(provider=provider, identity=None, reachable=None)
         if not check:
@@ -75,13 +93,23 @@ class Diagnosis:
         try:
             vector = embedder.embed_query("Coffer doctor: is the embedder reachable?")
         except CofferError as exc:
-            return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=False,
-                                  error=f"{exc.message} {exc.hint}".strip())  # fmt: skip
-        return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=True,
-                              dimensions=len(vector), seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+            return EmbedderStatus(
+                provider=provider,
+                identity=embedder.identity,
+                reachable=False,
+                error=f"{exc.message} {exc.hint}".strip(),
+            )
+        return EmbedderStatus(
+            provider=provider,
+            identity=embedder.identity,
+            reachable=True,
+            dimensions=len(vector),
+            seconds=round(time.perf_counter() - started, 3),
+        )
 
-    def record_invocation(self, tool: str, client: str, duration_ms: float, outcome: str,
-                          error_code: str | None = None) -> None:  # fmt: skip
+    def record_invocation(
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None = None
+    ) -> None:
         """Log one MCP tool call (no arguments, no content)."""
         index = self.registry.index
         with index.transaction():

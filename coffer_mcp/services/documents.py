@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from ulid import ULID
 
+from coffer_mcp.access import read_source
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import clean_markdown, first_heading, looks_like_base64_of, text_upload_name
-from coffer_mcp.access import read_source
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
@@ -26,6 +26,9 @@ from coffer_mcp.errors import (
     InvalidArgumentError,
 )
 from coffer_mcp.index import DocumentRow
+from coffer_mcp.indexing.reconvert import conversion_options
+from coffer_mcp.indexing.reindex import index_document
+from coffer_mcp.indexing.truth import read_truth, truth_of
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -35,10 +38,9 @@ from coffer_mcp.models import (
     DocumentInfo,
     DocumentPage,
     IngestResult,
+    Progress,
 )
-from coffer_mcp.indexing.reconvert import conversion_options
-from coffer_mcp.indexing.reindex import index_document
-from coffer_mcp.indexing.truth import read_truth, truth_of
+from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
     DocumentMeta,
     KbPaths,
@@ -54,9 +56,6 @@ from coffer_mcp.store import (
     sanitize_filename,
 )
 from coffer_mcp.timeutil import utc_now
-
-from coffer_mcp.models import Progress
-from coffer_mcp.services.registry import Registry
 
 __all__ = ["MAX_OFFSET", "DocumentService"]
 
@@ -81,18 +80,32 @@ class DocumentService:
 
     def list_documents(self, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
         """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
-        if not _is_int(limit) or not _is_int(offset) or not 1 <= limit <= MAX_LIST_LIMIT or not 0 <= offset <= MAX_OFFSET:
-            raise InvalidArgumentError(f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
-                                       hint="Use e.g. {arg:limit=50}, {arg:offset=0}.")  # fmt: skip
+        if (
+            not _is_int(limit)
+            or not _is_int(offset)
+            or not 1 <= limit <= MAX_LIST_LIMIT
+            or not 0 <= offset <= MAX_OFFSET
+        ):
+            raise InvalidArgumentError(
+                f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
+                hint="Use e.g. {arg:limit=50}, {arg:offset=0}.",
+            )
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
         rows, total = self.index.list_documents(kb, q_filter.strip(), limit, offset)
         return DocumentPage(documents=[_info(paths, row) for row in rows], total=total, limit=limit, offset=offset)
 
     def read_document(
-        self, kb: str, doc_id: str, *, offset: int = 0, limit: int | None = None,
-        unit: Literal["chars", "lines"] = "chars", around_position: int | None = None, window: int = 1,
-    ) -> Document:  # fmt: skip
+        self,
+        kb: str,
+        doc_id: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        unit: Literal["chars", "lines"] = "chars",
+        around_position: int | None = None,
+        window: int = 1,
+    ) -> Document:
         """A document's Markdown body, frontmatter and file path — whole, one page, or around a hit.
 
         ``offset``/``limit`` page the body in characters or lines (``has_more`` says if it goes on).
@@ -110,10 +123,14 @@ class DocumentService:
         meta, body = parse_document(text)
         row = self.index.get_document(kb, doc_id)
         common: dict[str, Any] = {
-            "document_id": doc_id, "kb": kb, "metadata": meta or {}, "path": str(paths.doc(doc_id)),
+            "document_id": doc_id,
+            "kb": kb,
+            "metadata": meta or {},
+            "path": str(paths.doc(doc_id)),
             "title": str(row.title if row is not None else (meta or {}).get("title", doc_id)),
-            "total_chars": len(body), "total_lines": body.count("\n") + 1,
-        }  # fmt: skip
+            "total_chars": len(body),
+            "total_lines": body.count("\n") + 1,
+        }
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
         pieces = body.splitlines(keepends=True) if unit == "lines" else body
@@ -130,16 +147,26 @@ class DocumentService:
             )
         chunks = [ChunkView(position=r.position, heading_path=r.heading_path, text=r.text) for r in rows]
         return Document(
-            **common, markdown="\n\n".join(c.text for c in chunks), offset=chunks[0].position, unit="chunks",
-            has_more=chunks[-1].position < (last or 0), chunks=chunks,
-        )  # fmt: skip
+            **common,
+            markdown="\n\n".join(c.text for c in chunks),
+            offset=chunks[0].position,
+            unit="chunks",
+            has_more=chunks[-1].position < (last or 0),
+            chunks=chunks,
+        )
 
     # -- writes ----------------------------------------------------------------------------------
 
     def add_document(
-        self, kb: str, filename: str, content: str | bytes, *, replace: bool = False,
-        actor: str = "cli", source_path: str | None = None,
-    ) -> IngestResult:  # fmt: skip
+        self,
+        kb: str,
+        filename: str,
+        content: str | bytes,
+        *,
+        replace: bool = False,
+        actor: str = "cli",
+        source_path: str | None = None,
+    ) -> IngestResult:
         """Ingest one file's bytes (or text) as a document.
 
         Re-upload semantics: a document is matched by ``source_path`` for path ingests, else by
@@ -157,9 +184,17 @@ class DocumentService:
         return result.model_copy(update={"note": note}) if note else result
 
     def ingest_bytes(
-        self, paths: KbPaths, name: str, data: bytes, *, replace: bool, actor: str,
-        source_path: str | None, source_url: str | None = None, batch: bool = False,
-    ) -> IngestResult:  # fmt: skip
+        self,
+        paths: KbPaths,
+        name: str,
+        data: bytes,
+        *,
+        replace: bool,
+        actor: str,
+        source_path: str | None,
+        source_url: str | None = None,
+        batch: bool = False,
+    ) -> IngestResult:
         """Ingest without a full reconcile: only the matching document's file is checked.
 
         A document is matched by ``source_path``, else ``source_url``, else ``original_filename``.
@@ -181,16 +216,24 @@ class DocumentService:
             doc_id = existing.id if existing is not None else str(ULID())
             now = utc_now()
             metadata = DocumentMeta(
-                id=doc_id, title=conversion.title, original_filename=name,
-                original_format=conversion.original_format, source_sha256=source_sha,
-                content_sha256=body_sha256(conversion.markdown), source_mode="converted",
-                conversion_engine=conversion.engine, converted_at=now,
-                created_at=existing.created_at if existing is not None else now, updated_at=now,
-                source_path=source_path, source_url=source_url,
-            ).to_dict()  # fmt: skip
+                id=doc_id,
+                title=conversion.title,
+                original_filename=name,
+                original_format=conversion.original_format,
+                source_sha256=source_sha,
+                content_sha256=body_sha256(conversion.markdown),
+                source_mode="converted",
+                conversion_engine=conversion.engine,
+                converted_at=now,
+                created_at=existing.created_at if existing is not None else now,
+                updated_at=now,
+                source_path=source_path,
+                source_url=source_url,
+            ).to_dict()
             _write_original(paths, doc_id, conversion.original_format, data, existing, sync_dir=not batch)
-            atomic_write(paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"),
-                         sync_dir=not batch)  # fmt: skip
+            atomic_write(
+                paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"), sync_dir=not batch
+            )
             self.registry.wrote(paths)
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
             index_document(self.index, paths, config, doc_id, truth=truth, embedder=self.registry.embedder)
@@ -200,9 +243,7 @@ class DocumentService:
             # Read back under the lock: once it is released another process may delete the KB.
             return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
 
-    def _match(
-        self, kb: str, filename: str, source_path: str | None, source_url: str | None
-    ) -> DocumentRow | None:
+    def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
         """A re-upload's document: matched by ``source_path``, else ``source_url``, else ``original_filename``."""
         if source_path:
             return self.index.find_document(kb, source_path=source_path)
@@ -223,8 +264,9 @@ class DocumentService:
             index_document(self.index, paths, self.registry.config(paths.name), row.id)  # removes the stale rows
         return None
 
-    def _reupload(self, paths: KbPaths, name: str, existing: DocumentRow | None, source_sha: str,
-                  replace: bool) -> IngestResult | None:  # fmt: skip
+    def _reupload(
+        self, paths: KbPaths, name: str, existing: DocumentRow | None, source_sha: str, replace: bool
+    ) -> IngestResult | None:
         """The answer to a re-upload of ``existing`` that needs no write, or None to go on."""
         if existing is None:
             return None
@@ -252,9 +294,15 @@ class DocumentService:
             raise self.registry.unknown_kb(paths.name) if not paths.root.is_dir() else _missing(paths.name, doc_id)
         chunks = self.index.chunk_count(doc_id=doc_id)
         return IngestResult(
-            document_id=doc_id, kb=paths.name, title=row.title, status=status, path=str(paths.doc(doc_id)),
-            source_mode=row.source_mode, original_filename=row.original_filename, chunk_count=chunks,
-        )  # fmt: skip
+            document_id=doc_id,
+            kb=paths.name,
+            title=row.title,
+            status=status,
+            path=str(paths.doc(doc_id)),
+            source_mode=row.source_mode,
+            original_filename=row.original_filename,
+            chunk_count=chunks,
+        )
 
     def edit_document(self, kb: str, doc_id: str, content: str, *, actor: str = "cli") -> IngestResult:
         """Replace a document's Markdown body; it becomes ``source_mode: edited``.
@@ -269,9 +317,10 @@ class DocumentService:
         size = len(body.encode("utf-8"))
         if size > self.registry.settings.max_document_bytes:
             raise IngestRejectedError(
-                "too_large", f"The new content is {size:,} bytes; the limit is {self.registry.settings.max_document_bytes:,}.",
+                "too_large",
+                f"The new content is {size:,} bytes; the limit is {self.registry.settings.max_document_bytes:,}.",
                 hint="Split the document, or raise max_document_bytes in config.yaml.",
-            )  # fmt: skip
+            )
         with self.registry.writing(paths):
             config = self.registry.config(kb)
             truth = read_truth(paths, doc_id)
@@ -280,13 +329,23 @@ class DocumentService:
             if truth.row.content_sha256 == body_sha256(body):
                 return self._ingest_result(paths, doc_id, "unchanged")
             metadata = DocumentMeta.updated(
-                truth.row.metadata, id=doc_id, title=first_heading(body) or truth.row.title,
-                content_sha256=body_sha256(body), source_mode="edited", updated_at=utc_now(),
-            )  # fmt: skip
+                truth.row.metadata,
+                id=doc_id,
+                title=first_heading(body) or truth.row.title,
+                content_sha256=body_sha256(body),
+                source_mode="edited",
+                updated_at=utc_now(),
+            )
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
             self.registry.wrote(paths)
-            index_document(self.index, paths, config, doc_id, truth=truth_of(paths, doc_id, metadata, body),
-                           embedder=self.registry.embedder)  # fmt: skip
+            index_document(
+                self.index,
+                paths,
+                config,
+                doc_id,
+                truth=truth_of(paths, doc_id, metadata, body),
+                embedder=self.registry.embedder,
+            )
             with self.index.transaction():
                 self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, {"source_mode": "edited"})
             return self._ingest_result(paths, doc_id, "updated")
@@ -308,9 +367,15 @@ class DocumentService:
         return DeleteResult(kb=kb, deleted=True, document_id=doc_id, files_removed=removed)
 
     def ingest_path(
-        self, kb: str, path: str | Path, *, replace: bool = False, actor: str = "cli",
-        progress: Progress | None = None, within: Sequence[Path] | None = None,
-    ) -> DirectoryIngestResult:  # fmt: skip
+        self,
+        kb: str,
+        path: str | Path,
+        *,
+        replace: bool = False,
+        actor: str = "cli",
+        progress: Progress | None = None,
+        within: Sequence[Path] | None = None,
+    ) -> DirectoryIngestResult:
         """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
 
         Each file is its own transaction: one bad file is reported and the rest go on, and a
@@ -325,8 +390,9 @@ class DocumentService:
         try:
             files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
         except OSError as exc:  # e.g. a link swapped for a file while it was being resolved
-            raise InvalidArgumentError(f"{root} could not be read: {exc.strerror}.",
-                                       hint="Try again once the folder stops changing.") from None  # fmt: skip
+            raise InvalidArgumentError(
+                f"{root} could not be read: {exc.strerror}.", hint="Try again once the folder stops changing."
+            ) from None
         items = []
         try:
             for done, file in enumerate(files, 1):
@@ -345,16 +411,24 @@ class DocumentService:
     ) -> DirectoryIngestItem:
         try:
             data = read_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
-            result = self.ingest_bytes(paths, _filename(file.name), data, replace=replace, actor=actor,
-                                  source_path=str(file), batch=True)  # fmt: skip
+            result = self.ingest_bytes(
+                paths, _filename(file.name), data, replace=replace, actor=actor, source_path=str(file), batch=True
+            )
         except (CofferError, OSError) as exc:
             if isinstance(exc, CofferError):
-                return DirectoryIngestItem(path=str(file), status="rejected", code=exc.code, message=exc.message,
-                                           hint=exc.hint or None)  # fmt: skip
-            return DirectoryIngestItem(path=str(file), status="rejected", code="unreadable", message=str(exc),
-                                       hint="Check that the file exists and is readable by this user.")  # fmt: skip
-        return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id,
-                                   title=result.title)  # fmt: skip
+                return DirectoryIngestItem(
+                    path=str(file), status="rejected", code=exc.code, message=exc.message, hint=exc.hint or None
+                )
+            return DirectoryIngestItem(
+                path=str(file),
+                status="rejected",
+                code="unreadable",
+                message=str(exc),
+                hint="Check that the file exists and is readable by this user.",
+            )
+        return DirectoryIngestItem(
+            path=str(file), status=result.status, document_id=result.document_id, title=result.title
+        )
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -410,18 +484,25 @@ def _is_int(value: object) -> bool:
 
 def _check_page(offset: int, limit: int | None, unit: str, around: int | None, window: int) -> None:
     if unit not in ("chars", "lines"):
-        raise InvalidArgumentError(f"unit must be 'chars' or 'lines', not {str(unit)[:40]!r}.", hint="Use unit='lines'.")
+        raise InvalidArgumentError(
+            f"unit must be 'chars' or 'lines', not {str(unit)[:40]!r}.", hint="Use unit='lines'."
+        )
     bound = MAX_PAGE_CHARS if unit == "chars" else MAX_PAGE_LINES
-    if not _is_int(offset) or not 0 <= offset <= MAX_OFFSET or (
-        limit is not None and (not _is_int(limit) or not 1 <= limit <= bound)
+    if (
+        not _is_int(offset)
+        or not 0 <= offset <= MAX_OFFSET
+        or (limit is not None and (not _is_int(limit) or not 1 <= limit <= bound))
     ):
-        raise InvalidArgumentError(f"offset must be 0-{MAX_OFFSET:,} and limit 1-{bound:,} {unit}.",
-                                   hint="Use offset=0, limit=20000.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"offset must be 0-{MAX_OFFSET:,} and limit 1-{bound:,} {unit}.", hint="Use offset=0, limit=20000."
+        )
     if around is not None and (
         not _is_int(around) or not _is_int(window) or not 0 <= around <= MAX_OFFSET or not 0 <= window <= 20
     ):
-        raise InvalidArgumentError(f"around_position must be 0-{MAX_OFFSET:,} and window 0-20.",
-                                   hint="Pass the position of a search passage, with window=1.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"around_position must be 0-{MAX_OFFSET:,} and window 0-20.",
+            hint="Pass the position of a search passage, with window=1.",
+        )
 
 
 def _check_id(kb: str, doc_id: str) -> None:
@@ -432,15 +513,22 @@ def _check_id(kb: str, doc_id: str) -> None:
 def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:
     return DocumentNotFoundError(
         f"Document {str(doc_id)[:80]!r} does not exist in knowledge base '{kb}'.",
-        hint="Document ids are 26-character ULIDs; find them with {tool:search_knowledge} or "
-        "{tool:list_documents}.",
+        hint="Document ids are 26-character ULIDs; find them with {tool:search_knowledge} or {tool:list_documents}.",
     )
 
 
 def _info(paths: KbPaths, row: DocumentRow) -> DocumentInfo:
     return DocumentInfo(
-        document_id=row.id, kb=row.kb, title=row.title, original_filename=row.original_filename,
-        original_format=row.original_format, source_mode=row.source_mode,
-        content_sha256=row.content_sha256, source_sha256=row.source_sha256, source_path=row.source_path,
-        created_at=row.created_at, updated_at=row.updated_at, path=str(paths.doc(row.id)),
-    )  # fmt: skip
+        document_id=row.id,
+        kb=row.kb,
+        title=row.title,
+        original_filename=row.original_filename,
+        original_format=row.original_format,
+        source_mode=row.source_mode,
+        content_sha256=row.content_sha256,
+        source_sha256=row.source_sha256,
+        source_path=row.source_path,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        path=str(paths.doc(row.id)),
+    )

@@ -14,10 +14,26 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import KnowledgeBaseExistsError
 from coffer_mcp.indexing.reconvert import Reconversion, conversion_options
 from coffer_mcp.indexing.verify import verify_kb
-from coffer_mcp.models import DeleteResult, KnowledgeBaseDetails, KnowledgeBaseSummary, ReindexResult, VerifyReport
-from coffer_mcp.models import Progress
+from coffer_mcp.models import (
+    DeleteResult,
+    KnowledgeBaseDetails,
+    KnowledgeBaseSummary,
+    Progress,
+    ReindexResult,
+    VerifyReport,
+)
 from coffer_mcp.services.registry import Registry
-from coffer_mcp.store import CREATING, DELETING, KbConfig, KbPaths, make_kb_config, path_stamp, remove_file, validate_kb_name, write_kb_config
+from coffer_mcp.store import (
+    CREATING,
+    DELETING,
+    KbConfig,
+    KbPaths,
+    make_kb_config,
+    path_stamp,
+    remove_file,
+    validate_kb_name,
+    write_kb_config,
+)
 from coffer_mcp.timeutil import utc_now
 
 __all__ = ["KnowledgeBaseService"]
@@ -33,9 +49,15 @@ class KnowledgeBaseService:
         self.index = registry.index
 
     def create_kb(
-        self, name: str, description: str = "", *, chunk_size: int | None = None,
-        chunk_overlap: int | None = None, vector: bool = False, actor: str = "cli",
-    ) -> KnowledgeBaseDetails:  # fmt: skip
+        self,
+        name: str,
+        description: str = "",
+        *,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        vector: bool = False,
+        actor: str = "cli",
+    ) -> KnowledgeBaseDetails:
         """Create an empty knowledge base.
 
         Raises:
@@ -76,10 +98,14 @@ class KnowledgeBaseService:
         names = self.registry.refresh_many(self.registry.sync(), vanished_ok=True)
         counts = self.index.document_counts()
         return [
-            KnowledgeBaseSummary(name=name, description=self.registry.config(name).description,
-                                 document_count=counts.get(name, 0), modes=self.registry.modes(self.registry.config(name)))
+            KnowledgeBaseSummary(
+                name=name,
+                description=self.registry.config(name).description,
+                document_count=counts.get(name, 0),
+                modes=self.registry.modes(self.registry.config(name)),
+            )
             for name in names
-        ]  # fmt: skip
+        ]
 
     def describe_kb(self, name: str) -> KnowledgeBaseDetails:
         """Counts, settings and disk usage of one knowledge base."""
@@ -92,19 +118,35 @@ class KnowledgeBaseService:
         name = kb.name
         counts = self.index.kb_counts(name, self.registry.wanted_model(config))
         return KnowledgeBaseDetails(
-            name=name, description=config.description, document_count=counts.documents,
-            modes=self.registry.modes(config), chunk_count=counts.chunks, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
-            vector=config.vector, auto_update_sources=config.auto_update_sources,
+            name=name,
+            description=config.description,
+            document_count=counts.documents,
+            modes=self.registry.modes(config),
+            chunk_count=counts.chunks,
+            chunk_size=config.chunk_size,
+            chunk_overlap=config.chunk_overlap,
+            vector=config.vector,
+            auto_update_sources=config.auto_update_sources,
             embedding_model=self.registry.wanted_model(config) or None,
-            documents_degraded=counts.degraded, disk_bytes=_disk_bytes(kb.root), path=str(kb.root),
-            created_at=config.created_at, updated_at=config.updated_at,
-        )  # fmt: skip
+            documents_degraded=counts.degraded,
+            disk_bytes=_disk_bytes(kb.root),
+            path=str(kb.root),
+            created_at=config.created_at,
+            updated_at=config.updated_at,
+        )
 
     def update_kb(
-        self, name: str, *, description: str | None = None, chunk_size: int | None = None,
-        chunk_overlap: int | None = None, vector: bool | None = None, auto_update_sources: bool | None = None,
-        actor: str = "cli", progress: Progress | None = None,
-    ) -> KnowledgeBaseDetails:  # fmt: skip
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        vector: bool | None = None,
+        auto_update_sources: bool | None = None,
+        actor: str = "cli",
+        progress: Progress | None = None,
+    ) -> KnowledgeBaseDetails:
         """Change a knowledge base's settings.
 
         New chunking parameters re-chunk its documents; turning ``vector`` on embeds them (with
@@ -113,8 +155,13 @@ class KnowledgeBaseService:
         kb, _ = self.registry.open_kb(name)
         with self.registry.writing(kb):
             old = self.registry.config(name)
-            changes = {"description": description, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
-                       "vector": vector, "auto_update_sources": auto_update_sources}  # fmt: skip
+            changes = {
+                "description": description,
+                "chunk_size": chunk_size,
+                "chunk_overlap": chunk_overlap,
+                "vector": vector,
+                "auto_update_sources": auto_update_sources,
+            }
             changes = {k: v for k, v in changes.items() if v is not None}
             config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
             write_kb_config(kb.config, config)
@@ -161,13 +208,21 @@ class KnowledgeBaseService:
         kb, _ = self.registry.open_kb(name)
         redo = Reconversion(conversion_options(self.registry.settings), actor=actor) if force else None
         with self.registry.writing(kb):
-            counts = self.registry.reconcile_locked(kb, self.registry.config(name), force=force, progress=progress,
-                                            embed_seconds=None, tidy=True, reconversion=redo)  # fmt: skip
+            counts = self.registry.reconcile_locked(
+                kb,
+                self.registry.config(name),
+                force=force,
+                progress=progress,
+                embed_seconds=None,
+                tidy=True,
+                reconversion=redo,
+            )
         self._repair_shared_indexes()
         if redo is None:
             return ReindexResult.model_validate({"kb": name, **counts})
-        return ReindexResult.model_validate({"kb": name, **counts, "reconverted": len(redo.reconverted),
-                                             "not_reconverted": redo.skipped})  # fmt: skip
+        return ReindexResult.model_validate(
+            {"kb": name, **counts, "reconverted": len(redo.reconverted), "not_reconverted": redo.skipped}
+        )
 
     def _repair_shared_indexes(self) -> None:
         """Rebuild the full-text index and drop orphan vectors if verification finds them off."""

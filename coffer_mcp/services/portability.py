@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coffer_mcp.access import check_inside
+from coffer_mcp.models import Progress
 from coffer_mcp.portability import (
     ExportResult,
     ImportResult,
@@ -22,7 +23,6 @@ from coffer_mcp.portability import (
     snapshot_kb,
 )
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
-from coffer_mcp.models import Progress
 from coffer_mcp.services.registry import Registry
 
 __all__ = ["PortabilityService"]
@@ -36,9 +36,14 @@ class PortabilityService:
         self.knowledge_bases = knowledge_bases
 
     def export_kb(
-        self, name: str, out: str | Path, *, with_vectors: bool = False, overwrite: bool = False,
+        self,
+        name: str,
+        out: str | Path,
+        *,
+        with_vectors: bool = False,
+        overwrite: bool = False,
         progress: Progress | None = None,
-    ) -> ExportResult:  # fmt: skip
+    ) -> ExportResult:
         """Write knowledge base ``name`` to the pack file ``out`` (see ``portability.export_kb``)."""
         return export_kb(self.registry, name, out, with_vectors=with_vectors, overwrite=overwrite, progress=progress)
 
@@ -50,12 +55,19 @@ class PortabilityService:
         return self.export_kb(name, real, with_vectors=with_vectors, progress=progress)
 
     def import_pack(
-        self, pack: str | Path, *, as_name: str | None = None, merge: bool = False, max_bytes: int | None = None,
-        actor: str = "cli", progress: Progress | None = None,
-    ) -> ImportResult:  # fmt: skip
+        self,
+        pack: str | Path,
+        *,
+        as_name: str | None = None,
+        merge: bool = False,
+        max_bytes: int | None = None,
+        actor: str = "cli",
+        progress: Progress | None = None,
+    ) -> ImportResult:
         """Import a pack file (untrusted input, verified first; see ``portability.import_pack``)."""
-        return import_pack(self.registry, pack, as_name=as_name, merge=merge, max_bytes=max_bytes, actor=actor,
-                           progress=progress)  # fmt: skip
+        return import_pack(
+            self.registry, pack, as_name=as_name, merge=merge, max_bytes=max_bytes, actor=actor, progress=progress
+        )
 
     def snapshot_kb(self, name: str, *, note: str = "") -> SnapshotInfo:
         """Save a knowledge base's current files as a snapshot."""
@@ -73,5 +85,4 @@ class PortabilityService:
         self, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
     ) -> RestoreResult:
         """Put a knowledge base back to a snapshot (the current state is snapshotted first), then reindex it."""
-        return restore_snapshot(self.registry, self.knowledge_bases, name, snapshot_id, actor=actor,
-                                progress=progress)  # fmt: skip
+        return restore_snapshot(self.registry, self.knowledge_bases, name, snapshot_id, actor=actor, progress=progress)

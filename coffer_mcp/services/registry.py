@@ -24,10 +24,10 @@ from collections.abc import Iterator, Sequence
 
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
 from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseNotFoundError, StoreError
-from coffer_mcp.models import Progress
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion
 from coffer_mcp.indexing.reindex import Drift, detect_drift, index_progress, reconcile
+from coffer_mcp.models import Progress
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     CREATING,
@@ -120,8 +120,11 @@ class Registry:
         them first, so this process's readers need not wait for it (see ``refresh``).
         """
         wait = self.settings.lock_timeout if timeout is None else timeout
-        with file_lock(self.paths.lock(name), timeout=wait, what=f"knowledge base '{name}'"), \
-                self.index.lock(f"kb:{name}", timeout=wait), unindexed_writes():  # fmt: skip
+        with (
+            file_lock(self.paths.lock(name), timeout=wait, what=f"knowledge base '{name}'"),
+            self.index.lock(f"kb:{name}", timeout=wait),
+            unindexed_writes(),
+        ):
             yield
 
     @contextlib.contextmanager
@@ -136,8 +139,10 @@ class Registry:
     def registry_lock(self) -> Iterator[None]:
         """The lock over the list of knowledge bases (creating, deleting, importing one)."""
         wait = self.settings.lock_timeout
-        with file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=wait, what="the list of knowledge bases"), \
-                self.index.lock("registry", timeout=wait):  # fmt: skip
+        with (
+            file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=wait, what="the list of knowledge bases"),
+            self.index.lock("registry", timeout=wait),
+        ):
             yield
 
     # -- which knowledge bases exist ---------------------------------------------------------------
@@ -195,8 +200,9 @@ class Registry:
         index = self.index
         wanted = {name: path_stamp(self.paths.kb(name).config) for name in folders}
         known = index.kb_stamps()
-        leftovers = [p for prefix in (DELETING, CREATING)
-                     for p in self.paths.knowledge.glob(f"{prefix}*") if p.is_dir()]  # fmt: skip
+        leftovers = [
+            p for prefix in (DELETING, CREATING) for p in self.paths.knowledge.glob(f"{prefix}*") if p.is_dir()
+        ]
         if wanted == known and not leftovers:
             return folders
         with self.registry_lock():
@@ -285,15 +291,31 @@ class Registry:
         return present
 
     def reconcile_locked(
-        self, kb: KbPaths, config: KbConfig, *, force: bool = False, progress: Progress | None = None,
-        embed_seconds: float | None = -1.0, tidy: bool = False, reconversion: Reconversion | None = None,
-    ) -> dict[str, int]:  # fmt: skip
+        self,
+        kb: KbPaths,
+        config: KbConfig,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+        embed_seconds: float | None = -1.0,
+        tidy: bool = False,
+        reconversion: Reconversion | None = None,
+    ) -> dict[str, int]:
         """Reconcile under the KB lock; ``embed_seconds`` -1 means the read budget from settings."""
         report = index_progress(progress)
         budget = self.settings.embed_on_read_seconds if embed_seconds == -1.0 else embed_seconds
         embedder = self.embedder if config.vector else None
-        return reconcile(self.index, kb, config, force=force, progress=report, embedder=embedder,
-                         embed_seconds=budget, tidy=tidy, reconversion=reconversion)  # fmt: skip
+        return reconcile(
+            self.index,
+            kb,
+            config,
+            force=force,
+            progress=report,
+            embedder=embedder,
+            embed_seconds=budget,
+            tidy=tidy,
+            reconversion=reconversion,
+        )
 
     def wrote(self, kb: KbPaths) -> None:
         """A write of ours changed ``docs/``: the last full check of it stays as fresh as it was."""

@@ -58,9 +58,14 @@ class RetrievalService:
         return names
 
     def search(
-        self, kb: KbSelector, query: str, top_k: int = 5, *, document_ids: Sequence[str] | None = None,
+        self,
+        kb: KbSelector,
+        query: str,
+        top_k: int = 5,
+        *,
+        document_ids: Sequence[str] | None = None,
         strategy: StrategyChoice = "auto",
-    ) -> SearchResult:  # fmt: skip
+    ) -> SearchResult:
         """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases.
 
         ``strategy`` other than ``auto`` forces one (benchmarks, debugging); a vector strategy
@@ -69,8 +74,10 @@ class RetrievalService:
         query = _check_query(query, top_k)
         registry = self.registry
         if strategy not in STRATEGIES:
-            raise InvalidArgumentError(f"strategy must be one of {', '.join(STRATEGIES)}, not {str(strategy)[:40]!r}.",
-                                       hint="Leave it out (auto) unless you compare strategies.")  # fmt: skip
+            raise InvalidArgumentError(
+                f"strategy must be one of {', '.join(STRATEGIES)}, not {str(strategy)[:40]!r}.",
+                hint="Leave it out (auto) unless you compare strategies.",
+            )
         names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
@@ -106,23 +113,38 @@ class RetrievalService:
             raise EmbeddingError(str(exc), hint="Run 'coffer kb reindex --all' after changing the model.") from exc
 
     def grep(
-        self, kb: KbSelector, pattern: str, max_matches: int = 50, *, ignore_case: bool = False,
+        self,
+        kb: KbSelector,
+        pattern: str,
+        max_matches: int = 50,
+        *,
+        ignore_case: bool = False,
         fixed_strings: bool = False,
-    ) -> GrepResult:  # fmt: skip
+    ) -> GrepResult:
         """Regex matches, line by line, over the Markdown files (no index involved)."""
         registry = self.registry
         names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         dirs = {registry.paths.kb(name).docs: name for name in names}
         settings = registry.settings
         outcome = grep_dirs(
-            list(dirs), pattern, max_matches=max_matches, timeout=settings.grep_timeout,
-            ignore_case=ignore_case, fixed_strings=fixed_strings, rg_path=settings.rg_path,
-        )  # fmt: skip
+            list(dirs),
+            pattern,
+            max_matches=max_matches,
+            timeout=settings.grep_timeout,
+            ignore_case=ignore_case,
+            fixed_strings=fixed_strings,
+            rg_path=settings.rg_path,
+        )
         hits = [
-            GrepHit(path=str(m.path), document_id=m.path.stem, line_number=m.line_number, line=m.line,
-                    kb=dirs[m.path.parent])
+            GrepHit(
+                path=str(m.path),
+                document_id=m.path.stem,
+                line_number=m.line_number,
+                line=m.line,
+                kb=dirs[m.path.parent],
+            )
             for m in outcome.matches
-        ]  # fmt: skip
+        ]
         return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
 
 

@@ -14,9 +14,8 @@ from pathlib import Path
 from coffer_mcp.access import check_inside, read_source, sha256_source
 from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBlockedError
 from coffer_mcp.index import DocumentRow
-from coffer_mcp.models import DirectoryIngestResult, IngestResult, SourceCheck, SourceReport, SourceStatus
+from coffer_mcp.models import DirectoryIngestResult, IngestResult, Progress, SourceCheck, SourceReport, SourceStatus
 from coffer_mcp.services.documents import DocumentService
-from coffer_mcp.models import Progress
 from coffer_mcp.services.registry import Registry
 
 __all__ = ["SourceService"]
@@ -30,13 +29,19 @@ class SourceService:
         self.documents = documents
 
     def ingest_allowed_path(
-        self, kb: str, path: str, *, replace: bool = False, actor: str = "cli",
+        self,
+        kb: str,
+        path: str,
+        *,
+        replace: bool = False,
+        actor: str = "cli",
         progress: Progress | None = None,
-    ) -> DirectoryIngestResult:  # fmt: skip
+    ) -> DirectoryIngestResult:
         """``ingest_path`` limited to ``allowed_dirs`` (the MCP tool's entry point)."""
         real = check_inside(path, self.registry.settings.allowed_dirs)
-        return self.documents.ingest_path(kb, real, replace=replace, actor=actor, progress=progress,
-                                within=self.registry.settings.allowed_dirs)  # fmt: skip
+        return self.documents.ingest_path(
+            kb, real, replace=replace, actor=actor, progress=progress, within=self.registry.settings.allowed_dirs
+        )
 
     def ingest_url(self, kb: str, url: str, *, replace: bool = False, actor: str = "cli") -> IngestResult:
         """Fetch ``url`` (SSRF-guarded, bounded) and ingest it; the URL is kept as ``source_url``."""
@@ -44,15 +49,31 @@ class SourceService:
 
         paths, _ = self.registry.open_kb(kb)
         settings = self.registry.settings
-        fetched = fetch_url(url, max_bytes=min(settings.max_url_bytes, settings.max_document_bytes),
-                            timeout=settings.url_timeout, allow=settings.url_allow_private)  # fmt: skip
-        return self.documents.ingest_bytes(paths, fetched.filename, fetched.content, replace=replace, actor=actor,
-                            source_path=None, source_url=fetched.url)  # fmt: skip
+        fetched = fetch_url(
+            url,
+            max_bytes=min(settings.max_url_bytes, settings.max_document_bytes),
+            timeout=settings.url_timeout,
+            allow=settings.url_allow_private,
+        )
+        return self.documents.ingest_bytes(
+            paths,
+            fetched.filename,
+            fetched.content,
+            replace=replace,
+            actor=actor,
+            source_path=None,
+            source_url=fetched.url,
+        )
 
     def check_sources(
-        self, kb: str, *, auto_update: bool = True, actor: str = "cli", progress: Progress | None = None,
+        self,
+        kb: str,
+        *,
+        auto_update: bool = True,
+        actor: str = "cli",
+        progress: Progress | None = None,
         within: Sequence[Path] | None = None,
-    ) -> SourceReport:  # fmt: skip
+    ) -> SourceReport:
         """Compare every path-ingested document with its source file.
 
         With the KB's ``auto_update_sources`` (and ``auto_update``), changed documents that were
@@ -60,7 +81,7 @@ class SourceService:
         agents get: ``allowed_dirs``), a source outside those folders is neither read nor hashed
         and is reported ``refused``: a source path may come from an untrusted pack.
         """
-        paths, config = self.registry.open_kb(kb)
+        _, config = self.registry.open_kb(kb)
         self.registry.refresh(kb)
         rows = self.registry.index.documents(kb, with_source_path=True)
         checks = []
@@ -69,12 +90,21 @@ class SourceService:
             if status == "changed" and config.auto_update_sources and auto_update:
                 self.update_from_source(kb, row.id, actor=actor, within=within)
                 status = "updated"
-            checks.append(SourceCheck(document_id=row.id, title=row.title, source_path=row.source_path or "",
-                                      status=status, message=message))  # fmt: skip
+            checks.append(
+                SourceCheck(
+                    document_id=row.id,
+                    title=row.title,
+                    source_path=row.source_path or "",
+                    status=status,
+                    message=message,
+                )
+            )
             if progress:
                 progress(done, len(rows), row.title)
-        counts = {s: sum(c.status == s for c in checks)
-                  for s in ("unchanged", "changed", "missing", "edited", "updated", "refused")}  # fmt: skip
+        counts = {
+            s: sum(c.status == s for c in checks)
+            for s in ("unchanged", "changed", "missing", "edited", "updated", "refused")
+        }
         return SourceReport(kb=kb, documents=checks, **counts)
 
     def update_from_source(
@@ -88,11 +118,15 @@ class SourceService:
         self.registry.refresh(kb)
         row = self.registry.index.get_document(kb, doc_id)
         if row is None:
-            raise DocumentNotFoundError(f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",
-                                        hint="Find ids with {tool:list_documents}.")  # fmt: skip
+            raise DocumentNotFoundError(
+                f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",
+                hint="Find ids with {tool:list_documents}.",
+            )
         if not row.source_path:
-            raise ReconversionBlockedError(f"Document {doc_id} was not ingested from a path: it has no source.",
-                                           hint="Only documents ingested with {tool:ingest_path} track a source file.")  # fmt: skip
+            raise ReconversionBlockedError(
+                f"Document {doc_id} was not ingested from a path: it has no source.",
+                hint="Only documents ingested with {tool:ingest_path} track a source file.",
+            )
         if row.source_mode == "edited":
             raise ReconversionBlockedError(
                 f"Document {doc_id} was edited; updating it from its source would overwrite the edits.",
@@ -102,10 +136,13 @@ class SourceService:
         try:
             data = read_source(source, within, max_bytes=self.registry.settings.max_document_bytes)
         except OSError as exc:
-            raise ReconversionBlockedError(f"Cannot read the source {source}: {exc.strerror}.",
-                                           hint="{tool:check_sources} reports it missing; re-ingest from its new place.") from exc  # fmt: skip
-        return self.documents.ingest_bytes(paths, row.original_filename, data, replace=True, actor=actor,
-                            source_path=row.source_path)  # fmt: skip
+            raise ReconversionBlockedError(
+                f"Cannot read the source {source}: {exc.strerror}.",
+                hint="{tool:check_sources} reports it missing; re-ingest from its new place.",
+            ) from exc
+        return self.documents.ingest_bytes(
+            paths, row.original_filename, data, replace=True, actor=actor, source_path=row.source_path
+        )
 
 
 def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[SourceStatus, str | None]:
@@ -119,5 +156,3 @@ def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[Sou
     if digest == row.source_sha256:
         return "unchanged", None
     return ("edited" if row.source_mode == "edited" else "changed"), None
-
-

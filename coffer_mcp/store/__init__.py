@@ -1,5 +1,6 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
+from coffer_mcp.store.document import DocumentMeta
 from coffer_mcp.store.files import (
     atomic_write,
     file_stamp,
@@ -12,11 +13,9 @@ from coffer_mcp.store.files import (
     unindexed_since,
     unindexed_writes,
 )
-from coffer_mcp.store.document import DocumentMeta
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
 from coffer_mcp.store.lock import file_lock, held_here
-from coffer_mcp.store.scan import document_files, markdown_entries
 from coffer_mcp.store.paths import (
     CREATING,
     DELETING,
@@ -32,16 +31,17 @@ from coffer_mcp.store.paths import (
     sanitize_filename,
     validate_kb_name,
 )
+from coffer_mcp.store.scan import document_files, markdown_entries
 
 __all__ = [
     "CREATING",
     "DELETING",
-    "DocumentMeta",
     "IMPORTING",
     "KB_NAME_RULE",
     "MAX_PATH_CHARS",
     "RESTORING",
     "SNAPSHOTS",
+    "DocumentMeta",
     "KbConfig",
     "KbPaths",
     "StorePaths",

@@ -29,6 +29,4 @@ def markdown_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
 
 def document_files(kb: KbPaths) -> dict[str, Path]:
     """``{document_id: path}`` of the files of ``docs/`` named by a document id."""
-    return {
-        entry.name[:-3]: Path(entry.path) for entry in markdown_entries(kb.docs) if is_document_id(entry.name[:-3])
-    }
+    return {entry.name[:-3]: Path(entry.path) for entry in markdown_entries(kb.docs) if is_document_id(entry.name[:-3])}

@@ -50,8 +50,9 @@ Which = Callable[[str], "str | None"]
 
 # Editors that need a terminal: started detached with no terminal they would hang or exit at once,
 # so a VISUAL/EDITOR naming one falls back to the desktop opener.
-TERMINAL_EDITORS = frozenset({"vi", "vim", "nvim", "nano", "pico", "ed", "ex", "micro", "hx",
-                              "helix", "kak", "joe", "mg", "ne", "jed"})  # fmt: skip
+TERMINAL_EDITORS = frozenset(
+    {"vi", "vim", "nvim", "nano", "pico", "ed", "ex", "micro", "hx", "helix", "kak", "joe", "mg", "ne", "jed"}
+)
 _EDITOR_HINT = "Set COFFER_EDITOR to a desktop editor command on PATH, e.g. COFFER_EDITOR='code' or 'gedit'."
 
 
@@ -83,8 +84,10 @@ def document_target(service: Coffer, kb: str, doc_id: str) -> Path:
     """The real path of a document's Markdown file (same errors as ``kb_target``, plus unknown ids)."""
     paths, _ = service.open_kb(kb)
     if not is_document_id(doc_id):
-        raise InvalidArgumentError(f"Invalid document id {doc_id[:80]!r}.",
-                                   hint="Document ids are 26-character ULIDs, as listed by the viewer.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"Invalid document id {doc_id[:80]!r}.",
+            hint="Document ids are 26-character ULIDs, as listed by the viewer.",
+        )
     real = _inside_store(service, paths.doc(doc_id))
     if not real.is_file():
         raise DocumentNotFoundError(f"Document '{doc_id}' does not exist in '{kb}'.", hint="Reload the list.")
@@ -95,13 +98,16 @@ def _inside_store(service: Coffer, path: Path) -> Path:
     root = Path(os.path.realpath(service.paths.knowledge))
     real = Path(os.path.realpath(path))
     if real != root and not real.is_relative_to(root):
-        raise OutsideStoreError(f"{path} resolves outside the Coffer store.",
-                                hint="Filesystem actions only act on files inside COFFER_HOME/knowledge.")  # fmt: skip
+        raise OutsideStoreError(
+            f"{path} resolves outside the Coffer store.",
+            hint="Filesystem actions only act on files inside COFFER_HOME/knowledge.",
+        )
     return real
 
 
-def plan(action: Action, target: Path, *, editor: str | None, platform: str = sys.platform,
-         which: Which = shutil.which) -> Launch:  # fmt: skip
+def plan(
+    action: Action, target: Path, *, editor: str | None, platform: str = sys.platform, which: Which = shutil.which
+) -> Launch:
     """The command that opens or reveals ``target`` on ``platform`` (pure: nothing is started).
 
     ``open`` uses ``editor`` (a command with arguments, split like a shell would but never run
@@ -140,8 +146,7 @@ def _split_command(command: str, platform: str) -> list[str]:
 def _require(program: str, which: Which) -> str:
     found = which(program)
     if found is None:
-        raise NoOpenerError(f"'{program}' was not found, so nothing can open files on this machine.",
-                            hint=_EDITOR_HINT)  # fmt: skip
+        raise NoOpenerError(f"'{program}' was not found, so nothing can open files on this machine.", hint=_EDITOR_HINT)
     return found
 
 

@@ -29,7 +29,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from coffer_mcp.services.documents import MAX_PAGE_CHARS
 from coffer_mcp.errors import (
     CofferError,
     EmbeddingError,
@@ -38,8 +37,9 @@ from coffer_mcp.errors import (
     KnowledgeBaseExistsError,
     NotFoundError,
 )
-from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.services import Coffer
+from coffer_mcp.services.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.web._actions import (
     Action,
     NoOpenerError,
@@ -98,8 +98,9 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return error_response(exc)
         except Exception:  # the edge: log it, answer JSON rather than a bare 500
             log.exception("viewer API %s %s failed", request.method, request.url.path)
-            return JSONResponse({"code": "internal", "message": "The server failed; see its log.", "hint": ""},
-                                status_code=500)  # fmt: skip
+            return JSONResponse(
+                {"code": "internal", "message": "The server failed; see its log.", "hint": ""}, status_code=500
+            )
         body = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return JSONResponse(body, headers={"cache-control": "no-store"})
 
@@ -204,11 +205,17 @@ def _check_action(request: Request, action_token: str) -> None:
     """
     origin = request.headers.get("origin")
     fetch_site = request.headers.get("sec-fetch-site")
-    if origin is None or not same_origin(origin, request.headers.get("host", "")) or fetch_site not in (
-        None, "same-origin"
-    ):  # fmt: skip
-        raise ForbiddenActionError("Filesystem actions are only accepted from the viewer page itself.",
-                                   hint="Use the buttons of the viewer served by this server.")  # fmt: skip
+    if (
+        origin is None
+        or not same_origin(origin, request.headers.get("host", ""))
+        or fetch_site not in (None, "same-origin")
+    ):
+        raise ForbiddenActionError(
+            "Filesystem actions are only accepted from the viewer page itself.",
+            hint="Use the buttons of the viewer served by this server.",
+        )
     if not tokens_equal(request.headers.get(ACTION_HEADER), action_token):
-        raise ForbiddenActionError("The action token is missing or stale.",
-                                   hint="Reload the viewer page; it carries the server's current token.")  # fmt: skip
+        raise ForbiddenActionError(
+            "The action token is missing or stale.",
+            hint="Reload the viewer page; it carries the server's current token.",
+        )

@@ -13,8 +13,8 @@ import re
 
 from starlette.requests import Request
 
-from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 from coffer_mcp.store import is_document_id, validate_kb_name
 
@@ -53,8 +53,10 @@ def query_text(request: Request, name: str, *, max_chars: int = MAX_QUERY_CHARS)
     """
     raw = request.query_params.get(name, "")
     if len(raw) > max_chars:
-        raise InvalidArgumentError(f"'{name}' is {len(raw)} characters long; the limit is {max_chars}.",
-                                   hint="Use the key words rather than a whole passage.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"'{name}' is {len(raw)} characters long; the limit is {max_chars}.",
+            hint="Use the key words rather than a whole passage.",
+        )
     if "\x00" in raw:
         raise InvalidArgumentError(f"'{name}' holds a NUL character.", hint="Send plain text.")
     return raw
@@ -97,6 +99,8 @@ def kb_selector(request: Request) -> str | list[str]:
     if not names:
         return "*"
     if len(names) > MAX_KBS:
-        raise InvalidArgumentError(f"{len(names)} knowledge bases named; the limit is {MAX_KBS}.",
-                                   hint="Leave 'kb' out to search every knowledge base.")  # fmt: skip
+        raise InvalidArgumentError(
+            f"{len(names)} knowledge bases named; the limit is {MAX_KBS}.",
+            hint="Leave 'kb' out to search every knowledge base.",
+        )
     return [validate_kb_name(name) for name in names]

@@ -37,8 +37,17 @@ from coffer_mcp.web._login import (
     wants_login_page,
 )
 
-__all__ = ["COOKIE_NAME", "MIN_TOKEN_CHARS", "TOKEN_RECIPE", "Guard", "HostPolicy", "check_token", "is_loopback",
-           "same_origin", "tokens_equal"]  # fmt: skip
+__all__ = [
+    "COOKIE_NAME",
+    "MIN_TOKEN_CHARS",
+    "TOKEN_RECIPE",
+    "Guard",
+    "HostPolicy",
+    "check_token",
+    "is_loopback",
+    "same_origin",
+    "tokens_equal",
+]
 
 COOKIE_NAME = "coffer_viewer"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -57,7 +66,7 @@ _PAGE_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
-]  # fmt: skip
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -287,13 +296,20 @@ class Guard:
         """403 unless ``Host`` is ours and ``Origin`` (when present) is same-origin."""
         host = headers.get("host")
         if not self.policy.allows(host):
-            return Refusal(403, "forbidden_host", f"Host {host!r} is not served here.",
-                           "Connect through the address the server listens on, or add the name to "
-                           "the allowed hosts.")  # fmt: skip
+            return Refusal(
+                403,
+                "forbidden_host",
+                f"Host {host!r} is not served here.",
+                "Connect through the address the server listens on, or add the name to the allowed hosts.",
+            )
         origin = headers.get("origin")
         if origin is not None and not same_origin(origin, host or ""):
-            return Refusal(403, "forbidden_origin", f"Cross-origin request from {origin!r} refused.",
-                           "Only pages served by this Coffer server may call it from a browser.")  # fmt: skip
+            return Refusal(
+                403,
+                "forbidden_origin",
+                f"Cross-origin request from {origin!r} refused.",
+                "Only pages served by this Coffer server may call it from a browser.",
+            )
         return None
 
     def authorized(self, scope: Scope, headers: Headers) -> bool:
@@ -312,16 +328,29 @@ class Guard:
 
     async def _set_cookie(self, send: Send) -> None:
         cookie = f"{COOKIE_NAME}={self._cookie}; Path=/; HttpOnly; SameSite=Strict"
-        await send({"type": "http.response.start", "status": 303, "headers": [
-            (b"location", b"/"), (b"set-cookie", cookie.encode("latin-1")), (b"cache-control", b"no-store"),
-            (b"content-length", b"0"), *_PAGE_HEADERS,
-        ]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [
+                    (b"location", b"/"),
+                    (b"set-cookie", cookie.encode("latin-1")),
+                    (b"cache-control", b"no-store"),
+                    (b"content-length", b"0"),
+                    *_PAGE_HEADERS,
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": b""})
 
 
-_UNAUTHORIZED = Refusal(401, "unauthorized", "This Coffer server requires a token.",
-                        "Send 'Authorization: Bearer <token>' (the server's COFFER_HTTP_TOKEN); in a browser "
-                        "open / and enter the token once.")  # fmt: skip
+_UNAUTHORIZED = Refusal(
+    401,
+    "unauthorized",
+    "This Coffer server requires a token.",
+    "Send 'Authorization: Bearer <token>' (the server's COFFER_HTTP_TOKEN); in a browser "
+    "open / and enter the token once.",
+)
 _WRONG_TOKEN = "That token is not right. Check it and try again."
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -329,30 +358,48 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def _check_path(scope: Scope) -> Refusal | None:
     """400 for a path with control characters: no route has one, and routing would mangle it."""
     if _CONTROL.search(scope["path"]):
-        return Refusal(400, "invalid_argument", "The request path holds control characters.",
-                       "Remove control characters (such as %0A or %00) from the path.")  # fmt: skip
+        return Refusal(
+            400,
+            "invalid_argument",
+            "The request path holds control characters.",
+            "Remove control characters (such as %0A or %00) from the path.",
+        )
     return None
 
 
 # Under "no-referrer" a browser posts a form with "Origin: null", which the Origin rule refuses;
 # "same-origin" lets the login form name its origin and still sends nothing to other sites.
-_LOGIN_HEADERS = [(b"referrer-policy", b"same-origin") if name == b"referrer-policy" else (name, value)
-                  for name, value in _PAGE_HEADERS]  # fmt: skip
+_LOGIN_HEADERS = [
+    (b"referrer-policy", b"same-origin") if name == b"referrer-policy" else (name, value)
+    for name, value in _PAGE_HEADERS
+]
 
 
 async def _send_login_page(send: Send, message: str) -> None:
     body = login_page(message)
-    await send({"type": "http.response.start", "status": 401, "headers": [
-        (b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-        (b"cache-control", b"no-store"), (b"www-authenticate", b'Bearer realm="coffer"'), *_LOGIN_HEADERS,
-    ]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+                (b"www-authenticate", b'Bearer realm="coffer"'),
+                *_LOGIN_HEADERS,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(refusal: Refusal, send: Send) -> None:
     body = refusal.body()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"no-store")]  # fmt: skip
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
     if refusal.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="coffer"'))
     await send({"type": "http.response.start", "status": refusal.status, "headers": headers})

@@ -93,17 +93,25 @@ class HttpServer:
 
     def banner(self) -> str:
         """The one line saying where the server listens and how to connect."""
-        how = ("token required: send 'Authorization: Bearer <token>'; the viewer asks for it once"
-               if self.token_required else "no token (loopback only)")  # fmt: skip
-        return (f"coffer-mcp {__version__}: MCP over streamable HTTP at {self.url}/mcp, "
-                f"viewer at {self.url}/ ({how})")  # fmt: skip
+        how = (
+            "token required: send 'Authorization: Bearer <token>'; the viewer asks for it once"
+            if self.token_required
+            else "no token (loopback only)"
+        )
+        return f"coffer-mcp {__version__}: MCP over streamable HTTP at {self.url}/mcp, viewer at {self.url}/ ({how})"
 
 
 def bind_http(
-    service: Coffer, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-    json_response: bool = False, allowed_hosts: Sequence[str] = (), curation: bool | None = None,
+    service: Coffer,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    json_response: bool = False,
+    allowed_hosts: Sequence[str] = (),
+    curation: bool | None = None,
     read_only: bool | None = None,
-) -> HttpServer:  # fmt: skip
+) -> HttpServer:
     """Check the bind, listen on ``host:port`` and prepare the server (call ``run`` or ``start``).
 
     Raises:
@@ -114,21 +122,40 @@ def bind_http(
     sock = _listen(host, port)
     bound_port = sock.getsockname()[1]
     try:
-        app = build_app(service, token=token, json_response=json_response, allowed_hosts=allowed_hosts,
-                        curation=curation, read_only=read_only, host=host, port=bound_port)  # fmt: skip
+        app = build_app(
+            service,
+            token=token,
+            json_response=json_response,
+            allowed_hosts=allowed_hosts,
+            curation=curation,
+            read_only=read_only,
+            host=host,
+            port=bound_port,
+        )
     except ValueError as exc:
         sock.close()
         raise ConfigError(f"Invalid allowed host: {exc}.", hint="Use a host name or host:port.") from exc
-    config = uvicorn.Config(app, log_config=_stderr_logging(), log_level=service.settings.log_level.lower(),
-                            lifespan="on", timeout_graceful_shutdown=_GRACEFUL_SECONDS)  # fmt: skip
+    config = uvicorn.Config(
+        app,
+        log_config=_stderr_logging(),
+        log_level=service.settings.log_level.lower(),
+        lifespan="on",
+        timeout_graceful_shutdown=_GRACEFUL_SECONDS,
+    )
     return HttpServer(uvicorn.Server(config), sock, host, bound_port, token_required=bool(token))
 
 
 def serve_http(
-    service: Coffer, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-    json_response: bool = False, allowed_hosts: Sequence[str] = (), curation: bool | None = None,
+    service: Coffer,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    json_response: bool = False,
+    allowed_hosts: Sequence[str] = (),
+    curation: bool | None = None,
     read_only: bool | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Serve MCP, the JSON API and the viewer over HTTP until interrupted (blocking).
 
     Logs go to stderr; one line on stderr says where it listens and how to connect.
@@ -136,8 +163,16 @@ def serve_http(
     Raises:
         ConfigError: see ``bind_http``.
     """
-    server = bind_http(service, host=host, port=port, token=token, json_response=json_response,
-                       allowed_hosts=allowed_hosts, curation=curation, read_only=read_only)  # fmt: skip
+    server = bind_http(
+        service,
+        host=host,
+        port=port,
+        token=token,
+        json_response=json_response,
+        allowed_hosts=allowed_hosts,
+        curation=curation,
+        read_only=read_only,
+    )
     print(server.banner(), file=sys.stderr, flush=True)
     server.run()
 
@@ -154,8 +189,10 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.",
-                          hint="Pick another --port, or stop the program using it.") from exc  # fmt: skip
+        raise ConfigError(
+            f"Cannot listen on {host}:{port}: {exc.strerror or exc}.",
+            hint="Pick another --port, or stop the program using it.",
+        ) from exc
     return sock
 
 

@@ -79,12 +79,8 @@ def words(text: str) -> set[str]:
     return {word.lower() for word in re.findall(r"\w{6,}", text)}
 
 
-@pytest.mark.parametrize(
-    ("reference", "source"), reference_files() or [pytest.param("", "", marks=SKIP_ABSENT)]
-)
-def test_converted_text_shares_most_distinctive_words_with_the_reference(
-    reference: str, source: str
-) -> None:
+@pytest.mark.parametrize(("reference", "source"), reference_files() or [pytest.param("", "", marks=SKIP_ABSENT)])
+def test_converted_text_shares_most_distinctive_words_with_the_reference(reference: str, source: str) -> None:
     expected = words((EXPECTED / reference).read_text(encoding="utf-8"))
     conversion = converted(source)
     assert isinstance(conversion, Conversion)

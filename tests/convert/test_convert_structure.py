@@ -103,9 +103,17 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
 
 @pytest.mark.parametrize(
     ("ext", "engine"),
-    [("pdf", "pypdfium2/1"), ("docx", "mammoth/1"), ("xlsx", "openpyxl/1"), ("xls", "xlrd/1"),
-     ("pptx", "python-pptx/1"), ("html", "trafilatura/1"), ("epub", "markitdown"), ("md", "passthrough"),
-     ("csv", "csv")],
-)  # fmt: skip
+    [
+        ("pdf", "pypdfium2/1"),
+        ("docx", "mammoth/1"),
+        ("xlsx", "openpyxl/1"),
+        ("xls", "xlrd/1"),
+        ("pptx", "python-pptx/1"),
+        ("html", "trafilatura/1"),
+        ("epub", "markitdown"),
+        ("md", "passthrough"),
+        ("csv", "csv"),
+    ],
+)
 def test_each_format_records_the_engine_version_that_converted_it(ext: str, engine: str) -> None:
     assert engine_for(ext) == engine

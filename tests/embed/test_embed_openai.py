@@ -132,7 +132,8 @@ MALFORMED = {
     "wrong indexes": lambda s, b: {**_ok(s, b), "data": [{**d, "index": 7} for d in _ok(s, b)["data"]]},
     "embedding not a list": lambda s, b: {**_ok(s, b), "data": [{**d, "embedding": "abc"} for d in _ok(s, b)["data"]]},
     "unequal lengths": lambda s, b: {
-        **_ok(s, b), "data": [{**d, "embedding": d["embedding"][: 4 + d["index"]]} for d in _ok(s, b)["data"]]
+        **_ok(s, b),
+        "data": [{**d, "embedding": d["embedding"][: 4 + d["index"]]} for d in _ok(s, b)["data"]],
     },
     "not a number": lambda s, b: {
         **_ok(s, b),

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp.index.sqlite.db import binding, connect, vec_version
 from coffer_mcp.index.fts import analyze, match_expression, search_text
+from coffer_mcp.index.sqlite.db import binding, connect, vec_version
 from coffer_mcp.index.sqlite.schema import MIGRATIONS, migrate
 
 

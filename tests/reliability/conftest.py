@@ -16,7 +16,8 @@ from tests.reliability.support import GREP_TIMEOUT, Store  # noqa: E402
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     """A seeded store, shared by a module's tests: each leaves it as it found it (or fails)."""
     home = tmp_path_factory.mktemp("hostile") / "home"
-    settings = load_settings(home=home, embedding_provider="none", grep_timeout=GREP_TIMEOUT,
-                             conversion_timeout=30, conversion_memory_mb=512)  # fmt: skip
+    settings = load_settings(
+        home=home, embedding_provider="none", grep_timeout=GREP_TIMEOUT, conversion_timeout=30, conversion_memory_mb=512
+    )
     with Coffer(settings) as coffer:
         yield Store(coffer)

@@ -114,6 +114,8 @@ def _billion_laughs() -> bytes:
     entities = '<!ENTITY lol "lol">' + "".join(
         f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10)
     )
-    return (f'<?xml version="1.0"?><!DOCTYPE w:document [{entities}]>'
-            '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
-            "<w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>").encode()  # fmt: skip
+    return (
+        f'<?xml version="1.0"?><!DOCTYPE w:document [{entities}]>'
+        '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+        "<w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>"
+    ).encode()

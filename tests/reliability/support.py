@@ -57,11 +57,18 @@ INDEX_TABLES = ("knowledge_bases", "documents", "chunks", "embedding_models")
 coffer_env = server_env
 
 
-def cli(home: Path, *args: str, env: dict[str, str] | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m coffer_mcp ARGS`` over ``home`` and return what it did (never raises on exit code)."""
-    return subprocess.run([PYTHON, "-m", "coffer_mcp", *args], env=env or coffer_env(home), capture_output=True,
-                          text=True, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [PYTHON, "-m", "coffer_mcp", *args],
+        env=env or coffer_env(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def expected_sha(content: str) -> str:
@@ -205,8 +212,9 @@ def fingerprint_changes(before: dict[str, Any], after: dict[str, Any]) -> list[s
     files_before, files_after = before["files"], after["files"]
     changes = [f"added {p}" for p in sorted(files_after.keys() - files_before.keys())]
     changes += [f"removed {p}" for p in sorted(files_before.keys() - files_after.keys())]
-    changes += [f"changed {p}" for p in sorted(files_before.keys() & files_after.keys())
-                if files_before[p] != files_after[p]]  # fmt: skip
+    changes += [
+        f"changed {p}" for p in sorted(files_before.keys() & files_after.keys()) if files_before[p] != files_after[p]
+    ]
     if before["rows"] != after["rows"] or before["documents_digest"] != after["documents_digest"]:
         changes.append(f"index rows {before['rows']} -> {after['rows']}")
     return changes

@@ -58,8 +58,15 @@ def prepare(home: Path, env: dict[str, str]) -> str:
 
 
 def plan(name: str, contested: str, deadline: float, seed: int) -> Plan:
-    return Plan(name=name, private=f"own-{name}", shared=SHARED, contested=contested, seed=seed,
-                deadline=deadline, max_ops=MAX_OPS)  # fmt: skip
+    return Plan(
+        name=name,
+        private=f"own-{name}",
+        shared=SHARED,
+        contested=contested,
+        seed=seed,
+        deadline=deadline,
+        max_ops=MAX_OPS,
+    )
 
 
 async def drive_stdio(writer_plan: Plan, journal: Journal, env: dict[str, str], errlog: TextIO) -> None:
@@ -122,8 +129,9 @@ def check_last_writer_wins(home: Path, journals: dict[str, list[dict[str, Any]]]
     assert overtaken_by == [], "an edit made after the winning one was acknowledged got lost"
     conn = open_index(home)
     try:
-        applied = conn.execute("SELECT count(*) FROM audit_log WHERE document_id = ? AND event = 'KB_DOCUMENT_UPDATED'",
-                               (contested,)).fetchone()[0]  # fmt: skip
+        applied = conn.execute(
+            "SELECT count(*) FROM audit_log WHERE document_id = ? AND event = 'KB_DOCUMENT_UPDATED'", (contested,)
+        ).fetchone()[0]
     finally:
         conn.close()
     assert applied == len(edits), "every acknowledged edit was applied once, as its own version"
@@ -141,8 +149,9 @@ def failed_calls_recorded(home: Path) -> list[tuple[str, str, str, str | None]]:
 def vectors_missing(home: Path) -> int:
     conn = open_index(home)
     try:
-        return conn.execute("SELECT count(*) FROM documents WHERE kb = ? AND (embed_pending = 1 OR embedding_model "
-                            "IS NULL)", (SHARED,)).fetchone()[0]  # fmt: skip
+        return conn.execute(
+            "SELECT count(*) FROM documents WHERE kb = ? AND (embed_pending = 1 OR embedding_model IS NULL)", (SHARED,)
+        ).fetchone()[0]
     finally:
         conn.close()
 
@@ -154,8 +163,14 @@ async def test_stdio_http_and_cli_writers_at_once_lose_no_acknowledged_write_and
     journals = {name: Journal(tmp_path / f"{name}.jsonl") for name in WRITERS}
     logs = {name: (tmp_path / f"{name}.stderr").open("w", encoding="utf-8") for name in STDIO}
     with fake_openai_server() as embeddings:
-        env = coffer_env(home, {"COFFER_EMBEDDING_PROVIDER": "openai", "COFFER_EMBEDDING_BASE_URL": embeddings.base_url,
-                                "COFFER_EMBEDDING_MODEL": "fake-embed"})  # fmt: skip
+        env = coffer_env(
+            home,
+            {
+                "COFFER_EMBEDDING_PROVIDER": "openai",
+                "COFFER_EMBEDDING_BASE_URL": embeddings.base_url,
+                "COFFER_EMBEDDING_MODEL": "fake-embed",
+            },
+        )
         contested = prepare(home, env)
         with http_server(home, env) as http:
             deadline = time.monotonic() + SECONDS
@@ -206,8 +221,11 @@ HERE = Path(__file__).resolve().parent
 
 def churn(home: Path, name: str) -> subprocess.Popen[bytes]:
     """Another process creating and deleting knowledge base ``name``, ``CHURN_CYCLES`` times."""
-    return subprocess.Popen([PYTHON, str(HERE / "churn.py"), str(home), name, str(CHURN_CYCLES)],
-                            env=coffer_env(home), stdout=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [PYTHON, str(HERE / "churn.py"), str(home), name, str(CHURN_CYCLES)],
+        env=coffer_env(home),
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def while_running(proc: subprocess.Popen[bytes], call: Callable[[], object], limit: int = 200_000) -> list[str]:

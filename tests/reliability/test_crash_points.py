@@ -34,8 +34,10 @@ def markdown_sha(name: str, data: bytes) -> str:
     return body_sha256(convert(name, data).markdown)
 
 
-SOURCE_SHAS = {name: (None if old is None else markdown_sha(name, old.encode()), markdown_sha(name, new.encode()))
-               for name, (old, new) in cp.SOURCES.items()}  # fmt: skip
+SOURCE_SHAS = {
+    name: (None if old is None else markdown_sha(name, old.encode()), markdown_sha(name, new.encode()))
+    for name, (old, new) in cp.SOURCES.items()
+}
 
 
 def allowed_states(scenario: str) -> dict[tuple[str, str], set[str | None]]:
@@ -77,8 +79,11 @@ def state_problems(home: Path, scenario: str) -> list[str]:
 def final_state(scenario: str) -> dict[tuple[str, str], str | None]:
     """What the documents hold once the operation has run to the end (None: absent)."""
     sha = markdown_sha
-    final = {(cp.KB, "a.md"): sha("a.md", cp.ALPHA.encode()), (cp.KB, "b.md"): sha("b.md", cp.BETA.encode()),
-             (cp.KB, "known.md"): SOURCE_SHAS["known.md"][0]}  # fmt: skip
+    final = {
+        (cp.KB, "a.md"): sha("a.md", cp.ALPHA.encode()),
+        (cp.KB, "b.md"): sha("b.md", cp.BETA.encode()),
+        (cp.KB, "known.md"): SOURCE_SHAS["known.md"][0],
+    }
     changes = {
         "add": {(cp.KB, "new.md"): sha("new.md", cp.NEW.encode())},
         "replace": {(cp.KB, "a.md"): sha("a.md", cp.ALPHA_V2.encode())},
@@ -102,8 +107,13 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("crash-points")
     base, sources = root / "base", root / "sources"
     cp.build_base(base, sources)
-    done = subprocess.run([PYTHON, str(HERE / "crash_points.py"), str(base), str(sources), str(root / "out"),
-                           *cp.SCENARIOS], capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    done = subprocess.run(
+        [PYTHON, str(HERE / "crash_points.py"), str(base), str(sources), str(root / "out"), *cp.SCENARIOS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     by_scenario: dict[str, Any] = {name: [] for name in cp.SCENARIOS}
     for line in done.stdout.splitlines():
@@ -114,10 +124,7 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return by_scenario
 
 
-COMMIT_POINT_SCENARIOS = [
-    pytest.param(name)
-    for name in cp.SCENARIOS
-]
+COMMIT_POINT_SCENARIOS = [pytest.param(name) for name in cp.SCENARIOS]
 
 
 @pytest.mark.parametrize("scenario", COMMIT_POINT_SCENARIOS)

@@ -79,8 +79,9 @@ class Sources:
 
     def _write(self, path: Path, version: int) -> None:
         paragraphs = self.rng.choice([1, 5, 50, 500, 2000])
-        text = "\n\n".join(f"Version {version} of {path.stem}, paragraph {i}: tides, harbours, lighthouses."
-                           for i in range(paragraphs))  # fmt: skip
+        text = "\n\n".join(
+            f"Version {version} of {path.stem}, paragraph {i}: tides, harbours, lighthouses." for i in range(paragraphs)
+        )
         if path.suffix == ".csv":
             text = "version,paragraph\n" + "\n".join(f"{version},{i}" for i in range(paragraphs))
         elif path.suffix == ".json":
@@ -96,8 +97,13 @@ class Server:
 
     def __init__(self, env: dict[str, str], errlog: Path) -> None:
         with errlog.open("ab") as handle:
-            self.proc = subprocess.Popen([PYTHON, "-m", "coffer_mcp", "serve"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=handle, env=env)  # fmt: skip
+            self.proc = subprocess.Popen(
+                [PYTHON, "-m", "coffer_mcp", "serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=handle,
+                env=env,
+            )
         self.lines = LineReader(self.proc)
         self.sent = 0
         self.answered = 0
@@ -137,8 +143,10 @@ def prepare_edited(home: Path, env: dict[str, str]) -> dict[str, set[str]]:
     with Coffer(load_settings(env, home=home)) as coffer:
         coffer.create_kb(INGEST_KB)
         coffer.create_kb(EDIT_KB)
-        docs = [coffer.add_document(EDIT_KB, f"doc-{i}.md", f"# Doc {i}\n\nThe first version.\n").document_id
-                for i in range(EDITED_DOCS)]  # fmt: skip
+        docs = [
+            coffer.add_document(EDIT_KB, f"doc-{i}.md", f"# Doc {i}\n\nThe first version.\n").document_id
+            for i in range(EDITED_DOCS)
+        ]
     return {doc_id: {expected_sha(f"# Doc {i}\n\nThe first version.\n")} for i, doc_id in enumerate(docs)}
 
 
@@ -228,8 +236,15 @@ def test_a_server_killed_while_it_converts_leaves_no_converter_process_running_f
     slow = docx([f"Paragraph {i} about herons, tides and lighthouses." for i in range(150_000)])
     server = Server(env, tmp_path / "server.stderr")
     server.initialize()
-    server.call("coffer__add_document", {"kb": "docs", "filename": "slow.docx", "content_encoding": "base64",
-                                         "content": base64.b64encode(slow).decode()})  # fmt: skip
+    server.call(
+        "coffer__add_document",
+        {
+            "kb": "docs",
+            "filename": "slow.docx",
+            "content_encoding": "base64",
+            "content": base64.b64encode(slow).decode(),
+        },
+    )
     time.sleep(random.Random(11).uniform(1.0, 2.0))  # the random moment of the kill
     converters = [pid for pid in processes_with_env(str(home)) if pid != server.proc.pid]
     try:

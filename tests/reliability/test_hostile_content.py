@@ -109,8 +109,9 @@ def test_a_50_mb_upload_is_refused_as_too_large_by_the_service_and_over_mcp_and_
 
     async def over_mcp() -> dict[str, str]:
         async with Client(build_server(store.coffer)) as client:
-            result = await client.call_tool("coffer__add_document", {"kb": "notes", "filename": "huge.md",
-                                                                     "content": huge})  # fmt: skip
+            result = await client.call_tool(
+                "coffer__add_document", {"kb": "notes", "filename": "huge.md", "content": huge}
+            )
         assert result.is_error
         return json.loads(result.content[0].text)
 
@@ -148,8 +149,16 @@ def test_any_search_query_including_fts_and_sql_syntax_gives_passages_or_a_typed
     assert store.changed() == []
 
 
-@pytest.mark.parametrize("query", ['"tides" AND NEAR(herons', "tides OR ) herons*", "title:tides -herons",
-                                   "'; DROP TABLE documents; -- tides", "tides\x00herons"])  # fmt: skip
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"tides" AND NEAR(herons',
+        "tides OR ) herons*",
+        "title:tides -herons",
+        "'; DROP TABLE documents; -- tides",
+        "tides\x00herons",
+    ],
+)
 def test_query_syntax_is_plain_text_so_the_words_around_it_still_find_the_document(store: Store, query: str) -> None:
     passages = store.coffer.search("notes", query).passages
     assert store.doc in {p.document_id for p in passages}
@@ -187,8 +196,9 @@ async def test_a_catastrophically_backtracking_regex_returns_within_the_grep_tim
 ) -> None:
     with anyio.fail_after(GREP_TIMEOUT + 15):  # bounded: a hung scan fails the test instead of hanging it
         try:
-            result = await anyio.to_thread.run_sync(lambda: grep_engine.grep("notes", pattern, 50),
-                                                    abandon_on_cancel=True)  # fmt: skip
+            result = await anyio.to_thread.run_sync(
+                lambda: grep_engine.grep("notes", pattern, 50), abandon_on_cancel=True
+            )
         except CofferError as exc:
             assert exc.code == "invalid_pattern"  # ripgrep refuses what its engine cannot run linearly
             return
@@ -211,10 +221,14 @@ async def test_hostile_content_queries_and_patterns_through_mcp_get_results_or_t
             for pattern in CATASTROPHIC_PATTERNS:
                 result = await client.call_tool("coffer__grep_knowledge", {"kb": "notes", "pattern": pattern})
                 assert not result.is_error or tool_error_code(result) == "invalid_pattern", pattern
-            cases = [("%%% not base64 %%%", "base64", "invalid_argument"), ("\x00\x01\x02", "text", "unsupported_type"),
-                     ("\x01\x02\x1f", "text", "empty"), ("   \n\t  ", "text", "empty"),
-                     (base64.b64encode(b"\xff\xfe\x00\x00").decode(), "base64", None),
-                     (base64.b64encode(b"caf\xe9 \xff\xfe invalid utf-8").decode(), "base64", None)]
+            cases = [
+                ("%%% not base64 %%%", "base64", "invalid_argument"),
+                ("\x00\x01\x02", "text", "unsupported_type"),
+                ("\x01\x02\x1f", "text", "empty"),
+                ("   \n\t  ", "text", "empty"),
+                (base64.b64encode(b"\xff\xfe\x00\x00").decode(), "base64", None),
+                (base64.b64encode(b"caf\xe9 \xff\xfe invalid utf-8").decode(), "base64", None),
+            ]
             for content, encoding, code in cases:
                 arguments = {"kb": "notes", "filename": "c.md", "content": content, "content_encoding": encoding}
                 result = await client.call_tool("coffer__add_document", arguments)
@@ -231,8 +245,10 @@ def test_hostile_queries_through_the_http_api_get_passages_or_json_errors(store:
     with running(store.coffer) as url, httpx.Client(base_url=f"{url}/api/v1", timeout=30) as http:
         for query in QUERIES:
             text = query.encode("utf-8", "replace").decode("utf-8")
-            for response in (http.get("/knowledge_bases/notes/search", params={"q": text}),
-                             http.get("/search", params={"q": text, "top_k": "5"})):  # fmt: skip
+            for response in (
+                http.get("/knowledge_bases/notes/search", params={"q": text}),
+                http.get("/search", params={"q": text, "top_k": "5"}),
+            ):
                 assert response.status_code in (200, 400), (query, response.text)
                 body = response.json()
                 assert "passages" in body if response.status_code == 200 else body["code"] == "invalid_argument"

@@ -77,8 +77,12 @@ async def test_hostile_files_sent_over_mcp_get_tool_errors_and_the_server_keeps_
     with anyio.fail_after(240):
         async with Client(build_server(store.coffer)) as client:
             for name, data in files.items():
-                arguments = {"kb": "notes", "filename": name, "content": base64.b64encode(data).decode(),
-                             "content_encoding": "base64"}  # fmt: skip
+                arguments = {
+                    "kb": "notes",
+                    "filename": name,
+                    "content": base64.b64encode(data).decode(),
+                    "content_encoding": "base64",
+                }
                 result = await client.call_tool("coffer__add_document", arguments)
                 if result.is_error:
                     assert tool_error_code(result) in REFUSALS, name

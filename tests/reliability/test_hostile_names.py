@@ -33,27 +33,60 @@ NAME_ERRORS = {"invalid_name", "unknown_kb"}
 FILENAME_ERRORS = {"invalid_argument", "unsupported_type"}
 # Loopback, private, metadata and unspecified addresses in disguise, and schemes that are not http(s).
 DISGUISED_URLS = [
-    "http://0x7f000001/", "http://2130706433/", "http://127.1/", "http://0177.0.0.1/", "http://[::ffff:7f00:1]/",
-    "http://0.0.0.0/", "http://[::]/", "http://user:pw@127.0.0.1/", "http://100.64.0.1/", "http://[64:ff9b::7f00:1]/",
-    "http://[2002:7f00:1::]/", "HTTP://LOCALHOST/", "http://169.254.169.254/latest/meta-data/", "http://127.0.0.1:0/",
-    "http:/\\127.0.0.1/", "gopher://127.0.0.1/", "javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "",
+    "http://0x7f000001/",
+    "http://2130706433/",
+    "http://127.1/",
+    "http://0177.0.0.1/",
+    "http://[::ffff:7f00:1]/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://user:pw@127.0.0.1/",
+    "http://100.64.0.1/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[2002:7f00:1::]/",
+    "HTTP://LOCALHOST/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://127.0.0.1:0/",
+    "http:/\\127.0.0.1/",
+    "gopher://127.0.0.1/",
+    "javascript:alert(1)",
+    "data:text/html,hi",
+    "file:///etc/passwd",
+    "",
     "http://",
-]  # fmt: skip
-BAD_IDS = ["", "../../etc/passwd", "..", "0" * 26, "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01arz3ndektsv4rrffq69g5fav",
-           "a\x00b", "x" * 64, "\ud800", "01ARZ3NDEKTSV4RRFFQ69G5FAV.md", "*"]  # fmt: skip
+]
+BAD_IDS = [
+    "",
+    "../../etc/passwd",
+    "..",
+    "0" * 26,
+    "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "01arz3ndektsv4rrffq69g5fav",
+    "a\x00b",
+    "x" * 64,
+    "\ud800",
+    "01ARZ3NDEKTSV4RRFFQ69G5FAV.md",
+    "*",
+]
 
 
 def calls_on(store: Store, name: str) -> dict[str, object]:
     """Every service operation that takes a knowledge-base name, aimed at ``name``."""
     c, doc = store.coffer, store.doc
     return {
-        "describe": lambda: c.describe_kb(name), "list": lambda: c.list_documents(name),
-        "read": lambda: c.read_document(name, doc), "search": lambda: c.search(name, "tides"),
-        "grep": lambda: c.grep(name, "tides"), "add": lambda: c.add_document(name, "x.md", "# X\n\nbody"),
-        "edit": lambda: c.edit_document(name, doc, "# X\n\nbody"), "delete": lambda: c.delete_document(name, doc),
-        "update": lambda: c.update_kb(name, description="x"), "reindex": lambda: c.reindex(name),
-        "verify": lambda: c.verify(name), "delete_kb": lambda: c.delete_kb(name),
-    }  # fmt: skip
+        "describe": lambda: c.describe_kb(name),
+        "list": lambda: c.list_documents(name),
+        "read": lambda: c.read_document(name, doc),
+        "search": lambda: c.search(name, "tides"),
+        "grep": lambda: c.grep(name, "tides"),
+        "add": lambda: c.add_document(name, "x.md", "# X\n\nbody"),
+        "edit": lambda: c.edit_document(name, doc, "# X\n\nbody"),
+        "delete": lambda: c.delete_document(name, doc),
+        "update": lambda: c.update_kb(name, description="x"),
+        "reindex": lambda: c.reindex(name),
+        "verify": lambda: c.verify(name),
+        "delete_kb": lambda: c.delete_kb(name),
+    }
 
 
 @PROPERTY
@@ -152,10 +185,12 @@ async def test_hostile_names_filenames_and_ids_through_mcp_get_tool_errors_and_c
     with anyio.fail_after(120):
         async with Client(build_server(store.coffer)) as client:
             for name in [n for n in KB_NAMES if n not in EXISTING and n.strip() != "*"]:
-                for tool, args in (("coffer__search_knowledge", {"kb": name, "query": "tides"}),
-                                   ("coffer__list_documents", {"kb": name}),
-                                   ("coffer__grep_knowledge", {"kb": name, "pattern": "tides"}),
-                                   ("coffer__add_document", {"kb": name, "filename": "x.md", "content": "# X"})):
+                for tool, args in (
+                    ("coffer__search_knowledge", {"kb": name, "query": "tides"}),
+                    ("coffer__list_documents", {"kb": name}),
+                    ("coffer__grep_knowledge", {"kb": name, "pattern": "tides"}),
+                    ("coffer__add_document", {"kb": name, "filename": "x.md", "content": "# X"}),
+                ):
                     assert tool_error_code(await client.call_tool(tool, args)) in refusals, (tool, name)
                 created = await client.call_tool("coffer__create_knowledge_base", {"name": name})
                 if not created.is_error:  # a hostile-looking name that is valid ("-", "_")
@@ -173,8 +208,9 @@ async def test_hostile_names_filenames_and_ids_through_mcp_get_tool_errors_and_c
                 assert tool_error_code(fetched) in {"url_refused", "invalid_argument"}, url
             assert store.changed() == []
             for filename in FILENAMES:
-                added = await client.call_tool("coffer__add_document", {"kb": "notes", "filename": filename,
-                                                                        "content": "# Upload\n\nbody"})  # fmt: skip
+                added = await client.call_tool(
+                    "coffer__add_document", {"kb": "notes", "filename": filename, "content": "# Upload\n\nbody"}
+                )
                 if added.is_error:
                     assert tool_error_code(added) in FILENAME_ERRORS | {"invalid_argument"}, filename
                     continue

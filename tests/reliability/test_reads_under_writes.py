@@ -21,9 +21,9 @@ from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.errors import StoreError
-from coffer_mcp.mcp_server import build_server
 from coffer_mcp.indexing.reindex import index_document
 from coffer_mcp.indexing.truth import truth_of
+from coffer_mcp.mcp_server import build_server
 from coffer_mcp.store import atomic_write, file_lock, render_document
 from coffer_mcp.store import lock as lock_module
 
@@ -60,7 +60,9 @@ def half_done_write(coffer: Coffer, doc_id: str = NEW_ID) -> Iterator[threading.
             atomic_write(kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))
             landed.set()
             finish.wait(LONG)
-            index_document(coffer.index, kb, coffer.open_kb("kb")[1], doc_id, truth=truth_of(kb, doc_id, metadata, body))
+            index_document(
+                coffer.index, kb, coffer.open_kb("kb")[1], doc_id, truth=truth_of(kb, doc_id, metadata, body)
+            )
 
     writer = threading.Thread(target=write, name="half-done-writer")
     writer.start()
@@ -117,8 +119,11 @@ async def test_a_search_answers_while_more_writes_than_worker_threads_wait_for_t
     async with client, anyio.create_task_group() as writers:
         with file_lock(kb_lock):  # another writer of this process holds the knowledge base
             for i in range(blocked):
-                writers.start_soon(client.call_tool, "coffer__add_document",
-                                   {"kb": "kb", "filename": f"w{i}.md", "content": f"# W{i}\n\nword{i}\n"})  # fmt: skip
+                writers.start_soon(
+                    client.call_tool,
+                    "coffer__add_document",
+                    {"kb": "kb", "filename": f"w{i}.md", "content": f"# W{i}\n\nword{i}\n"},
+                )
             with anyio.fail_after(30):
                 # The writes are on their threads, waiting for the lock (whose queue has no event to await).
                 while len(turns._queue) < 8:  # noqa: ASYNC110

@@ -179,8 +179,9 @@ async def test_swapping_a_file_for_a_symlink_during_ingest_path_never_ingests_th
                 with anyio.fail_after(120):
                     async with Client(build_server(coffer), client_info=CLIENT) as client:
                         for _ in range(400):
-                            result = await client.call_tool("coffer__ingest_path", {
-                                "kb": "kb", "path": str(allowed / "swap.md"), "replace": True})  # fmt: skip
+                            result = await client.call_tool(
+                                "coffer__ingest_path", {"kb": "kb", "path": str(allowed / "swap.md"), "replace": True}
+                            )
                             if result.is_error:
                                 codes.add(tool_error(result)["code"])
                             else:
@@ -286,8 +287,13 @@ def test_the_staging_folder_of_a_killed_import_is_removed_when_the_store_next_op
     home = tmp_path / "home"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     knowledge = StorePaths(home).knowledge
-    with subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, str(home), str(pack)], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True, env=env) as proc:  # fmt: skip
+    with subprocess.Popen(
+        [sys.executable, "-c", _SLOW_IMPORT, str(home), str(pack)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
         try:
             assert proc.stdout.readline().strip() == "staged"
             assert list(knowledge.glob(".importing-*"))

@@ -71,8 +71,10 @@ class _Writer:
     def content(self, what: str) -> tuple[str, str]:
         """A unique token and a Markdown body carrying it (every write's body is unique)."""
         token = f"tok{self.plan.name.replace('-', '')}n{self.n}"
-        body = (f"# {self.plan.name} {what} {self.n}\n\n{self.plan.name} wrote this {what} as operation "
-                f"{self.n}: {SHARED_WORDS}.\n\nUnique marker {token}.\n")  # fmt: skip
+        body = (
+            f"# {self.plan.name} {what} {self.n}\n\n{self.plan.name} wrote this {what} as operation "
+            f"{self.n}: {SHARED_WORDS}.\n\nUnique marker {token}.\n"
+        )
         return token, body
 
     def next_op(self) -> str:
@@ -91,8 +93,16 @@ class _Writer:
 class McpWriter(_Writer):
     """A writer behind an MCP client session (stdio or streamable HTTP)."""
 
-    WEIGHTS: ClassVar[dict[str, int]] = {"add": 24, "edit": 22, "delete": 8, "contest": 16, "search": 16,
-                                         "grep": 5, "read": 5, "list": 4}  # fmt: skip
+    WEIGHTS: ClassVar[dict[str, int]] = {
+        "add": 24,
+        "edit": 22,
+        "delete": 8,
+        "contest": 16,
+        "search": 16,
+        "grep": 5,
+        "read": 5,
+        "list": 4,
+    }
 
     def __init__(self, plan: Plan, journal: Journal, client: Client) -> None:
         super().__init__(plan, journal)
@@ -190,8 +200,14 @@ class McpWriter(_Writer):
 class CliWriter(_Writer):
     """A loop of ``python -m coffer_mcp kb ...`` commands: ingest, re-ingest with --replace, rm, search."""
 
-    WEIGHTS: ClassVar[dict[str, int]] = {"add": 30, "replace": 25, "delete": 10, "search": 20, "grep": 5,
-                                         "documents": 10}  # fmt: skip
+    WEIGHTS: ClassVar[dict[str, int]] = {
+        "add": 30,
+        "replace": 25,
+        "delete": 10,
+        "search": 20,
+        "grep": 5,
+        "documents": 10,
+    }
 
     def __init__(self, plan: Plan, journal: Journal, env: dict[str, str], sources: Path) -> None:
         super().__init__(plan, journal)
@@ -210,8 +226,12 @@ class CliWriter(_Writer):
             done = await anyio.run_process(command, env=self.env, check=False)
         stderr = done.stderr.decode("utf-8", errors="replace")
         if done.returncode != 0 or "Traceback" in stderr:
-            self.journal.record(op="error", tool=f"kb {args[0]}", error=f"exit {done.returncode}: {stderr[-2000:]}",
-                                writer=self.plan.name)  # fmt: skip
+            self.journal.record(
+                op="error",
+                tool=f"kb {args[0]}",
+                error=f"exit {done.returncode}: {stderr[-2000:]}",
+                writer=self.plan.name,
+            )
             return None
         return json.loads(done.stdout)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coffer_mcp.indexing.chunking import chunk_markdown
 from coffer_mcp.convert import clean_markdown, first_heading
+from coffer_mcp.indexing.chunking import chunk_markdown
 from coffer_mcp.store.markdown import closes_fence, fence_opening, split_fences
 
 

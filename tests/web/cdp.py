@@ -22,9 +22,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-                  "--disable-dev-shm-usage", "--remote-debugging-port=0", "--window-size=1280,860"]  # fmt: skip
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--remote-debugging-port=0",
+    "--window-size=1280,860",
+]
 _DEVTOOLS = re.compile(rb"DevTools listening on (ws://\S+)")
 
 
@@ -34,8 +44,12 @@ class CDPError(RuntimeError):
 
 def launch(binary: str, profile: Path, timeout: float = 30.0) -> tuple[subprocess.Popen[bytes], str]:
     """Start headless Chromium and return it with its browser WebSocket URL."""
-    process = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    process = subprocess.Popen(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         url = _read_devtools_url(process, timeout)
     except BaseException:
@@ -82,8 +96,10 @@ class WebSocket:
         parts = urlsplit(url)
         self.sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
-        request = (f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
-                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")  # fmt: skip
+        request = (
+            f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
         self.sock.sendall(request.encode())
         head = b""
         while b"\r\n\r\n" not in head:
@@ -150,8 +166,10 @@ class Page:
         self.session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.send("Page.enable")
         self.send("Runtime.enable")
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": 1280, "height": 860, "deviceScaleFactor": 1, "mobile": False})  # fmt: skip
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 1280, "height": 860, "deviceScaleFactor": 1, "mobile": False},
+        )
         self.console: list[str] = []
 
     def _call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
@@ -175,8 +193,10 @@ class Page:
 
     def evaluate(self, expression: str) -> Any:
         """Evaluate JavaScript in the page (awaiting a promise) and return its JSON value."""
-        result = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                "returnByValue": True, "userGesture": True})  # fmt: skip
+        result = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "awaitPromise": True, "returnByValue": True, "userGesture": True},
+        )
         if "exceptionDetails" in result:
             details = result["exceptionDetails"]
             raise CDPError(details.get("exception", {}).get("description") or details.get("text"))
@@ -195,7 +215,7 @@ class Page:
                 setTimeout(poll, 25);
             }};
             poll();
-        }})"""  # fmt: skip
+        }})"""
         return self.evaluate(script)
 
     def goto(self, url: str) -> None:

@@ -77,8 +77,10 @@ def seed(service: Coffer, *, extra_docs: int = 0) -> Seeded:
     alpha = service.add_document("notes", "alpha.md", ALPHA).document_id
     beta = service.add_document("notes", "beta.md", BETA).document_id
     hostile = service.add_document("notes", "hostile.md", HOSTILE).document_id
-    extra = [service.add_document("notes", f"extra-{i:02d}.md", f"# Extra page {i:02d}\n\nFiller {i}.\n").document_id
-             for i in range(extra_docs)]  # fmt: skip
+    extra = [
+        service.add_document("notes", f"extra-{i:02d}.md", f"# Extra page {i:02d}\n\nFiller {i}.\n").document_id
+        for i in range(extra_docs)
+    ]
     return Seeded(alpha, beta, hostile, extra)
 
 
@@ -104,14 +106,14 @@ def action_token(page: str) -> str:
     return match.group(1)
 
 
-RECORDER = '''\
+RECORDER = """\
 import json, socket, sys
 log, port = sys.argv[1], int(sys.argv[2])
 with open(log, "a", encoding="utf-8") as handle:
     handle.write(json.dumps(sys.argv[3:]) + "\\n")
 with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
     conn.sendall(b"called")
-'''
+"""
 
 
 class Recorder:
@@ -148,4 +150,3 @@ class Recorder:
 
     def close(self) -> None:
         self.listener.close()
-

@@ -136,8 +136,9 @@ def test_a_request_not_from_the_viewer_page_is_refused_with_403(
     viewer: Viewer, origin: str | None, token: str | None, headers: dict[str, str], code: str
 ) -> None:
     before = len(viewer.recorder.calls())
-    response = viewer.post(f"/knowledge_bases/notes/documents/{viewer.seeded.alpha}/open",
-                           origin=origin, token=token, **headers)  # fmt: skip
+    response = viewer.post(
+        f"/knowledge_bases/notes/documents/{viewer.seeded.alpha}/open", origin=origin, token=token, **headers
+    )
     assert response.status_code == 403
     assert response.json()["code"] == code
     assert len(viewer.recorder.calls()) == before
@@ -165,8 +166,10 @@ def test_without_an_editor_or_xdg_open_the_answer_is_a_clear_501(
         seeded = seed(service)
         with running(service) as url, httpx.Client(base_url=url, timeout=10) as http:
             token = action_token(http.get("/").text)
-            response = http.post(f"/api/v1/knowledge_bases/notes/documents/{seeded.alpha}/open",
-                                 headers={"Origin": url, "X-Coffer-Action-Token": token})  # fmt: skip
+            response = http.post(
+                f"/api/v1/knowledge_bases/notes/documents/{seeded.alpha}/open",
+                headers={"Origin": url, "X-Coffer-Action-Token": token},
+            )
     assert response.status_code == 501
     body = response.json()
     assert body["code"] == "no_opener"

@@ -14,15 +14,48 @@ from tests.web.support import Seeded, action_token
 
 # Raw (already percent-encoded) query values. %FF and %ED%A0%80 are not UTF-8 at all.
 BAD_INTEGERS = [
-    "-1", "-9223372036854775809", str(2**63), str(2**64), str(10**30), "9" * 5000, "1e3", "1.5", "0x10",
-    "1_000", "+5", "%205", "5%20", "5%00", "%00", "NaN", "inf", "true", "%FF", "%ED%A0%80",
-    quote("١٢"), quote("𝟓"), quote("\u202e5"),
-]  # fmt: skip
+    "-1",
+    "-9223372036854775809",
+    str(2**63),
+    str(2**64),
+    str(10**30),
+    "9" * 5000,
+    "1e3",
+    "1.5",
+    "0x10",
+    "1_000",
+    "+5",
+    "%205",
+    "5%20",
+    "5%00",
+    "%00",
+    "NaN",
+    "inf",
+    "true",
+    "%FF",
+    "%ED%A0%80",
+    quote("١٢"),
+    quote("𝟓"),
+    quote("\u202e5"),
+]
 BAD_TEXTS = ["%00", "a%00b", "x" * 3000, "%FF", "%ED%A0%80", quote('" OR NEAR(( *'), "..%2F..", "*", quote("\u202e")]
 BAD_SEGMENTS = [
-    "%00", "%2e%2e", "%2E%2E%2F%2E%2E", "a" * 300, "%FF", "%ED%A0%80", "Notes", "notes%00", "con", "*", "%20", "%0A",
-    "01ARZ3NDEKTSV4RRFFQ69G5FA", "01arz3ndektsv4rrffq69g5fav", "01ARZ3NDEKTSV4RRFFQ69G5FAVX",
-]  # fmt: skip
+    "%00",
+    "%2e%2e",
+    "%2E%2E%2F%2E%2E",
+    "a" * 300,
+    "%FF",
+    "%ED%A0%80",
+    "Notes",
+    "notes%00",
+    "con",
+    "*",
+    "%20",
+    "%0A",
+    "01ARZ3NDEKTSV4RRFFQ69G5FA",
+    "01arz3ndektsv4rrffq69g5fav",
+    "01ARZ3NDEKTSV4RRFFQ69G5FAVX",
+]
 INTEGER_PARAMS = {
     "/knowledge_bases/notes/documents": ["limit", "offset"],
     "/knowledge_bases/notes/documents/{alpha}": ["offset", "limit"],
@@ -36,13 +69,19 @@ TEXT_PARAMS = {
     "/search?q=alpha": ["kb"],
 }
 GET_TEMPLATES = [
-    "/knowledge_bases/{kb}", "/knowledge_bases/{kb}/documents", "/knowledge_bases/{kb}/search?q=alpha",
-    "/knowledge_bases/{kb}/documents/{alpha}", "/knowledge_bases/notes/documents/{doc}",
-]  # fmt: skip
+    "/knowledge_bases/{kb}",
+    "/knowledge_bases/{kb}/documents",
+    "/knowledge_bases/{kb}/search?q=alpha",
+    "/knowledge_bases/{kb}/documents/{alpha}",
+    "/knowledge_bases/notes/documents/{doc}",
+]
 POST_TEMPLATES = [
-    "/knowledge_bases/{kb}/open", "/knowledge_bases/{kb}/reveal", "/knowledge_bases/{kb}/documents/{alpha}/open",
-    "/knowledge_bases/notes/documents/{doc}/open", "/knowledge_bases/notes/documents/{doc}/reveal",
-]  # fmt: skip
+    "/knowledge_bases/{kb}/open",
+    "/knowledge_bases/{kb}/reveal",
+    "/knowledge_bases/{kb}/documents/{alpha}/open",
+    "/knowledge_bases/notes/documents/{doc}/open",
+    "/knowledge_bases/notes/documents/{doc}/reveal",
+]
 
 
 @pytest.fixture(scope="module")

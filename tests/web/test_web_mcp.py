@@ -110,8 +110,15 @@ def run_ts_client(url: str, token: str | None = None) -> dict[str, Any]:
     if not NODE_MODULES.is_dir():
         pytest.skip("tests/web/node_modules is missing: run 'npm ci' in tests/web (.ci/run does)")
     env = {**os.environ, "COFFER_TEST_TOKEN": token or ""}
-    done = subprocess.run([node, str(TS_CLIENT), f"{url}/mcp", "notes", "retrieval"], capture_output=True,
-                          text=True, timeout=60, env=env, cwd=WEB_TESTS, check=False)  # fmt: skip
+    done = subprocess.run(
+        [node, str(TS_CLIENT), f"{url}/mcp", "notes", "retrieval"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=WEB_TESTS,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -254,8 +254,11 @@ def test_the_token_in_a_query_string_is_accepted_only_on_the_viewer_page(token_u
 def test_the_viewer_cookie_does_not_open_the_mcp_endpoint(token_url: str) -> None:
     with client(token_url) as http:
         http.get("/", params={"token": TOKEN})
-        response = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                             headers={"Accept": "application/json, text/event-stream"})  # fmt: skip
+        response = http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
     assert response.status_code == 401
 
 
@@ -316,8 +319,17 @@ def test_the_login_form_sets_the_viewer_cookie_and_returns_to_the_viewer(token_u
         assert http.get("/api/v1/knowledge_bases").status_code == 200
 
 
-@pytest.mark.parametrize("form", [{"token": "guess-guess-guess-1"}, {"token": " "}, {"token": ""}, {"other": TOKEN},
-                                  {"token": TOKEN + " "}, {"token": TOKEN, "pad": "x" * 5000}])  # fmt: skip
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"token": "guess-guess-guess-1"},
+        {"token": " "},
+        {"token": ""},
+        {"other": TOKEN},
+        {"token": TOKEN + " "},
+        {"token": TOKEN, "pad": "x" * 5000},
+    ],
+)
 def test_a_wrong_or_blank_token_in_the_login_form_shows_the_page_again_with_an_error(
     token_url: str, form: dict
 ) -> None:

@@ -48,8 +48,9 @@ def read_banner(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
 def test_serve_http_prints_where_it_listens_serves_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     with make_coffer(tmp_path / "home") as service:
         seed(service)
-    process = subprocess.Popen([sys.executable, "-c", SERVE, str(tmp_path / "home")], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(tmp_path / "home")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = read_banner(process)
         match = BANNER.search(line)
@@ -102,7 +103,7 @@ def test_coffer_serve_refuses_to_start_with_a_blank_or_weak_token_and_says_how_t
     assert done.stdout == ""
     assert "The HTTP token is unusable" in done.stderr
     assert problem in done.stderr
-    assert 'secrets.token_urlsafe(32)' in done.stderr
+    assert "secrets.token_urlsafe(32)" in done.stderr
     assert "openssl rand -hex 24" in done.stderr
 
 

@@ -234,8 +234,10 @@ def test_an_api_error_is_shown_with_the_apis_own_message_and_hint(
     page.wait_for(f"{count('#kb-list a')} === 2")
     page.evaluate(f"location.hash = '#/kb/notes/doc/{doc_id}'")
     page.wait_for(f"!document.querySelector('#toast').hidden && {text_of('#toast strong')} !== ''")
-    shown = page.evaluate("({message: document.querySelector('#toast strong').textContent, "
-                          "hint: (document.querySelector('#toast .hint') || {}).textContent})")  # fmt: skip
+    shown = page.evaluate(
+        "({message: document.querySelector('#toast strong').textContent, "
+        "hint: (document.querySelector('#toast .hint') || {}).textContent})"
+    )
     api = page.evaluate(f"fetch('/api/v1/knowledge_bases/notes/documents/{doc_id}').then(r => r.json())")
     assert shown == {"message": api["message"], "hint": api["hint"]}
     assert api["hint"]
@@ -248,11 +250,21 @@ RENDER_CASES = {
     ),
     "snake_case": ("call snake_case_name and 2*3*4", "<p>call snake_case_name and 2*3*4</p>"),
     "script_link": ("[x](javascript:alert(1))", '<p><span class="dead-link" title="javascript:alert(1)">x</span></p>'),
-    "autolink": ("<https://a.example/p?q=1>", ('<p><a href="https://a.example/p?q=1" target="_blank" '
-                 'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>')),
-    "image": ("![chart](https://img.example/c.png)", ('<p><a href="https://img.example/c.png" target="_blank" '
-              'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>')),
-    "raw_html": ('<div onclick="x()">hi</div>', "<p>&lt;div onclick=\"x()\"&gt;hi&lt;/div&gt;</p>"),
+    "autolink": (
+        "<https://a.example/p?q=1>",
+        (
+            '<p><a href="https://a.example/p?q=1" target="_blank" '
+            'rel="noopener noreferrer nofollow" title="https://a.example/p?q=1">https://a.example/p?q=1</a></p>'
+        ),
+    ),
+    "image": (
+        "![chart](https://img.example/c.png)",
+        (
+            '<p><a href="https://img.example/c.png" target="_blank" '
+            'rel="noopener noreferrer nofollow" title="https://img.example/c.png">[image: chart]</a></p>'
+        ),
+    ),
+    "raw_html": ('<div onclick="x()">hi</div>', '<p>&lt;div onclick="x()"&gt;hi&lt;/div&gt;</p>'),
     "ordered_start": ("3. three\n4. four", '<ol start="3"><li>three</li><li>four</li></ol>'),
     "nested": ("- a\n  - b\n- c", "<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>"),
     "setext": ("Title\n=====\n\nSub\n---", "<h1>Title</h1><h2>Sub</h2>"),

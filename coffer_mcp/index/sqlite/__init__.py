@@ -84,11 +84,19 @@ class SqliteIndex:
         chosen = binding()
         conn = self.conn
         vec = vec_version(conn)
-        problems = [] if vec is not None else [
-            "sqlite-vec is not loaded: vector search cannot work (pip install sqlean.py sqlite-vec)."
-        ]
-        return IndexDiagnosis(backend="sqlite", binding=chosen.name, version=chosen.sqlite_version,
-                              keyword_index=q.has_fts5(conn), vector_version=vec, problems=problems)  # fmt: skip
+        problems = (
+            []
+            if vec is not None
+            else ["sqlite-vec is not loaded: vector search cannot work (pip install sqlean.py sqlite-vec)."]
+        )
+        return IndexDiagnosis(
+            backend="sqlite",
+            binding=chosen.name,
+            version=chosen.sqlite_version,
+            keyword_index=q.has_fts5(conn),
+            vector_version=vec,
+            problems=problems,
+        )
 
     # -- knowledge bases ---------------------------------------------------------------------------
 
@@ -168,9 +176,13 @@ class SqliteIndex:
     # -- keyword search ----------------------------------------------------------------------------
 
     def keyword_search(
-        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        self,
+        terms: Sequence[str],
+        operator: Operator,
+        kbs: Sequence[str],
+        doc_ids: Sequence[str] | None,
         limit: int,
-    ) -> list[PassageRow]:  # fmt: skip
+    ) -> list[PassageRow]:
         rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, doc_ids, limit)
         return [_passage(row) for row in rows]
 
@@ -178,9 +190,14 @@ class SqliteIndex:
         return q.fts_matches_more_than(self.conn, match_expression([term], "AND"), count)
 
     def substring_search(
-        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
-        limit: int, scan_limit: int,
-    ) -> list[PassageRow]:  # fmt: skip
+        self,
+        terms: Sequence[str],
+        operator: Operator,
+        kbs: Sequence[str],
+        doc_ids: Sequence[str] | None,
+        limit: int,
+        scan_limit: int,
+    ) -> list[PassageRow]:
         rows = q.substring_search(self.conn, terms, operator, kbs, doc_ids, limit, scan_limit)
         return [_passage(row) for row in rows]
 
@@ -252,19 +269,35 @@ def _maybe_document(row: Any) -> DocumentRow | None:
 
 def _document(row: Any) -> DocumentRow:
     return DocumentRow(
-        id=row["id"], kb=row["kb"], title=row["title"], original_filename=row["original_filename"],
-        original_format=row["original_format"], source_sha256=row["source_sha256"],
-        content_sha256=row["content_sha256"], source_mode=row["source_mode"], source_path=row["source_path"],
-        conversion_engine=row["conversion_engine"], converted_at=row["converted_at"], created_at=row["created_at"],
-        updated_at=row["updated_at"], metadata=json.loads(row["metadata"] or "{}"), file_stamp=row["file_stamp"],
-        chunk_params=row["chunk_params"], embed_pending=bool(row["embed_pending"]),
+        id=row["id"],
+        kb=row["kb"],
+        title=row["title"],
+        original_filename=row["original_filename"],
+        original_format=row["original_format"],
+        source_sha256=row["source_sha256"],
+        content_sha256=row["content_sha256"],
+        source_mode=row["source_mode"],
+        source_path=row["source_path"],
+        conversion_engine=row["conversion_engine"],
+        converted_at=row["converted_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        metadata=json.loads(row["metadata"] or "{}"),
+        file_stamp=row["file_stamp"],
+        chunk_params=row["chunk_params"],
+        embed_pending=bool(row["embed_pending"]),
         embedding_model=row["embedding_model"],
-    )  # fmt: skip
+    )
 
 
 def _passage(row: Any) -> PassageRow:
     return PassageRow(
-        chunk_id=row["id"], document_id=row["document_id"], kb=row["kb"], position=row["position"],
-        heading_path=json.loads(row["heading_path"]), text=row["text"], title=row["title"],
+        chunk_id=row["id"],
+        document_id=row["document_id"],
+        kb=row["kb"],
+        position=row["position"],
+        heading_path=json.loads(row["heading_path"]),
+        text=row["text"],
+        title=row["title"],
         score=float(row["score"]),
-    )  # fmt: skip
+    )

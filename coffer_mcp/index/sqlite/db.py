@@ -12,8 +12,8 @@ import functools
 import importlib.util
 import logging
 import os
-import time
 import sqlite3 as _stdlib_sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -70,8 +70,9 @@ def connect(path: Path | str, *, load_vec: bool = True) -> Connection:
     """
     chosen = binding()
     try:
-        conn = chosen.module.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                     check_same_thread=False)
+        conn = chosen.module.connect(
+            str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
     except chosen.module.Error as exc:
         raise StoreError(
             f"Cannot open the index database {path}: {exc}.",

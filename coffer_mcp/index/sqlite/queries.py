@@ -7,9 +7,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from coffer_mcp.index.fts import search_text
 from coffer_mcp.index.sqlite import vectors
 from coffer_mcp.index.sqlite.db import Connection, database_errors
-from coffer_mcp.index.fts import search_text
 from coffer_mcp.models import Chunk
 from coffer_mcp.timeutil import utc_now
 
@@ -18,42 +18,56 @@ __all__ = [
     "audit",
     "chunk_count",
     "chunk_texts",
+    "chunk_window",
     "clear_kb_embeddings",
     "delete_document",
     "delete_kb",
-    "chunk_window",
+    "doc_stamps",
     "document_chunk_count",
+    "document_counts",
     "documents",
     "embedded_models",
     "find_document",
-    "has_fts5",
-    "ids_outside",
-    "recent_documents",
-    "vector_kbs",
-    "verify_fts",
-    "document_counts",
-    "doc_stamps",
     "fts_matches_more_than",
     "fts_search",
     "get_document",
+    "has_fts5",
+    "ids_outside",
     "kb_counts",
     "kb_stamps",
     "list_documents",
     "rebuild_fts",
+    "recent_documents",
     "record_invocation",
     "replace_chunks",
     "set_embedding",
     "substring_search",
     "upsert_document",
     "upsert_kb",
+    "vector_kbs",
+    "verify_fts",
     "write",
 ]
 
 DOC_COLUMNS = (
-    "id", "kb", "title", "original_filename", "original_format", "source_sha256", "content_sha256",
-    "source_mode", "source_path", "conversion_engine", "converted_at", "created_at", "updated_at",
-    "metadata", "file_stamp", "chunk_params",
-)  # fmt: skip
+    "id",
+    "kb",
+    "title",
+    "original_filename",
+    "original_format",
+    "source_sha256",
+    "content_sha256",
+    "source_mode",
+    "source_path",
+    "conversion_engine",
+    "converted_at",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "file_stamp",
+    "chunk_params",
+)
+
 
 @contextmanager
 def write(conn: Connection) -> Iterator[Connection]:
@@ -83,9 +97,17 @@ def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
                chunk_size = excluded.chunk_size, chunk_overlap = excluded.chunk_overlap,
                vector = excluded.vector, created_at = excluded.created_at,
                updated_at = excluded.updated_at, config_stamp = excluded.config_stamp""",
-        (name, config.description, config.chunk_size, config.chunk_overlap, int(config.vector),
-         config.created_at, config.updated_at, stamp),
-    )  # fmt: skip
+        (
+            name,
+            config.description,
+            config.chunk_size,
+            config.chunk_overlap,
+            int(config.vector),
+            config.created_at,
+            config.updated_at,
+            stamp,
+        ),
+    )
 
 
 def delete_kb(conn: Connection, name: str) -> None:
@@ -205,10 +227,17 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
     _delete_chunks(conn, "document_id = ?", (doc_id,))
     first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
     rows = [
-        (first + i, doc_id, kb, c.position, json.dumps(list(c.heading_path), ensure_ascii=False),
-         "\n".join(c.heading_path), c.text)
+        (
+            first + i,
+            doc_id,
+            kb,
+            c.position,
+            json.dumps(list(c.heading_path), ensure_ascii=False),
+            "\n".join(c.heading_path),
+            c.text,
+        )
         for i, c in enumerate(chunks)
-    ]  # fmt: skip
+    ]
     conn.executemany(
         "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
@@ -256,7 +285,9 @@ def rebuild_fts(conn: Connection) -> int:
     """Rebuild the whole full-text index from the chunks table (repairs any drift)."""
     conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
     rows = conn.execute("SELECT id, headings, text FROM chunks").fetchall()
-    conn.executemany("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", [(r[0], _fts_body(r[1], r[2])) for r in rows])
+    conn.executemany(
+        "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", [(r[0], _fts_body(r[1], r[2])) for r in rows]
+    )
     return len(rows)
 
 
@@ -342,17 +373,22 @@ def _chunk_rows(
     rows = conn.execute(
         f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE c.id IN ({', '.join('?' * len(scores))}) AND {scope}""",
+            WHERE c.id IN ({", ".join("?" * len(scores))}) AND {scope}""",
         [*scores, *params],
     ).fetchall()
-    found = [{**dict(zip(row.keys(), row)), "score": scores[row["id"]]} for row in rows]
+    found = [{**dict(zip(row.keys(), row, strict=True)), "score": scores[row["id"]]} for row in rows]
     return sorted(found, key=lambda r: (-r["score"], r["document_id"], r["position"]))
 
 
 def substring_search(
-    conn: Connection, terms: Sequence[str], operator: str, kbs: Sequence[str], doc_ids: Sequence[str] | None,
-    limit: int, scan_limit: int,
-) -> list[Any]:  # fmt: skip
+    conn: Connection,
+    terms: Sequence[str],
+    operator: str,
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
+    limit: int,
+    scan_limit: int,
+) -> list[Any]:
     """Chunks containing the terms as substrings (partial words, single CJK characters).
 
     Scans at most ``scan_limit`` matching chunks; ranks by occurrences per 1,000 characters.
@@ -360,16 +396,14 @@ def substring_search(
     scope, params = _scope(kbs, doc_ids)
     haystack = "lower(c.headings || ' ' || c.text)"
     tests = [f"instr({haystack}, ?) > 0" for _ in terms]
-    counts = " + ".join(
-        f"(length({haystack}) - length(replace({haystack}, ?, ''))) / length(?)" for _ in terms
-    )
+    counts = " + ".join(f"(length({haystack}) - length(replace({haystack}, ?, ''))) / length(?)" for _ in terms)
     lowered = [t.lower() for t in terms]
     sql = f"""
         SELECT * FROM (
             SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
                    1000.0 * ({counts}) / (length(c.text) + 1) AS score
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE {scope} AND ({f' {operator} '.join(tests)})
+            WHERE {scope} AND ({f" {operator} ".join(tests)})
             LIMIT ?)
         ORDER BY score DESC, document_id, position LIMIT ?"""
     count_params = [p for t in lowered for p in (t, t)]
@@ -380,9 +414,13 @@ def substring_search(
 
 
 def audit(
-    conn: Connection, event: str, kb: str, actor: str, document_id: str | None = None,
+    conn: Connection,
+    event: str,
+    kb: str,
+    actor: str,
+    document_id: str | None = None,
     details: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     conn.execute(
         "INSERT INTO audit_log (at, event, kb, document_id, actor, details) VALUES (?, ?, ?, ?, ?, ?)",
         (utc_now(), event, kb, document_id, actor, json.dumps(details or {}, ensure_ascii=False)),

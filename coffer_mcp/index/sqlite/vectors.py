@@ -19,17 +19,17 @@ from coffer_mcp.timeutil import utc_now
 
 __all__ = [
     "count_vectors",
+    "delete_kb_vectors",
     "delete_vectors",
     "dimensions_of",
-    "orphans",
-    "delete_kb_vectors",
     "drop_orphans",
     "knn",
     "model_table",
+    "orphans",
     "pending_documents",
     "serialize",
-    "stored_vectors",
     "store_vectors",
+    "stored_vectors",
     "table_of",
 ]
 
@@ -141,9 +141,7 @@ def drop_orphans(conn: Connection) -> int:
     return dropped
 
 
-def store_vectors(
-    conn: Connection, table: str, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
-) -> None:
+def store_vectors(conn: Connection, table: str, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]) -> None:
     """Insert ``(chunk_id, vector)`` rows, a vector as floats or as a stored blob (vec0 has no
     upsert: stale rows are deleted first)."""
     conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", [(cid,) for cid, _ in rows])
@@ -154,9 +152,13 @@ def store_vectors(
 
 
 def knn(
-    conn: Connection, table: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None,
+    conn: Connection,
+    table: str,
+    query: Sequence[float],
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
     limit: int,
-) -> list[Any]:  # fmt: skip
+) -> list[Any]:
     """The ``limit`` nearest chunks, with passage columns and ``score`` = 1 - cosine distance."""
     marks = ", ".join("?" * len(kbs))
     # vec0 answers k per partition; the outer query keeps the overall best.
@@ -181,8 +183,7 @@ def knn(
 def pending_documents(conn: Connection, kb: str, identity: str, *, limit: int = -1) -> list[str]:
     """Documents of ``kb`` whose vectors are missing, failed, or from another model."""
     rows = conn.execute(
-        "SELECT id FROM documents WHERE kb = ? AND (embed_pending = 1 OR embedding_model IS NOT ?) "
-        "ORDER BY id LIMIT ?",
+        "SELECT id FROM documents WHERE kb = ? AND (embed_pending = 1 OR embedding_model IS NOT ?) ORDER BY id LIMIT ?",
         (kb, identity, limit),
     )
     return [row[0] for row in rows]
