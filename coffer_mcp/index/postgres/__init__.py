@@ -1,0 +1,381 @@
+"""The index in PostgreSQL: BM25 over a postings table for keywords, pgvector for vectors.
+
+``PostgresIndex`` implements ``index.port.Index`` with the same semantics as ``SqliteIndex``, so
+several Coffer servers can share one index. Each thread gets its own connection (autocommit;
+``transaction()`` is one atomic unit); the schema is migrated once per index object, under an
+advisory lock (``schema``). Keyword search ranks exactly as FTS5 does (``keyword``, ``tokens``),
+vectors live in one pgvector table per model (``vectors``).
+
+Every psycopg error leaves as a ``StoreError`` with a hint and without the password. A call that
+finds its connection broken (the server restarted) is retried once on a new connection when it
+ran outside a transaction; inside one, the error is raised and the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import psycopg
+
+from coffer_mcp.errors import StoreError
+from coffer_mcp.index.port import ChunkRow, DocumentRow, IndexDiagnosis, KbCounts, Operator, PassageRow
+from coffer_mcp.index.postgres import keyword, vectors
+from coffer_mcp.index.postgres import queries as q
+from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused
+from coffer_mcp.index.postgres.schema import migrate
+from coffer_mcp.models import Chunk
+
+__all__ = ["PostgresIndex"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _mapped(method: Callable[P, R]) -> Callable[P, R]:
+    """Run ``method`` with psycopg's errors mapped, retrying once on a connection found broken."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        index: PostgresIndex = args[0]  # type: ignore[assignment]
+        for attempt in (1, 2):
+            idle = not index._in_transaction()
+            try:
+                return method(*args, **kwargs)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if not index._drop_if_broken():
+                    raise refused(index.url, exc) from exc  # the connection is fine: the statement failed
+                if attempt == 2 or not idle:
+                    raise lost(index.url, exc) from exc
+            except psycopg.Error as exc:
+                raise refused(index.url, exc) from exc
+        raise AssertionError("unreachable")
+
+    return call
+
+
+class PostgresIndex:
+    """The index in a PostgreSQL database with pgvector (see ``index.port.Index`` for each method)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._connections: list[Connection] = []
+        self._guard = threading.Lock()
+        self._migrated = False
+        self._vector_version: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> Connection:
+        """This thread's connection (opened, and the schema migrated, on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.url)
+            try:
+                with self._guard:
+                    if not self._migrated:
+                        migrate(conn)
+                        self._migrated = True
+                    self._connections.append(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._local.conn = conn
+        return conn
+
+    def _in_transaction(self) -> bool:
+        conn = getattr(self._local, "conn", None)
+        return conn is not None and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def _drop_if_broken(self) -> bool:
+        """Forget this thread's connection if it is no longer usable; whether it was."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return True  # it never opened: connect() failed
+        if not (conn.broken or conn.closed):
+            return False
+        self._local.conn = None
+        with self._guard:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+        return True
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        conn = self._connect_mapped()
+        try:
+            with conn.transaction():
+                yield
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if self._drop_if_broken():
+                raise lost(self.url, exc) from exc
+            raise refused(self.url, exc) from exc
+        except psycopg.Error as exc:
+            raise refused(self.url, exc) from exc
+
+    @_mapped
+    def _connect_mapped(self) -> Connection:
+        return self.conn
+
+    def close(self) -> None:
+        with self._guard:
+            for conn in self._connections:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+            self._connections.clear()
+            self._local = threading.local()
+            self._migrated = False
+
+    @_mapped
+    def diagnose(self) -> IndexDiagnosis:
+        conn = self.conn
+        row = conn.execute(
+            "SELECT current_setting('server_version') AS server, "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector"
+        ).fetchone()
+        assert row is not None
+        problems = [] if row["vector"] else ["pgvector is not installed in the database: vector search cannot work."]
+        if row["vector"] and not _iterative(row["vector"]):
+            problems.append(f"pgvector {row['vector']} has no iterative scans (0.8+): a KNN filtered to a knowledge "
+                            "base may return fewer results than asked.")  # fmt: skip
+        return IndexDiagnosis(backend="postgres", binding=f"psycopg {psycopg.__version__}", version=row["server"],
+                              keyword_index=True, vector_version=row["vector"], problems=problems)  # fmt: skip
+
+    # -- knowledge bases ---------------------------------------------------------------------------
+
+    @_mapped
+    def kb_stamps(self) -> dict[str, str]:
+        return q.kb_stamps(self.conn)
+
+    @_mapped
+    def upsert_kb(self, name: str, config: Any, stamp: str) -> None:
+        q.upsert_kb(self.conn, name, config, stamp)
+
+    @_mapped
+    def delete_kb(self, name: str) -> None:
+        q.delete_kb(self.conn, name)
+
+    @_mapped
+    def vector_kbs(self) -> set[str]:
+        return q.vector_kbs(self.conn)
+
+    @_mapped
+    def kb_counts(self, name: str, vector_model: str | None) -> KbCounts:
+        return KbCounts(*q.kb_counts(self.conn, name, vector_model))
+
+    @_mapped
+    def document_counts(self) -> dict[str, int]:
+        return q.document_counts(self.conn)
+
+    # -- documents ---------------------------------------------------------------------------------
+
+    @_mapped
+    def doc_stamps(self, kb: str) -> dict[str, tuple[str, str]]:
+        return q.doc_stamps(self.conn, kb)
+
+    @_mapped
+    def get_document(self, kb: str, doc_id: str) -> DocumentRow | None:
+        return _maybe_document(q.get_document(self.conn, kb, doc_id))
+
+    @_mapped
+    def find_document(
+        self, kb: str, *, filename: str | None = None, source_path: str | None = None, source_url: str | None = None
+    ) -> DocumentRow | None:
+        given = {"filename": filename, "source_path": source_path, "source_url": source_url}
+        by = [key for key, value in given.items() if value]
+        if len(by) != 1:
+            raise ValueError(f"find_document takes exactly one criterion, got {by}")
+        return _maybe_document(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
+
+    @_mapped
+    def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
+        return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
+
+    @_mapped
+    def list_documents(self, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list[DocumentRow], int]:
+        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset)
+        return [_document(row) for row in rows], total
+
+    @_mapped
+    def recent_documents(self, limit: int) -> list[DocumentRow]:
+        return [_document(row) for row in q.recent_documents(self.conn, limit)]
+
+    @_mapped
+    def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
+        return q.ids_outside(self.conn, kb, among)
+
+    @_mapped
+    def upsert_document(self, row: DocumentRow) -> None:
+        q.upsert_document(self.conn, {column: getattr(row, column) for column in q.DOC_COLUMNS})
+
+    @_mapped
+    def delete_document(self, doc_id: str) -> None:
+        q.delete_document(self.conn, doc_id)
+
+    # -- chunks ------------------------------------------------------------------------------------
+
+    @_mapped
+    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
+        return q.replace_chunks(self.conn, kb, doc_id, chunks)
+
+    @_mapped
+    def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:
+        return q.chunk_texts(self.conn, doc_id)
+
+    @_mapped
+    def chunk_window(self, doc_id: str, first: int, last: int) -> tuple[list[ChunkRow], int | None]:
+        rows, end = q.chunk_window(self.conn, doc_id, first, last)
+        return [ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"]) for r in rows], end
+
+    @_mapped
+    def chunk_count(self, *, kb: str | None = None, doc_id: str | None = None) -> int:
+        if doc_id is not None:
+            return q.document_chunk_count(self.conn, doc_id)
+        if kb is None:
+            raise ValueError("chunk_count needs kb or doc_id")
+        return q.chunk_count(self.conn, kb)
+
+    # -- keyword search ----------------------------------------------------------------------------
+
+    @_mapped
+    def keyword_search(
+        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        limit: int,
+    ) -> list[PassageRow]:  # fmt: skip
+        return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, doc_ids, limit)]
+
+    @_mapped
+    def matches_more_than(self, term: str, count: int) -> bool:
+        return keyword.matches_more_than(self.conn, term, count)
+
+    @_mapped
+    def substring_search(
+        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        limit: int, scan_limit: int,
+    ) -> list[PassageRow]:  # fmt: skip
+        rows = keyword.substring_search(self.conn, terms, operator, kbs, doc_ids, limit, scan_limit)
+        return [_passage(row) for row in rows]
+
+    # -- vectors -----------------------------------------------------------------------------------
+
+    @_mapped
+    def set_embedding(self, doc_id: str, *, pending: bool, model: str | None) -> None:
+        q.set_embedding(self.conn, doc_id, pending=pending, model=model)
+
+    @_mapped
+    def clear_kb_embeddings(self, kb: str) -> None:
+        q.clear_kb_embeddings(self.conn, kb)
+
+    @_mapped
+    def pending_documents(self, kb: str, identity: str, *, limit: int = -1) -> list[str]:
+        return q.pending_documents(self.conn, kb, identity, limit=limit)
+
+    @_mapped
+    def embedded_models(self, kb: str) -> list[str]:
+        return q.embedded_models(self.conn, kb)
+
+    @_mapped
+    def vector_dimensions(self, identity: str) -> int | None:
+        return vectors.dimensions_of(self.conn, identity)
+
+    @_mapped
+    def store_vectors(
+        self, identity: str, dimensions: int, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
+    ) -> None:
+        conn = self.conn
+        table = vectors.model_table(conn, identity, dimensions)
+        assert table is not None  # created when missing
+        vectors.delete_chunk_vectors(conn, [chunk_id for chunk_id, _ in rows])
+        vectors.store_vectors(conn, table, dimensions, kb, rows)
+
+    @_mapped
+    def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
+        table = vectors.table_of(self.conn, identity)
+        return {} if table is None else vectors.stored_vectors(self.conn, table, chunk_ids)
+
+    @_mapped
+    def knn(
+        self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+    ) -> list[PassageRow]:
+        table = vectors.model_table(self.conn, identity, len(query), create=False)
+        if table is None:
+            return []
+        rows = vectors.knn(self.conn, table, query, kbs, doc_ids, limit, iterative=self._iterative_scans())
+        return [_passage(row) for row in rows]
+
+    def _iterative_scans(self) -> bool:
+        if self._vector_version is None:
+            row = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            self._vector_version = row["extversion"] if row else ""
+        return _iterative(self._vector_version)
+
+    # -- verification and repair -------------------------------------------------------------------
+
+    @_mapped
+    def count_vectors(self, identity: str, chunk_ids: Sequence[int]) -> int | None:
+        return vectors.count_vectors(self.conn, identity, chunk_ids)
+
+    @_mapped
+    def check_shared(self) -> list[str]:
+        return keyword.check(self.conn) + vectors.orphans(self.conn)
+
+    @_mapped
+    def repair_shared(self) -> None:
+        with self.conn.transaction():
+            keyword.rebuild(self.conn)
+            vectors.drop_orphans(self.conn)
+
+    # -- history -----------------------------------------------------------------------------------
+
+    @_mapped
+    def audit(
+        self, event: str, kb: str, actor: str, document_id: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        q.audit(self.conn, event, kb, actor, document_id, details)
+
+    @_mapped
+    def record_invocation(
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+    ) -> None:
+        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+
+
+def _iterative(version: str) -> bool:
+    """Whether pgvector ``version`` has iterative index scans (0.8.0 and later)."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (0, 8)
+
+
+def _maybe_document(row: dict[str, Any] | None) -> DocumentRow | None:
+    return None if row is None else _document(row)
+
+
+def _document(row: dict[str, Any]) -> DocumentRow:
+    return DocumentRow(
+        id=row["id"], kb=row["kb"], title=row["title"], original_filename=row["original_filename"],
+        original_format=row["original_format"], source_sha256=row["source_sha256"],
+        content_sha256=row["content_sha256"], source_mode=row["source_mode"], source_path=row["source_path"],
+        conversion_engine=row["conversion_engine"], converted_at=row["converted_at"], created_at=row["created_at"],
+        updated_at=row["updated_at"], metadata=json.loads(row["metadata"] or "{}"), file_stamp=row["file_stamp"],
+        chunk_params=row["chunk_params"], embed_pending=bool(row["embed_pending"]),
+        embedding_model=row["embedding_model"],
+    )  # fmt: skip
+
+
+def _passage(row: dict[str, Any]) -> PassageRow:
+    return PassageRow(
+        chunk_id=row["id"], document_id=row["document_id"], kb=row["kb"], position=row["position"],
+        heading_path=json.loads(row["heading_path"]), text=row["text"], title=row["title"],
+        score=float(row["score"]),
+    )  # fmt: skip

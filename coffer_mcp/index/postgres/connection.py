@@ -1,0 +1,100 @@
+"""Connections to PostgreSQL, and psycopg's errors turned into ``StoreError`` with a hint.
+
+``psycopg`` is imported here and in the other modules of this package only. Every connection is
+opened by ``connect`` (autocommit: a write is one ``transaction()``; rows as dicts). Errors
+never carry the password: ``display_url`` is the URL without it, and ``scrub`` removes it (and
+anything shaped like one) from a message before it is shown.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+from psycopg.rows import dict_row
+
+from coffer_mcp.errors import StoreError
+
+__all__ = ["CONNECT_TIMEOUT_S", "Connection", "connect", "display_url", "lost", "refused", "scrub"]
+
+CONNECT_TIMEOUT_S = 10
+
+Connection = psycopg.Connection[dict[str, Any]]
+
+_URL_HINT = (
+    "Check COFFER_DATABASE_URL (postgresql://USER@HOST:5432/DATABASE) and that the server is running and "
+    "reachable from here; keep the password out of config files (the environment, or a libpq passfile)."
+)
+_SECRETS = [
+    (re.compile(r"(://[^:/@\s]*:)[^@\s]*@"), r"\1***@"),  # scheme://user:PASSWORD@host
+    (re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)", re.I), r"\1***"),  # key=value form
+]
+
+
+def connect(url: str) -> Connection:
+    """A new autocommit connection to ``url``.
+
+    Raises:
+        StoreError: the URL is malformed, or the server cannot be reached or refuses us.
+    """
+    try:
+        options = conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise StoreError(f"The database URL {display_url(url)} is not a valid PostgreSQL URL: "
+                         f"{scrub(str(exc), url)}.", hint=_URL_HINT) from exc  # fmt: skip
+    extra: dict[str, Any] = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT_S}
+    extra.setdefault("application_name", options.get("application_name", "coffer-mcp"))
+    try:
+        return psycopg.connect(url, autocommit=True, row_factory=dict_row, **extra)
+    except psycopg.Error as exc:
+        raise StoreError(f"Cannot connect to the PostgreSQL index at {display_url(url)}: {_first_line(exc, url)}.",
+                         hint=_URL_HINT) from exc  # fmt: skip
+
+
+def lost(url: str, exc: BaseException) -> StoreError:
+    """The error for a connection that failed during a call (server restarted, network gone)."""
+    return StoreError(
+        f"The PostgreSQL index at {display_url(url)} is unreachable: {_first_line(exc, url)}.",
+        hint="Check that the database server is up; Coffer reconnects on the next call once it is back.",
+    )
+
+
+def refused(url: str, exc: BaseException) -> StoreError:
+    """The error for a statement the server refused (a bug, or a damaged or foreign schema)."""
+    return StoreError(
+        f"The PostgreSQL index at {display_url(url)} refused a statement: {_first_line(exc, url)}.",
+        hint="Run 'coffer doctor'; the index is rebuildable from the files with 'coffer kb reindex --all'.",
+    )
+
+
+def display_url(url: str) -> str:
+    """``url`` without its password (or a placeholder when it does not parse)."""
+    try:
+        options = conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "(an unparsable URL)"
+    options.pop("password", None)
+    host = options.get("host", "localhost")
+    port = options.get("port", "5432")
+    user = options.get("user", "")
+    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{options.get('dbname', '')}"
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` without the password of ``url`` nor anything that looks like a password."""
+    try:
+        password = conninfo.conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        password = None
+    for pattern, replacement in _SECRETS:
+        message = pattern.sub(replacement, message)
+    if password and len(str(password)) >= 3:  # shorter ones would blank out ordinary words
+        message = message.replace(str(password), "***")
+    return message
+
+
+def _first_line(exc: BaseException, url: str) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return scrub(" ".join(lines[:2]) if lines else type(exc).__name__, url).rstrip(".")

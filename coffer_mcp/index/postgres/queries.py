@@ -1,0 +1,304 @@
+"""The SQL of the PostgreSQL index for knowledge bases, documents, chunks and history.
+
+Keyword search and the postings it reads are in ``keyword``, vectors in ``vectors``. PostgreSQL
+text cannot hold NUL, which SQLite stores: ``clean`` writes it as U+FFFD (both separate tokens,
+so keyword search is unchanged).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from psycopg.rows import tuple_row
+
+from coffer_mcp.index.fts import search_text
+from coffer_mcp.index.postgres import keyword, vectors
+from coffer_mcp.index.postgres.connection import Connection
+from coffer_mcp.index.postgres.tokens import term_counts
+from coffer_mcp.models import Chunk
+from coffer_mcp.timeutil import utc_now
+
+__all__ = [
+    "DOC_COLUMNS",
+    "audit",
+    "chunk_count",
+    "chunk_texts",
+    "chunk_window",
+    "clean",
+    "clear_kb_embeddings",
+    "delete_document",
+    "delete_kb",
+    "doc_stamps",
+    "document_chunk_count",
+    "document_counts",
+    "documents",
+    "embedded_models",
+    "find_document",
+    "get_document",
+    "ids_outside",
+    "kb_counts",
+    "kb_stamps",
+    "list_documents",
+    "pending_documents",
+    "recent_documents",
+    "record_invocation",
+    "replace_chunks",
+    "set_embedding",
+    "upsert_document",
+    "upsert_kb",
+    "vector_kbs",
+]
+
+DOC_COLUMNS = (
+    "id", "kb", "title", "original_filename", "original_format", "source_sha256", "content_sha256",
+    "source_mode", "source_path", "source_url", "conversion_engine", "converted_at", "created_at",
+    "updated_at", "metadata", "file_stamp", "chunk_params",
+)  # fmt: skip
+
+
+def clean(value: Any) -> Any:
+    """A string PostgreSQL can store (NUL becomes U+FFFD); anything else unchanged."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
+# -- knowledge bases ---------------------------------------------------------------------------
+
+
+def kb_stamps(conn: Connection) -> dict[str, str]:
+    return {row["name"]: row["config_stamp"] for row in conn.execute("SELECT name, config_stamp FROM knowledge_bases")}
+
+
+def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
+    conn.execute(
+        """INSERT INTO knowledge_bases
+               (name, description, chunk_size, chunk_overlap, vector, created_at, updated_at, config_stamp)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+           ON CONFLICT (name) DO UPDATE SET description = excluded.description,
+               chunk_size = excluded.chunk_size, chunk_overlap = excluded.chunk_overlap,
+               vector = excluded.vector, created_at = excluded.created_at,
+               updated_at = excluded.updated_at, config_stamp = excluded.config_stamp""",
+        (name, clean(config.description), config.chunk_size, config.chunk_overlap, bool(config.vector),
+         config.created_at, config.updated_at, stamp),
+    )  # fmt: skip
+
+
+def delete_kb(conn: Connection, name: str) -> None:
+    """Drop every row of a knowledge base: vectors, postings and chunks first."""
+    vectors.delete_kb_vectors(conn, name)
+    _delete_chunks(conn, "kb = %s", (name,))
+    conn.execute("DELETE FROM keyword_stats WHERE kb = %s", (name,))
+    conn.execute("DELETE FROM documents WHERE kb = %s", (name,))
+    conn.execute("DELETE FROM knowledge_bases WHERE name = %s", (name,))
+
+
+def vector_kbs(conn: Connection) -> set[str]:
+    return {row["name"] for row in conn.execute("SELECT name FROM knowledge_bases WHERE vector")}
+
+
+def kb_counts(conn: Connection, name: str, vector_model: str | None) -> tuple[int, int, int]:
+    """(documents, chunks, degraded documents): see ``index.sqlite.queries.kb_counts``."""
+    row = conn.execute(
+        "SELECT count(*) AS docs, count(*) FILTER (WHERE embed_pending OR embedding_model IS DISTINCT FROM %s) "
+        "AS degraded FROM documents WHERE kb = %s",
+        (vector_model, name),
+    ).fetchone()
+    assert row is not None
+    return row["docs"], chunk_count(conn, name), row["degraded"] if vector_model is not None else 0
+
+
+def chunk_count(conn: Connection, name: str) -> int:
+    return _one(conn, "SELECT count(*) AS n FROM chunks WHERE kb = %s", (name,))
+
+
+def document_counts(conn: Connection) -> dict[str, int]:
+    return {row["kb"]: row["n"] for row in conn.execute("SELECT kb, count(*) AS n FROM documents GROUP BY kb")}
+
+
+# -- documents ---------------------------------------------------------------------------------
+
+
+def doc_stamps(conn: Connection, kb: str) -> dict[str, tuple[str, str]]:
+    """``{document_id: (file_stamp, chunk_params)}`` for the drift check (runs on every read)."""
+    with conn.cursor(row_factory=tuple_row) as cursor:  # plain tuples: this runs over every document
+        rows = cursor.execute("SELECT id, file_stamp, chunk_params FROM documents WHERE kb = %s", (kb,)).fetchall()
+    return {doc_id: (stamp, params) for doc_id, stamp, params in rows}
+
+
+def get_document(conn: Connection, kb: str, doc_id: str) -> dict[str, Any] | None:
+    return conn.execute("SELECT * FROM documents WHERE kb = %s AND id = %s", (kb, doc_id)).fetchone()
+
+
+_MATCH_COLUMN = {"filename": "original_filename", "source_path": "source_path", "source_url": "source_url"}
+
+
+def find_document(conn: Connection, kb: str, by: str, value: str) -> dict[str, Any] | None:
+    """The oldest document whose ``by`` (a key of ``_MATCH_COLUMN``) is ``value``."""
+    return conn.execute(
+        f"SELECT * FROM documents WHERE kb = %s AND {_MATCH_COLUMN[by]} = %s ORDER BY created_at, id LIMIT 1",
+        (kb, clean(value)),
+    ).fetchone()
+
+
+def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> list[dict[str, Any]]:
+    having = " AND source_path IS NOT NULL" if with_source_path else ""
+    return conn.execute(f"SELECT * FROM documents WHERE kb = %s{having} ORDER BY created_at, id", (kb,)).fetchall()
+
+
+def list_documents(
+    conn: Connection, kb: str, title_filter: str, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of documents, oldest first, filtered by a title substring (ASCII case folded, as SQLite)."""
+    where, params = "kb = %s", [kb]
+    if title_filter:
+        where += " AND strpos(ascii_lower(title), ascii_lower(%s)) > 0"
+        params.append(clean(title_filter))
+    total = _one(conn, f"SELECT count(*) AS n FROM documents WHERE {where}", params)
+    rows = conn.execute(
+        f"SELECT * FROM documents WHERE {where} ORDER BY created_at, id LIMIT %s OFFSET %s",
+        [*params, _limit(limit), max(offset, 0)],
+    ).fetchall()
+    return rows, total
+
+
+def recent_documents(conn: Connection, limit: int) -> list[dict[str, Any]]:
+    return conn.execute("SELECT * FROM documents ORDER BY updated_at DESC, id LIMIT %s", (_limit(limit),)).fetchall()
+
+
+def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
+    rows = conn.execute("SELECT id FROM documents WHERE kb <> %s AND id = ANY(%s::text[])", (kb, list(among)))
+    return {row["id"] for row in rows}
+
+
+def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``)."""
+    values = [json.dumps(row[c], ensure_ascii=False) if c == "metadata" else clean(row[c]) for c in DOC_COLUMNS]
+    updates = ", ".join(f"{c} = excluded.{c}" for c in DOC_COLUMNS[1:])
+    conn.execute(
+        f"INSERT INTO documents ({', '.join(DOC_COLUMNS)}) VALUES ({', '.join(['%s'] * len(DOC_COLUMNS))}) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates}",
+        values,
+    )
+
+
+def delete_document(conn: Connection, doc_id: str) -> None:
+    _delete_chunks(conn, "document_id = %s", (doc_id,))
+    conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
+
+
+# -- chunks ------------------------------------------------------------------------------------
+
+
+def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
+    """Swap a document's chunks, and their postings (their vectors are dropped)."""
+    _delete_chunks(conn, "document_id = %s", (doc_id,))
+    chunks = list(chunks)
+    if not chunks:
+        return 0
+    ids = sorted(row["id"] for row in conn.execute(
+        "SELECT nextval('chunk_ids') AS id FROM generate_series(1, %s)", (len(chunks),)
+    ))  # fmt: skip
+    rows, postings = [], []
+    for chunk_id, chunk in zip(ids, chunks, strict=True):
+        headings = "\n".join(chunk.heading_path)
+        counts, length = term_counts(search_text(f"{headings}\n{chunk.text}"))
+        rows.append((chunk_id, doc_id, kb, chunk.position, json.dumps(list(chunk.heading_path), ensure_ascii=False),
+                     clean(headings), clean(chunk.text), length))  # fmt: skip
+        postings.append((chunk_id, counts, length))
+    with conn.cursor() as cursor, cursor.copy(
+        "COPY chunks (id, document_id, kb, position, heading_path, headings, text, length) FROM STDIN"
+    ) as copy:
+        for row in rows:
+            copy.write_row(row)
+    keyword.add_postings(conn, kb, postings)
+    return len(rows)
+
+
+def _delete_chunks(conn: Connection, where: str, params: Sequence[Any]) -> None:
+    """Delete chunks with their postings, vectors and share of the keyword statistics."""
+    doomed = f"SELECT id FROM chunks WHERE {where}"
+    keyword.remove_postings(conn, doomed, params)
+    vectors.delete_vectors(conn, doomed, params)
+    conn.execute(f"DELETE FROM chunks WHERE {where}", params)
+
+
+def chunk_texts(conn: Connection, doc_id: str) -> list[tuple[int, str]]:
+    rows = conn.execute("SELECT id, text FROM chunks WHERE document_id = %s ORDER BY position", (doc_id,))
+    return [(row["id"], row["text"]) for row in rows]
+
+
+def chunk_window(conn: Connection, doc_id: str, first: int, last: int) -> tuple[list[dict[str, Any]], int | None]:
+    rows = conn.execute(
+        "SELECT position, heading_path, text FROM chunks WHERE document_id = %s AND position BETWEEN %s AND %s "
+        "ORDER BY position",
+        (doc_id, first, last),
+    ).fetchall()
+    end = conn.execute("SELECT max(position) AS last FROM chunks WHERE document_id = %s", (doc_id,)).fetchone()
+    return rows, None if end is None else end["last"]
+
+
+def document_chunk_count(conn: Connection, doc_id: str) -> int:
+    return _one(conn, "SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc_id,))
+
+
+# -- embeddings --------------------------------------------------------------------------------
+
+
+def set_embedding(conn: Connection, doc_id: str, *, pending: bool, model: str | None) -> None:
+    conn.execute("UPDATE documents SET embed_pending = %s, embedding_model = %s WHERE id = %s", (pending, model, doc_id))
+
+
+def clear_kb_embeddings(conn: Connection, kb: str) -> None:
+    """Forget a knowledge base's vectors (its vector switch was turned off)."""
+    vectors.delete_kb_vectors(conn, kb)
+    conn.execute("UPDATE documents SET embed_pending = false, embedding_model = NULL WHERE kb = %s", (kb,))
+
+
+def pending_documents(conn: Connection, kb: str, identity: str, *, limit: int = -1) -> list[str]:
+    """Documents of ``kb`` whose vectors are missing, failed, or from another model."""
+    rows = conn.execute(
+        "SELECT id FROM documents WHERE kb = %s AND (embed_pending OR embedding_model IS DISTINCT FROM %s) "
+        "ORDER BY id LIMIT %s",
+        (kb, identity, _limit(limit)),
+    )
+    return [row["id"] for row in rows]
+
+
+def embedded_models(conn: Connection, kb: str) -> list[str]:
+    rows = conn.execute("SELECT embedding_model FROM documents WHERE kb = %s AND embedding_model IS NOT NULL", (kb,))
+    return [row["embedding_model"] for row in rows]
+
+
+# -- history -----------------------------------------------------------------------------------
+
+
+def audit(
+    conn: Connection, event: str, kb: str, actor: str, document_id: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    conn.execute(
+        "INSERT INTO audit_log (at, event, kb, document_id, actor, details) VALUES (%s, %s, %s, %s, %s, %s)",
+        (utc_now(), event, clean(kb), clean(document_id), clean(actor), json.dumps(details or {}, ensure_ascii=False)),
+    )
+
+
+def record_invocation(
+    conn: Connection, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+) -> None:
+    conn.execute(
+        "INSERT INTO mcp_invocations (at, tool, client, duration_ms, outcome, error_code) "
+        "VALUES (%s, %s, %s, %s, %s, %s)",
+        (utc_now(), clean(tool), clean(client), duration_ms, outcome, error_code),
+    )
+
+
+def _one(conn: Connection, sql: str, params: Sequence[Any]) -> int:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return int(next(iter(row.values())))
+
+
+def _limit(limit: int) -> int | None:
+    """SQLite's ``LIMIT -1`` (no limit) as PostgreSQL's ``LIMIT NULL``."""
+    return None if limit < 0 else limit

@@ -1,0 +1,524 @@
+"""The index port, one suite over every backend: SQLite (FTS5 + sqlite-vec) and PostgreSQL (pgvector).
+
+Each test runs against both; the PostgreSQL one on a fresh database of the session's server
+(``tests.postgres``). The ranking test indexes one corpus in both and asks for the same order
+and the same BM25 scores, which is what makes the PostgreSQL keyword index FTS5's BM25.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coffer_mcp.errors import StoreError
+from coffer_mcp.index.fts import analyze
+from coffer_mcp.index.port import DocumentRow, Index, pack_vector
+from coffer_mcp.index.postgres import PostgresIndex
+from coffer_mcp.index.sqlite import SqliteIndex
+from coffer_mcp.models import Chunk
+from coffer_mcp.store.kbconfig import KbConfig
+from tests.index.corpus import QUERIES, passages
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+def open_backend(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Index:
+    if name == "sqlite":
+        return SqliteIndex(tmp_path / "coffer.db")
+    return PostgresIndex(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(params=BACKENDS)
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
+    opened = open_backend(request.param, tmp_path, request)
+    yield opened
+    opened.close()
+
+
+def kb(index: Index, name: str, *, vector: bool = False) -> str:
+    config = KbConfig(description=f"{name} notes", vector=vector, created_at="2025-01-01T00:00:00Z",
+                      updated_at="2025-01-02T00:00:00Z")  # fmt: skip
+    with index.transaction():
+        index.upsert_kb(name, config, f"stamp-{name}")
+    return name
+
+
+def doc(doc_id: str, kb_name: str, **fields: Any) -> DocumentRow:
+    values: dict[str, Any] = {
+        "id": doc_id, "kb": kb_name, "title": f"Title of {doc_id}", "original_filename": f"{doc_id}.md",
+        "original_format": "md", "source_sha256": "s" * 64, "content_sha256": "c" * 64,
+        "source_mode": "converted", "source_path": None, "conversion_engine": "markdown",
+        "converted_at": "2025-01-01T00:00:00Z", "created_at": f"2025-01-01T00:00:{doc_id[-2:]}Z",
+        "updated_at": f"2025-01-03T00:00:{doc_id[-2:]}Z", "metadata": {"tags": ["a", "b"], "n": 1},
+        "file_stamp": f"stamp-{doc_id}", "chunk_params": "512:64",
+    }  # fmt: skip
+    values.update(fields)
+    return DocumentRow(**values)
+
+
+def add(index: Index, row: DocumentRow, *texts: str) -> list[int]:
+    """Index ``row`` with one chunk per text; returns the chunk ids in order."""
+    with index.transaction():
+        index.upsert_document(row)
+        index.replace_chunks(row.kb, row.id, [Chunk(i, text, ("Part", str(i))) for i, text in enumerate(texts)])
+    return [chunk_id for chunk_id, _ in index.chunk_texts(row.id)]
+
+
+def found(rows: list[Any]) -> list[tuple[str, int]]:
+    return [(row.document_id, row.position) for row in rows]
+
+
+def search(index: Index, query: str, operator: str = "AND", kbs: tuple[str, ...] = ("notes",),
+           doc_ids: list[str] | None = None, limit: int = 10) -> list[Any]:  # fmt: skip
+    return index.keyword_search(analyze(query).index_terms(), operator, list(kbs), doc_ids, limit)  # type: ignore[arg-type]
+
+
+# -- documents ---------------------------------------------------------------------------------
+
+
+def test_a_document_comes_back_as_it_was_written_and_updates_in_place(index: Index) -> None:
+    kb(index, "notes")
+    row = doc("doc-01", "notes", metadata={"source_url": "https://example.org/x", "tags": ["ü", "中"], "x": 1.5})
+    with index.transaction():
+        index.upsert_document(row)
+    assert index.get_document("notes", "doc-01") == row
+    assert index.get_document("other", "doc-01") is None
+    changed = dataclasses.replace(row, title="New title", file_stamp="stamp-2", source_path="/src/a.pdf")
+    with index.transaction():
+        index.upsert_document(changed)
+        index.set_embedding("doc-01", pending=True, model="m:1")
+    assert index.get_document("notes", "doc-01") == dataclasses.replace(changed, embed_pending=True, embedding_model="m:1")
+    assert index.doc_stamps("notes") == {"doc-01": ("stamp-2", "512:64")}
+    assert index.document_counts() == {"notes": 1}
+    assert index.kb_stamps() == {"notes": "stamp-notes"}
+
+
+def test_find_document_returns_the_oldest_match_of_the_one_criterion_given(index: Index) -> None:
+    kb(index, "notes")
+    url = {"source_url": "https://example.org/a"}
+    with index.transaction():
+        index.upsert_document(doc("doc-12", "notes", original_filename="a.pdf", source_path="/x/a.pdf", metadata=url))
+        index.upsert_document(doc("doc-11", "notes", original_filename="a.pdf", source_path="/x/a.pdf", metadata=url))
+        index.upsert_document(doc("doc-13", "notes", original_filename="b.pdf"))
+    for criterion in ({"filename": "a.pdf"}, {"source_path": "/x/a.pdf"}, {"source_url": "https://example.org/a"}):
+        match = index.find_document("notes", **criterion)
+        assert match is not None and match.id == "doc-11", criterion
+    assert index.find_document("notes", filename="c.pdf") is None
+    assert index.find_document("other", filename="a.pdf") is None
+    with pytest.raises(ValueError):
+        index.find_document("notes")
+    with pytest.raises(ValueError):
+        index.find_document("notes", filename="a.pdf", source_path="/x/a.pdf")
+
+
+def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filter(index: Index) -> None:
+    kb(index, "notes")
+    kb(index, "other")
+    with index.transaction():
+        for i in range(10, 17):
+            index.upsert_document(doc(f"doc-{i}", "notes", title=f"{'Alpha' if i % 2 else 'beta'} report {i}",
+                                      source_path=f"/src/{i}" if i % 3 == 0 else None))  # fmt: skip
+        index.upsert_document(doc("doc-20", "other", title="Alpha elsewhere"))
+    page, total = index.list_documents("notes", "", 3, 2)
+    assert total == 7 and [d.id for d in page] == ["doc-12", "doc-13", "doc-14"]
+    page, total = index.list_documents("notes", "ALPHA", 10, 0)
+    assert total == 3 and [d.id for d in page] == ["doc-11", "doc-13", "doc-15"]
+    assert [d.id for d in index.documents("notes")] == [f"doc-{i}" for i in range(10, 17)]
+    assert [d.id for d in index.documents("notes", with_source_path=True)] == ["doc-12", "doc-15"]
+    assert [d.id for d in index.recent_documents(3)] == ["doc-20", "doc-16", "doc-15"]
+    assert index.ids_outside("notes", ["doc-10", "doc-20", "nope"]) == {"doc-20"}
+    assert index.document_counts() == {"notes": 7, "other": 1}
+
+
+# -- chunks and keyword search -----------------------------------------------------------------
+
+
+def test_chunks_are_replaced_whole_and_read_back_in_order(index: Index) -> None:
+    kb(index, "notes")
+    first = add(index, doc("doc-01", "notes"), "one", "two", "three")
+    assert index.chunk_count(doc_id="doc-01") == 3 and index.chunk_count(kb="notes") == 3
+    rows, last = index.chunk_window("doc-01", 1, 5)
+    assert [(r.position, r.heading_path, r.text) for r in rows] == [(1, ["Part", "1"], "two"), (2, ["Part", "2"], "three")]
+    assert last == 2
+    assert index.chunk_window("nope", 0, 1) == ([], None)
+    second = add(index, doc("doc-01", "notes"), "uno", "dos")
+    assert [text for _, text in index.chunk_texts("doc-01")] == ["uno", "dos"]
+    assert not set(first) & set(second) or len(second) == 2
+    assert search(index, "three") == [] and found(search(index, "dos")) == [("doc-01", 1)]
+    assert index.kb_counts("notes", None) == index.kb_counts("notes", None).__class__(1, 2, 0)
+    with pytest.raises(ValueError):
+        index.chunk_count()
+
+
+def test_keyword_search_matches_all_terms_or_any_stemmed_best_first(index: Index) -> None:
+    kb(index, "notes")
+    add(index, doc("doc-01", "notes"), "The servers were running backups nightly.", "Nothing to see here.")
+    add(index, doc("doc-02", "notes"), "A server runs. The server, the server!", "Backups of a server run weekly.")
+    for i in range(3, 9):  # so that the terms above are rare enough to weigh
+        add(index, doc(f"doc-0{i}", "notes"), f"Unrelated filler about gardening, number {i}.")
+    both = search(index, "running server")
+    assert found(both) == [("doc-02", 0), ("doc-01", 0), ("doc-02", 1)]  # stems; the shorter passage first
+    assert [r.score for r in both] == sorted((r.score for r in both), reverse=True) and both[-1].score > 0.1
+    assert found(search(index, "backup nothing", "OR")) == [("doc-01", 1), ("doc-01", 0), ("doc-02", 1)]
+    top = search(index, "server")[0]
+    assert (top.document_id, top.position, top.title, top.heading_path) == ("doc-02", 0, "Title of doc-02", ["Part", "0"])
+    assert search(index, "zebra server") == []
+    assert index.matches_more_than("servers", 2) and not index.matches_more_than("servers", 3)
+    assert not index.matches_more_than("zebra", 0)
+
+
+def test_keyword_search_keeps_to_the_knowledge_bases_and_documents_asked_for(index: Index) -> None:
+    kb(index, "notes")
+    kb(index, "other")
+    for i in range(40):  # the best matches of the whole index live in another knowledge base
+        add(index, doc(f"doc-{i:02d}", "other"), "lock lock lock")
+    add(index, doc("doc-50", "notes"), "one lock in a much longer passage about other things entirely")
+    add(index, doc("doc-51", "notes"), "a lock and a lock")
+    assert found(search(index, "lock", limit=5)) == [("doc-51", 0), ("doc-50", 0)]
+    assert found(search(index, "lock", doc_ids=["doc-50"])) == [("doc-50", 0)]
+    assert len(search(index, "lock", kbs=("notes", "other"), limit=100)) == 42
+    assert search(index, "lock", kbs=()) == []
+
+
+def test_equal_scores_are_ordered_by_document_then_position(index: Index) -> None:
+    kb(index, "notes")
+    add(index, doc("doc-02", "notes"), "same words here", "same words here")
+    add(index, doc("doc-01", "notes"), "same words here")
+    assert found(search(index, "same words")) == [("doc-01", 0), ("doc-02", 0), ("doc-02", 1)]
+
+
+def test_chinese_is_found_through_bigrams_and_single_characters_by_substring(index: Index) -> None:
+    kb(index, "notes")
+    add(index, doc("doc-01", "notes"), "向量检索通过嵌入模型找到段落。", "全文检索用倒排索引。")
+    assert analyze("向量检索").index_terms() == ["向量", "量检", "检索"]
+    assert found(search(index, "向量检索")) == [("doc-01", 0)]
+    assert set(found(search(index, "向量检索", "OR"))) == {("doc-01", 0), ("doc-01", 1)}
+    assert search(index, "检") == []  # one character: not an index term of the text
+    hits = index.substring_search(["检"], "AND", ["notes"], None, 10, 100)
+    assert set(found(hits)) == {("doc-01", 0), ("doc-01", 1)}
+
+
+def test_substring_search_finds_word_pieces_ranked_by_density(index: Index) -> None:
+    kb(index, "notes")
+    add(index, doc("doc-01", "notes"), "The Backend and the backends", "a frontend", "BACKEND " * 3)
+    hits = index.substring_search(["ackend"], "AND", ["notes"], None, 10, 100)
+    assert found(hits) == [("doc-01", 2), ("doc-01", 0)]
+    assert hits[0].score == pytest.approx(1000 * 3 / 25)
+    assert found(index.substring_search(["ackend", "front"], "OR", ["notes"], None, 10, 100)) == [
+        ("doc-01", 2), ("doc-01", 1), ("doc-01", 0)]  # fmt: skip
+    assert index.substring_search(["ackend", "front"], "AND", ["notes"], None, 10, 100) == []
+    assert index.substring_search(["ackend"], "AND", ["notes"], ["doc-02"], 10, 100) == []
+    assert len(index.substring_search(["end"], "AND", ["notes"], None, 10, 2)) == 2
+
+
+# -- vectors -----------------------------------------------------------------------------------
+
+
+def unit(*values: float) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+def test_vectors_are_stored_per_model_and_found_nearest_first(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    kb(index, "other", vector=True)
+    ids = add(index, doc("doc-01", "notes"), "a", "b", "c")
+    other = add(index, doc("doc-02", "other"), "d")
+    vectors = [unit(1, 0, 0), unit(1, 1, 0), unit(0, 0, 1)]
+    with index.transaction():
+        index.store_vectors("m:3", 3, "notes", list(zip(ids[:2], vectors[:2], strict=True)))
+        index.store_vectors("m:3", 3, "notes", [(ids[2], pack_vector(vectors[2]))])  # packed bytes too
+        index.store_vectors("m:3", 3, "other", [(other[0], unit(1, 0, 0.01))])
+    assert index.vector_dimensions("m:3") == 3 and index.vector_dimensions("m:4") is None
+    assert index.stored_vectors("m:3", ids) == {i: pack_vector(v) for i, v in zip(ids, vectors, strict=True)}
+    assert index.stored_vectors("nope", ids) == {}
+    assert index.count_vectors("m:3", ids) == 3 and index.count_vectors("nope", ids) is None
+    near = index.knn("m:3", unit(1, 0.2, 0), ["notes"], None, 2)
+    assert found(near) == [("doc-01", 0), ("doc-01", 1)]
+    cosine = sum(a * b for a, b in zip(unit(1, 0.2, 0), vectors[0], strict=True))
+    assert near[0].score == pytest.approx(cosine, abs=1e-6)
+    assert found(index.knn("m:3", unit(1, 0, 0), ["notes", "other"], None, 2)) == [("doc-01", 0), ("doc-02", 0)]
+    assert found(index.knn("m:3", unit(1, 0, 0), ["notes"], ["doc-01"], 5)) == [("doc-01", 0), ("doc-01", 1), ("doc-01", 2)]
+    assert index.knn("nope", [1.0, 0.0], ["notes"], None, 3) == []
+    with pytest.raises(ValueError):
+        index.knn("m:3", [1.0, 0.0], ["notes"], None, 3)
+    with pytest.raises(ValueError), index.transaction():
+        index.store_vectors("m:3", 4, "notes", [(ids[0], [1.0, 0.0, 0.0, 0.0])])
+    assert index.count_vectors("m:3", ids) == 3  # the failed transaction changed nothing
+
+
+def test_a_filtered_knn_returns_limit_rows_when_the_knowledge_base_has_them(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    kb(index, "other", vector=True)
+    crowd = add(index, doc("doc-01", "other"), *[f"crowd {i}" for i in range(300)])
+    few = add(index, doc("doc-02", "notes"), *[f"few {i}" for i in range(12)])
+    with index.transaction():  # the other knowledge base holds every vector nearest to the query
+        index.store_vectors("m:2", 2, "other", [(c, unit(1, i / 1000)) for i, c in enumerate(crowd)])
+        index.store_vectors("m:2", 2, "notes", [(c, unit(-1, i / 10)) for i, c in enumerate(few)])
+    near = index.knn("m:2", [1.0, 0.0], ["notes"], None, 10)
+    assert len(near) == 10 and {row.kb for row in near} == {"notes"}
+    assert [row.score for row in near] == sorted((row.score for row in near), reverse=True)
+
+
+def test_embedding_bookkeeping_follows_the_documents(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    ids = add(index, doc("doc-01", "notes"), "a", "b")
+    add(index, doc("doc-02", "notes"), "c")
+    with index.transaction():
+        index.set_embedding("doc-01", pending=False, model="m:2")
+        index.set_embedding("doc-02", pending=True, model=None)
+        index.store_vectors("m:2", 2, "notes", [(ids[0], [1.0, 0.0]), (ids[1], [0.0, 1.0])])
+    assert index.vector_kbs() == {"notes"}
+    assert index.pending_documents("notes", "m:2") == ["doc-02"]
+    assert index.pending_documents("notes", "m:other", limit=1) == ["doc-01"]
+    assert index.embedded_models("notes") == ["m:2"]
+    assert index.kb_counts("notes", "m:2") == index.kb_counts("notes", "m:2").__class__(2, 3, 1)
+    with index.transaction():
+        index.clear_kb_embeddings("notes")
+    assert index.count_vectors("m:2", ids) == 0 and index.embedded_models("notes") == []
+    assert index.pending_documents("notes", "m:2") == ["doc-01", "doc-02"]
+
+
+# -- deletes, verification, repair -------------------------------------------------------------
+
+
+def test_deleting_documents_and_knowledge_bases_drops_their_keyword_entries_and_vectors(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    kb(index, "other", vector=True)
+    one = add(index, doc("doc-01", "notes"), "shared words", "more shared words")
+    two = add(index, doc("doc-02", "other"), "shared words elsewhere")
+    with index.transaction():
+        index.store_vectors("m:2", 2, "notes", [(one[0], [1.0, 0.0]), (one[1], [0.0, 1.0])])
+        index.store_vectors("m:2", 2, "other", [(two[0], [1.0, 1.0])])
+    score_before = search(index, "shared", kbs=("other",))[0].score
+    assert index.check_shared() == []
+    with index.transaction():
+        index.delete_document("doc-01")
+    assert index.get_document("notes", "doc-01") is None and index.chunk_texts("doc-01") == []
+    assert search(index, "shared") == [] and index.count_vectors("m:2", one) == 0
+    assert search(index, "shared", kbs=("other",))[0].score != score_before  # the statistics moved
+    assert index.check_shared() == []
+    with index.transaction():
+        index.delete_kb("other")
+    assert index.kb_stamps() == {"notes": "stamp-notes"} and index.document_counts() == {}
+    assert index.count_vectors("m:2", two) == 0 and search(index, "shared", kbs=("other",)) == []
+    assert index.check_shared() == []
+    add(index, doc("doc-03", "notes"), "shared words again")
+    assert found(search(index, "shared")) == [("doc-03", 0)]
+
+
+def damage(index: Index, chunk_id: int) -> None:
+    """Break the shared structures behind the index's back: unindex a chunk, orphan a vector."""
+    conn: Any = index.conn  # type: ignore[attr-defined]
+    if isinstance(index, SqliteIndex):
+        conn.execute("DELETE FROM chunks WHERE id = ?", (chunk_id,))  # its FTS entry stays
+        conn.execute("INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) "
+                     "VALUES (999, 'doc-01', 'notes', 99, '[]', '', 'never indexed')")  # fmt: skip
+        return
+    conn.execute("DELETE FROM chunks WHERE id = %s", (chunk_id,))  # its postings and vector stay
+    conn.execute("INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, length) "
+                 "VALUES (999, 'doc-01', 'notes', 99, '[]', '', 'never indexed', 2)")  # fmt: skip
+
+
+def test_check_shared_reports_damage_and_repair_shared_mends_it(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    ids = add(index, doc("doc-01", "notes"), "alpha beta", "gamma delta")
+    with index.transaction():
+        index.store_vectors("m:2", 2, "notes", [(ids[0], [1.0, 0.0])])
+    damage(index, ids[0])
+    problems = index.check_shared()
+    assert any("without a chunk" in p for p in problems if "vec" not in p), problems
+    assert any("not indexed" in p for p in problems), problems
+    assert any("vectors without a chunk" in p for p in problems), problems
+    index.repair_shared()
+    assert index.check_shared() == []
+    assert found(search(index, "never indexed")) == [("doc-01", 99)]
+    assert search(index, "alpha") == []
+
+
+def test_audit_and_invocations_are_recorded(index: Index) -> None:
+    with index.transaction():
+        index.audit("document.added", "notes", "mcp:client", "doc-01", {"title": "Ü"})
+        index.audit("kb.created", "notes", "cli")
+        index.record_invocation("coffer__search", "client/1", 12.5, "ok", None)
+        index.record_invocation("coffer__add", "client/1", 3.0, "error", "invalid_argument")
+    conn: Any = index.conn  # type: ignore[attr-defined]
+    audit = [tuple(r[k] for k in ("event", "kb", "actor", "document_id", "details"))
+             for r in conn.execute("SELECT * FROM audit_log ORDER BY id").fetchall()]  # fmt: skip
+    assert audit == [("document.added", "notes", "mcp:client", "doc-01", '{"title": "Ü"}'),
+                     ("kb.created", "notes", "cli", None, "{}")]  # fmt: skip
+    calls = [tuple(r[k] for k in ("tool", "outcome", "error_code", "duration_ms"))
+             for r in conn.execute("SELECT * FROM mcp_invocations ORDER BY id").fetchall()]  # fmt: skip
+    assert calls == [("coffer__search", "ok", None, 12.5), ("coffer__add", "error", "invalid_argument", 3.0)]
+
+
+def test_a_failed_transaction_leaves_nothing_behind(index: Index) -> None:
+    kb(index, "notes")
+    with pytest.raises(RuntimeError), index.transaction():
+        index.upsert_document(doc("doc-01", "notes"))
+        index.replace_chunks("notes", "doc-01", [Chunk(0, "gone")])
+        raise RuntimeError("abort")
+    assert index.get_document("notes", "doc-01") is None and search(index, "gone") == []
+    assert index.check_shared() == []
+
+
+# -- ranking equivalence -----------------------------------------------------------------------
+
+
+def build_corpus(index: Index) -> None:
+    for name in ("alpha", "beta"):
+        kb(index, name)
+    documents: dict[tuple[str, str], list[str]] = {}
+    for kb_name, doc_id, text in passages():
+        documents.setdefault((kb_name, doc_id), []).append(text)
+    for (kb_name, doc_id), texts in documents.items():
+        add(index, doc(doc_id, kb_name), *texts)
+
+
+def rankings(index: Index) -> dict[tuple[str, str, str], list[tuple[str, int, float]]]:
+    result = {}
+    for query in QUERIES:
+        for operator in ("AND", "OR"):
+            for kbs in ("alpha", "alpha+beta"):
+                rows = index.keyword_search(analyze(query).index_terms(), operator, kbs.split("+"), None, 100)  # type: ignore[arg-type]
+                result[query, operator, kbs] = [(r.document_id, r.position, r.score) for r in rows]
+    return result
+
+
+def test_both_backends_rank_the_same_passages_with_the_same_bm25_scores(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    results = {}
+    for name in BACKENDS:
+        index = open_backend(name, tmp_path, request)
+        build_corpus(index)
+        results[name] = rankings(index)
+        index.close()
+    sqlite, postgres = results["sqlite"], results["postgres"]
+    assert sum(map(len, sqlite.values())) > 250, "the corpus should match plenty"
+    for key, expected in sqlite.items():
+        got = postgres[key]
+        assert [(d, p) for d, p, _ in got] == [(d, p) for d, p, _ in expected], key
+        for (_, _, a), (_, _, b) in zip(got, expected, strict=True):
+            assert a == pytest.approx(b, rel=1e-9), key
+
+
+def test_a_phrase_of_several_tokens_matches_where_they_are_adjacent_as_in_fts5(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # FTS5 cuts हिन्दी at its vowel signs into ह न द: a query for it is a phrase of three tokens.
+    results = {}
+    for name in BACKENDS:
+        index = open_backend(name, tmp_path, request)
+        kb(index, "notes")
+        add(index, doc("doc-01", "notes"), "हिन्दी भाषा", "ह न द: apart, yet adjacent tokens", "हि न्दी",
+            "दी न्ह reversed", "हिन्दी हिन्दी twice", *[f"filler {i}" for i in range(8)])  # fmt: skip
+        hits = search(index, "हिन्दी", "OR")
+        results[name] = ([(r.document_id, r.position) for r in hits], [r.score for r in hits],
+                         [index.matches_more_than("हिन्दी", n) for n in (3, 4)])  # fmt: skip
+        index.close()
+    (sqlite_found, sqlite_scores, sqlite_more), (pg_found, pg_scores, pg_more) = results["sqlite"], results["postgres"]
+    assert sqlite_found == pg_found == [("doc-01", 4), ("doc-01", 2), ("doc-01", 0), ("doc-01", 1)]
+    assert pg_scores == pytest.approx(sqlite_scores, rel=1e-9)
+    assert sqlite_more == pg_more == [True, False]
+
+
+# -- PostgreSQL only ---------------------------------------------------------------------------
+
+
+def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(postgres_url: str) -> None:
+    from coffer_mcp.index.postgres.schema import MIGRATIONS
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def run() -> None:
+        index = PostgresIndex(postgres_url)
+        try:
+            start.wait()
+            index.kb_stamps()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            index.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    index = PostgresIndex(postgres_url)
+    rows = index.conn.execute("SELECT name FROM migrations ORDER BY name").fetchall()
+    assert [row["name"] for row in rows] == [name for name, _ in MIGRATIONS]
+    index.close()
+
+
+def test_a_wrong_url_or_a_server_that_is_down_is_a_store_error_without_the_password() -> None:
+    for url in ("postgresql://coffer:s3cret-pw@127.0.0.1:1/coffer?connect_timeout=3",
+                "postgresql://coffer:s3cret-pw@127.0.0.1:notaport/coffer",
+                "host=127.0.0.1 port=1 password=s3cret-pw connect_timeout=3 dbname=x"):  # fmt: skip
+        index = PostgresIndex(url)
+        with pytest.raises(StoreError) as caught:
+            index.kb_stamps()
+        text = f"{caught.value.message} {caught.value.hint}"
+        assert "s3cret-pw" not in text and "COFFER_DATABASE_URL" in caught.value.hint, text
+        index.close()
+
+
+def test_a_server_without_the_extension_is_told_what_to_install(postgres_url: str) -> None:
+    from coffer_mcp.index.postgres.schema import require_extension
+
+    index = PostgresIndex(postgres_url)
+    with pytest.raises(StoreError) as caught, index.conn.transaction():
+        require_extension(index.conn, "no_such_extension")
+    assert "pgvector" in caught.value.hint
+    index.close()
+
+
+def test_a_lost_connection_is_a_store_error_and_the_next_call_reconnects(postgres_url: str) -> None:
+    index = PostgresIndex(postgres_url)
+    kb(index, "notes")
+    killer = PostgresIndex(postgres_url)
+    pid = index.conn.info.backend_pid
+    killer.conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert index.kb_stamps() == {"notes": "stamp-notes"}  # idle: retried on a new connection
+    assert index.conn.info.backend_pid != pid
+    with pytest.raises(StoreError) as caught, index.transaction():
+        index.kb_stamps()
+        killer.conn.execute("SELECT pg_terminate_backend(%s)", (index.conn.info.backend_pid,))
+        index.kb_stamps()
+    assert "unreachable" in caught.value.message
+    assert index.kb_stamps() == {"notes": "stamp-notes"}
+    index.close()
+    killer.close()
+
+
+def test_postgres_diagnosis_names_the_server_and_pgvector(postgres_url: str) -> None:
+    index = PostgresIndex(postgres_url)
+    found_ = index.diagnose()
+    assert found_.backend == "postgres" and found_.version.split(".")[0].isdigit()
+    assert found_.vector_version and found_.keyword_index and found_.problems == []
+    index.close()
+
+
+def test_nul_characters_are_stored_as_replacement_characters(postgres_url: str) -> None:
+    index = PostgresIndex(postgres_url)
+    kb(index, "notes")
+    add(index, doc("doc-01", "notes", title="a\x00b"), "before\x00after")
+    assert index.chunk_texts("doc-01")[0][1] == "before\ufffdafter"
+    assert found(search(index, "after")) == [("doc-01", 0)]
+    index.close()
+
+
+def test_stored_vectors_round_trip_exactly_as_float32() -> None:
+    values = [0.1, -2.5, 1e-8, 3.4028234663852886e38]
+    packed = pack_vector(values)
+    assert struct.unpack("4f", packed) == struct.unpack("4f", pack_vector(list(struct.unpack("4f", packed))))
