@@ -27,6 +27,7 @@ OWNERS = {
     "sqlite_vec": ("index",),
     "sqlean": ("index",),
     "sqlite3": ("index",),
+    "psycopg": ("index",),
     "markitdown": ("convert",),
     "pypdfium2": ("convert",),
     "trafilatura": ("convert",),
