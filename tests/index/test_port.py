@@ -43,8 +43,9 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
 
 
 def kb(index: Index, name: str, *, vector: bool = False) -> str:
-    config = KbConfig(description=f"{name} notes", vector=vector, created_at="2025-01-01T00:00:00Z",
-                      updated_at="2025-01-02T00:00:00Z")  # fmt: skip
+    config = KbConfig(
+        description=f"{name} notes", vector=vector, created_at="2025-01-01T00:00:00Z", updated_at="2025-01-02T00:00:00Z"
+    )
     with index.transaction():
         index.upsert_kb(name, config, f"stamp-{name}")
     return name
@@ -52,13 +53,23 @@ def kb(index: Index, name: str, *, vector: bool = False) -> str:
 
 def doc(doc_id: str, kb_name: str, **fields: Any) -> DocumentRow:
     values: dict[str, Any] = {
-        "id": doc_id, "kb": kb_name, "title": f"Title of {doc_id}", "original_filename": f"{doc_id}.md",
-        "original_format": "md", "source_sha256": "s" * 64, "content_sha256": "c" * 64,
-        "source_mode": "converted", "source_path": None, "conversion_engine": "markdown",
-        "converted_at": "2025-01-01T00:00:00Z", "created_at": f"2025-01-01T00:00:{doc_id[-2:]}Z",
-        "updated_at": f"2025-01-03T00:00:{doc_id[-2:]}Z", "metadata": {"tags": ["a", "b"], "n": 1},
-        "file_stamp": f"stamp-{doc_id}", "chunk_params": "512:64",
-    }  # fmt: skip
+        "id": doc_id,
+        "kb": kb_name,
+        "title": f"Title of {doc_id}",
+        "original_filename": f"{doc_id}.md",
+        "original_format": "md",
+        "source_sha256": "s" * 64,
+        "content_sha256": "c" * 64,
+        "source_mode": "converted",
+        "source_path": None,
+        "conversion_engine": "markdown",
+        "converted_at": "2025-01-01T00:00:00Z",
+        "created_at": f"2025-01-01T00:00:{doc_id[-2:]}Z",
+        "updated_at": f"2025-01-03T00:00:{doc_id[-2:]}Z",
+        "metadata": {"tags": ["a", "b"], "n": 1},
+        "file_stamp": f"stamp-{doc_id}",
+        "chunk_params": "512:64",
+    }
     values.update(fields)
     return DocumentRow(**values)
 
@@ -75,8 +86,14 @@ def found(rows: list[Any]) -> list[tuple[str, int]]:
     return [(row.document_id, row.position) for row in rows]
 
 
-def search(index: Index, query: str, operator: str = "AND", kbs: tuple[str, ...] = ("notes",),
-           doc_ids: list[str] | None = None, limit: int = 10) -> list[Any]:  # fmt: skip
+def search(
+    index: Index,
+    query: str,
+    operator: str = "AND",
+    kbs: tuple[str, ...] = ("notes",),
+    doc_ids: list[str] | None = None,
+    limit: int = 10,
+) -> list[Any]:
     return index.keyword_search(analyze(query).index_terms(), operator, list(kbs), doc_ids, limit)  # type: ignore[arg-type]
 
 
@@ -94,7 +111,9 @@ def test_a_document_comes_back_as_it_was_written_and_updates_in_place(index: Ind
     with index.transaction():
         index.upsert_document(changed)
         index.set_embedding("doc-01", pending=True, model="m:1")
-    assert index.get_document("notes", "doc-01") == dataclasses.replace(changed, embed_pending=True, embedding_model="m:1")
+    assert index.get_document("notes", "doc-01") == dataclasses.replace(
+        changed, embed_pending=True, embedding_model="m:1"
+    )
     assert index.doc_stamps("notes") == {"doc-01": ("stamp-2", "512:64")}
     assert index.document_counts() == {"notes": 1}
     assert index.kb_stamps() == {"notes": "stamp-notes"}
@@ -109,12 +128,13 @@ def test_find_document_returns_the_oldest_match_of_the_one_criterion_given(index
         index.upsert_document(doc("doc-13", "notes", original_filename="b.pdf"))
     for criterion in ({"filename": "a.pdf"}, {"source_path": "/x/a.pdf"}, {"source_url": "https://example.org/a"}):
         match = index.find_document("notes", **criterion)
-        assert match is not None and match.id == "doc-11", criterion
+        assert match is not None, criterion
+        assert match.id == "doc-11", criterion
     assert index.find_document("notes", filename="c.pdf") is None
     assert index.find_document("other", filename="a.pdf") is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="exactly one criterion"):
         index.find_document("notes")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="exactly one criterion"):
         index.find_document("notes", filename="a.pdf", source_path="/x/a.pdf")
 
 
@@ -123,13 +143,21 @@ def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filt
     kb(index, "other")
     with index.transaction():
         for i in range(10, 17):
-            index.upsert_document(doc(f"doc-{i}", "notes", title=f"{'Alpha' if i % 2 else 'beta'} report {i}",
-                                      source_path=f"/src/{i}" if i % 3 == 0 else None))  # fmt: skip
+            index.upsert_document(
+                doc(
+                    f"doc-{i}",
+                    "notes",
+                    title=f"{'Alpha' if i % 2 else 'beta'} report {i}",
+                    source_path=f"/src/{i}" if i % 3 == 0 else None,
+                )
+            )
         index.upsert_document(doc("doc-20", "other", title="Alpha elsewhere"))
     page, total = index.list_documents("notes", "", 3, 2)
-    assert total == 7 and [d.id for d in page] == ["doc-12", "doc-13", "doc-14"]
+    assert total == 7
+    assert [d.id for d in page] == ["doc-12", "doc-13", "doc-14"]
     page, total = index.list_documents("notes", "ALPHA", 10, 0)
-    assert total == 3 and [d.id for d in page] == ["doc-11", "doc-13", "doc-15"]
+    assert total == 3
+    assert [d.id for d in page] == ["doc-11", "doc-13", "doc-15"]
     assert [d.id for d in index.documents("notes")] == [f"doc-{i}" for i in range(10, 17)]
     assert [d.id for d in index.documents("notes", with_source_path=True)] == ["doc-12", "doc-15"]
     assert [d.id for d in index.recent_documents(3)] == ["doc-20", "doc-16", "doc-15"]
@@ -143,17 +171,22 @@ def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filt
 def test_chunks_are_replaced_whole_and_read_back_in_order(index: Index) -> None:
     kb(index, "notes")
     first = add(index, doc("doc-01", "notes"), "one", "two", "three")
-    assert index.chunk_count(doc_id="doc-01") == 3 and index.chunk_count(kb="notes") == 3
+    assert index.chunk_count(doc_id="doc-01") == 3
+    assert index.chunk_count(kb="notes") == 3
     rows, last = index.chunk_window("doc-01", 1, 5)
-    assert [(r.position, r.heading_path, r.text) for r in rows] == [(1, ["Part", "1"], "two"), (2, ["Part", "2"], "three")]
+    assert [(r.position, r.heading_path, r.text) for r in rows] == [
+        (1, ["Part", "1"], "two"),
+        (2, ["Part", "2"], "three"),
+    ]
     assert last == 2
     assert index.chunk_window("nope", 0, 1) == ([], None)
     second = add(index, doc("doc-01", "notes"), "uno", "dos")
     assert [text for _, text in index.chunk_texts("doc-01")] == ["uno", "dos"]
     assert not set(first) & set(second) or len(second) == 2
-    assert search(index, "three") == [] and found(search(index, "dos")) == [("doc-01", 1)]
+    assert search(index, "three") == []
+    assert found(search(index, "dos")) == [("doc-01", 1)]
     assert index.kb_counts("notes", None) == index.kb_counts("notes", None).__class__(1, 2, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="kb or doc_id"):
         index.chunk_count()
 
 
@@ -165,12 +198,19 @@ def test_keyword_search_matches_all_terms_or_any_stemmed_best_first(index: Index
         add(index, doc(f"doc-0{i}", "notes"), f"Unrelated filler about gardening, number {i}.")
     both = search(index, "running server")
     assert found(both) == [("doc-02", 0), ("doc-01", 0), ("doc-02", 1)]  # stems; the shorter passage first
-    assert [r.score for r in both] == sorted((r.score for r in both), reverse=True) and both[-1].score > 0.1
+    assert [r.score for r in both] == sorted((r.score for r in both), reverse=True)
+    assert both[-1].score > 0.1
     assert found(search(index, "backup nothing", "OR")) == [("doc-01", 1), ("doc-01", 0), ("doc-02", 1)]
     top = search(index, "server")[0]
-    assert (top.document_id, top.position, top.title, top.heading_path) == ("doc-02", 0, "Title of doc-02", ["Part", "0"])
+    assert (top.document_id, top.position, top.title, top.heading_path) == (
+        "doc-02",
+        0,
+        "Title of doc-02",
+        ["Part", "0"],
+    )
     assert search(index, "zebra server") == []
-    assert index.matches_more_than("servers", 2) and not index.matches_more_than("servers", 3)
+    assert index.matches_more_than("servers", 2)
+    assert not index.matches_more_than("servers", 3)
     assert not index.matches_more_than("zebra", 0)
 
 
@@ -212,7 +252,10 @@ def test_substring_search_finds_word_pieces_ranked_by_density(index: Index) -> N
     assert found(hits) == [("doc-01", 2), ("doc-01", 0)]
     assert hits[0].score == pytest.approx(1000 * 3 / 25)
     assert found(index.substring_search(["ackend", "front"], "OR", ["notes"], None, 10, 100)) == [
-        ("doc-01", 2), ("doc-01", 1), ("doc-01", 0)]  # fmt: skip
+        ("doc-01", 2),
+        ("doc-01", 1),
+        ("doc-01", 0),
+    ]
     assert index.substring_search(["ackend", "front"], "AND", ["notes"], None, 10, 100) == []
     assert index.substring_search(["ackend"], "AND", ["notes"], ["doc-02"], 10, 100) == []
     assert len(index.substring_search(["end"], "AND", ["notes"], None, 10, 2)) == 2
@@ -236,20 +279,26 @@ def test_vectors_are_stored_per_model_and_found_nearest_first(index: Index) -> N
         index.store_vectors("m:3", 3, "notes", list(zip(ids[:2], vectors[:2], strict=True)))
         index.store_vectors("m:3", 3, "notes", [(ids[2], pack_vector(vectors[2]))])  # packed bytes too
         index.store_vectors("m:3", 3, "other", [(other[0], unit(1, 0, 0.01))])
-    assert index.vector_dimensions("m:3") == 3 and index.vector_dimensions("m:4") is None
+    assert index.vector_dimensions("m:3") == 3
+    assert index.vector_dimensions("m:4") is None
     assert index.stored_vectors("m:3", ids) == {i: pack_vector(v) for i, v in zip(ids, vectors, strict=True)}
     assert index.stored_vectors("nope", ids) == {}
-    assert index.count_vectors("m:3", ids) == 3 and index.count_vectors("nope", ids) is None
+    assert index.count_vectors("m:3", ids) == 3
+    assert index.count_vectors("nope", ids) is None
     near = index.knn("m:3", unit(1, 0.2, 0), ["notes"], None, 2)
     assert found(near) == [("doc-01", 0), ("doc-01", 1)]
     cosine = sum(a * b for a, b in zip(unit(1, 0.2, 0), vectors[0], strict=True))
     assert near[0].score == pytest.approx(cosine, abs=1e-6)
     assert found(index.knn("m:3", unit(1, 0, 0), ["notes", "other"], None, 2)) == [("doc-01", 0), ("doc-02", 0)]
-    assert found(index.knn("m:3", unit(1, 0, 0), ["notes"], ["doc-01"], 5)) == [("doc-01", 0), ("doc-01", 1), ("doc-01", 2)]
+    assert found(index.knn("m:3", unit(1, 0, 0), ["notes"], ["doc-01"], 5)) == [
+        ("doc-01", 0),
+        ("doc-01", 1),
+        ("doc-01", 2),
+    ]
     assert index.knn("nope", [1.0, 0.0], ["notes"], None, 3) == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="m:3 has 3 dimensions in the index, not 2"):
         index.knn("m:3", [1.0, 0.0], ["notes"], None, 3)
-    with pytest.raises(ValueError), index.transaction():
+    with pytest.raises(ValueError, match="m:3 has 3 dimensions in the index, not 4"), index.transaction():
         index.store_vectors("m:3", 4, "notes", [(ids[0], [1.0, 0.0, 0.0, 0.0])])
     assert index.count_vectors("m:3", ids) == 3  # the failed transaction changed nothing
 
@@ -263,7 +312,8 @@ def test_a_filtered_knn_returns_limit_rows_when_the_knowledge_base_has_them(inde
         index.store_vectors("m:2", 2, "other", [(c, unit(1, i / 1000)) for i, c in enumerate(crowd)])
         index.store_vectors("m:2", 2, "notes", [(c, unit(-1, i / 10)) for i, c in enumerate(few)])
     near = index.knn("m:2", [1.0, 0.0], ["notes"], None, 10)
-    assert len(near) == 10 and {row.kb for row in near} == {"notes"}
+    assert len(near) == 10
+    assert {row.kb for row in near} == {"notes"}
     assert [row.score for row in near] == sorted((row.score for row in near), reverse=True)
 
 
@@ -282,7 +332,8 @@ def test_embedding_bookkeeping_follows_the_documents(index: Index) -> None:
     assert index.kb_counts("notes", "m:2") == index.kb_counts("notes", "m:2").__class__(2, 3, 1)
     with index.transaction():
         index.clear_kb_embeddings("notes")
-    assert index.count_vectors("m:2", ids) == 0 and index.embedded_models("notes") == []
+    assert index.count_vectors("m:2", ids) == 0
+    assert index.embedded_models("notes") == []
     assert index.pending_documents("notes", "m:2") == ["doc-01", "doc-02"]
 
 
@@ -301,14 +352,18 @@ def test_deleting_documents_and_knowledge_bases_drops_their_keyword_entries_and_
     assert index.check_shared() == []
     with index.transaction():
         index.delete_document("doc-01")
-    assert index.get_document("notes", "doc-01") is None and index.chunk_texts("doc-01") == []
-    assert search(index, "shared") == [] and index.count_vectors("m:2", one) == 0
+    assert index.get_document("notes", "doc-01") is None
+    assert index.chunk_texts("doc-01") == []
+    assert search(index, "shared") == []
+    assert index.count_vectors("m:2", one) == 0
     assert search(index, "shared", kbs=("other",))[0].score != score_before  # the statistics moved
     assert index.check_shared() == []
     with index.transaction():
         index.delete_kb("other")
-    assert index.kb_stamps() == {"notes": "stamp-notes"} and index.document_counts() == {}
-    assert index.count_vectors("m:2", two) == 0 and search(index, "shared", kbs=("other",)) == []
+    assert index.kb_stamps() == {"notes": "stamp-notes"}
+    assert index.document_counts() == {}
+    assert index.count_vectors("m:2", two) == 0
+    assert search(index, "shared", kbs=("other",)) == []
     assert index.check_shared() == []
     add(index, doc("doc-03", "notes"), "shared words again")
     assert found(search(index, "shared")) == [("doc-03", 0)]
@@ -319,12 +374,16 @@ def damage(index: Index, chunk_id: int) -> None:
     conn: Any = index.conn  # type: ignore[attr-defined]
     if isinstance(index, SqliteIndex):
         conn.execute("DELETE FROM chunks WHERE id = ?", (chunk_id,))  # its FTS entry stays
-        conn.execute("INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) "
-                     "VALUES (999, 'doc-01', 'notes', 99, '[]', '', 'never indexed')")  # fmt: skip
+        conn.execute(
+            "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) "
+            "VALUES (999, 'doc-01', 'notes', 99, '[]', '', 'never indexed')"
+        )
         return
     conn.execute("DELETE FROM chunks WHERE id = %s", (chunk_id,))  # its postings and vector stay
-    conn.execute("INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, length) "
-                 "VALUES (999, 'doc-01', 'notes', 99, '[]', '', 'never indexed', 2)")  # fmt: skip
+    conn.execute(
+        "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, length) "
+        "VALUES (999, 'doc-01', 'notes', 99, '[]', '', 'never indexed', 2)"
+    )
 
 
 def test_check_shared_reports_damage_and_repair_shared_mends_it(index: Index) -> None:
@@ -343,6 +402,13 @@ def test_check_shared_reports_damage_and_repair_shared_mends_it(index: Index) ->
     assert search(index, "alpha") == []
 
 
+def test_locks_can_be_taken_nested_and_again(index: Index) -> None:
+    for _ in range(2):
+        with index.lock("registry", timeout=1), index.lock("kb:notes", timeout=1):
+            kb(index, "notes")
+    assert index.kb_stamps() == {"notes": "stamp-notes"}
+
+
 def test_audit_and_invocations_are_recorded(index: Index) -> None:
     with index.transaction():
         index.audit("document.added", "notes", "mcp:client", "doc-01", {"title": "Ü"})
@@ -350,22 +416,34 @@ def test_audit_and_invocations_are_recorded(index: Index) -> None:
         index.record_invocation("coffer__search", "client/1", 12.5, "ok", None)
         index.record_invocation("coffer__add", "client/1", 3.0, "error", "invalid_argument")
     conn: Any = index.conn  # type: ignore[attr-defined]
-    audit = [tuple(r[k] for k in ("event", "kb", "actor", "document_id", "details"))
-             for r in conn.execute("SELECT * FROM audit_log ORDER BY id").fetchall()]  # fmt: skip
-    assert audit == [("document.added", "notes", "mcp:client", "doc-01", '{"title": "Ü"}'),
-                     ("kb.created", "notes", "cli", None, "{}")]  # fmt: skip
-    calls = [tuple(r[k] for k in ("tool", "outcome", "error_code", "duration_ms"))
-             for r in conn.execute("SELECT * FROM mcp_invocations ORDER BY id").fetchall()]  # fmt: skip
+    audit = [
+        tuple(r[k] for k in ("event", "kb", "actor", "document_id", "details"))
+        for r in conn.execute("SELECT * FROM audit_log ORDER BY id").fetchall()
+    ]
+    assert audit == [
+        ("document.added", "notes", "mcp:client", "doc-01", '{"title": "Ü"}'),
+        ("kb.created", "notes", "cli", None, "{}"),
+    ]
+    calls = [
+        tuple(r[k] for k in ("tool", "outcome", "error_code", "duration_ms"))
+        for r in conn.execute("SELECT * FROM mcp_invocations ORDER BY id").fetchall()
+    ]
     assert calls == [("coffer__search", "ok", None, 12.5), ("coffer__add", "error", "invalid_argument", 3.0)]
 
 
 def test_a_failed_transaction_leaves_nothing_behind(index: Index) -> None:
     kb(index, "notes")
-    with pytest.raises(RuntimeError), index.transaction():
-        index.upsert_document(doc("doc-01", "notes"))
-        index.replace_chunks("notes", "doc-01", [Chunk(0, "gone")])
-        raise RuntimeError("abort")
-    assert index.get_document("notes", "doc-01") is None and search(index, "gone") == []
+
+    def written_then_aborted() -> None:
+        with index.transaction():
+            index.upsert_document(doc("doc-01", "notes"))
+            index.replace_chunks("notes", "doc-01", [Chunk(0, "gone")])
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError, match="abort"):
+        written_then_aborted()
+    assert index.get_document("notes", "doc-01") is None
+    assert search(index, "gone") == []
     assert index.check_shared() == []
 
 
@@ -418,11 +496,22 @@ def test_a_phrase_of_several_tokens_matches_where_they_are_adjacent_as_in_fts5(
     for name in BACKENDS:
         index = open_backend(name, tmp_path, request)
         kb(index, "notes")
-        add(index, doc("doc-01", "notes"), "हिन्दी भाषा", "ह न द: apart, yet adjacent tokens", "हि न्दी",
-            "दी न्ह reversed", "हिन्दी हिन्दी twice", *[f"filler {i}" for i in range(8)])  # fmt: skip
+        add(
+            index,
+            doc("doc-01", "notes"),
+            "हिन्दी भाषा",
+            "ह न द: apart, yet adjacent tokens",
+            "हि न्दी",
+            "दी न्ह reversed",
+            "हिन्दी हिन्दी twice",
+            *[f"filler {i}" for i in range(8)],
+        )
         hits = search(index, "हिन्दी", "OR")
-        results[name] = ([(r.document_id, r.position) for r in hits], [r.score for r in hits],
-                         [index.matches_more_than("हिन्दी", n) for n in (3, 4)])  # fmt: skip
+        results[name] = (
+            [(r.document_id, r.position) for r in hits],
+            [r.score for r in hits],
+            [index.matches_more_than("हिन्दी", n) for n in (3, 4)],
+        )
         index.close()
     (sqlite_found, sqlite_scores, sqlite_more), (pg_found, pg_scores, pg_more) = results["sqlite"], results["postgres"]
     assert sqlite_found == pg_found == [("doc-01", 4), ("doc-01", 2), ("doc-01", 0), ("doc-01", 1)]
@@ -462,14 +551,17 @@ def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(postgr
 
 
 def test_a_wrong_url_or_a_server_that_is_down_is_a_store_error_without_the_password() -> None:
-    for url in ("postgresql://coffer:s3cret-pw@127.0.0.1:1/coffer?connect_timeout=3",
-                "postgresql://coffer:s3cret-pw@127.0.0.1:notaport/coffer",
-                "host=127.0.0.1 port=1 password=s3cret-pw connect_timeout=3 dbname=x"):  # fmt: skip
+    for url in (
+        "postgresql://coffer:s3cret-pw@127.0.0.1:1/coffer?connect_timeout=3",
+        "postgresql://coffer:s3cret-pw@127.0.0.1:notaport/coffer",
+        "host=127.0.0.1 port=1 password=s3cret-pw connect_timeout=3 dbname=x",
+    ):
         index = PostgresIndex(url)
         with pytest.raises(StoreError) as caught:
             index.kb_stamps()
         text = f"{caught.value.message} {caught.value.hint}"
-        assert "s3cret-pw" not in text and "COFFER_DATABASE_URL" in caught.value.hint, text
+        assert "s3cret-pw" not in text, text
+        assert "COFFER_DATABASE_URL" in caught.value.hint, text
         index.close()
 
 
@@ -491,21 +583,57 @@ def test_a_lost_connection_is_a_store_error_and_the_next_call_reconnects(postgre
     killer.conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
     assert index.kb_stamps() == {"notes": "stamp-notes"}  # idle: retried on a new connection
     assert index.conn.info.backend_pid != pid
-    with pytest.raises(StoreError) as caught, index.transaction():
-        index.kb_stamps()
-        killer.conn.execute("SELECT pg_terminate_backend(%s)", (index.conn.info.backend_pid,))
-        index.kb_stamps()
+
+    def killed_midway() -> None:
+        with index.transaction():
+            index.kb_stamps()
+            killer.conn.execute("SELECT pg_terminate_backend(%s)", (index.conn.info.backend_pid,))
+            index.kb_stamps()
+
+    with pytest.raises(StoreError) as caught:
+        killed_midway()
     assert "unreachable" in caught.value.message
     assert index.kb_stamps() == {"notes": "stamp-notes"}
     index.close()
     killer.close()
 
 
+def test_a_lock_held_by_one_index_keeps_another_out_until_released(postgres_url: str) -> None:
+    first, second = PostgresIndex(postgres_url), PostgresIndex(postgres_url)
+    with first.lock("registry", timeout=5), first.lock("kb:notes", timeout=5):
+        with pytest.raises(StoreError) as caught, second.lock("kb:notes", timeout=0.2):
+            pass
+        assert caught.value.code == "busy"
+        with pytest.raises(StoreError), second.lock("registry", timeout=0):
+            pass
+        with second.lock("kb:other", timeout=0.2):  # another name is free
+            pass
+    with second.lock("kb:notes", timeout=0), second.lock("registry", timeout=0):
+        pass
+    first.close()
+    second.close()
+
+
+def test_a_lock_whose_session_died_is_free_and_the_next_lock_reconnects(postgres_url: str) -> None:
+    index, other = PostgresIndex(postgres_url), PostgresIndex(postgres_url)
+    with index.lock("kb:notes", timeout=5):
+        pass
+    dead = index._local.lock_conn.info.backend_pid  # type: ignore[attr-defined]
+    other.conn.execute("SELECT pg_terminate_backend(%s)", (dead,))
+    with index.lock("kb:notes", timeout=5), pytest.raises(StoreError), other.lock("kb:notes", timeout=0):
+        pass
+    index.close()
+    other.close()
+
+
 def test_postgres_diagnosis_names_the_server_and_pgvector(postgres_url: str) -> None:
     index = PostgresIndex(postgres_url)
     found_ = index.diagnose()
-    assert found_.backend == "postgres" and found_.version.split(".")[0].isdigit()
-    assert found_.vector_version and found_.keyword_index and found_.problems == []
+    assert found_.backend == "postgres"
+    assert found_.version.split(".")[0].isdigit()
+    assert found_.vector_version
+    assert found_.keyword_index
+    assert found_.problems == []
     index.close()
 
 

@@ -22,9 +22,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 
-from coffer_mcp.errors import StoreError
 from coffer_mcp.index.port import ChunkRow, DocumentRow, IndexDiagnosis, KbCounts, Operator, PassageRow
-from coffer_mcp.index.postgres import keyword, vectors
+from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused
 from coffer_mcp.index.postgres.schema import migrate
@@ -73,20 +72,25 @@ class PostgresIndex:
 
     @property
     def conn(self) -> Connection:
-        """This thread's connection (opened, and the schema migrated, on first use)."""
+        """This thread's connection (opened on first use)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.url)
-            try:
-                with self._guard:
-                    if not self._migrated:
-                        migrate(conn)
-                        self._migrated = True
-                    self._connections.append(conn)
-            except BaseException:
-                conn.close()
-                raise
+            conn = self._open()
             self._local.conn = conn
+        return conn
+
+    def _open(self) -> Connection:
+        """A new connection, closed by ``close()``; the first one migrates the schema."""
+        conn = connect(self.url)
+        try:
+            with self._guard:
+                if not self._migrated:
+                    migrate(conn)
+                    self._migrated = True
+                self._connections.append(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _in_transaction(self) -> bool:
@@ -134,6 +138,45 @@ class PostgresIndex:
             self._local = threading.local()
             self._migrated = False
 
+    @contextlib.contextmanager
+    def lock(self, name: str, *, timeout: float) -> Iterator[None]:
+        """A session advisory lock on ``name``, on a connection kept for locks (see ``locks``)."""
+        conn = self._take_lock(name, timeout)
+        try:
+            yield
+        finally:
+            try:
+                locks.release(conn, name)
+            except psycopg.Error:
+                self._drop_lock_connection()  # the session is gone, and its locks with it
+
+    def _take_lock(self, name: str, timeout: float) -> Connection:
+        for attempt in (1, 2):
+            reused = getattr(self._local, "lock_conn", None)
+            try:
+                conn = reused if reused is not None and not (reused.closed or reused.broken) else self._open()
+                self._local.lock_conn = conn
+                locks.acquire(conn, name, timeout)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                self._drop_lock_connection()  # a dead session holds no lock: a new one may try again
+                if attempt == 2 or reused is None:
+                    raise lost(self.url, exc) from exc
+            except psycopg.Error as exc:
+                raise refused(self.url, exc) from exc
+            else:
+                return conn
+        raise AssertionError("unreachable")
+
+    def _drop_lock_connection(self) -> None:
+        conn = getattr(self._local, "lock_conn", None)
+        self._local.lock_conn = None
+        if conn is not None:
+            with self._guard:
+                if conn in self._connections:
+                    self._connections.remove(conn)
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
     @_mapped
     def diagnose(self) -> IndexDiagnosis:
         conn = self.conn
@@ -144,10 +187,18 @@ class PostgresIndex:
         assert row is not None
         problems = [] if row["vector"] else ["pgvector is not installed in the database: vector search cannot work."]
         if row["vector"] and not _iterative(row["vector"]):
-            problems.append(f"pgvector {row['vector']} has no iterative scans (0.8+): a KNN filtered to a knowledge "
-                            "base may return fewer results than asked.")  # fmt: skip
-        return IndexDiagnosis(backend="postgres", binding=f"psycopg {psycopg.__version__}", version=row["server"],
-                              keyword_index=True, vector_version=row["vector"], problems=problems)  # fmt: skip
+            problems.append(
+                f"pgvector {row['vector']} has no iterative scans (0.8+): a KNN filtered to a knowledge "
+                "base may return fewer results than asked."
+            )
+        return IndexDiagnosis(
+            backend="postgres",
+            binding=f"psycopg {psycopg.__version__}",
+            version=row["server"],
+            keyword_index=True,
+            vector_version=row["vector"],
+            problems=problems,
+        )
 
     # -- knowledge bases ---------------------------------------------------------------------------
 
@@ -247,9 +298,13 @@ class PostgresIndex:
 
     @_mapped
     def keyword_search(
-        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
+        self,
+        terms: Sequence[str],
+        operator: Operator,
+        kbs: Sequence[str],
+        doc_ids: Sequence[str] | None,
         limit: int,
-    ) -> list[PassageRow]:  # fmt: skip
+    ) -> list[PassageRow]:
         return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, doc_ids, limit)]
 
     @_mapped
@@ -258,9 +313,14 @@ class PostgresIndex:
 
     @_mapped
     def substring_search(
-        self, terms: Sequence[str], operator: Operator, kbs: Sequence[str], doc_ids: Sequence[str] | None,
-        limit: int, scan_limit: int,
-    ) -> list[PassageRow]:  # fmt: skip
+        self,
+        terms: Sequence[str],
+        operator: Operator,
+        kbs: Sequence[str],
+        doc_ids: Sequence[str] | None,
+        limit: int,
+        scan_limit: int,
+    ) -> list[PassageRow]:
         rows = keyword.substring_search(self.conn, terms, operator, kbs, doc_ids, limit, scan_limit)
         return [_passage(row) for row in rows]
 
@@ -363,19 +423,35 @@ def _maybe_document(row: dict[str, Any] | None) -> DocumentRow | None:
 
 def _document(row: dict[str, Any]) -> DocumentRow:
     return DocumentRow(
-        id=row["id"], kb=row["kb"], title=row["title"], original_filename=row["original_filename"],
-        original_format=row["original_format"], source_sha256=row["source_sha256"],
-        content_sha256=row["content_sha256"], source_mode=row["source_mode"], source_path=row["source_path"],
-        conversion_engine=row["conversion_engine"], converted_at=row["converted_at"], created_at=row["created_at"],
-        updated_at=row["updated_at"], metadata=json.loads(row["metadata"] or "{}"), file_stamp=row["file_stamp"],
-        chunk_params=row["chunk_params"], embed_pending=bool(row["embed_pending"]),
+        id=row["id"],
+        kb=row["kb"],
+        title=row["title"],
+        original_filename=row["original_filename"],
+        original_format=row["original_format"],
+        source_sha256=row["source_sha256"],
+        content_sha256=row["content_sha256"],
+        source_mode=row["source_mode"],
+        source_path=row["source_path"],
+        conversion_engine=row["conversion_engine"],
+        converted_at=row["converted_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        metadata=json.loads(row["metadata"] or "{}"),
+        file_stamp=row["file_stamp"],
+        chunk_params=row["chunk_params"],
+        embed_pending=bool(row["embed_pending"]),
         embedding_model=row["embedding_model"],
-    )  # fmt: skip
+    )
 
 
 def _passage(row: dict[str, Any]) -> PassageRow:
     return PassageRow(
-        chunk_id=row["id"], document_id=row["document_id"], kb=row["kb"], position=row["position"],
-        heading_path=json.loads(row["heading_path"]), text=row["text"], title=row["title"],
+        chunk_id=row["id"],
+        document_id=row["document_id"],
+        kb=row["kb"],
+        position=row["position"],
+        heading_path=json.loads(row["heading_path"]),
+        text=row["text"],
+        title=row["title"],
         score=float(row["score"]),
-    )  # fmt: skip
+    )

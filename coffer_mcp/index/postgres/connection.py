@@ -29,7 +29,7 @@ _URL_HINT = (
 )
 _SECRETS = [
     (re.compile(r"(://[^:/@\s]*:)[^@\s]*@"), r"\1***@"),  # scheme://user:PASSWORD@host
-    (re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)", re.I), r"\1***"),  # key=value form
+    (re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE), r"\1***"),  # key=value form
 ]
 
 
@@ -42,15 +42,18 @@ def connect(url: str) -> Connection:
     try:
         options = conninfo.conninfo_to_dict(url)
     except psycopg.Error as exc:
-        raise StoreError(f"The database URL {display_url(url)} is not a valid PostgreSQL URL: "
-                         f"{scrub(str(exc), url)}.", hint=_URL_HINT) from exc  # fmt: skip
+        raise StoreError(
+            f"The database URL {display_url(url)} is not a valid PostgreSQL URL: {scrub(str(exc), url)}.",
+            hint=_URL_HINT,
+        ) from exc
     extra: dict[str, Any] = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT_S}
     extra.setdefault("application_name", options.get("application_name", "coffer-mcp"))
     try:
         return psycopg.connect(url, autocommit=True, row_factory=dict_row, **extra)
     except psycopg.Error as exc:
-        raise StoreError(f"Cannot connect to the PostgreSQL index at {display_url(url)}: {_first_line(exc, url)}.",
-                         hint=_URL_HINT) from exc  # fmt: skip
+        raise StoreError(
+            f"Cannot connect to the PostgreSQL index at {display_url(url)}: {_first_line(exc, url)}.", hint=_URL_HINT
+        ) from exc
 
 
 def lost(url: str, exc: BaseException) -> StoreError:
@@ -76,10 +79,8 @@ def display_url(url: str) -> str:
     except psycopg.Error:
         return "(an unparsable URL)"
     options.pop("password", None)
-    host = options.get("host", "localhost")
-    port = options.get("port", "5432")
-    user = options.get("user", "")
-    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{options.get('dbname', '')}"
+    host, port, user = options.get("host", "localhost"), options.get("port", 5432), options.get("user")
+    return f"postgresql://{f'{user}@' if user else ''}{host}:{port}/{options.get('dbname', '')}"
 
 
 def scrub(message: str, url: str) -> str:

@@ -2,8 +2,8 @@
 
 Ranking must match the SQLite index, so this is not ``ts_rank`` but FTS5's own ``bm25()``:
 
-    score(chunk) = Σ over the query's phrases  idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))
-    idf = ln((N − n + 0.5) / (n + 0.5)), or 1e-6 when that is ≤ 0;  k1 = 1.2, b = 0.75
+    score(chunk) = Σ over the query's phrases  idf · tf · (k1 + 1) / (tf + k1 · (1 - b + b · dl / avgdl))
+    idf = ln((N - n + 0.5) / (n + 0.5)), or 1e-6 when that is ≤ 0;  k1 = 1.2, b = 0.75
 
 with ``N`` the chunks of the whole index (every knowledge base, as FTS5 counts its rows), ``n``
 those holding the phrase, ``dl`` a chunk's length in tokens and ``avgdl`` the mean length; each
@@ -112,9 +112,13 @@ def _key(term: str) -> str:
 
 
 def search(
-    conn: Connection, query_terms: Sequence[str], operator: str, kbs: Sequence[str],
-    doc_ids: Sequence[str] | None, limit: int,
-) -> list[dict[str, Any]]:  # fmt: skip
+    conn: Connection,
+    query_terms: Sequence[str],
+    operator: str,
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
+    limit: int,
+) -> list[dict[str, Any]]:
     """Chunks matching the terms (all, or any), best BM25 first, then by document and position.
 
     As on SQLite, the best ``limit`` (plus slack for ties) of the whole index are ranked first and
@@ -187,8 +191,14 @@ def _phrases(conn: Connection, query_terms: Sequence[str], operator: str) -> dic
             hit_chunk.append(chunk_id)
             hit_tf.append(tf)
             hit_dl.append(dl)
-    return {"terms": single, "hit_i": hit_i, "hit_chunk": hit_chunk, "hit_tf": hit_tf, "hit_dl": hit_dl,
-            "need": len(phrases) if operator == "AND" else 1}  # fmt: skip
+    return {
+        "terms": single,
+        "hit_i": hit_i,
+        "hit_chunk": hit_chunk,
+        "hit_tf": hit_tf,
+        "hit_dl": hit_dl,
+        "need": len(phrases) if operator == "AND" else 1,
+    }
 
 
 def _phrase_hits(conn: Connection, phrase: list[str]) -> list[tuple[int, int, int]]:
@@ -235,9 +245,14 @@ def _passages(
 
 
 def substring_search(
-    conn: Connection, query_terms: Sequence[str], operator: str, kbs: Sequence[str],
-    doc_ids: Sequence[str] | None, limit: int, scan_limit: int,
-) -> list[dict[str, Any]]:  # fmt: skip
+    conn: Connection,
+    query_terms: Sequence[str],
+    operator: str,
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
+    limit: int,
+    scan_limit: int,
+) -> list[dict[str, Any]]:
     """Chunks holding the terms as substrings, by occurrences per 1,000 characters (as on SQLite:
     the text is lower-cased ASCII-only, the terms fully; at most ``scan_limit`` chunks are scanned)."""
     if operator not in ("AND", "OR"):
@@ -269,12 +284,18 @@ def substring_search(
 def check(conn: Connection) -> list[str]:
     """Problems of the keyword index: postings without a chunk, chunks without postings, statistics."""
     problems = []
-    orphans = _count(conn, "SELECT count(DISTINCT chunk_id) AS n FROM postings p "
-                           "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id)")  # fmt: skip
+    orphans = _count(
+        conn,
+        "SELECT count(DISTINCT chunk_id) AS n FROM postings p "
+        "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id)",
+    )
     if orphans:
         problems.append(f"keyword index: {orphans} entries without a chunk")
-    missing = _count(conn, "SELECT count(*) AS n FROM chunks c WHERE c.length > 0 "
-                           "AND NOT EXISTS (SELECT 1 FROM postings p WHERE p.chunk_id = c.id)")  # fmt: skip
+    missing = _count(
+        conn,
+        "SELECT count(*) AS n FROM chunks c WHERE c.length > 0 "
+        "AND NOT EXISTS (SELECT 1 FROM postings p WHERE p.chunk_id = c.id)",
+    )
     if missing:
         problems.append(f"keyword index: {missing} chunks not indexed")
     off = conn.execute(

@@ -95,19 +95,74 @@ def _rules(*rules: Rule) -> dict[str, list[Rule]]:
 
 _STEP_1B = _rules(("eed", _m_gt0, "ee", False), ("ed", _has_vowel, "", True), ("ing", _has_vowel, "", True))
 _STEP_1B2 = _rules(("at", None, "ate", True), ("bl", None, "ble", True), ("iz", None, "ize", True))
-_STEP_2 = _rules(*((suffix, _m_gt0, out, False) for suffix, out in (
-    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
-    ("logi", "log"), ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
-    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
-    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
-)))  # fmt: skip
-_STEP_3 = _rules(*((suffix, _m_gt0, out, False) for suffix, out in (
-    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""), ("ness", ""),
-)))  # fmt: skip
-_STEP_4 = _rules(*((suffix, _m_gt1_s_or_t if suffix == "ion" else _m_gt1, "", False) for suffix in (
-    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou", "ism",
-    "ate", "iti", "ous", "ive", "ize",
-)))  # fmt: skip
+_STEP_2 = _rules(
+    *(
+        (suffix, _m_gt0, out, False)
+        for suffix, out in (
+            ("ational", "ate"),
+            ("tional", "tion"),
+            ("enci", "ence"),
+            ("anci", "ance"),
+            ("izer", "ize"),
+            ("logi", "log"),
+            ("bli", "ble"),
+            ("alli", "al"),
+            ("entli", "ent"),
+            ("eli", "e"),
+            ("ousli", "ous"),
+            ("ization", "ize"),
+            ("ation", "ate"),
+            ("ator", "ate"),
+            ("alism", "al"),
+            ("iveness", "ive"),
+            ("fulness", "ful"),
+            ("ousness", "ous"),
+            ("aliti", "al"),
+            ("iviti", "ive"),
+            ("biliti", "ble"),
+        )
+    )
+)
+_STEP_3 = _rules(
+    *(
+        (suffix, _m_gt0, out, False)
+        for suffix, out in (
+            ("icate", "ic"),
+            ("ative", ""),
+            ("alize", "al"),
+            ("iciti", "ic"),
+            ("ical", "ic"),
+            ("ful", ""),
+            ("ness", ""),
+        )
+    )
+)
+_STEP_4 = _rules(
+    *(
+        (suffix, _m_gt1_s_or_t if suffix == "ion" else _m_gt1, "", False)
+        for suffix in (
+            "al",
+            "ance",
+            "ence",
+            "er",
+            "ic",
+            "able",
+            "ible",
+            "ant",
+            "ement",
+            "ment",
+            "ent",
+            "ion",
+            "ou",
+            "ism",
+            "ate",
+            "iti",
+            "ous",
+            "ive",
+            "ize",
+        )
+    )
+)
 
 
 def _step(word: str, rules: dict[str, list[Rule]]) -> tuple[str, bool]:

@@ -52,10 +52,24 @@ __all__ = [
 ]
 
 DOC_COLUMNS = (
-    "id", "kb", "title", "original_filename", "original_format", "source_sha256", "content_sha256",
-    "source_mode", "source_path", "source_url", "conversion_engine", "converted_at", "created_at",
-    "updated_at", "metadata", "file_stamp", "chunk_params",
-)  # fmt: skip
+    "id",
+    "kb",
+    "title",
+    "original_filename",
+    "original_format",
+    "source_sha256",
+    "content_sha256",
+    "source_mode",
+    "source_path",
+    "source_url",
+    "conversion_engine",
+    "converted_at",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "file_stamp",
+    "chunk_params",
+)
 
 
 def clean(value: Any) -> Any:
@@ -79,9 +93,17 @@ def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
                chunk_size = excluded.chunk_size, chunk_overlap = excluded.chunk_overlap,
                vector = excluded.vector, created_at = excluded.created_at,
                updated_at = excluded.updated_at, config_stamp = excluded.config_stamp""",
-        (name, clean(config.description), config.chunk_size, config.chunk_overlap, bool(config.vector),
-         config.created_at, config.updated_at, stamp),
-    )  # fmt: skip
+        (
+            name,
+            clean(config.description),
+            config.chunk_size,
+            config.chunk_overlap,
+            bool(config.vector),
+            config.created_at,
+            config.updated_at,
+            stamp,
+        ),
+    )
 
 
 def delete_kb(conn: Connection, name: str) -> None:
@@ -196,19 +218,33 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
     chunks = list(chunks)
     if not chunks:
         return 0
-    ids = sorted(row["id"] for row in conn.execute(
-        "SELECT nextval('chunk_ids') AS id FROM generate_series(1, %s)", (len(chunks),)
-    ))  # fmt: skip
+    ids = sorted(
+        row["id"]
+        for row in conn.execute("SELECT nextval('chunk_ids') AS id FROM generate_series(1, %s)", (len(chunks),))
+    )
     rows, postings = [], []
     for chunk_id, chunk in zip(ids, chunks, strict=True):
         headings = "\n".join(chunk.heading_path)
         counts, length = term_counts(search_text(f"{headings}\n{chunk.text}"))
-        rows.append((chunk_id, doc_id, kb, chunk.position, json.dumps(list(chunk.heading_path), ensure_ascii=False),
-                     clean(headings), clean(chunk.text), length))  # fmt: skip
+        rows.append(
+            (
+                chunk_id,
+                doc_id,
+                kb,
+                chunk.position,
+                json.dumps(list(chunk.heading_path), ensure_ascii=False),
+                clean(headings),
+                clean(chunk.text),
+                length,
+            )
+        )
         postings.append((chunk_id, counts, length))
-    with conn.cursor() as cursor, cursor.copy(
-        "COPY chunks (id, document_id, kb, position, heading_path, headings, text, length) FROM STDIN"
-    ) as copy:
+    with (
+        conn.cursor() as cursor,
+        cursor.copy(
+            "COPY chunks (id, document_id, kb, position, heading_path, headings, text, length) FROM STDIN"
+        ) as copy,
+    ):
         for row in rows:
             copy.write_row(row)
     keyword.add_postings(conn, kb, postings)
@@ -246,7 +282,9 @@ def document_chunk_count(conn: Connection, doc_id: str) -> int:
 
 
 def set_embedding(conn: Connection, doc_id: str, *, pending: bool, model: str | None) -> None:
-    conn.execute("UPDATE documents SET embed_pending = %s, embedding_model = %s WHERE id = %s", (pending, model, doc_id))
+    conn.execute(
+        "UPDATE documents SET embed_pending = %s, embedding_model = %s WHERE id = %s", (pending, model, doc_id)
+    )
 
 
 def clear_kb_embeddings(conn: Connection, kb: str) -> None:
@@ -274,9 +312,13 @@ def embedded_models(conn: Connection, kb: str) -> list[str]:
 
 
 def audit(
-    conn: Connection, event: str, kb: str, actor: str, document_id: str | None = None,
+    conn: Connection,
+    event: str,
+    kb: str,
+    actor: str,
+    document_id: str | None = None,
     details: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     conn.execute(
         "INSERT INTO audit_log (at, event, kb, document_id, actor, details) VALUES (%s, %s, %s, %s, %s, %s)",
         (utc_now(), event, clean(kb), clean(document_id), clean(actor), json.dumps(details or {}, ensure_ascii=False)),

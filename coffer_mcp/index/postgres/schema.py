@@ -149,7 +149,8 @@ def migrate(conn: Connection) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         require_extension(conn, "vector")
         conn.execute(
-            "CREATE TABLE IF NOT EXISTS migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            "CREATE TABLE IF NOT EXISTS migrations "
+            "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
         applied = _applied(conn)
         unknown = [name for name in applied if name not in dict(MIGRATIONS)]
@@ -173,14 +174,16 @@ def require_extension(conn: Connection, name: str) -> None:
     """
     available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone()
     if available is None:
-        raise StoreError(f"The PostgreSQL server has no '{name}' extension: Coffer needs pgvector for vectors.",
-                         hint=_EXTENSION_HINT)  # fmt: skip
+        raise StoreError(
+            f"The PostgreSQL server has no '{name}' extension: Coffer needs pgvector for vectors.", hint=_EXTENSION_HINT
+        )
     try:
         with conn.transaction():
             conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
     except psycopg.errors.InsufficientPrivilege as exc:
-        raise StoreError(f"Coffer's database role may not create the '{name}' extension: {exc}.",
-                         hint=_EXTENSION_HINT) from exc  # fmt: skip
+        raise StoreError(
+            f"Coffer's database role may not create the '{name}' extension: {exc}.", hint=_EXTENSION_HINT
+        ) from exc
 
 
 def _applied(conn: Connection) -> list[str]:

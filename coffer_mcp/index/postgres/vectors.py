@@ -62,7 +62,7 @@ def model_table(conn: Connection, identity: str, dimensions: int, *, create: boo
 def _create_table(conn: Connection, model_id: int, dimensions: int) -> None:
     table = _table(model_id)
     conn.execute(
-        f"CREATE TABLE {table} (chunk_id bigint PRIMARY KEY, kb text COLLATE \"C\" NOT NULL, "
+        f'CREATE TABLE {table} (chunk_id bigint PRIMARY KEY, kb text COLLATE "C" NOT NULL, '
         f"embedding vector({int(dimensions)}) NOT NULL)"
     )
     conn.execute(f"CREATE INDEX {table}_by_kb ON {table} (kb)")
@@ -168,9 +168,15 @@ def drop_orphans(conn: Connection) -> int:
 
 
 def knn(
-    conn: Connection, table: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None,
-    limit: int, *, iterative: bool,
-) -> list[dict[str, Any]]:  # fmt: skip
+    conn: Connection,
+    table: str,
+    query: Sequence[float],
+    kbs: Sequence[str],
+    doc_ids: Sequence[str] | None,
+    limit: int,
+    *,
+    iterative: bool,
+) -> list[dict[str, Any]]:
     """The ``limit`` nearest chunks in scope, with passage columns and ``score`` = 1 - cosine distance."""
     if limit <= 0:
         return []
