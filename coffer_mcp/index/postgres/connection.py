@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 
 from coffer_mcp.errors import StoreError
 
-__all__ = ["CONNECT_TIMEOUT_S", "Connection", "connect", "display_url", "lost", "refused", "scrub"]
+__all__ = ["CONNECT_TIMEOUT_S", "Connection", "clean", "connect", "display_url", "lost", "refused", "scrub"]
 
 CONNECT_TIMEOUT_S = 10
 
@@ -31,6 +31,12 @@ _SECRETS = [
     (re.compile(r"(://[^:/@\s]*:)[^@\s]*@"), r"\1***@"),  # scheme://user:PASSWORD@host
     (re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE), r"\1***"),  # key=value form
 ]
+
+
+def clean(value: Any) -> Any:
+    """A string PostgreSQL can store: text cannot hold NUL (SQLite's can), written as U+FFFD (both
+    separate tokens, so keyword search is unchanged). Anything else is returned as is."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
 
 
 def connect(url: str) -> Connection:

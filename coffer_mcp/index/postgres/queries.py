@@ -1,8 +1,6 @@
 """The SQL of the PostgreSQL index for knowledge bases, documents, chunks and history.
 
-Keyword search and the postings it reads are in ``keyword``, vectors in ``vectors``. PostgreSQL
-text cannot hold NUL, which SQLite stores: ``clean`` writes it as U+FFFD (both separate tokens,
-so keyword search is unchanged).
+Chunks are written and deleted with their postings by ``keyword``; vectors are in ``vectors``.
 """
 
 from __future__ import annotations
@@ -13,10 +11,8 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from coffer_mcp.index.fts import search_text
 from coffer_mcp.index.postgres import keyword, vectors
-from coffer_mcp.index.postgres.connection import Connection
-from coffer_mcp.index.postgres.tokens import term_counts
+from coffer_mcp.index.postgres.connection import Connection, clean
 from coffer_mcp.models import Chunk
 from coffer_mcp.timeutil import utc_now
 
@@ -26,7 +22,6 @@ __all__ = [
     "chunk_count",
     "chunk_texts",
     "chunk_window",
-    "clean",
     "clear_kb_embeddings",
     "delete_document",
     "delete_kb",
@@ -70,11 +65,6 @@ DOC_COLUMNS = (
     "file_stamp",
     "chunk_params",
 )
-
-
-def clean(value: Any) -> Any:
-    """A string PostgreSQL can store (NUL becomes U+FFFD); anything else unchanged."""
-    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
 
 
 # -- knowledge bases ---------------------------------------------------------------------------
@@ -216,47 +206,14 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
     """Swap a document's chunks, and their postings (their vectors are dropped)."""
     _delete_chunks(conn, "document_id = %s", (doc_id,))
     chunks = list(chunks)
-    if not chunks:
-        return 0
-    ids = sorted(
-        row["id"]
-        for row in conn.execute("SELECT nextval('chunk_ids') AS id FROM generate_series(1, %s)", (len(chunks),))
-    )
-    rows, postings = [], []
-    for chunk_id, chunk in zip(ids, chunks, strict=True):
-        headings = "\n".join(chunk.heading_path)
-        counts, length = term_counts(search_text(f"{headings}\n{chunk.text}"))
-        rows.append(
-            (
-                chunk_id,
-                doc_id,
-                kb,
-                chunk.position,
-                json.dumps(list(chunk.heading_path), ensure_ascii=False),
-                clean(headings),
-                clean(chunk.text),
-                length,
-            )
-        )
-        postings.append((chunk_id, counts, length))
-    with (
-        conn.cursor() as cursor,
-        cursor.copy(
-            "COPY chunks (id, document_id, kb, position, heading_path, headings, text, length) FROM STDIN"
-        ) as copy,
-    ):
-        for row in rows:
-            copy.write_row(row)
-    keyword.add_postings(conn, kb, postings)
-    return len(rows)
+    return keyword.insert_chunks(conn, kb, doc_id, chunks) if chunks else 0
 
 
 def _delete_chunks(conn: Connection, where: str, params: Sequence[Any]) -> None:
-    """Delete chunks with their postings, vectors and share of the keyword statistics."""
-    doomed = f"SELECT id FROM chunks WHERE {where}"
-    keyword.remove_postings(conn, doomed, params)
-    vectors.delete_vectors(conn, doomed, params)
-    conn.execute(f"DELETE FROM chunks WHERE {where}", params)
+    """Delete chunks with their postings, share of the keyword statistics and vectors."""
+    gone = keyword.delete_chunks(conn, where, params)
+    if gone:
+        vectors.delete_chunk_vectors(conn, gone)
 
 
 def chunk_texts(conn: Connection, doc_id: str) -> list[tuple[int, str]]:

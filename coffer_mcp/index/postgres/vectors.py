@@ -19,8 +19,8 @@ from coffer_mcp.timeutil import utc_now
 
 __all__ = [
     "count_vectors",
+    "delete_chunk_vectors",
     "delete_kb_vectors",
-    "delete_vectors",
     "dimensions_of",
     "drop_orphans",
     "knn",
@@ -129,15 +129,10 @@ def count_vectors(conn: Connection, identity: str, chunk_ids: Sequence[int]) -> 
     return 0 if found is None else int(found["n"])
 
 
-def delete_vectors(conn: Connection, doomed: str, params: Sequence[Any]) -> None:
-    """Remove, from every model's table, the vectors of the chunks ``doomed`` selects."""
-    for table in _tables(conn):
-        conn.execute(f"DELETE FROM {table} WHERE chunk_id IN ({doomed})", params)
-
-
 def delete_chunk_vectors(conn: Connection, chunk_ids: Sequence[int]) -> None:
     """Remove these chunks' vectors from every model's table."""
-    delete_vectors(conn, "SELECT unnest(%s::bigint[])", (list(chunk_ids),))
+    for table in _tables(conn):
+        conn.execute(f"DELETE FROM {table} WHERE chunk_id = ANY(%s::bigint[])", (list(chunk_ids),))
 
 
 def delete_kb_vectors(conn: Connection, kb: str) -> None:
