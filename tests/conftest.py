@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer, load_settings
+from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -25,9 +26,28 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "coffer-home"
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Every test built on the ``coffer`` fixture runs once per index backend, except those marked
+    # ``sqlite_only`` (they read SQLite's own tables to check what the port hides).
+    if "index_backend" in metafunc.fixturenames:
+        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("index_backend", BACKENDS[:1] if sqlite_only else BACKENDS)
+
+
 @pytest.fixture
-def coffer(home: Path):
-    with Coffer(load_settings(home=home)) as service:
+def backend_settings(index_backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """Settings that put the index on ``index_backend`` (a fresh PostgreSQL database for postgres)."""
+    if index_backend == "sqlite":
+        return {}
+    return {"index_backend": "postgres", "database_url": request.getfixturevalue("postgres_url")}
+
+
+@pytest.fixture
+def coffer(home: Path, backend_settings: dict[str, str]):
+    with Coffer(load_settings(home=home, **backend_settings)) as service:
         yield service
 
 

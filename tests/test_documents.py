@@ -65,10 +65,8 @@ def test_a_rejected_ingest_persists_nothing(
     assert caught.value.reason == reason
     assert caught.value.hint
     assert files_under(home / "knowledge") == before
-    assert coffer.index.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == 0
-    assert (
-        coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 0
-    )
+    assert coffer.index.document_counts() == {}
+    assert [e.event for e in coffer.index.audit_events() if e.event.startswith("KB_DOCUMENT")] == []
 
 
 def test_an_oversized_document_is_too_large(home: Path) -> None:
@@ -85,9 +83,9 @@ def test_an_identical_re_upload_writes_and_audits_nothing(coffer: Coffer, notes:
     again = coffer.add_document(notes, "r.md", "# R\n\nsame")
     assert (again.document_id, again.status) == (first.document_id, "unchanged")
     assert Path(first.path).stat().st_mtime_ns == stamp
-    assert (
-        coffer.index.conn.execute("SELECT count(*) FROM audit_log WHERE event LIKE 'KB_DOCUMENT%'").fetchone()[0] == 1
-    )
+    assert [e.event for e in coffer.index.audit_events() if e.event.startswith("KB_DOCUMENT")] == [
+        "KB_DOCUMENT_INGESTED"
+    ]
 
 
 def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, notes: str) -> None:
@@ -102,7 +100,7 @@ def test_a_replacing_re_upload_keeps_the_id_and_resets_an_edit(coffer: Coffer, n
     read = coffer.read_document(notes, first.document_id)
     assert "version two" in read.markdown
     assert read.metadata["created_at"] < read.metadata["updated_at"]
-    events = [r[0] for r in coffer.index.conn.execute("SELECT event FROM audit_log WHERE document_id IS NOT NULL")]
+    events = [e.event for e in coffer.index.audit_events() if e.document_id is not None]
     assert events == ["KB_DOCUMENT_INGESTED", "KB_DOCUMENT_UPDATED", "KB_DOCUMENT_UPDATED"]
 
 

@@ -159,6 +159,7 @@ def test_every_audit_event_is_recorded_somewhere_and_documented() -> None:
         assert f"| `{event.value}` |" in mcp, event
 
 
+@pytest.mark.sqlite_only  # SQLite's typeof(): the enum reaches the database as its name
 def test_an_audit_event_is_stored_as_its_name(coffer) -> None:
     coffer.create_kb("kb")
     doc = coffer.add_document("kb", "a.md", "# A\n\ntext")

@@ -67,6 +67,7 @@ def test_updating_the_description_keeps_the_documents(coffer: Coffer, notes: str
     assert (updated.description, updated.document_count) == ("new words", 1)
 
 
+@pytest.mark.sqlite_only  # counts the rows of every SQLite table
 def test_deleting_a_knowledge_base_leaves_no_file_and_no_index_row(coffer: Coffer, notes: str, home: Path) -> None:
     coffer.create_kb("keep")
     coffer.add_document("keep", "k.md", "# Keep\n\nkept words")

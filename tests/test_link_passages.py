@@ -51,6 +51,7 @@ async def test_over_mcp_a_passage_and_its_neighbours_come_without_link_addresses
     assert URL not in around.structured_content["markdown"]
 
 
+@pytest.mark.sqlite_only  # writes the rows an older Coffer left, in SQL
 def test_a_document_chunked_by_an_older_coffer_loses_its_link_addresses_on_the_next_read(
     coffer: Coffer, notes: str
 ) -> None:

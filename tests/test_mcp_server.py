@@ -307,15 +307,13 @@ async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_act
         await call(client, "coffer__create_knowledge_base", name="kb")
         added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\ntext")
         await call_error(client, "coffer__search_knowledge", kb="missing", query="x")
-    calls = [
-        tuple(r) for r in coffer.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")
-    ]
+    calls = [(c.tool, c.client, c.outcome, c.error_code) for c in coffer.index.invocations()]
     assert calls == [
         ("coffer__create_knowledge_base", "test-agent", "ok", None),
         ("coffer__add_document", "test-agent", "ok", None),
         ("coffer__search_knowledge", "test-agent", "error", "unknown_kb"),
     ]
-    audit = [tuple(r) for r in coffer.index.conn.execute("SELECT event, document_id, actor FROM audit_log ORDER BY id")]
+    audit = [(e.event, e.document_id, e.actor) for e in coffer.index.audit_events()]
     assert audit == [
         ("KB_CREATED", None, "agent:test-agent"),
         ("KB_DOCUMENT_INGESTED", added["document_id"], "agent:test-agent"),

@@ -36,6 +36,7 @@ def snapshot(coffer: Coffer, kb: str = "notes") -> list:
     ]
 
 
+@pytest.mark.sqlite_only  # deletes coffer.db
 def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Coffer, notes: str, home: Path) -> None:
     ids = fill(coffer)
     coffer.edit_document(notes, ids["faq.md"], "# FAQ\n\nThe proxy needs a restart after edits.")
@@ -66,6 +67,7 @@ def test_dropping_the_database_and_reindexing_gives_identical_results(coffer: Co
     assert rows_after == rows_before
 
 
+@pytest.mark.sqlite_only  # deletes coffer.db
 def test_a_read_after_deleting_the_database_rebuilds_without_an_explicit_reindex(
     coffer: Coffer, notes: str, home: Path
 ) -> None:
@@ -136,9 +138,7 @@ def test_changing_chunk_parameters_rechunks_every_document(coffer: Coffer, notes
     doc = coffer.add_document(notes, "long.md", long_text)
     coarse = doc.chunk_count
     coffer.update_kb(notes, chunk_size=128, chunk_overlap=16)
-    fine = coffer.index.conn.execute(
-        "SELECT count(*) FROM chunks WHERE document_id = ?", (doc.document_id,)
-    ).fetchone()[0]
+    fine = coffer.index.chunk_count(doc_id=doc.document_id)
     assert fine > coarse
     assert coffer.describe_kb(notes).chunk_size == 128
     assert coffer.search(notes, "topic 42").passages
@@ -150,7 +150,8 @@ def test_a_knowledge_base_folder_removed_by_hand_disappears(coffer: Coffer, note
     fill(coffer)
     shutil.rmtree(home / "knowledge" / "notes")
     assert coffer.list_kbs() == []
-    assert coffer.index.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+    assert coffer.index.document_counts() == {}
+    assert coffer.index.chunk_count(kb="notes") == 0
 
 
 def test_a_newer_schema_is_refused_with_a_hint(home: Path) -> None:
@@ -164,6 +165,7 @@ def test_a_newer_schema_is_refused_with_a_hint(home: Path) -> None:
     assert "reindex" in caught.value.hint
 
 
+@pytest.mark.sqlite_only  # damages FTS5's own table (the conformance suite damages PostgreSQL's postings)
 def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     coffer: Coffer, notes: str, home: Path
 ) -> None:

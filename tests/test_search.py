@@ -101,7 +101,7 @@ def test_a_partial_identifier_is_found_by_substring(coffer: Coffer, corpus: dict
 def test_fts_syntax_in_a_query_is_plain_text(coffer: Coffer, corpus: dict[str, str], query: str) -> None:
     result = coffer.search("notes", query)
     assert result.strategy == "keyword"
-    assert coffer.index.conn.execute("SELECT count(*) FROM documents").fetchone()[0] == len(CORPUS)
+    assert coffer.index.document_counts() == {"notes": len(CORPUS)}
 
 
 def test_a_stray_short_word_does_not_match_inside_other_words(coffer: Coffer, corpus: dict[str, str]) -> None:

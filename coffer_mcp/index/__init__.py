@@ -6,14 +6,26 @@
 
 from __future__ import annotations
 
-from coffer_mcp.index.port import ChunkRow, DocumentRow, Index, IndexDiagnosis, KbCounts, PassageRow, pack_vector
+from coffer_mcp.index.port import (
+    AuditRow,
+    ChunkRow,
+    DocumentRow,
+    Index,
+    IndexDiagnosis,
+    InvocationRow,
+    KbCounts,
+    PassageRow,
+    pack_vector,
+)
 from coffer_mcp.settings import Settings
 
 __all__ = [
+    "AuditRow",
     "ChunkRow",
     "DocumentRow",
     "Index",
     "IndexDiagnosis",
+    "InvocationRow",
     "KbCounts",
     "PassageRow",
     "open_index",

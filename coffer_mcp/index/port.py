@@ -28,10 +28,12 @@ from typing import Any, Literal, Protocol
 from coffer_mcp.models import Chunk, SourceMode
 
 __all__ = [
+    "AuditRow",
     "ChunkRow",
     "DocumentRow",
     "Index",
     "IndexDiagnosis",
+    "InvocationRow",
     "KbCounts",
     "PassageRow",
     "pack_vector",
@@ -108,6 +110,30 @@ class KbCounts:
     chunks: int
     degraded: int
     """Documents of a vector knowledge base without current vectors (0 for keyword-only ones)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One event of the audit log (what changed a knowledge base, when, and who did it)."""
+
+    at: str
+    event: str
+    kb: str
+    document_id: str | None
+    actor: str
+    details: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationRow:
+    """One logged MCP tool call (no arguments, no content)."""
+
+    at: str
+    tool: str
+    client: str
+    duration_ms: float
+    outcome: str
+    error_code: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,3 +340,11 @@ class Index(Protocol):
     def record_invocation(
         self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
     ) -> None: ...
+
+    def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
+        """The audit log, oldest first (the last ``limit`` events), of one knowledge base or all."""
+        ...
+
+    def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
+        """The logged tool calls, oldest first (the last ``limit``)."""
+        ...

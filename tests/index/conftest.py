@@ -1,3 +1,1 @@
-"""Fixtures of the index tests: the session's PostgreSQL (``tests.postgres``)."""
-
-from tests.postgres import postgres_server, postgres_url  # noqa: F401
+"""Fixtures of the index tests: the session's PostgreSQL comes from tests/conftest.py (``tests.postgres``)."""

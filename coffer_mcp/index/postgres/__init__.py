@@ -22,7 +22,16 @@ from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 
-from coffer_mcp.index.port import ChunkRow, DocumentRow, IndexDiagnosis, KbCounts, Operator, PassageRow
+from coffer_mcp.index.port import (
+    AuditRow,
+    ChunkRow,
+    DocumentRow,
+    IndexDiagnosis,
+    InvocationRow,
+    KbCounts,
+    Operator,
+    PassageRow,
+)
 from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused
@@ -406,6 +415,20 @@ class PostgresIndex:
         self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
     ) -> None:
         q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+
+    @_mapped
+    def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
+        return [
+            AuditRow(r["at"], r["event"], r["kb"], r["document_id"], r["actor"], json.loads(r["details"] or "{}"))
+            for r in q.audit_events(self.conn, kb, limit)
+        ]
+
+    @_mapped
+    def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
+        return [
+            InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
+            for r in q.invocations(self.conn, limit)
+        ]
 
 
 def _iterative(version: str) -> bool:

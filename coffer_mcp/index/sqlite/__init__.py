@@ -17,7 +17,16 @@ from typing import Any
 
 from coffer_mcp.errors import StoreError
 from coffer_mcp.index.fts import match_expression
-from coffer_mcp.index.port import ChunkRow, DocumentRow, IndexDiagnosis, KbCounts, Operator, PassageRow
+from coffer_mcp.index.port import (
+    AuditRow,
+    ChunkRow,
+    DocumentRow,
+    IndexDiagnosis,
+    InvocationRow,
+    KbCounts,
+    Operator,
+    PassageRow,
+)
 from coffer_mcp.index.sqlite import queries as q
 from coffer_mcp.index.sqlite import vectors
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
@@ -261,6 +270,18 @@ class SqliteIndex:
         self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
     ) -> None:
         q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+
+    def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
+        return [
+            AuditRow(r["at"], r["event"], r["kb"], r["document_id"], r["actor"], json.loads(r["details"] or "{}"))
+            for r in q.audit_events(self.conn, kb, limit)
+        ]
+
+    def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
+        return [
+            InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
+            for r in q.invocations(self.conn, limit)
+        ]
 
 
 def _maybe_document(row: Any) -> DocumentRow | None:

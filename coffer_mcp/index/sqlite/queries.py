@@ -436,6 +436,17 @@ def record_invocation(
     )
 
 
+def audit_events(conn: Connection, kb: str | None, limit: int) -> list[Any]:
+    where, params = ("WHERE kb = ?", [kb]) if kb is not None else ("", [])
+    sql = f"SELECT * FROM (SELECT * FROM audit_log {where} ORDER BY id DESC LIMIT ?) ORDER BY id"
+    return conn.execute(sql, [*params, limit]).fetchall()
+
+
+def invocations(conn: Connection, limit: int) -> list[Any]:
+    sql = "SELECT * FROM (SELECT * FROM mcp_invocations ORDER BY id DESC LIMIT ?) ORDER BY id"
+    return conn.execute(sql, (limit,)).fetchall()
+
+
 # -- verification ------------------------------------------------------------------------------
 
 
