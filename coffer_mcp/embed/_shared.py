@@ -94,6 +94,7 @@ class SharedEmbedder:
         retry_seconds: After falling back, embed in-process this long before trying the service again.
         timeout_seconds: How long to wait for the service's answer to one request.
         hint: What to check when the model fails with an error it did not explain itself.
+        clock: Monotonic seconds; tests may pass their own.
     """
 
     def __init__(
@@ -105,11 +106,13 @@ class SharedEmbedder:
         retry_seconds: float = 30.0,
         timeout_seconds: float = 60.0,
         hint: str = "",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.local = local
         self.retry_seconds = retry_seconds
         self._client = _ServiceClient(local, folder, idle_seconds=idle_seconds, timeout_seconds=timeout_seconds)
         self._hint = hint
+        self._clock = clock
         self._lock = threading.Lock()
         self._local_until: float | None = None
 
@@ -124,7 +127,7 @@ class SharedEmbedder:
     def in_process(self) -> bool:
         """True while falling back: this process embeds with its own copy of the model."""
         with self._lock:
-            return self._local_until is not None and time.monotonic() < self._local_until
+            return self._local_until is not None and self._clock() < self._local_until
 
     def dimensions(self) -> int:
         return self._call({"op": "dimensions"}, 0, self.local.dimensions, lambda header, _: int(header["dimensions"]))
@@ -172,7 +175,7 @@ class SharedEmbedder:
 
     def _fall_back(self, reason: ServiceUnavailableError) -> None:
         with self._lock:
-            self._local_until = time.monotonic() + self.retry_seconds
+            self._local_until = self._clock() + self.retry_seconds
         log.warning(
             "The shared embedding service cannot be used (%s): embedding with %s in this process, retrying the "
             "service in %g s.",
