@@ -64,7 +64,8 @@ def default_folder() -> Path:
 
 def service_key(spec: dict[str, object]) -> str:
     """16 hex digits naming one service: the model spec, the code running it, the loading environment."""
-    code = (PROTOCOL, sys.executable, str(Path(__file__).resolve().parents[1]))
+    # sys.prefix, not sys.executable: `python` and `python3` of one environment share a service.
+    code = (PROTOCOL, sys.prefix, str(Path(__file__).resolve().parents[1]))
     env = {name: os.environ.get(name) for name in _LOADING_ENV}
     text = json.dumps([code, sorted(spec.items()), sorted(env.items())], default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

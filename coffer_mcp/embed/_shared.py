@@ -28,7 +28,7 @@ import functools
 import json
 import logging
 import os
-import select
+import selectors
 import socket
 import subprocess
 import sys
@@ -212,7 +212,8 @@ class _ServiceClient:
             "threads": local.threads,
             "dimensions": local.expected_dimensions,
             "model_path": None if local.model_path is None else str(local.model_path.resolve()),
-            "cache_dir": None if local.cache_dir is None else str(local.cache_dir.resolve()),
+            # The cache only matters without a model folder: homes pointing at one folder share a service.
+            "cache_dir": None if local.cache_dir is None or local.model_path else str(local.cache_dir.resolve()),
         }
         self.folder = folder
         self.idle_seconds = idle_seconds
@@ -333,9 +334,10 @@ def _spawn(files: RunFiles, spec: dict[str, Any]) -> None:
         os.close(log_fd)
     # Reap it when it exits, whichever of the two outlives the other.
     threading.Thread(target=proc.wait, name="embedding-service-reaper", daemon=True).start()
-    with os.fdopen(ready, "rb") as pipe:
-        answered = select.select([pipe], [], [], START_SECONDS)[0]
-        line = pipe.readline() if answered else None
+    # A selector, not select(): a busy server's descriptors may be numbered past select's 1024.
+    with os.fdopen(ready, "rb") as pipe, selectors.DefaultSelector() as selector:
+        selector.register(pipe, selectors.EVENT_READ)
+        line = pipe.readline() if selector.select(START_SECONDS) else None
     if line is None:
         raise ServiceUnavailableError(f"the service did not start within {START_SECONDS:g} s (see {files.log})")
     if line != b"ready\n" and _exit_status(proc) != ANOTHER_SERVICE:
