@@ -55,6 +55,8 @@ _EMBEDDING_KEYS = (
     "dimensions",
     "batch_size",
     "cooldown_seconds",
+    "service",
+    "service_idle_seconds",
 )
 
 
@@ -134,6 +136,16 @@ class Settings(BaseModel):
     embedding_dimensions: int | None = Field(default=None, ge=1, le=8192)
     embedding_batch_size: int = Field(default=16, ge=1, le=128)
     embedding_cooldown_seconds: float = Field(default=30.0, ge=0)
+    # -- the shared model service (coffer_mcp/embed/_service.py) --
+    embedding_service: Literal["auto", "off"] = Field(
+        default="auto",
+        description="fastembed: `auto` loads the model once per user and model in a local service that every "
+        "Coffer process shares (over a Unix socket only the user can reach; started on first need; in-process on "
+        "Windows and whenever the service cannot be used); `off` loads it in each process",
+    )
+    embedding_service_idle_seconds: float = Field(
+        default=300.0, gt=0, description="The shared model service exits after this many seconds without a request."
+    )
     embed_on_read_seconds: float = Field(
         default=2.0, ge=0, description="How long a read may spend embedding documents that are due."
     )
@@ -142,6 +154,14 @@ class Settings(BaseModel):
     @classmethod
     def _expand_home(cls, value: Any) -> Any:
         return Path(value).expanduser().resolve() if isinstance(value, (str, Path)) else value
+
+    @field_validator("embedding_service", mode="before")
+    @classmethod
+    def _service_switch(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare `off` as false (and `on` as true).
+        if isinstance(value, bool):
+            return "auto" if value else "off"
+        return value
 
     @field_validator("embedding_model_path", mode="before")
     @classmethod

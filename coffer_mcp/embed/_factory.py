@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coffer_mcp.embed import _fastembed, _openai
+from coffer_mcp.embed import _fastembed, _openai, _shared
 from coffer_mcp.embed.base import CooldownEmbedder, Embedder, EmbeddingConfig
 from coffer_mcp.errors import ConfigError
 
@@ -21,7 +21,7 @@ def make_embedder(config: EmbeddingConfig) -> CooldownEmbedder | None:
     if config.provider == "none":
         return None
     if config.provider == "fastembed":
-        return _guard(_fastembed_provider(config), config, _fastembed_hint(config))
+        return _guard(_fastembed_or_shared(config), config, _fastembed_hint(config))
     if config.provider == "openai":
         provider = _openai.OpenAIEmbedder(
             config.model or _openai.DEFAULT_MODEL,
@@ -37,6 +37,21 @@ def make_embedder(config: EmbeddingConfig) -> CooldownEmbedder | None:
         )
         return _guard(provider, config, hint)
     raise ConfigError(f"Unknown embedding provider {config.provider!r}.", hint="Use one of: fastembed, openai, none.")
+
+
+def _fastembed_or_shared(config: EmbeddingConfig) -> Embedder:
+    """fastembed through the user's shared model service when it is wanted and possible, else in-process."""
+    local = _fastembed_provider(config)
+    if config.service == "off" or not _shared.service_supported():
+        return local
+    return _shared.SharedEmbedder(
+        local,
+        folder=config.service_folder,
+        idle_seconds=config.service_idle_seconds,
+        retry_seconds=config.cooldown_seconds,
+        timeout_seconds=config.timeout_seconds,
+        hint=_fastembed_hint(config),
+    )
 
 
 def _fastembed_provider(config: EmbeddingConfig) -> _fastembed.FastEmbedEmbedder:

@@ -102,6 +102,14 @@ class FastEmbedEmbedder:
             rows = list(model.query_embed(text))
         return normalized(rows[0].tolist())
 
+    def unload(self) -> None:
+        """Drop the loaded model (it loads again on next use), giving its memory back.
+
+        A call already running keeps its own reference and finishes with it.
+        """
+        with self._load_lock:
+            self._model = None
+
     def _load(self) -> TextEmbedding:
         if self._model is None:
             with self._load_lock:

@@ -40,7 +40,15 @@ class EmbeddingConfig:
         batch_size: Texts per fastembed model call; openai requests hold ``min(batch_size*8, 128)``.
         cooldown_seconds: After a failure, refuse calls this long instead of trying again.
         threads: fastembed onnxruntime threads (None: onnxruntime's default).
-        timeout_seconds: openai request timeout.
+        timeout_seconds: openai request timeout; fastembed: how long to wait for the shared
+            model service's answer before embedding in-process.
+        service: fastembed only: ``auto`` embeds through the user's shared model service (one
+            model per machine, not per process) where the platform has Unix sockets, ``off``
+            loads the model in this process. ``off`` here; the ``embedding_service`` setting
+            defaults to ``auto``.
+        service_idle_seconds: A shared model service exits after this long without a request.
+        service_folder: The service's private run folder (None: ``$XDG_RUNTIME_DIR/coffer``,
+            else ``<temp dir>/coffer-<uid>``).
     """
 
     provider: Literal["fastembed", "openai", "none"] = "fastembed"
@@ -54,6 +62,9 @@ class EmbeddingConfig:
     cooldown_seconds: float = 30.0
     threads: int | None = None
     timeout_seconds: float = 60.0
+    service: Literal["auto", "off"] = "off"
+    service_idle_seconds: float = 300.0
+    service_folder: Path | None = None
 
 
 @runtime_checkable

@@ -341,6 +341,8 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
         dimensions=settings.embedding_dimensions,
         batch_size=settings.embedding_batch_size,
         cooldown_seconds=settings.embedding_cooldown_seconds,
+        service=settings.embedding_service,
+        service_idle_seconds=settings.embedding_service_idle_seconds,
     )
 
 
