@@ -14,7 +14,7 @@ import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,7 +33,6 @@ from tests.reliability.support import (
     Journal,
     cli,
     coffer_env,
-    index_rows,
     open_index,
     truth_files,
 )
@@ -46,13 +45,14 @@ MAX_OPS = 100_000  # the deadline ends the run; this only bounds a very fast mac
 SHARED = "shared"
 STDIO, HTTP, CLI = ("stdio-a", "stdio-b"), "http", ("cli-a", "cli-b")
 WRITERS = (*STDIO, HTTP, *CLI)
+TEAM = ("team-1a", "team-2b", "team-3a", "team-4b")  # writers on the first (a) and second (b) server
 
 
-def prepare(home: Path, env: dict[str, str]) -> str:
+def prepare(home: Path, env: dict[str, str], writers: Sequence[str] = WRITERS) -> str:
     """The knowledge bases and the contested document; returns its id."""
     with Coffer(load_settings(env, home=home)) as coffer:
         coffer.create_kb(SHARED, "everyone writes here", vector=True)
-        for name in WRITERS:
+        for name in writers:
             coffer.create_kb(f"own-{name}", f"only {name} writes here")
         return coffer.add_document(SHARED, "contested.md", "# Contested\n\nEvery writer edits this one.").document_id
 
@@ -97,10 +97,25 @@ def replay(journals: dict[str, list[dict[str, Any]]], contested: str) -> tuple[d
     return live, deleted
 
 
-def lost_writes(home: Path, live: dict[str, tuple[str, str]], deleted: set[str]) -> list[str]:
+def index_rows(core: Coffer) -> dict[str, dict[str, Any]]:
+    """Every document row, as the index holds it now (read through the port: any backend)."""
+    index = core.index
+    return {
+        row.id: {
+            "kb": row.kb,
+            "content_sha256": row.content_sha256,
+            "chunks": index.chunk_count(doc_id=row.id),
+            "vectors_due": row.embed_pending or row.embedding_model is None,
+        }
+        for kb in index.kb_stamps()
+        for row in index.documents(kb)
+    }
+
+
+def lost_writes(home: Path, core: Coffer, live: dict[str, tuple[str, str]], deleted: set[str]) -> list[str]:
     """Every way the files and rows differ from what the journals say was acknowledged."""
     files = {truth.doc_id: truth for truth in truth_files(home)}
-    rows = index_rows(home)
+    rows = index_rows(core)
     problems = []
     for doc_id, (kb, sha) in sorted(live.items()):
         truth, row = files.get(doc_id), rows.get(doc_id)
@@ -116,44 +131,54 @@ def lost_writes(home: Path, live: dict[str, tuple[str, str]], deleted: set[str])
     return problems
 
 
-def check_last_writer_wins(home: Path, journals: dict[str, list[dict[str, Any]]], contested: str) -> None:
+def check_last_writer_wins(home: Path, core: Coffer, journals: dict[str, list[dict[str, Any]]], contested: str) -> None:
     """The contested document holds one acknowledged edit, and no edit began after that one returned."""
     edits = [e for entries in journals.values() for e in entries if e["op"] == "edit" and e["doc_id"] == contested]
     assert len({e["writer"] for e in edits}) >= 2, "the writers never contended for the document"
     final = next(t for t in truth_files(home) if t.doc_id == contested)
     assert final.intact
-    assert index_rows(home)[contested]["content_sha256"] == final.sha
+    assert index_rows(core)[contested]["content_sha256"] == final.sha
     winners = [e for e in edits if e["sha"] == final.sha]
     assert len(winners) == 1, "the final content is none of the acknowledged edits"
     overtaken_by = [e for e in edits if e["t0"] > winners[0]["t1"]]
     assert overtaken_by == [], "an edit made after the winning one was acknowledged got lost"
-    conn = open_index(home)
-    try:
-        applied = conn.execute(
-            "SELECT count(*) FROM audit_log WHERE document_id = ? AND event = 'KB_DOCUMENT_UPDATED'", (contested,)
-        ).fetchone()[0]
-    finally:
-        conn.close()
-    assert applied == len(edits), "every acknowledged edit was applied once, as its own version"
+    applied = [
+        e
+        for e in core.index.audit_events(limit=10**9)
+        if e.document_id == contested and e.event == "KB_DOCUMENT_UPDATED"
+    ]
+    assert len(applied) == len(edits), "every acknowledged edit was applied once, as its own version"
 
 
-def failed_calls_recorded(home: Path) -> list[tuple[str, str, str, str | None]]:
-    conn = open_index(home)
-    try:
-        rows = conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations WHERE outcome != 'ok'")
-        return [tuple(row) for row in rows]
-    finally:
-        conn.close()
+def failed_calls_recorded(core: Coffer) -> list[tuple[str, str, str, str | None]]:
+    return [
+        (c.tool, c.client, c.outcome, c.error_code) for c in core.index.invocations(limit=10**9) if c.outcome != "ok"
+    ]
 
 
-def vectors_missing(home: Path) -> int:
-    conn = open_index(home)
-    try:
-        return conn.execute(
-            "SELECT count(*) FROM documents WHERE kb = ? AND (embed_pending = 1 OR embedding_model IS NULL)", (SHARED,)
-        ).fetchone()[0]
-    finally:
-        conn.close()
+def vectors_missing(core: Coffer) -> int:
+    return sum(row["vectors_due"] for row in index_rows(core).values() if row["kb"] == SHARED)
+
+
+def check_acknowledged(
+    home: Path, env: dict[str, str], entries: dict[str, list[dict[str, Any]]], contested: str, writers: Sequence[str]
+) -> None:
+    """What every journal says was acknowledged is in the files and the rows, and they agree."""
+    # Nothing failed, and every read saw the reader's own acknowledged writes.
+    assert [e for log in entries.values() for e in log if e["op"] in ("error", "stale_read")] == []
+    assert all(any(e["op"] == "add" for e in entries[name]) for name in writers), "a writer never wrote"
+    # Read as the index is, before anything reconciles it (opening a Coffer reconciles nothing).
+    with Coffer(load_settings(env, home=home)) as core:
+        assert failed_calls_recorded(core) == []
+        live, deleted = replay(entries, contested)
+        assert lost_writes(home, core, live, deleted) == []
+        check_last_writer_wins(home, core, entries, contested)
+        assert vectors_missing(core) == 0
+        # Files, rows, keyword index and vectors agree.
+        names = [p.name for p in sorted((home / "knowledge").iterdir())]
+        assert [problem for name in names for problem in core.verify(name).problems] == []
+    verified = cli(home, "kb", "verify", "--all", env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 async def test_stdio_http_and_cli_writers_at_once_lose_no_acknowledged_write_and_leave_no_drift(
@@ -190,26 +215,50 @@ async def test_stdio_http_and_cli_writers_at_once_lose_no_acknowledged_write_and
         )
         entries = {name: Journal.read(journal.path) for name, journal in journals.items()}
 
-        # Nothing failed, and every read saw the reader's own acknowledged writes.
-        assert [e for log in entries.values() for e in log if e["op"] in ("error", "stale_read")] == []
         assert "database is locked" not in server_logs
         assert "Traceback" not in server_logs
-        assert failed_calls_recorded(home) == []
-        assert all(any(e["op"] == "add" for e in entries[name]) for name in WRITERS), "a writer never wrote"
+        check_acknowledged(home, env, entries, contested, WRITERS)
+        conn = open_index(home)
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        finally:
+            conn.close()
 
-        # Every acknowledged write is there, in the files and in the rows, unless deleted since.
-        live, deleted = replay(entries, contested)
-        assert lost_writes(home, live, deleted) == []
-        check_last_writer_wins(home, entries, contested)
-        assert vectors_missing(home) == 0
 
-        # Files, rows, full-text index and vectors agree — before anything reconciles them, and per the CLI.
-        with Coffer(load_settings(env, home=home)) as coffer:
-            names = [p.name for p in sorted((home / "knowledge").iterdir())]
-            assert [problem for name in names for problem in coffer.verify(name).problems] == []
-            assert coffer.index.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        verified = cli(home, "kb", "verify", "--all", env=env)
-        assert verified.returncode == 0, verified.stdout + verified.stderr
+async def test_two_http_servers_on_one_store_and_one_postgres_lose_no_write_and_leave_no_drift(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    # A team's deployment (docs/deploy.md): two servers share the knowledge/ folder and one
+    # PostgreSQL database; writers on both add, edit and delete in shared and private knowledge
+    # bases and contend for one document. Their locks are PostgreSQL advisory locks.
+    home = tmp_path / "home"
+    journals = {name: Journal(tmp_path / f"{name}.jsonl") for name in TEAM}
+    with fake_openai_server() as embeddings:
+        env = coffer_env(
+            home,
+            {
+                "COFFER_EMBEDDING_PROVIDER": "openai",
+                "COFFER_EMBEDDING_BASE_URL": embeddings.base_url,
+                "COFFER_EMBEDDING_MODEL": "fake-embed",
+                "COFFER_INDEX_BACKEND": "postgres",
+                "COFFER_DATABASE_URL": postgres_url,
+            },
+        )
+        contested = prepare(home, env, TEAM)
+        with http_server(home, env) as first, http_server(home, env) as second:
+            servers = {name: (first if name.endswith("a") else second) for name in TEAM}
+            deadline = time.monotonic() + SECONDS
+            plans = {name: plan(name, contested, deadline, seed) for seed, name in enumerate(TEAM, 1)}
+            with anyio.fail_after(SECONDS + 240):
+                async with anyio.create_task_group() as group:
+                    for name in TEAM:
+                        group.start_soon(drive_http, plans[name], journals[name], servers[name].mcp_url)
+        for handle in journals.values():
+            handle.close()
+        server_logs = "".join(first.stderr) + "".join(second.stderr)
+        entries = {name: Journal.read(journal.path) for name, journal in journals.items()}
+        assert "Traceback" not in server_logs
+        check_acknowledged(home, env, entries, contested, TEAM)
 
 
 # -- knowledge bases created and deleted under other processes' feet ------------------------------
