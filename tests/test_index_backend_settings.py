@@ -65,3 +65,31 @@ def test_the_cli_reports_a_missing_url_as_one_error_line(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert err.startswith("coffer: The postgres index backend needs the server's address.")
     assert "COFFER_DATABASE_URL" in err
+
+
+def test_doctor_reports_the_postgres_server_and_pgvector(tmp_path: Path, postgres_url: str) -> None:
+    from coffer_mcp import Coffer
+
+    with Coffer(load_settings(home=tmp_path, index_backend="postgres", database_url=postgres_url)) as coffer:
+        coffer.create_kb("notes")
+        report = coffer.doctor(check_embedder=False)
+    assert report.index_backend == "postgres"
+    assert report.sqlite_version.split(".")[0].isdigit()  # the server's version, e.g. 18.1
+    assert report.sqlite_vec_version  # pgvector's
+    assert report.fts5
+    assert [kb.name for kb in report.knowledge_bases] == ["notes"]
+    assert not [p for p in report.problems if "PostgreSQL" in p or "pgvector" in p]
+
+
+def test_doctor_with_an_unreachable_database_says_so_without_the_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgres")
+    monkeypatch.setenv("COFFER_DATABASE_URL", "postgresql://coffer:s3cret-pass@127.0.0.1:9/x")  # nothing listens
+    status = main(["--home", str(tmp_path), "doctor", "--no-embed"])
+    out = capsys.readouterr()
+    assert status == 1
+    text = out.out + out.err
+    assert "PostgreSQL" in text
+    assert "COFFER_DATABASE_URL" in text
+    assert "s3cret-pass" not in text
