@@ -27,6 +27,7 @@ OWNERS = {
     "sqlite_vec": ("index",),
     "sqlean": ("index",),
     "sqlite3": ("index",),
+    "usearch": ("index",),
     "markitdown": ("convert",),
     "pypdfium2": ("convert",),
     "trafilatura": ("convert",),
@@ -94,7 +95,7 @@ def test_importing_the_core_loads_no_heavy_library() -> None:
     code = (
         "import sys, coffer_mcp, coffer_mcp.services, coffer_mcp.cli;"
         "heavy = {'markitdown', 'fastembed', 'onnxruntime', 'openai', 'mcp', 'starlette', 'uvicorn', 'httpcore',"
-        " 'numpy', 'sqlite_vec'};"
+        " 'numpy', 'sqlite_vec', 'usearch'};"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
