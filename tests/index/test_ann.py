@@ -43,6 +43,8 @@ def add_documents(index: SqliteIndex, kb: str, documents: int, chunks: int, seed
     ids = [cid for doc in index.documents(kb) for cid, _ in index.chunk_texts(doc.id)]
     with index.transaction():
         index.store_vectors(MODEL, DIMS, kb, [(cid, unit(rng)) for cid in ids])
+        for d in range(documents):
+            index.set_embedding(f"{kb}-{seed}-{d:04d}", pending=False, model=MODEL)
     return ids
 
 
@@ -180,10 +182,10 @@ def test_repair_rebuilds_a_broken_graph_inside_the_repair_transaction(db: Path) 
 
 def test_a_graph_out_of_step_with_its_table_is_reported_stale(db: Path) -> None:
     index = graphed(db)
-    ids = add_documents(index, "big", 60, 5, seed=1)
+    add_documents(index, "big", 60, 5, seed=1)
     index.knn(MODEL, queries(1)[0], ["big"], None, 5)
-    # A write that bypassed the change log (as no Coffer code does): the graph cannot know it.
-    index.conn.execute("DELETE FROM vec_chunks_1 WHERE chunk_id = ?", (ids[0],))
+    add_documents(index, "big", 2, 5, seed=2)
+    index.conn.execute("DELETE FROM ann_changes")  # a lost change log: the graph cannot know those writes
     (problem,) = index.check_shared()
     assert "stale" in problem
     with index.transaction():
@@ -258,11 +260,16 @@ def test_the_graph_is_rebuilt_once_enough_vectors_changed(db: Path, monkeypatch:
     index.knn(MODEL, queries(1)[0], ["big"], None, 5)
     first = index.ann_status("big")[MODEL]["built_at"]
     (before,) = (db.parent / "coffer.db-ann").glob("*.usearch")
-    add_documents(index, "big", 4, 5, seed=4)  # 20 new vectors: past 10
+    add_documents(index, "big", 4, 5, seed=4)  # 20 new vectors and 5 deleted: past 10
+    with index.transaction():
+        index.delete_document(index.documents("big")[0].id)
     assert_same_as_scan(index, db, ["big"])
     (after,) = (db.parent / "coffer.db-ann").glob("*.usearch")
     assert after != before and index.ann_status("big")[MODEL]["built_at"] >= first
-    assert index.ann_status("big")[MODEL]["vectors"] == 320
+    (row,) = index.conn.execute("SELECT vectors FROM ann_files").fetchall()
+    assert row[0] == index.ann_status("big")[MODEL]["vectors"] == 315  # the file holds the changes
+    assert index.conn.execute("SELECT count(*) FROM ann_changes").fetchone()[0] == 0  # its log pruned
+    assert index.check_shared() == []
 
 
 def test_a_graph_is_built_in_the_background_while_the_scan_answers(db: Path) -> None:

@@ -245,10 +245,10 @@ class SqliteIndex:
         return self.ann.status(self.conn, kb)
 
     def build_ann(self, identity: str, kb: str) -> bool:
-        """Build the ANN graph of one model's vectors of ``kb`` now (False: no vectors, or another
-        process is building it)."""
+        """Build the ANN graph of one model's vectors of ``kb`` afresh, now (False: the model has no
+        vectors, or another process is building it)."""
         table = vectors.table_of(self.conn, identity)
-        return table is not None and self.ann.build(table, kb, self.conn)
+        return table is not None and self.ann.build(table, kb, self.conn, fresh=True)
 
     # -- verification and repair -------------------------------------------------------------------
 

@@ -17,7 +17,9 @@ has ``threshold`` chunks. Below that the scan runs, and results are exactly the 
 - **Up to date in every process.** Each vector write of a partition with a graph is logged in the
   same transaction. Before a search, a process applies the changes after its graph's ``seq``:
   changed chunks leave the graph's answers (``dead``) and their current vectors, if any, join an
-  exact in-memory ``Delta``. When the two hold more than 5 % of the graph, the graph is rebuilt.
+  exact in-memory ``Delta``. When the two hold more than 5 % of the graph, the graph file is
+  rewritten: loaded, the changes applied (usearch removes and adds in place), saved under a new
+  name; built afresh when most of it changed or removals left it too sparse.
 - **Built off the request path.** A missing or broken graph is built in a background thread
   (niced) while searches scan; one process builds a partition at a time (a file lock), and files
   that no row names are removed once no builder holds their partition.
@@ -50,6 +52,7 @@ DEFAULT_THRESHOLD = 20_000  # chunks; below it the scan takes under ~12 ms (docs
 MIN_CANDIDATES = 64
 COMPACT_SHARE, COMPACT_MIN = 0.05, 1_000  # rebuild once the delta and dead hold this much
 DELTA_MAX = 50_000  # past this many changed vectors the scan answers until the rebuild is done
+VACANT_SHARE = 0.2  # a graph with more places of removed vectors than this is built afresh
 RETRY_SECONDS = 60.0  # after a failed build
 BUSY_RETRY_SECONDS = 5.0  # after finding another process building the graph
 GARBAGE_AGE = 3600.0  # seconds before an unnamed graph file is removed
@@ -224,10 +227,14 @@ class AnnCache:
                 self._failed[key] = time.monotonic()
             log.warning("could not build the ANN graph of %s (%s): the scan answers; retried later", kb, exc)
 
-    def build(self, table: str, kb: str, conn: Connection | None = None, *, epoch: int | None = None) -> bool:
-        """Build the partition's graph from the vec0 table now; False if another process is at it.
+    def build(
+        self, table: str, kb: str, conn: Connection | None = None, *, fresh: bool = False, epoch: int | None = None
+    ) -> bool:
+        """Build the partition's graph now; False if another process is at it.
 
-        With ``conn`` inside a transaction (a repair), the graph's row is part of that transaction.
+        The recorded graph with the logged changes applied, or (``fresh``, or when that cannot
+        be) a new graph of every vector of the vec0 table. With ``conn`` inside a transaction
+        (a repair), the graph's row is part of that transaction.
         """
         model_id = vectors.model_id(table)
         stem = _stem(model_id, kb)
@@ -237,7 +244,7 @@ class AnnCache:
         own = conn is None
         try:
             conn = connect(self.db_path) if conn is None else conn
-            recorded = self._build_locked(conn, table, kb, stem, self._epoch if epoch is None else epoch)
+            recorded = self._build_locked(conn, table, kb, stem, fresh, self._epoch if epoch is None else epoch)
         finally:
             _unlock(lock)
             if own and conn is not None:
@@ -245,23 +252,22 @@ class AnnCache:
         self.collect_garbage(None if own else conn)
         return recorded
 
-    def _build_locked(self, conn: Connection, table: str, kb: str, stem: str, epoch: int) -> bool:
+    def _build_locked(self, conn: Connection, table: str, kb: str, stem: str, fresh: bool, epoch: int) -> bool:
         model_id = vectors.model_id(table)
         with ann_rows.snapshot(conn, write=True):
             ann_rows.mark_building(conn, model_id, kb)  # from now on its writes are logged
-        dimensions = conn.execute("SELECT dimensions FROM embedding_models WHERE id = ?", (model_id,)).fetchone()[0]
-        builder = hnsw.Builder(dimensions)
-        with ann_rows.snapshot(conn):  # the vectors and the seq they stand at, in one view
-            seq = ann_rows.head(conn)
-            for batch in vectors.partition_batches(conn, table, kb):
-                if epoch != self._epoch:
-                    return False  # the index was closed meanwhile
-                builder.add(batch)
+        (row,) = ann_rows.file_rows(conn, model_id, [kb])
+        made = (self._updated(conn, table, row) if row.name and not fresh else None) or self._fresh(
+            conn, table, kb, epoch
+        )
+        if made is None or epoch != self._epoch:
+            return False  # the index was closed meanwhile
+        builder, seq = made
         stamp = builder.save(self.folder, stem)
         row = FileRow(model_id, kb, stamp.name, seq, stamp.vectors, stamp.size, stamp.sha256, utc_now())
         with ann_rows.snapshot(conn, write=True):
             replaced = ann_rows.record_file(conn, row) if epoch == self._epoch else None
-        if replaced is None:  # a newer graph was recorded meanwhile
+        if replaced is None:  # a newer graph was recorded meanwhile, or the index closed
             (self.folder / stamp.name).unlink(missing_ok=True)
             return False
         if replaced:
@@ -269,6 +275,41 @@ class AnnCache:
                 (self.folder / replaced).unlink(missing_ok=True)
         log.info("built the ANN graph of %s: %d vectors", kb, stamp.vectors)
         return True
+
+    def _fresh(self, conn: Connection, table: str, kb: str, epoch: int) -> tuple[hnsw.Builder, int] | None:
+        """A graph of every vector of the partition, and the seq it stands at (None: closed meanwhile)."""
+        model_id = vectors.model_id(table)
+        dimensions = conn.execute("SELECT dimensions FROM embedding_models WHERE id = ?", (model_id,)).fetchone()[0]
+        builder = hnsw.Builder(dimensions)
+        with ann_rows.snapshot(conn):  # the vectors and the seq they stand at, in one view
+            seq = ann_rows.head(conn)
+            for batch in vectors.partition_batches(conn, table, kb):
+                if epoch != self._epoch:
+                    return None
+                builder.add(batch)
+        return builder, seq
+
+    def _updated(self, conn: Connection, table: str, row: FileRow) -> tuple[hnsw.Builder, int] | None:
+        """The recorded graph with the logged changes applied, and the seq it then stands at.
+
+        None when a fresh build is better: the file is unusable, most of it changed, or removed
+        vectors left too many vacant places in the graph.
+        """
+        try:
+            builder = hnsw.Builder.from_file(self.folder / row.name, _stamp(row))
+        except ValueError:
+            return None
+        with ann_rows.snapshot(conn):
+            seq = ann_rows.head(conn)
+            ids, _ = ann_rows.changes_since(conn, row.model_id, row.kb, row.seq)
+            if len(ids) > len(builder) // 2:
+                return None
+            current = vectors.current_vectors(conn, table, ids)
+        builder.remove(ids)
+        builder.add([(key, current[key][1]) for key in ids if key in current and current[key][0] == row.kb])
+        if builder.vacant() > VACANT_SHARE * (len(builder) + builder.vacant()):
+            return None
+        return builder, seq
 
     def collect_garbage(self, conn: Connection | None = None) -> None:
         """Remove graph files that no row names (after an hour: a repair records its graphs only
@@ -320,6 +361,9 @@ class AnnCache:
         ids, _ = ann_rows.changes_since(conn, row.model_id, row.kb, row.seq)
         current = vectors.current_vectors(conn, table, ids)
         expected = len(graph) - sum(graph.contains(ids)) + sum(1 for key in ids if current.get(key, ("",))[0] == row.kb)
+        # The documents say how many vectors there are; only when they disagree are the vectors counted.
+        if expected == vectors.embedded_chunk_count(conn, row.kb, _identity(conn, row.model_id)):
+            return None
         live = vectors.partition_count(conn, table, row.kb)
         if expected != live:
             return f"stale: with its change log it holds {expected:,} vectors, the table {live:,}"
@@ -339,7 +383,7 @@ class AnnCache:
             if table is None:
                 conn.execute("DELETE FROM ann_files WHERE model_id = ? AND kb = ?", (row.model_id, row.kb))
                 continue
-            self.build(table, row.kb, conn)
+            self.build(table, row.kb, conn, fresh=True)
         self.collect_garbage(conn)
 
     def status(self, conn: Connection, kb: str) -> dict[str, dict[str, Any]]:
@@ -347,8 +391,7 @@ class AnnCache:
         rows = {row.model_id: row for row in ann_rows.file_rows(conn, kbs=[kb])}
         out: dict[str, dict[str, Any]] = {}
         for model_id, identity in conn.execute("SELECT id, identity FROM embedding_models ORDER BY id").fetchall():
-            table = vectors.table_by_id(conn, model_id)
-            count = 0 if table is None else vectors.partition_count(conn, table, kb)
+            count = vectors.embedded_chunk_count(conn, kb, identity)
             row = rows.get(model_id)
             if count or row is not None:
                 built = row is not None and bool(row.name) and self.threshold > 0

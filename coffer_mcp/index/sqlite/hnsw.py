@@ -115,13 +115,34 @@ class Graph:
 class Builder:
     """A graph being built from batches of ``(chunk_id, float32 blob)``; saved once, atomically."""
 
-    def __init__(self, dimensions: int, *, threads: int = 0) -> None:
+    def __init__(self, dimensions: int, *, threads: int = 0, index: Any = None) -> None:
         self.dimensions, self.threads = dimensions, threads
-        self._index = _index_class()(ndim=dimensions, metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY,
-                            expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)  # fmt: skip
+        self._index = index if index is not None else _index_class()(
+            ndim=dimensions, metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+            expansion_search=EXPANSION_SEARCH)  # fmt: skip
+
+    @classmethod
+    def from_file(cls, path: Path, stamp: FileStamp, *, threads: int = 0) -> Builder:
+        """A saved graph loaded to be changed (checked as ``open_graph`` checks it).
+
+        Raises:
+            ValueError: the file is missing, of another size or content, or unreadable.
+        """
+        index = _restore(path, stamp, view=False)
+        return cls(int(index.ndim), threads=threads, index=index)
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def vacant(self) -> int:
+        """Places of removed vectors not yet taken by new ones (they slow the graph down)."""
+        return int(self._index.stats.nodes) - len(self._index)
+
+    def remove(self, keys: Sequence[int]) -> None:
+        import numpy as np
+
+        if keys:
+            self._index.remove(np.asarray(keys, dtype=np.uint64))
 
     def add(self, rows: Sequence[tuple[int, bytes]]) -> None:
         import numpy as np
@@ -160,6 +181,10 @@ def open_graph(path: Path, stamp: FileStamp) -> Graph:
     Raises:
         ValueError: the file is missing, of another size or content, or unreadable.
     """
+    return Graph(_restore(path, stamp, view=True))
+
+
+def _restore(path: Path, stamp: FileStamp, *, view: bool) -> Any:
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -170,13 +195,13 @@ def open_graph(path: Path, stamp: FileStamp) -> Graph:
     if digest != stamp.sha256:
         raise ValueError(f"its file {path.name} does not match its checksum (corrupt)")
     try:
-        index = _index_class().restore(str(path), view=True)
+        index = _index_class().restore(str(path), view=view)
     except (RuntimeError, ValueError, OSError) as exc:
         raise ValueError(f"its file {path.name} cannot be read: {exc}") from exc
     if index is None or len(index) != stamp.vectors:
         raise ValueError(f"its file {path.name} holds {0 if index is None else len(index):,} vectors, "
                          f"not {stamp.vectors:,}")  # fmt: skip
-    return Graph(index)
+    return index
 
 
 class Delta:
