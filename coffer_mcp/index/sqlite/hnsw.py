@@ -1,14 +1,17 @@
 """HNSW graph files (usearch), and the exact search over the few vectors written since one was built.
 
 The only module that imports ``usearch`` and ``numpy``, both on first use (``coffer serve``
-answers ``initialize`` without them). usearch was chosen over faiss by measurement
-(docs/benchmarks.md, "Approximate nearest neighbours"): the same recall after exact re-scoring,
-and its saved files are *viewed* (memory-mapped) rather than copied into each process, so the
-stdio servers of one machine share one copy of a graph in the page cache; faiss reads an HNSW
-file into each process's own memory.
+answers ``initialize`` without them). usearch against faiss-cpu, measured (docs/benchmarks.md,
+"Approximate nearest neighbours"): both reach recall@10 ≥ 0.99 after exact re-scoring (1M
+vectors, ef 256: usearch i8 0.993, faiss SQ8 0.998); faiss builds faster (346 s against 631 s)
+and searches ~25 % faster. usearch was chosen for what matters with several servers per machine:
+a saved graph is *viewed* (memory-mapped), so every process shares one copy in the page cache
+and opens it in 0.2 s, where faiss reads its HNSW into each process's own memory (+517 MB per
+process at 1M vectors, 1.7 s); and a graph takes removals and additions in place (faiss's HNSW
+cannot remove), so a changed graph is updated, not rebuilt.
 
-Vectors are stored as ``i8`` (one byte per dimension, scaled cosine): a quarter of float32, and
-the recall after re-scoring the candidates with the stored float32 vectors equals f16's and f32's.
+Vectors are stored as ``i8`` (one byte per dimension): a quarter of float32, with the same
+recall as f16 after re-scoring with the stored float32 vectors (0.993 against 0.992 at 1M).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ __all__ = ["Builder", "Delta", "FileStamp", "Graph", "as_query", "open_graph"]
 DTYPE = "i8"
 CONNECTIVITY = 16  # HNSW "M": links per node (usearch's default)
 EXPANSION_ADD = 128  # efConstruction (usearch's default)
-EXPANSION_SEARCH = 128  # the least ef a search uses; a search for more candidates looks wider
+EXPANSION_SEARCH = 256  # the least ef a search uses (recall@10 0.955 at 128, 0.993 at 256 over 1M vectors)
 EXACT_BELOW = 2_000  # vectors: a graph this small is searched exhaustively
 
 
