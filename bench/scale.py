@@ -295,8 +295,14 @@ def hybrid_latency(coffer: Coffer, embedder: Embedder, queries: list[str], args:
     if ran != "hybrid":
         raise RuntimeError(f"a hybrid search ran as {ran}: the vectors are not being used")
     query_vectors = [embedder.embed_query(query) for query in queries]
+    content = [query for query in queries if _has_content_word(query)]
     return {
         "hybrid": latency(lambda query: coffer.search(KB, query, 5, strategy="hybrid"), queries, warmup=warm),
+        # What bounds hybrid's P95: its keyword half (depth 50), and the all-function-word queries.
+        "hybrid_content_words": latency(lambda query: coffer.search(KB, query, 5, strategy="hybrid"), content,
+                                        warmup=warm),  # fmt: skip
+        "keyword_depth_50": latency(lambda query: keyword_search(coffer.index, [KB], query, HYBRID_DEPTH), queries,
+                                    warmup=warm),  # fmt: skip
         "vector": latency(lambda query: coffer.search(KB, query, 5, strategy="vector"), queries, warmup=warm),
         "embed_query": latency(embedder.embed_query, queries, warmup=warm),
         "knn": latency(lambda v: vector_search(coffer.index, embedder.identity, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm),
@@ -365,11 +371,15 @@ def restore(coffer: Coffer, identity: str, stored: int) -> dict[str, Any]:
 
 
 def logged_writes(coffer: Coffer, embedder: Embedder, queries: list[str], stored: int) -> dict[str, Any]:
-    """Vectors re-stored with the graph present (every write logged), and the search that catches up."""
+    """Vectors re-stored with the graph present (every write logged), and the KNN that catches up."""
+    vector = embedder.embed_query(queries[0])
     out = restore(coffer, embedder.identity, stored)
     started = time.perf_counter()
-    coffer.search(KB, queries[0], 5, strategy="vector")
-    return {**out, "first_search_ms": (time.perf_counter() - started) * 1000}
+    vector_search(coffer.index, embedder.identity, vector, [KB], HYBRID_DEPTH)
+    caught_up = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    vector_search(coffer.index, embedder.identity, vector, [KB], HYBRID_DEPTH)
+    return {**out, "first_search_ms": caught_up, "next_search_ms": (time.perf_counter() - started) * 1000}
 
 
 def memory(home: Path, model_env: dict[str, str] | None, query: str) -> dict[str, Any]:
