@@ -344,8 +344,14 @@ def evaluate(system: System, dataset: Dataset) -> Result:
     )
 
 
-def run_coffer(dataset: Dataset, modes: Sequence[str], chunk_size: int | None) -> list[Result]:
-    """Index the corpus once with ``chunk_size`` and evaluate each mode over it."""
+def run_coffer(
+    dataset: Dataset, modes: Sequence[str], chunk_size: int | None, ann_min_chunks: int | None = None
+) -> list[Result]:
+    """Index the corpus once with ``chunk_size`` and evaluate each mode over it.
+
+    With ``ann_min_chunks``, the vector modes run again over the same index with that setting
+    (``+ann``: through the ANN graph, built before the first query, when the corpus is that big).
+    """
     suffix = "" if chunk_size is None else f"@chunk{chunk_size}"
     _log(f"coffer{suffix}: ingesting {len(dataset.corpus)} documents")  # one index serves every mode
     with coffer_index(dataset.corpus, chunk_size, vector=bool(VECTOR_MODES & set(modes))) as (coffer, ids, seconds):
@@ -354,12 +360,24 @@ def run_coffer(dataset: Dataset, modes: Sequence[str], chunk_size: int | None) -
             _log(f"coffer-{mode}{suffix}: {len(dataset.queries)} queries")
             system = coffer_system(coffer, ids, mode, seconds, name=f"coffer-{mode}{suffix}")
             results.append(evaluate(system, dataset))
+        vector_modes = [mode for mode in modes if mode in VECTOR_MODES]
+        if ann_min_chunks and vector_modes:
+            settings = load_settings(os.environ, home=coffer.settings.home, ann_min_chunks=ann_min_chunks)
+            with Coffer(settings) as ann_coffer:
+                ann_coffer.search(KB, next(iter(dataset.queries.values())), 5, strategy="vector")  # starts the build
+                ann_coffer.index.ann.join()  # type: ignore[attr-defined]
+                for mode in vector_modes:
+                    _log(f"coffer-{mode}+ann{suffix}: {len(dataset.queries)} queries")
+                    system = coffer_system(ann_coffer, ids, mode, seconds, name=f"coffer-{mode}+ann{suffix}")
+                    results.append(evaluate(system, dataset))
     return results
 
 
-def run_benchmark(dataset: Dataset, modes: Sequence[str], chunk_sizes: Sequence[int | None]) -> list[Result]:
+def run_benchmark(
+    dataset: Dataset, modes: Sequence[str], chunk_sizes: Sequence[int | None], ann_min_chunks: int | None = None
+) -> list[Result]:
     """Every Coffer mode at every chunk size, then the bm25s baseline."""
-    results = [result for size in chunk_sizes for result in run_coffer(dataset, modes, size)]
+    results = [result for size in chunk_sizes for result in run_coffer(dataset, modes, size, ann_min_chunks)]
     cjk = is_mostly_cjk(f"{doc.title} {doc.text}" for doc in dataset.corpus)
     _log(f"{BASELINE}: indexing and {len(dataset.queries)} queries")
     results.append(evaluate(bm25_system(dataset.corpus, cjk), dataset))
@@ -449,6 +467,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON output (default: bench/results/quality-<dataset>-<split>.json)"
     )
+    parser.add_argument(
+        "--ann-min-chunks",
+        type=int,
+        default=None,
+        help="also run the vector modes with this ann_min_chunks (1: through the ANN graph)",
+    )
     args = parser.parse_args(argv)
     args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     unknown = [mode for mode in args.modes if mode not in MODES]
@@ -465,17 +489,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"No judged queries in {args.data / 'qrels' / (args.split + '.tsv')}.")
     chunk_sizes: list[int | None] = [None, *(args.chunk_sizes or [])]
     fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
-    results = run_benchmark(dataset, args.modes, chunk_sizes)
+    results = run_benchmark(dataset, args.modes, chunk_sizes, args.ann_min_chunks)
     command = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
     data = report(dataset, results, command, args.data, fingerprint)
     out = args.out or Path("bench/results") / f"quality-{dataset.name}-{dataset.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    skipped = ""
-    if dataset.skipped_queries:
-        skipped = f" ({len(dataset.skipped_queries)} judged queries without text skipped)"
-    counts = f"{len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}"
-    print(f"{dataset.name} ({dataset.split}): {counts}\n")
+    skipped = (
+        f" ({len(dataset.skipped_queries)} judged queries without text skipped)" if dataset.skipped_queries else ""
+    )
+    print(
+        f"{dataset.name} ({dataset.split}): {len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}\n"
+    )
     print(markdown_table(results))
     print(f"\nwritten to {out}")
     return data
