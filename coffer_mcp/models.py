@@ -40,6 +40,7 @@ __all__ = [
     "SourceStatus",
     "Strategy",
     "StrategyChoice",
+    "VectorIndexInfo",
     "VerifyReport",
 ]
 
@@ -79,6 +80,12 @@ class KnowledgeBaseList(_Model):
     knowledge_bases: list[KnowledgeBaseSummary]
 
 
+class VectorIndexInfo(_Model):
+    vectors: int
+    search: Literal["exact", "ann", "hnsw"]
+    built_at: str | None = Field(default=None, description="When the ANN graph was built, for search 'ann'.")
+
+
 class KnowledgeBaseDetails(KnowledgeBaseSummary):
     chunk_count: int
     chunk_size: int
@@ -88,6 +95,11 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
     embedding_model: str | None = Field(default=None, description="Identity of the model vectors come from.")
     documents_degraded: int = Field(
         default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
+    )
+    vector_index: dict[str, VectorIndexInfo] = Field(
+        default_factory=dict,
+        description="Per embedding model: how many vectors, and how searches find the nearest (exact scan, an "
+        "ANN graph re-scored exactly, or PostgreSQL's HNSW).",
     )
     disk_bytes: int
     path: str = Field(description="Absolute path of the knowledge base folder.")

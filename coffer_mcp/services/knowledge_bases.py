@@ -20,6 +20,7 @@ from coffer_mcp.models import (
     KnowledgeBaseSummary,
     Progress,
     ReindexResult,
+    VectorIndexInfo,
     VerifyReport,
 )
 from coffer_mcp.services.registry import Registry
@@ -129,6 +130,7 @@ class KnowledgeBaseService:
             auto_update_sources=config.auto_update_sources,
             embedding_model=self.registry.wanted_model(config) or None,
             documents_degraded=counts.degraded,
+            vector_index={model: VectorIndexInfo(**info) for model, info in self.index.vector_status(name).items()},
             disk_bytes=_disk_bytes(kb.root),
             path=str(kb.root),
             created_at=config.created_at,

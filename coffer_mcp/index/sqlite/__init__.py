@@ -265,6 +265,16 @@ class SqliteIndex:
         rows.sort(key=lambda row: (row["distance"], row["document_id"], row["position"]))
         return [_passage(row) for row in rows[:limit]]
 
+    def vector_status(self, kb: str) -> dict[str, dict[str, Any]]:
+        return {
+            model: {
+                "vectors": info["vectors"],
+                "search": "ann" if info["ann"] else "exact",
+                "built_at": info["built_at"],
+            }
+            for model, info in self.ann_status(kb).items()
+        }
+
     def ann_status(self, kb: str) -> dict[str, dict[str, Any]]:
         """``{model identity: {"vectors": n, "ann": bool, "built_at": str | None}}`` of a knowledge
         base: how many vectors it has of each model, and whether its searches use an ANN graph."""
