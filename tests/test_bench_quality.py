@@ -188,3 +188,9 @@ def test_every_system_also_runs_on_postgres_and_is_compared_with_its_sqlite_twin
     assert agreement["ndcg@10_delta"] == 0.0
     assert agreement["identical_top10"] == agreement["queries"] == 4
     assert "| coffer-keyword/postgres | coffer-keyword | +0.0000 | 4 of 4 |" in capsys.readouterr().out
+
+
+def test_an_unknown_backend_is_refused_with_the_available_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--data", "nowhere", "--backend", "sqlite,oracle"])
+    assert "oracle" in capsys.readouterr().err

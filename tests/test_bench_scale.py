@@ -146,8 +146,8 @@ def test_skipped_parts_say_why(tmp_path: Path) -> None:
     assert size["startup"] == {"skipped": "--startup-runs 0"}
 
 
-@pytest.mark.parametrize("argv", [["--chunks", "ten"], ["--chunks", "0"], ["--queries", "0"]])
-def test_bad_sizes_are_refused(argv: list[str]) -> None:
+@pytest.mark.parametrize("argv", [["--chunks", "ten"], ["--chunks", "0"], ["--queries", "0"], ["--backend", "oracle"]])
+def test_bad_sizes_and_backends_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         main(argv)
 
