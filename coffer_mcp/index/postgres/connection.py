@@ -59,7 +59,7 @@ def connect(url: str) -> Connection:
         ) from exc
     extra: dict[str, Any] = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT_S}
     extra.setdefault("application_name", options.get("application_name", "coffer-mcp"))
-    given = options.get("options") or ""
+    given = str(options.get("options") or "")
     if "synchronous_commit" not in given:
         extra["options"] = f"{given} -c synchronous_commit=off".strip()
     try:
