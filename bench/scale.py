@@ -5,6 +5,7 @@ Run from the repository root::
     python -m bench.scale --chunks 1000,10000,100000 [--out bench/results/scale.json]
                           [--queries 200] [--skip-mcp] [--skip-hybrid] [--grep-mb 50]
                           [--ann-min-chunks N] [--only-vectors]
+                          [--backend sqlite,postgres] [--postgres-url URL]
 
 For each size a deterministic synthetic Markdown corpus (~1,200-character documents, ~3.5 chunks
 each) is written to a temporary folder until it makes that many chunks; it is ingested into a
@@ -12,7 +13,9 @@ fresh ``COFFER_HOME``, the index is deleted and rebuilt from the files, and ever
 timed in-process and through a real ``coffer serve`` subprocess. Hybrid search runs over
 synthetic stored vectors with queries embedded for real by the local MiniLM model, first by the
 exact scan, then through the ANN graph (built from scratch, timed; recall@10 against the scan).
-Progress goes to stderr, the Markdown tables to stdout, everything to the JSON file.
+Progress goes to stderr, the Markdown tables to stdout, everything to the JSON file. With
+``--backend sqlite,postgres`` every size runs on each index backend in turn (PostgreSQL: a
+throwaway embedded server, ``bench._backends``), and the tables end side by side (``bench._compare``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from typing import Any
 import numpy as np
 
 import coffer_mcp
-from bench import _report
+from bench import _compare, _report
+from bench._backends import Backend, drop_index, open_backend, parse_backends
 from bench._corpus import (
     CorpusInfo,
     Vocabulary,
@@ -63,9 +67,11 @@ DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-int8"
 HYBRID_DEPTH = 50  # what a top_k=5 hybrid search asks of each list (retrieval.MIN_FUSION_DEPTH)
 
 
-def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Path, grep_mb: float) -> dict[str, Any]:
-    """Every measurement at one corpus size; ``grep_mb`` > 0 also times grep over that many MB."""
-    log(f"== {target:,} chunks")
+def run_size(
+    args: argparse.Namespace, vocab: Vocabulary, target: int, root: Path, grep_mb: float, backend: Backend
+) -> dict[str, Any]:
+    """Every measurement at one corpus size on ``backend``; ``grep_mb`` > 0 also times grep over that many MB."""
+    log(f"== {target:,} chunks on {backend.name}")
     load_start = os.getloadavg()[0]
     corpus_dir, home = root / "corpus", root / "home"
     started = time.perf_counter()
@@ -74,8 +80,11 @@ def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Pat
         f"  corpus: {info.documents:,} documents, {info.chunks:,} chunks, {info.mb:.1f} MB "
         f"({time.perf_counter() - started:.1f} s)"
     )
-    settings = load_settings(home=home, embedding_provider="none")
-    result: dict[str, Any] = {"target_chunks": target, "corpus": _corpus_json(info, time.perf_counter() - started)}
+    index = backend.new_index()
+    backend.export(index)  # for the coffer serve subprocesses below
+    settings = load_settings(home=home, embedding_provider="none", **index)
+    result: dict[str, Any] = {"target_chunks": target, "backend": backend.name}
+    result["corpus"] = _corpus_json(info, time.perf_counter() - started)
     result["ingest"], counts = ingest(settings, corpus_dir, info)
     result["documents"], result["chunks"] = counts
     queries = make_queries(vocab, info.phrases, args.queries + _warmup(args), args.seed)
@@ -91,12 +100,14 @@ def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Pat
         result["memory"] = memory(home, model_env, queries[0])
         result["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
         return result
-    result["add_document"] = add_document_rate(root / "home-add", corpus_dir, min(args.add_sample, info.documents))
+    result["add_document"] = add_document_rate(
+        root / "home-add", corpus_dir, min(args.add_sample, info.documents), backend
+    )
     result["rebuild"] = rebuild(settings, counts)
     with Coffer(settings) as coffer:
         result["docs_folder_mb"] = _folder_mb(coffer.paths.kb(KB).docs)
         result["latency_ms"] = in_process_latency(coffer, vocab, queries, args)
-        result["latency_ms"]["refresh_every_file"] = strict_refresh(home, args)
+        result["latency_ms"]["refresh_every_file"] = strict_refresh(settings, args)
     result["mcp"] = _skipped("--skip-mcp") if args.skip_mcp else mcp_latency(home, queries, args)
     result["hybrid"], model_env = hybrid(args, settings, queries)
     result["memory"] = memory(home, model_env, queries[0])
@@ -154,11 +165,11 @@ def ingest(settings: Settings, corpus_dir: Path, info: CorpusInfo) -> tuple[dict
     }, (details.document_count, details.chunk_count)
 
 
-def add_document_rate(home: Path, corpus_dir: Path, n: int) -> dict[str, Any]:
+def add_document_rate(home: Path, corpus_dir: Path, n: int, backend: Backend) -> dict[str, Any]:
     """The one-document-at-a-time rate agents see: ``add_document`` for the first ``n`` files."""
     log(f"  add_document loop: {n:,} documents")
     files = sorted(corpus_dir.glob("*.md"))[:n]
-    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+    with Coffer(load_settings(home=home, embedding_provider="none", **backend.new_index())) as coffer:
         coffer.create_kb(KB)
         started = time.perf_counter()
         for file in files:
@@ -169,11 +180,10 @@ def add_document_rate(home: Path, corpus_dir: Path, n: int) -> dict[str, Any]:
 
 
 def rebuild(settings: Settings, counts: tuple[int, int]) -> dict[str, Any]:
-    """Delete coffer.db (and its WAL), open a new service, time ``reindex_all``; the counts must return."""
+    """Delete the index (coffer.db, or the PostgreSQL database), open a new service, time ``reindex_all``;
+    the counts must return."""
     log("  rebuild from files")
-    db = settings.home / "coffer.db"
-    for path in (db, db.with_name("coffer.db-wal"), db.with_name("coffer.db-shm")):
-        path.unlink(missing_ok=True)
+    drop_index(settings)
     with Coffer(settings) as coffer:
         started = time.perf_counter()
         coffer.reindex_all(progress=_progress("reindexed"))
@@ -227,11 +237,10 @@ def _has_content_word(query: str) -> bool:
     return any(word not in STOPWORDS for word in analyze(query).words)
 
 
-def strict_refresh(home: Path, args: argparse.Namespace) -> dict[str, Any]:
+def strict_refresh(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     """``refresh`` with every file stat-ed (``reconcile_interval`` 0): what a read pays once the
     interval has passed since the last full check, e.g. an agent searching every few seconds."""
-    settings = load_settings(home=home, embedding_provider="none", reconcile_interval=0)
-    with Coffer(settings) as coffer:
+    with Coffer(settings.model_copy(update={"reconcile_interval": 0})) as coffer:
         return latency(lambda _: coffer.refresh(KB), range(args.queries + _warmup(args)), warmup=_warmup(args))
 
 
@@ -356,6 +365,8 @@ def ann(
     args: argparse.Namespace, settings: Settings, embedder: Embedder, queries: list[str], stored: int
 ) -> dict[str, Any]:
     """The same searches through the ANN graph: its build from scratch, latency, recall@10, logged writes."""
+    if settings.index_backend != "sqlite":
+        return _skipped("the ANN graph is the SQLite index's (PostgreSQL searches through pgvector's HNSW)")
     threshold = settings.ann_min_chunks if args.ann_min_chunks is None else args.ann_min_chunks
     if not threshold or stored < threshold:
         return _skipped(f"{stored:,} vectors, below ann_min_chunks ({threshold:,}): the exact scan answers")
@@ -488,6 +499,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--model-path", type=Path, default=DEFAULT_MODEL, help="the local MiniLM model folder")
     parser.add_argument("--workdir", type=Path, default=None, help="where the temporary corpora and homes go")
+    parser.add_argument("--backend", default="sqlite", help="comma-separated index backends: sqlite, postgres")
+    parser.add_argument(
+        "--postgres-url",
+        default=None,
+        help="for postgres: a server whose role may create databases (default: embedded)",
+    )
     parser.add_argument(
         "--report",
         type=Path,
@@ -503,6 +520,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--chunks takes comma-separated integers, got {args.chunks!r}")
     if not args.chunks or min(args.chunks) < 1 or args.queries < 1:
         parser.error("--chunks and --queries must be positive")
+    try:
+        args.backends = parse_backends(args.backend)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
 
 
@@ -515,12 +536,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     date = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
     vocab = load_vocabulary(args.vocab)
-    sizes = []
+    sizes, backends = [], {}
     with tempfile.TemporaryDirectory(prefix="coffer-scale-", dir=args.workdir) as tmp:
-        for target in args.chunks:
-            root = Path(tmp) / f"chunks-{target}"
-            sizes.append(run_size(args, vocab, target, root, args.grep_mb if target == max(args.chunks) else 0))
-            shutil.rmtree(root, ignore_errors=True)
+        for name in args.backends:
+            with open_backend(name, args.postgres_url) as backend:
+                backends[name] = backend.describe()
+                for target in args.chunks:
+                    root = Path(tmp) / f"{name}-chunks-{target}"
+                    grep_mb = args.grep_mb if target == max(args.chunks) else 0
+                    sizes.append(run_size(args, vocab, target, root, grep_mb, backend))
+                    shutil.rmtree(root, ignore_errors=True)
         data = {
             "command": command,
             "date": date,
@@ -545,14 +570,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             },
             "sizes": sizes,
         }
+    data["backends"], data["pg_targets"] = backends, _compare.pg_targets(sizes)
     if source_fingerprint() != fingerprint:
         log("warning: the coffer_mcp sources changed during the run; the figures may mix two versions")
         data["sources_changed_during_run"] = True
-    data["targets"] = _report.targets(sizes)
-    data["ann_targets"] = _report.ann_targets(sizes)
+    data["targets"] = _report.targets(_compare.of_backend(sizes, args.backends[0]))
+    data["ann_targets"] = _report.ann_targets(_compare.of_backend(sizes, "sqlite"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(_report.markdown(data))
+    print(_compare.markdown(data))
     print(f"\nwritten to {args.out}")
     return data
 
