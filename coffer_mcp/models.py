@@ -24,6 +24,7 @@ __all__ = [
     "DocumentInfo",
     "DocumentPage",
     "EmbedderStatus",
+    "FollowedFolder",
     "GrepHit",
     "GrepResult",
     "IngestResult",
@@ -79,6 +80,24 @@ class KnowledgeBaseList(_Model):
     knowledge_bases: list[KnowledgeBaseSummary]
 
 
+class FollowedFolder(_Model):
+    """A folder a knowledge base follows: its files are ingested, updated and removed as they change."""
+
+    path: str = Field(description="The folder's absolute real path.")
+    present: bool = Field(
+        description="False when the folder is gone or unmounted: its documents are kept until it is back."
+    )
+    documents: int = Field(description="Documents whose source file is in the folder.")
+    watched: bool = Field(
+        description="A watcher of this server applies the folder's changes as they happen (false: they are "
+        "applied by check_sources, by ingest_path with follow, or when a server starts)."
+    )
+    pending: int = Field(description="Changes the watcher has seen and not applied yet.")
+    last_sync: str | None = Field(
+        default=None, description="When this server last brought the folder up to date (UTC), or null."
+    )
+
+
 class KnowledgeBaseDetails(KnowledgeBaseSummary):
     chunk_count: int
     chunk_size: int
@@ -89,6 +108,7 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
     documents_degraded: int = Field(
         default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
     )
+    followed: list[FollowedFolder] = Field(default_factory=list, description="The folders it follows.")
     disk_bytes: int
     path: str = Field(description="Absolute path of the knowledge base folder.")
     created_at: str
@@ -275,11 +295,17 @@ class SourceReport(_Model):
     edited: int
     updated: int
     refused: int = 0
+    followed: list[FollowedFolder] = Field(
+        default_factory=list, description="The folders the knowledge base follows (new files there are ingested)."
+    )
 
 
 class DirectoryIngestItem(_Model):
     path: str
-    status: Literal["created", "updated", "unchanged", "rejected"]
+    status: Literal["created", "updated", "unchanged", "rejected", "conflict", "removed", "kept"] = Field(
+        description="What happened to the file: conflict (changed, but its document was edited in Coffer: not "
+        "ingested), removed or kept (a followed file deleted: its document too, or not; see follow_deleted)."
+    )
     document_id: str | None = None
     title: str | None = None
     code: str | None = None
@@ -294,3 +320,6 @@ class DirectoryIngestResult(_Model):
     updated: int
     unchanged: int
     rejected: int
+    conflict: int = 0
+    removed: int = 0
+    followed: str | None = Field(default=None, description="The folder now followed (with follow=true).")

@@ -42,6 +42,7 @@ OWNERS = {
     "uvicorn": ("web", "cli"),
     "httpcore": ("fetch",),
     "httpx": ("fetch", "web"),
+    "watchfiles": ("services",),
 }
 
 

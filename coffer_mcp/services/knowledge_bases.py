@@ -22,6 +22,7 @@ from coffer_mcp.models import (
     ReindexResult,
     VerifyReport,
 )
+from coffer_mcp.services.activity import followed_folders
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
     CREATING,
@@ -129,6 +130,7 @@ class KnowledgeBaseService:
             auto_update_sources=config.auto_update_sources,
             embedding_model=self.registry.wanted_model(config) or None,
             documents_degraded=counts.degraded,
+            followed=followed_folders(self.index, self.registry.activity, name, config),
             disk_bytes=_disk_bytes(kb.root),
             path=str(kb.root),
             created_at=config.created_at,
