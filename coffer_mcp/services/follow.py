@@ -31,7 +31,7 @@ from pathlib import Path
 
 from coffer_mcp.access import check_inside, sha256_source
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError
+from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, Progress
 from coffer_mcp.services.activity import followed_folders, inside
@@ -320,7 +320,7 @@ class FollowService:
             title=row.title,
             code="source_conflict",
             message="The file changed, but its document was edited in Coffer: the edits are kept.",
-            hint="Re-ingest the file with replace=true to take its version (the edits are lost).",
+            hint=render_hint("Re-ingest the file with {arg:replace=true} to take its version (the edits are lost)."),
         )
 
     def _gone(self, paths: KbPaths, row: DocumentRow, actor: str) -> DirectoryIngestItem:
