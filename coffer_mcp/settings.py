@@ -158,11 +158,11 @@ class Settings(BaseModel):
         "changes as they happen.",
     )
     watch_debounce_ms: int = Field(
-        default=50,
+        default=100,
         ge=10,
         le=10_000,
-        description="The watcher applies a batch of changes once none came for this long (at most 20 times this "
-        "after the first while changes keep coming).",
+        description="The watcher applies a batch of changes once none came for this long (at most a second after "
+        "the first while changes keep coming); an idle watcher also wakes this often.",
     )
     watch_polling: bool = Field(
         default=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,74 @@ def test_reindex_changed_costs_nothing_for_files_already_indexed(make: Callable[
     assert titles(coffer, "quokka")
     assert titles(coffer, "numbat") == ["Dropped"]
     assert len(coffer.list_documents("kb").documents) == 2
+
+
+@pytest.mark.anyio
+async def test_a_failure_in_the_watcher_is_logged_and_the_watcher_goes_on(
+    make: Callable[..., Coffer], folder: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from coffer_mcp.services import watcher as watcher_module
+
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    monkeypatch.setattr(watcher_module, "RETRY_SECONDS", 0.2)
+    real_sync, real_targets = coffer.follow.sync, watcher_module.Watcher._targets
+    failures = {"sync": 1, "targets": 1}
+
+    def failing_sync(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("changed") is not None and failures["sync"]:
+            failures["sync"] -= 1
+            raise RuntimeError("injected: one batch fails")
+        return real_sync(*args, **kwargs)
+
+    def failing_targets(self: Any) -> Any:
+        if failures["targets"]:
+            failures["targets"] -= 1
+            raise OSError("injected: the watch cannot start")
+        return real_targets(self)
+
+    monkeypatch.setattr(coffer.follow, "sync", failing_sync)
+    monkeypatch.setattr(watcher_module.Watcher, "_targets", failing_targets)
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start after its failed first watch")
+        write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+        await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "the change whose batch failed once")
+        assert failures["sync"] == 0
+        write(folder / "delta.md", "# Delta\n\nDolphins dive deep.")
+        await eventually(lambda: titles(coffer, "dolphins") == ["Delta"], "the next change")
+    logged = caplog.text
+    assert "injected: the watch cannot start" in logged
+    assert "injected: one batch fails" in logged
+
+
+def test_a_watched_big_knowledge_base_is_not_checked_in_full_on_every_folder_change() -> None:
+    from coffer_mcp.services.registry import WATCHED_RECHECK_SECONDS, _ScanLog
+
+    settings = load_settings(reconcile_interval=1.0, reconcile_budget_ms=5.0)
+    scans = _ScanLog()
+    scans.record("kb", "folder@1", at=time.monotonic(), cost=0.2)  # a 200 ms check: big
+    assert not scans.fresh("kb", "folder@2", settings)  # a file added: check now
+    assert scans.fresh("kb", "folder@2", settings, watched=True)  # the watcher applies it
+    scans.record("kb", "folder@1", at=time.monotonic() - WATCHED_RECHECK_SECONDS, cost=0.2)
+    assert not scans.fresh("kb", "folder@1", settings, watched=True)  # still checked in full now and then
+    scans.record("kb", "folder@1", at=time.monotonic(), cost=0.001)  # small: every read
+    assert not scans.fresh("kb", "folder@1", settings, watched=True)
+
+
+def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from coffer_mcp.cli import main
+
+    assert main(["--home", str(home), "kb", "create", "kb"]) == 0
+    assert main(["--home", str(home), "kb", "ingest", "kb", str(folder), "--follow"]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("created") == 2
+    assert f"following {folder}" in err
+    assert main(["--home", str(home), "kb", "describe", "kb"]) == 0
+    assert f"following  {folder}  (2 documents" in capsys.readouterr().out
+    write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    assert main(["--home", str(home), "kb", "check-sources", "kb"]) == 0  # syncs the followed folder first
+    out = capsys.readouterr().out
+    assert "3 unchanged" in out
+    assert f"following  {folder}  (3 documents" in out
+    assert main(["--home", str(home), "kb", "unfollow", "kb", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

@@ -10,6 +10,7 @@ import contextlib
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -88,8 +89,13 @@ def http_server(home: Path, folder: Path, stderr: list[str]) -> Iterator[tuple[s
         assert url is not None, "".join(stderr)
         yield proc, url
     finally:
-        proc.kill()
-        proc.wait(30)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: how an HTTP server is stopped
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
         reader.join(10)
         assert proc.stderr is not None
         proc.stderr.close()
@@ -275,3 +281,18 @@ async def test_two_servers_following_one_folder_ingest_each_change_once(home: Pa
 async def _synced_since(client: Client, moment: str) -> bool:
     folder = await followed(client)
     return folder["pending"] == 0 and (folder["last_sync"] or "") > moment
+
+
+async def test_an_http_server_stops_its_watcher_cleanly_on_ctrl_c(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    write(folder / "alpha.md", "# Alpha\n\nAardvarks amble across the alpine meadow.")
+    prepare(home, folder)
+    stderr: list[str] = []
+    with http_server(home, folder, stderr) as (proc, url):
+        async with Client(f"{url}/mcp", client_info=CLIENT) as client:
+            await eventually(lambda: watched(client), "the HTTP server's watcher")
+            write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+            await eventually(lambda: _has(client, "gnus", "Gamma"), "a new file")
+    assert proc.returncode == 0, "".join(stderr)
+    assert "Traceback" not in "".join(stderr)

@@ -64,9 +64,10 @@ class FollowService:
         self.registry = registry
         self.documents = documents
         self.index = registry.index
-        # (kb, path) -> ((file stamp, its document's source sha256), outcome): a second full sync
-        # reads only files that changed since.
-        self._known: dict[tuple[str, str], tuple[tuple[str, str], DirectoryIngestItem]] = {}
+        # (kb, path) -> (hash of its file stamp and its document's source sha256, the outcome, or
+        # None for "unchanged"): a second full sync reads only files that changed since. Kept small:
+        # a server following 100,000 files holds one entry for each.
+        self._known: dict[tuple[str, str], tuple[int, DirectoryIngestItem | None]] = {}
         # (kb, followed folder) -> its subfolders, so a deleted folder's documents are found
         # without reading every document row.
         self._folders: dict[tuple[str, str], set[str]] = {}
@@ -156,10 +157,15 @@ class FollowService:
 
     # -- bringing a folder up to date --------------------------------------------------------------
 
-    def sync_all(self, kb: str, *, actor: str = "cli", progress: Progress | None = None) -> list[DirectoryIngestResult]:
+    def sync_all(
+        self, kb: str, *, actor: str = "cli", progress: Progress | None = None, unchanged_items: bool = True
+    ) -> list[DirectoryIngestResult]:
         """``sync`` every folder the knowledge base follows."""
         _, config = self.registry.open_kb(kb)
-        return [self.sync(kb, folder, actor=actor, progress=progress) for folder in config.follow]
+        return [
+            self.sync(kb, folder, actor=actor, progress=progress, unchanged_items=unchanged_items)
+            for folder in config.follow
+        ]
 
     def sync(
         self,
@@ -169,14 +175,18 @@ class FollowService:
         actor: str = "cli",
         progress: Progress | None = None,
         changed: Iterable[Path] | None = None,
+        unchanged_items: bool = True,
     ) -> DirectoryIngestResult:
         """Bring a knowledge base up to date with one folder it follows: all of it, or the ``changed`` paths.
 
         ``changed`` are paths a watcher saw change (files or folders, present or gone): only they
         are looked at. A folder that is gone changes nothing. Each file is its own transaction.
+        Without ``unchanged_items`` the result lists only files something happened to (the
+        watcher's full syncs of big folders), with every count still complete.
         """
         paths, _ = self.registry.open_kb(kb)
         items: list[DirectoryIngestItem] = []
+        counts = dict.fromkeys(_COUNTED, 0)
         if Path(folder).is_dir():
             rows: dict[str, DocumentRow] | None = None
             if changed is None:
@@ -187,22 +197,28 @@ class FollowService:
             total = len(files) + len(gone)
             try:
                 for done, file in enumerate(files, 1):
-                    items.append(self._sync_file(paths, folder, file, actor, rows))
+                    item = self._sync_file(paths, folder, file, actor, rows)
+                    counts[item.status] = counts.get(item.status, 0) + 1
+                    if unchanged_items or item.status != "unchanged":
+                        items.append(item)
                     if progress:
                         progress(done, total, file.name)
                 for done, row in enumerate(gone, len(files) + 1):
-                    items.append(self._gone(paths, row, actor))
+                    item = self._gone(paths, row, actor)
+                    counts[item.status] = counts.get(item.status, 0) + 1
+                    items.append(item)
                     if progress:
                         progress(done, total, Path(row.source_path or "").name)
             finally:
-                if any(item.status in ("created", "updated") for item in items):
+                if counts["created"] or counts["updated"]:
                     fsync_dir(paths.docs)
                     fsync_dir(paths.raw)
             self.registry.activity.synced(kb, folder)
         else:
             log.warning("followed folder %s of %s is missing; its documents are kept", folder, kb)
-        counts = {status: sum(item.status == status for item in items) for status in _COUNTED}
-        return DirectoryIngestResult.model_validate({"kb": kb, "items": items, **counts})
+        return DirectoryIngestResult.model_validate(
+            {"kb": kb, "items": items, **{status: counts[status] for status in _COUNTED}}
+        )
 
     def _rows(self, kb: str, folder: str) -> dict[str, DocumentRow]:
         """The documents whose source is in the folder, by source path (one query for a full sync)."""
@@ -271,10 +287,13 @@ class FollowService:
                 )
             stamp = _stamp(file)
             row = self.index.find_document(paths.name, source_path=str(file)) if rows is None else rows.get(str(file))
-            version = (stamp, row.source_sha256 if row is not None else "")
+            version = hash((stamp, row.source_sha256 if row is not None else ""))
             known = self._known.get(key)
             if known is not None and known[0] == version:
-                return known[1]
+                if known[1] is not None:
+                    return known[1]
+                if row is not None:
+                    return _item(file, "unchanged", row)
             item = self._compare(paths, folder, file, row, actor)
         except (CofferError, OSError) as exc:
             return _refused(file, exc)
@@ -286,7 +305,9 @@ class FollowService:
                 raise StoreError(item.message or "busy", code="busy", hint=item.hint or "")
             if item.status == "rejected":
                 log.info("followed file %s not ingested: %s", file, item.message)
-        if item.status in ("unchanged", "conflict") or (item.status == "rejected" and item.code != "unreadable"):
+        if item.status == "unchanged":
+            self._known[key] = (version, None)
+        elif item.status == "conflict" or (item.status == "rejected" and item.code != "unreadable"):
             self._known[key] = (version, item)
         else:
             self._known.pop(key, None)

@@ -8,7 +8,7 @@ and the one reindex routine (files of ``docs/``: ``Registry.reindex_changed``), 
 locks as every other writer.
 
 - **Batched and debounced.** watchfiles hands over a batch once no change came for
-  ``watch_debounce_ms`` (or 20 times that after the first, while changes keep coming); the paths
+  ``watch_debounce_ms`` (or a second after the first, while changes keep coming); the paths
   of a batch are deduplicated, and a path's state on disk when the batch is applied decides what
   happens (an editor's save by rename, a file written in several steps: one change).
 - **Nothing missed.** On start, and whenever the watched folders change (a folder followed or
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -45,7 +46,8 @@ TICK_MS = 1000
 """How often an idle watcher looks at its targets (a folder followed meanwhile, one that came back)."""
 RETRY_SECONDS = 5.0
 """How long after a failed watch (a folder that vanished, an OS limit) it is tried again."""
-MAX_BATCH_FACTOR = 20
+MAX_BATCH_MS = 1000
+"""While changes keep coming, a batch is applied at the latest this long after its first change."""
 
 
 class _StoppingError(Exception):
@@ -87,6 +89,7 @@ class Watcher:
         # followed paths by (knowledge base, folder).
         self._retry_docs: dict[str, set[Path]] = defaultdict(set)
         self._retry_followed: dict[tuple[str, str], set[Path]] = defaultdict(set)
+        self._failing: set[str] = set()  # work that failed once and is retried with the next batch
         self._last_failure = ""
 
     def start(self) -> Watcher:
@@ -138,18 +141,18 @@ class Watcher:
         )
 
     def _watch(self) -> None:
-        from watchfiles import watch  # a compiled extension: loaded with the watcher, not with the server
+        from watchfiles import Change, watch  # compiled: loaded with the watcher, not with the server
 
         settings = self.registry.settings
         targets = self._targets()
-        changed = threading.Event()
+        retarget = threading.Event()
         started = False
         for changes in watch(
             *targets.roots,
             watch_filter=None,
-            debounce=settings.watch_debounce_ms * MAX_BATCH_FACTOR,
+            debounce=max(MAX_BATCH_MS, settings.watch_debounce_ms),
             step=settings.watch_debounce_ms,
-            stop_event=_Either(self._stop, changed),
+            stop_event=_Either(self._stop, retarget),
             rust_timeout=TICK_MS,
             yield_on_timeout=True,
             debug=False,  # watchfiles' debug output goes to stdout, which stdio servers must keep clean
@@ -162,9 +165,12 @@ class Watcher:
                 started = True
                 self._last_failure = ""
                 self.ready.set()
-            self._apply(targets, {Path(path) for _, path in changes})
+            # A folder's own "modified" (its mode, its times) says nothing about its files: a folder
+            # added (created, moved in) is walked, a file's own events tell the rest.
+            modified = Change.modified
+            self._apply(targets, {Path(p) for change, p in changes if change != modified or not os.path.isdir(p)})
             if self._targets() != targets:
-                changed.set()  # ends this watch; the next one catches up with the new folders
+                retarget.set()  # ends this watch; the next one catches up with the new folders
 
     def _targets(self) -> _Targets:
         knowledge = self.registry.paths.knowledge
@@ -225,24 +231,40 @@ class Watcher:
                 raise _StoppingError
             activity.pending(kb, folder, total - done)
 
-        result = self.follow.sync(kb, folder, actor=WATCHER, progress=progress, changed=changed)
+        result = self.follow.sync(kb, folder, actor=WATCHER, progress=progress, changed=changed, unchanged_items=False)
         did = {s: getattr(result, s) for s in ("created", "updated", "removed", "conflict", "rejected")}
         if any(did.values()):
             log.info("%s -> %s: %s", folder, kb, ", ".join(f"{n} {s}" for s, n in did.items() if n))
 
     def _guarded(self, what: str, work: Callable[..., object], *args: Any) -> bool:
-        """``work(*args)``; False if it should be retried (a busy lock). Failures are logged, never raised."""
+        """``work(*args)``; False if it should be retried with the next batch. Failures are logged, never raised.
+
+        A busy lock is retried until it is free; any other failure once, then the changes are left
+        to the next full sync (a restart of the watch, ``check_sources``).
+        """
         try:
             work(*args)
         except _StoppingError:
             raise
         except KnowledgeBaseNotFoundError:
-            return True  # deleted meanwhile: nothing left to apply
+            pass  # deleted meanwhile: nothing left to apply
         except CofferError as exc:
             if exc.code == "busy":
                 log.info("%s: the knowledge base is busy; retrying", what)
                 return False
             log.warning("%s failed: %s %s", what, exc.message, exc.hint)
+            return self._failed(what)
         except Exception:  # one failed change must not stop the others (nor the server): logged
             log.exception("%s failed", what)
+            return self._failed(what)
+        self._failing.discard(what)
         return True
+
+    def _failed(self, what: str) -> bool:
+        """Retry a failed piece of work once; False the first time, True (give up) the second."""
+        if what in self._failing:
+            self._failing.discard(what)
+            log.error("%s failed twice; its changes wait for the next full sync", what)
+            return True
+        self._failing.add(what)
+        return False
