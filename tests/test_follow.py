@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -259,6 +260,7 @@ async def test_the_watcher_applies_changes_of_followed_folders_and_of_docs(
     coffer = make()
     coffer.follow_folder("kb", folder)
     with coffer.watching() as watcher:
+        assert [t.name for t in threading.enumerate()].count("coffer-watcher") == 1
         await eventually(watcher.ready.is_set, "the watcher to start")
         assert coffer.describe_kb("kb").followed[0].watched
         assert coffer.registry.activity.docs_watched
@@ -392,6 +394,7 @@ def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytes
     from coffer_mcp.cli import main
 
     assert main(["--home", str(home), "kb", "create", "kb"]) == 0
+    capsys.readouterr()
     assert main(["--home", str(home), "kb", "ingest", "kb", str(folder), "--follow"]) == 0
     out, err = capsys.readouterr()
     assert out.count("created") == 2
@@ -405,3 +408,13 @@ def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytes
     assert f"following  {folder}  (3 documents" in out
     assert main(["--home", str(home), "kb", "unfollow", "kb", str(folder), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_hand_edited_follow_list_keeps_its_usable_entries(coffer: Coffer, home: Path, folder: Path) -> None:
+    coffer.create_kb("kb")
+    config = home / "knowledge" / "kb" / "kb.yaml"
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data.update(follow=[str(folder), "relative/path", 42, str(folder)], chunk_size="huge")
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    [followed] = coffer.describe_kb("kb").followed  # a bad chunk_size does not drop the list
+    assert followed.path == str(folder)

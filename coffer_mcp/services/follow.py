@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from coffer_mcp.access import check_inside, sha256_source
@@ -34,7 +35,7 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, Progress
-from coffer_mcp.services.activity import followed_folders, inside
+from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
 from coffer_mcp.services.documents import DocumentService, skipped_name, visible_files
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
@@ -188,7 +189,7 @@ class FollowService:
         items: list[DirectoryIngestItem] = []
         counts = dict.fromkeys(_COUNTED, 0)
         if Path(folder).is_dir():
-            rows: dict[str, DocumentRow] | None = None
+            rows: dict[str, _Doc] | None = None
             if changed is None:
                 rows = self._rows(kb, folder)
                 files, gone = self._full(kb, folder, rows)
@@ -204,7 +205,7 @@ class FollowService:
                     if progress:
                         progress(done, total, file.name)
                 for done, row in enumerate(gone, len(files) + 1):
-                    item = self._gone(paths, row, actor)
+                    item = self._gone(paths, folder, row, actor)
                     counts[item.status] = counts.get(item.status, 0) + 1
                     items.append(item)
                     if progress:
@@ -220,27 +221,27 @@ class FollowService:
             {"kb": kb, "items": items, **{status: counts[status] for status in _COUNTED}}
         )
 
-    def _rows(self, kb: str, folder: str) -> dict[str, DocumentRow]:
-        """The documents whose source is in the folder, by source path (one query for a full sync)."""
+    def _rows(self, kb: str, folder: str) -> dict[str, _Doc]:
+        """The documents whose source is in the folder, by source path (read once for a full sync)."""
         return {
-            row.source_path: row
-            for row in self.index.documents(kb, with_source_path=True)
+            row.source_path: _Doc.of(row)
+            for row in sourced_documents(self.index, kb)
             if row.source_path and inside(row.source_path, folder)
         }
 
-    def _full(self, kb: str, folder: str, rows: dict[str, DocumentRow]) -> tuple[list[Path], list[DocumentRow]]:
+    def _full(self, kb: str, folder: str, rows: dict[str, _Doc]) -> tuple[list[Path], list[_Doc]]:
         """Every visible file of the folder, and the documents whose file is gone."""
         subfolders: set[str] = set()
         files = sorted(visible_files(Path(folder), folders=subfolders))
         self._folders[kb, folder] = subfolders
         present = {str(file) for file in files}
-        gone = [row for source, row in rows.items() if source not in present and not os.path.lexists(source)]
+        gone = [row for source, row in rows.items() if source not in present and _gone_for_sure(source, folder)]
         return files, gone
 
-    def _hinted(self, kb: str, folder: str, changed: Iterable[Path]) -> tuple[list[Path], list[DocumentRow]]:
+    def _hinted(self, kb: str, folder: str, changed: Iterable[Path]) -> tuple[list[Path], list[_Doc]]:
         """The files among (and under) ``changed``, and the documents of those that are gone."""
         files: dict[Path, None] = {}
-        gone: dict[str, DocumentRow] = {}
+        gone: dict[str, _Doc] = {}
         known = self._folders.setdefault((kb, folder), set())
         for path in dict.fromkeys(changed):
             if not inside(str(path), folder) or any(skipped_name(part) for part in path.relative_to(folder).parts):
@@ -258,18 +259,22 @@ class FollowService:
                 files[path] = None
             else:
                 gone.update((row.id, row) for row in self._gone_rows(kb, path, known))
-        return list(files), [row for row in gone.values() if not os.path.lexists(row.source_path or "")]
+        return list(files), [row for row in gone.values() if _gone_for_sure(row.source_path, folder)]
 
-    def _gone_rows(self, kb: str, path: Path, known: set[str]) -> list[DocumentRow]:
+    def _gone_rows(self, kb: str, path: Path, known: set[str]) -> list[_Doc]:
         """The documents of a path that is gone: its own, or every one under it if it was a folder."""
-        row = self.index.find_document(kb, source_path=str(path))
+        row = self._find(kb, path)
         if str(path) not in known:
             return [row] if row is not None else []
         known.difference_update({f for f in known if inside(f, str(path))})
-        return [r for r in self.index.documents(kb, with_source_path=True) if inside(r.source_path or "", str(path))]
+        return [_Doc.of(r) for r in sourced_documents(self.index, kb) if inside(r.source_path or "", str(path))]
+
+    def _find(self, kb: str, path: Path) -> _Doc | None:
+        row = self.index.find_document(kb, source_path=str(path))
+        return None if row is None else _Doc.of(row)
 
     def _sync_file(
-        self, paths: KbPaths, folder: str, file: Path, actor: str, rows: dict[str, DocumentRow] | None
+        self, paths: KbPaths, folder: str, file: Path, actor: str, rows: dict[str, _Doc] | None
     ) -> DirectoryIngestItem:
         """One present file: unchanged, ingested, updated, refused, or a conflict.
 
@@ -286,7 +291,7 @@ class FollowService:
                     hint="Move the file itself into the followed folder.",
                 )
             stamp = _stamp(file)
-            row = self.index.find_document(paths.name, source_path=str(file)) if rows is None else rows.get(str(file))
+            row = self._find(paths.name, file) if rows is None else rows.get(str(file))
             version = hash((stamp, row.source_sha256 if row is not None else ""))
             known = self._known.get(key)
             if known is not None and known[0] == version:
@@ -314,7 +319,7 @@ class FollowService:
         return item
 
     def _compare(
-        self, paths: KbPaths, folder: str, file: Path, row: DocumentRow | None, actor: str
+        self, paths: KbPaths, folder: str, file: Path, row: _Doc | None, actor: str
     ) -> DirectoryIngestItem | None:
         """The outcome for a file whose document is as it was (unchanged, or a conflict); None to ingest it."""
         if row is None:
@@ -326,7 +331,7 @@ class FollowService:
             return self._conflict(paths, row, file, sha, actor)
         return None
 
-    def _conflict(self, paths: KbPaths, row: DocumentRow, file: Path, sha: str, actor: str) -> DirectoryIngestItem:
+    def _conflict(self, paths: KbPaths, row: _Doc, file: Path, sha: str, actor: str) -> DirectoryIngestItem:
         """A changed file whose document was edited in Coffer: audited once, never ingested."""
         if (row.id, sha) not in self._conflicts:
             self._conflicts.add((row.id, sha))
@@ -344,7 +349,7 @@ class FollowService:
             hint=render_hint("Re-ingest the file with {arg:replace=true} to take its version (the edits are lost)."),
         )
 
-    def _gone(self, paths: KbPaths, row: DocumentRow, actor: str) -> DirectoryIngestItem:
+    def _gone(self, paths: KbPaths, folder: str, row: _Doc, actor: str) -> DirectoryIngestItem:
         """A document whose followed file was deleted: removed, or kept (edited, or ``follow_deleted: keep``)."""
         source = row.source_path or ""
         self._known.pop((paths.name, source), None)
@@ -353,8 +358,9 @@ class FollowService:
             return _item(Path(source), "kept", row, message=f"The file is gone; its document is kept ({why}).")
         with self.registry.writing(paths):
             current = self.index.get_document(paths.name, row.id)
-            # Another server may have removed it, or the file may be back: then there is nothing to do.
-            if current is None or current.source_path != source or os.path.lexists(source):
+            # Another server may have removed it, the file may be back, or the whole folder gone (an
+            # unmount while this sync ran): then there is nothing to do.
+            if current is None or current.source_path != source or not _gone_for_sure(source, folder):
                 return _item(Path(source), "unchanged", row)
             if current.source_mode == "edited":
                 return _item(Path(source), "kept", row, message="The file is gone; its document was edited: kept.")
@@ -362,12 +368,43 @@ class FollowService:
         return _item(Path(source), "removed", row)
 
 
+@dataclass(frozen=True, slots=True)
+class _Doc:
+    """What a sync needs of a document: a full sync holds one for every file of the folder."""
+
+    id: str
+    title: str
+    source_path: str
+    source_sha256: str
+    source_mode: str
+
+    @classmethod
+    def of(cls, row: DocumentRow) -> _Doc:
+        return cls(row.id, row.title, row.source_path or "", row.source_sha256, row.source_mode)
+
+
+def _gone_for_sure(source: str, folder: str) -> bool:
+    """Whether a followed file is really gone: its followed folder is there (not unmounted), the file is not.
+
+    A file that cannot be looked at (in a folder this user may not read) is not gone.
+    """
+    if not os.path.isdir(folder):
+        return False
+    try:
+        os.lstat(source)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _stamp(path: Path) -> str:
     info = os.lstat(path)
     return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
 
 
-def _item(path: Path, status: str, row: DocumentRow, *, message: str | None = None) -> DirectoryIngestItem:
+def _item(path: Path, status: str, row: _Doc, *, message: str | None = None) -> DirectoryIngestItem:
     return DirectoryIngestItem.model_validate(
         {"path": str(path), "status": status, "document_id": row.id, "title": row.title, "message": message}
     )

@@ -93,8 +93,10 @@ class Watcher:
         self._last_failure = ""
 
     def start(self) -> Watcher:
-        self._thread = threading.Thread(target=self._run, name="coffer-watcher", daemon=True)
-        self._thread.start()
+        """Start watching (once: a started watcher is returned as it is)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="coffer-watcher", daemon=True)
+            self._thread.start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -169,7 +171,8 @@ class Watcher:
             # added (created, moved in) is walked, a file's own events tell the rest.
             modified = Change.modified
             self._apply(targets, {Path(p) for change, p in changes if change != modified or not os.path.isdir(p)})
-            if self._targets() != targets:
+            if (now := self._targets()) != targets:
+                log.debug("watching %s instead of %s", now, targets)
                 retarget.set()  # ends this watch; the next one catches up with the new folders
 
     def _targets(self) -> _Targets:
@@ -201,6 +204,8 @@ class Watcher:
 
     def _apply(self, targets: _Targets, paths: set[Path]) -> None:
         """Route a batch of changed paths to their knowledge bases and apply them (with what must be retried)."""
+        if paths and log.isEnabledFor(logging.DEBUG):
+            log.debug("%d changed: %s", len(paths), sorted(map(str, paths))[:20])
         docs, self._retry_docs = self._retry_docs, defaultdict(set)
         followed, self._retry_followed = self._retry_followed, defaultdict(set)
         knowledge = self.registry.paths.knowledge

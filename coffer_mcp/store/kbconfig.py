@@ -89,8 +89,10 @@ def read_kb_config(path: Path, *, fallback_time: str) -> KbConfig:
     try:
         return KbConfig(**data)
     except ValidationError:
-        # A hand-edited file with bad values must not make the KB vanish: keep what is valid.
+        # A hand-edited file with bad values must not make the KB vanish (nor stop it following
+        # its folders): keep what is valid.
         safe = {k: data[k] for k in ("created_at", "updated_at")}
+        safe["follow"] = data.get("follow", ())  # the validator keeps its usable entries
         with contextlib.suppress(ValidationError):
             return KbConfig(**safe, description=str(data.get("description", ""))[:MAX_DESCRIPTION])
         return KbConfig(**safe)
