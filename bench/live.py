@@ -365,6 +365,8 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         log(f"  {report['bulk']}")
         report["memory_after_all"] = proc_memory(server.proc.pid)
     with http_server(home, COFFER_WATCH="0") as plain:
+        async with Client(f"{plain.url}/mcp", client_info=CLIENT) as client:
+            await followed(client)  # reads what the watcher's catch-up reads: every file's stamp, every row
         log(f"idle CPU over {args.idle_seconds} s (watcher off)")
         report["idle_not_watching"] = await idle_cpu(plain.proc.pid, args.idle_seconds)
         log(f"  {report['idle_not_watching']}")
