@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from coffer_mcp import Coffer
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
 
-__all__ = ["DIMENSIONS", "MINILM", "FakeEmbedder", "fill_vectors", "minilm"]
+__all__ = ["DIMENSIONS", "MINILM", "FakeEmbedder", "fill_vectors", "held_out_vectors", "minilm", "synthetic_vectors"]
 
 DIMENSIONS = 384
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -65,19 +65,41 @@ def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
     index = coffer.index
     doc_ids = [row.id for row in index.documents(kb)]
     chunk_ids = sorted(chunk_id for doc_id in doc_ids for chunk_id, _ in index.chunk_texts(doc_id))
-    rng = np.random.default_rng([seed, 4_000_037])
-    centroids = _unit(rng.standard_normal((max(8, int(math.sqrt(len(chunk_ids)))), DIMENSIONS)))
-    for start in range(0, len(chunk_ids), BATCH):
-        ids = chunk_ids[start : start + BATCH]
-        topics = centroids[rng.integers(len(centroids), size=len(ids))]
-        batch = _unit(topics + 0.8 * rng.standard_normal((len(ids), DIMENSIONS)) / math.sqrt(DIMENSIONS))
+    for start, batch in synthetic_vectors(len(chunk_ids), seed):
+        ids = chunk_ids[start : start + len(batch)]
         with index.transaction():
-            rows = list(zip(ids, batch.astype(np.float32).tolist(), strict=True))
-            index.store_vectors(identity, DIMENSIONS, kb, rows)
+            index.store_vectors(identity, DIMENSIONS, kb, list(zip(ids, batch.tolist(), strict=True)))
     with index.transaction():
         for doc_id in doc_ids:
             index.set_embedding(doc_id, pending=False, model=identity)
     return len(chunk_ids)
+
+
+def synthetic_vectors(count: int, seed: int, batch: int = BATCH) -> Iterator[tuple[int, np.ndarray]]:
+    """``(start, float32 rows)`` batches of ``count`` clustered unit vectors (``fill_vectors``'s data).
+
+    Vectors are drawn around ``sqrt(count)`` random centroids (topics), then L2-normalized.
+    """
+    rng, centroids = _topics(count, seed)
+    for start in range(0, count, batch):
+        yield start, _draw(rng, centroids, min(batch, count - start))
+
+
+def held_out_vectors(count: int, seed: int, n: int) -> np.ndarray:
+    """``n`` more vectors of the distribution ``synthetic_vectors(count, seed)`` draws from (queries
+    that look like the stored vectors, as a real model's queries look like its documents)."""
+    _, centroids = _topics(count, seed)
+    return _draw(np.random.default_rng([seed, 7_000_001]), centroids, n)
+
+
+def _topics(count: int, seed: int) -> tuple[np.random.Generator, np.ndarray]:
+    rng = np.random.default_rng([seed, 4_000_037])
+    return rng, _unit(rng.standard_normal((max(8, int(math.sqrt(count))), DIMENSIONS)))
+
+
+def _draw(rng: np.random.Generator, centroids: np.ndarray, size: int) -> np.ndarray:
+    topics = centroids[rng.integers(len(centroids), size=size)]
+    return _unit(topics + 0.8 * rng.standard_normal((size, DIMENSIONS)) / math.sqrt(DIMENSIONS)).astype(np.float32)
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:

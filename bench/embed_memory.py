@@ -123,8 +123,12 @@ def one_run(count: int, env: dict[str, str], runtime: Path) -> dict[str, Any]:
         for proc in procs:
             _reply(proc, TOOLS_LIST["id"])
         idle = proc_memory(procs[0].pid)
-        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                "params": {"name": SEARCH_TOOL, "arguments": {"kb": KB, "query": QUERY, "top_k": 5}}}  # fmt: skip
+        call = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": SEARCH_TOOL, "arguments": {"kb": KB, "query": QUERY, "top_k": 5}},
+        }
         started = time.perf_counter()
         for proc in procs:
             _send(proc, call)
@@ -132,12 +136,16 @@ def one_run(count: int, env: dict[str, str], runtime: Path) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         services = service_pids(runtime)
         figures = {
-            "servers": count, "strategies": sorted(map(str, strategies)), "search_seconds": seconds,
+            "servers": count,
+            "strategies": sorted(map(str, strategies)),
+            "search_seconds": seconds,
             "idle_rss_mb": idle["rss_mb"] if idle else None,
-            "server_rss_mb": sum(rss(p.pid) for p in procs), "server_pss_mb": sum(pss(p.pid) for p in procs),
+            "server_rss_mb": sum(rss(p.pid) for p in procs),
+            "server_pss_mb": sum(pss(p.pid) for p in procs),
             "service_processes": len(services),
-            "service_rss_mb": sum(rss(pid) for pid in services), "service_pss_mb": sum(pss(pid) for pid in services),
-        }  # fmt: skip
+            "service_rss_mb": sum(rss(pid) for pid in services),
+            "service_pss_mb": sum(pss(pid) for pid in services),
+        }
     stop(services)
     figures["total_rss_mb"] = figures["server_rss_mb"] + figures["service_rss_mb"]
     figures["total_pss_mb"] = figures["server_pss_mb"] + figures["service_pss_mb"]

@@ -157,12 +157,13 @@ def document(rng: random.Random, title: str) -> str:
     return f"# {title}\n\n{prose(rng, 90)}\n\n## Details\n\n{prose(rng, 80)}\n\n## Notes\n\n{prose(rng, 80)}\n"
 
 
-def seed_corpus(home: Path, documents: int, seed: int = 7) -> None:
-    """Create knowledge base ``bench`` under ``home`` with ``documents`` generated documents."""
+def seed_corpus(home: Path, documents: int, seed: int = 7, **settings: Any) -> None:
+    """Create knowledge base ``bench`` under ``home`` with ``documents`` generated documents
+    (``settings``: more ``load_settings`` overrides, e.g. the index backend)."""
     from coffer_mcp import Coffer, load_settings
 
     rng = random.Random(seed)
-    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+    with Coffer(load_settings(home=home, embedding_provider="none", **settings)) as coffer:
         coffer.create_kb(KB, "HTTP load benchmark corpus")
         for i in range(documents):
             coffer.add_document(KB, f"seed-{i:05d}.md", document(rng, f"Seed document {i}"))
@@ -183,8 +184,8 @@ class LoadResult:
 
 
 class _Load:
-    def __init__(self, url: str, result: LoadResult, seconds: float, seed: int) -> None:
-        self.url = url
+    def __init__(self, urls: Sequence[str], result: LoadResult, seconds: float, seed: int) -> None:
+        self.urls = urls
         self.result = result
         self.seconds = seconds
         self.seed = seed
@@ -210,13 +211,16 @@ class _Load:
         self.result.latencies[kind].append(elapsed)
         return reply.structured_content
 
-    async def session(self, name: str, body: Any) -> None:
+    async def session(self, name: str, body: Any, number: int) -> None:
+        """Client ``number`` (0, 1, ...): its session goes to the servers' URLs in turn."""
         from mcp import Client
         from mcp.types import Implementation
 
         ready = False
         try:
-            async with Client(self.url, client_info=Implementation(name=name, version="1")) as client:
+            async with Client(
+                self.urls[number % len(self.urls)], client_info=Implementation(name=name, version="1")
+            ) as client:
                 ready = True
                 await self._ready()
                 await body(client, random.Random(f"{self.seed}:{name}"))
@@ -258,16 +262,23 @@ class _Load:
         return body
 
 
-async def run_load(mcp_url: str, *, searchers: int, writers: int, seconds: float, seed: int = 1) -> LoadResult:
-    """``searchers`` + ``writers`` MCP sessions against ``mcp_url`` for ``seconds`` once all connected."""
+async def run_load(
+    mcp_url: str | Sequence[str], *, searchers: int, writers: int, seconds: float, seed: int = 1
+) -> LoadResult:
+    """``searchers`` + ``writers`` MCP sessions against ``mcp_url`` for ``seconds`` once all connected.
+
+    Given several URLs (servers over one store), the sessions are spread over them round-robin,
+    the searchers first, then the writers.
+    """
+    urls = [mcp_url] if isinstance(mcp_url, str) else list(mcp_url)
     result = LoadResult(searchers=searchers, writers=writers)
-    load = _Load(mcp_url, result, seconds, seed)
+    load = _Load(urls, result, seconds, seed)
     async with anyio.create_task_group() as group:
         for i in range(searchers):
-            group.start_soon(load.session, f"searcher-{i:02d}", load.searcher)
+            group.start_soon(load.session, f"searcher-{i:02d}", load.searcher, i)
         for i in range(writers):
             name = f"writer-{i:02d}"
-            group.start_soon(load.session, name, load.writer(name))
+            group.start_soon(load.session, name, load.writer(name), searchers + i)
     # Requests in flight at the deadline still finish: throughput is over the time they took.
     result.seconds = time.monotonic() - load.started if load.go.is_set() else 0.0
     return result

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m bench.quality --data ../shared/eval/scifact --split train
+    python -m bench.quality --data ../shared/eval/scifact --split train [--backend sqlite,postgres]
 
 Every corpus document is ingested as Markdown into a fresh knowledge base in a temporary
 ``COFFER_HOME``; every query with relevance judgements is searched through the public
@@ -12,11 +12,15 @@ the same process. Metrics follow BEIR / trec_eval conventions: nDCG@10 with line
 and a log2 discount, Recall@5, Recall@100, MRR@10.
 
 Adding a retrieval mode (``vector``, ``hybrid``) is one function registered in ``MODES``.
+With ``--backend sqlite,postgres`` every Coffer system runs once per index backend (PostgreSQL:
+a throwaway embedded server, ``bench._backends``), and each PostgreSQL system is compared with its
+SQLite twin: the nDCG@10 difference and how many queries got the same top 10.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -37,6 +41,7 @@ import regex
 import Stemmer
 
 import coffer_mcp
+from bench._backends import Backend, open_backend, parse_backends
 from bench._measure import percentile, source_fingerprint
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index.sqlite.db import binding
@@ -238,15 +243,17 @@ class System:
 
 @contextmanager
 def coffer_index(
-    corpus: Sequence[Document], chunk_size: int | None = None, vector: bool = False
+    corpus: Sequence[Document], chunk_size: int | None = None, vector: bool = False, backend: Backend | None = None
 ) -> Iterator[tuple[Coffer, dict[str, str], float]]:
     """A fresh Coffer home holding the corpus: yields (coffer, document id -> corpus id, seconds).
 
-    The embedding provider comes from the ``COFFER_EMBEDDING_*`` environment, as for the CLI.
+    The embedding provider comes from the ``COFFER_EMBEDDING_*`` environment, as for the CLI; the
+    index is a fresh one of ``backend`` (default: SQLite).
     """
+    index = (backend or Backend()).new_index()
     with (
         tempfile.TemporaryDirectory(prefix="coffer-bench-") as home,
-        Coffer(load_settings(os.environ, home=home)) as coffer,
+        Coffer(load_settings(os.environ, home=home, **index)) as coffer,
     ):
         coffer.create_kb(KB, chunk_size=chunk_size, vector=vector)
         ids: dict[str, str] = {}
@@ -319,6 +326,8 @@ class Result:
     ingest_seconds: float
     details: dict[str, Any]
     per_query_ndcg10: dict[str, float]
+    top10: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    """query id -> the first ten corpus ids (compared across backends; not written to the report)."""
 
 
 def evaluate(system: System, dataset: Dataset) -> Result:
@@ -326,10 +335,12 @@ def evaluate(system: System, dataset: Dataset) -> Result:
     scores: dict[str, list[float]] = {metric: [] for metric in METRICS}
     per_query: dict[str, float] = {}
     latencies: list[float] = []
+    top10: dict[str, list[str]] = {}
     for qid, text in dataset.queries.items():
         started = time.perf_counter()
         ranked = system.search(text)
         latencies.append((time.perf_counter() - started) * 1000)
+        top10[qid] = ranked[:10]
         for metric, fn in METRICS.items():
             scores[metric].append(fn(ranked, dataset.qrels[qid]))
         per_query[qid] = round(scores["ndcg@10"][-1], 4)
@@ -341,25 +352,62 @@ def evaluate(system: System, dataset: Dataset) -> Result:
         ingest_seconds=system.ingest_seconds,
         details=system.details,
         per_query_ndcg10=per_query,
+        top10=top10,
     )
 
 
-def run_coffer(dataset: Dataset, modes: Sequence[str], chunk_size: int | None) -> list[Result]:
-    """Index the corpus once with ``chunk_size`` and evaluate each mode over it."""
-    suffix = "" if chunk_size is None else f"@chunk{chunk_size}"
+def run_coffer(
+    dataset: Dataset,
+    modes: Sequence[str],
+    chunk_size: int | None,
+    backend: Backend | None = None,
+    ann_min_chunks: int | None = None,
+) -> list[Result]:
+    """Index the corpus once with ``chunk_size`` on ``backend`` and evaluate each mode over it.
+
+    Systems on SQLite are named ``coffer-<mode>[@chunk<size>]``, on another backend with
+    ``/<backend>`` after that. With ``ann_min_chunks`` (SQLite), the vector modes run again over the
+    same index with that setting (``+ann``: through the ANN graph, built before the first query).
+    """
+    backend = backend or Backend()
+    suffix = ("" if chunk_size is None else f"@chunk{chunk_size}") + (
+        "" if backend.name == "sqlite" else f"/{backend.name}"
+    )
     _log(f"coffer{suffix}: ingesting {len(dataset.corpus)} documents")  # one index serves every mode
-    with coffer_index(dataset.corpus, chunk_size, vector=bool(VECTOR_MODES & set(modes))) as (coffer, ids, seconds):
+    vector = bool(VECTOR_MODES & set(modes))
+    with coffer_index(dataset.corpus, chunk_size, vector, backend) as (coffer, ids, seconds):
         results = []
         for mode in modes:
             _log(f"coffer-{mode}{suffix}: {len(dataset.queries)} queries")
             system = coffer_system(coffer, ids, mode, seconds, name=f"coffer-{mode}{suffix}")
             results.append(evaluate(system, dataset))
+        vector_modes = [mode for mode in modes if mode in VECTOR_MODES]
+        if ann_min_chunks and vector_modes:
+            settings = load_settings(os.environ, home=coffer.settings.home, ann_min_chunks=ann_min_chunks)
+            with Coffer(settings) as ann_coffer:
+                ann_coffer.search(KB, next(iter(dataset.queries.values())), 5, strategy="vector")  # starts the build
+                ann_coffer.index.ann.join()  # type: ignore[attr-defined]
+                for mode in vector_modes:
+                    _log(f"coffer-{mode}+ann{suffix}: {len(dataset.queries)} queries")
+                    system = coffer_system(ann_coffer, ids, mode, seconds, name=f"coffer-{mode}+ann{suffix}")
+                    results.append(evaluate(system, dataset))
     return results
 
 
-def run_benchmark(dataset: Dataset, modes: Sequence[str], chunk_sizes: Sequence[int | None]) -> list[Result]:
-    """Every Coffer mode at every chunk size, then the bm25s baseline."""
-    results = [result for size in chunk_sizes for result in run_coffer(dataset, modes, size)]
+def run_benchmark(
+    dataset: Dataset,
+    modes: Sequence[str],
+    chunk_sizes: Sequence[int | None],
+    backends: Sequence[Backend] = (),
+    ann_min_chunks: int | None = None,
+) -> list[Result]:
+    """Every Coffer mode at every chunk size on every backend (default: SQLite), then the bm25s baseline."""
+    results = [
+        result
+        for backend in backends or [Backend()]
+        for size in chunk_sizes
+        for result in run_coffer(dataset, modes, size, backend, ann_min_chunks if backend.name == "sqlite" else None)
+    ]
     cjk = is_mostly_cjk(f"{doc.title} {doc.text}" for doc in dataset.corpus)
     _log(f"{BASELINE}: indexing and {len(dataset.queries)} queries")
     results.append(evaluate(bm25_system(dataset.corpus, cjk), dataset))
@@ -386,6 +434,43 @@ def markdown_table(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def backend_agreement(results: Sequence[Result]) -> list[dict[str, Any]]:
+    """Each system on another backend against its SQLite twin (same mode and chunk size)."""
+    by_name = {r.name: r for r in results}
+    rows = []
+    for result in results:
+        base, _, backend = result.name.partition("/")
+        twin = by_name.get(base)
+        if not backend or twin is None:
+            continue
+        same = sum(result.top10[qid] == ranked for qid, ranked in twin.top10.items())
+        rows.append(
+            {
+                "system": result.name,
+                "sqlite": twin.name,
+                "ndcg@10_delta": result.metrics["ndcg@10"] - twin.metrics["ndcg@10"],
+                "identical_top10": same,
+                "queries": len(twin.top10),
+                "query_p95_ms": {"sqlite": twin.latency_ms["p95"], backend: result.latency_ms["p95"]},
+            }
+        )
+    return rows
+
+
+def agreement_table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| system | against | nDCG@10 difference | same top 10 | query P95 ms (SQLite / other) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        sqlite, other = row["query_p95_ms"].values()
+        lines.append(
+            f"| {row['system']} | {row['sqlite']} | {row['ndcg@10_delta']:+.4f} "
+            f"| {row['identical_top10']} of {row['queries']} | {sqlite:.1f} / {other:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def machine_info() -> dict[str, Any]:
     """Where the numbers were measured."""
     chosen = binding()
@@ -402,13 +487,19 @@ def machine_info() -> dict[str, Any]:
 
 
 def report(
-    dataset: Dataset, results: Sequence[Result], command: str, data_path: Path, fingerprint: str
+    dataset: Dataset,
+    results: Sequence[Result],
+    command: str,
+    data_path: Path,
+    fingerprint: str,
+    backends: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Everything the JSON file records."""
     baseline = next((r.metrics["ndcg@10"] for r in results if r.name == BASELINE), math.nan)
     systems = []
     for result in results:
         entry = asdict(result)
+        del entry["top10"]
         entry["ndcg@10_ratio_to_baseline"] = result.metrics["ndcg@10"] / baseline if baseline else None
         systems.append(entry)
     return {
@@ -423,7 +514,9 @@ def report(
         "coffer_version": coffer_mcp.__version__,
         "coffer_source_sha256": fingerprint,
         "machine": machine_info(),
+        "backends": list(backends),
         "systems": systems,
+        "backend_agreement": backend_agreement(results),
     }
 
 
@@ -439,6 +532,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--limit-queries", type=int, default=None, help="only the first N judged queries")
     parser.add_argument(
+        "--backend",
+        default="sqlite",
+        help="comma-separated index backends to run every Coffer system on: sqlite, postgres (default: sqlite)",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=None,
+        help="for postgres: a server URL whose role may create databases (default: an embedded server)",
+    )
+    parser.add_argument(
         "--chunk-size",
         type=int,
         action="append",
@@ -449,11 +552,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON output (default: bench/results/quality-<dataset>-<split>.json)"
     )
+    parser.add_argument(
+        "--ann-min-chunks",
+        type=int,
+        default=None,
+        help="also run the vector modes with this ann_min_chunks (1: through the ANN graph)",
+    )
     args = parser.parse_args(argv)
     args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     unknown = [mode for mode in args.modes if mode not in MODES]
     if unknown:
         parser.error(f"unknown mode(s) {', '.join(unknown)}; available: {', '.join(sorted(MODES))}")
+    try:
+        args.backends = parse_backends(args.backend)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
 
 
@@ -465,18 +578,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"No judged queries in {args.data / 'qrels' / (args.split + '.tsv')}.")
     chunk_sizes: list[int | None] = [None, *(args.chunk_sizes or [])]
     fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
-    results = run_benchmark(dataset, args.modes, chunk_sizes)
+    with contextlib.ExitStack() as stack:
+        backends = [stack.enter_context(open_backend(name, args.postgres_url)) for name in args.backends]
+        results = run_benchmark(dataset, args.modes, chunk_sizes, backends, args.ann_min_chunks)
+        described = [backend.describe() for backend in backends]
     command = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
-    data = report(dataset, results, command, args.data, fingerprint)
+    data = report(dataset, results, command, args.data, fingerprint, described)
     out = args.out or Path("bench/results") / f"quality-{dataset.name}-{dataset.split}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    skipped = ""
-    if dataset.skipped_queries:
-        skipped = f" ({len(dataset.skipped_queries)} judged queries without text skipped)"
-    counts = f"{len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}"
-    print(f"{dataset.name} ({dataset.split}): {counts}\n")
+    skipped = (
+        f" ({len(dataset.skipped_queries)} judged queries without text skipped)" if dataset.skipped_queries else ""
+    )
+    print(
+        f"{dataset.name} ({dataset.split}): {len(dataset.corpus)} documents, {len(dataset.queries)} queries{skipped}\n"
+    )
     print(markdown_table(results))
+    if data["backend_agreement"]:
+        print("\n" + agreement_table(data["backend_agreement"]))
     print(f"\nwritten to {out}")
     return data
 

@@ -4,13 +4,18 @@ Run from the repository root::
 
     python -m bench.scale --chunks 1000,10000,100000 [--out bench/results/scale.json]
                           [--queries 200] [--skip-mcp] [--skip-hybrid] [--grep-mb 50]
+                          [--ann-min-chunks N] [--only-vectors]
+                          [--backend sqlite,postgres] [--postgres-url URL]
 
 For each size a deterministic synthetic Markdown corpus (~1,200-character documents, ~3.5 chunks
 each) is written to a temporary folder until it makes that many chunks; it is ingested into a
 fresh ``COFFER_HOME``, the index is deleted and rebuilt from the files, and every read path is
 timed in-process and through a real ``coffer serve`` subprocess. Hybrid search runs over
-synthetic stored vectors with queries embedded for real by the local MiniLM model. Progress goes
-to stderr, the Markdown tables to stdout, everything to the JSON file.
+synthetic stored vectors with queries embedded for real by the local MiniLM model, first by the
+exact scan, then through the ANN graph (built from scratch, timed; recall@10 against the scan).
+Progress goes to stderr, the Markdown tables to stdout, everything to the JSON file. With
+``--backend sqlite,postgres`` every size runs on each index backend in turn (PostgreSQL: a
+throwaway embedded server, ``bench._backends``), and the tables end side by side (``bench._compare``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from typing import Any
 import numpy as np
 
 import coffer_mcp
-from bench import _report
+from bench import _compare, _report
+from bench._backends import Backend, drop_index, open_backend, parse_backends
 from bench._corpus import (
     CorpusInfo,
     Vocabulary,
@@ -43,10 +49,11 @@ from bench._corpus import (
 )
 from bench._measure import latency, log, machine_info, source_fingerprint
 from bench._serve import mcp_search_latency, serve_memory, startup_times
-from bench._vectors import DIMENSIONS, MINILM, FakeEmbedder, fill_vectors, minilm
+from bench._vectors import DIMENSIONS, MINILM, FakeEmbedder, fill_vectors, held_out_vectors, minilm
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index.fts import STOPWORDS, analyze
+from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.index.sqlite.db import connect, vec_version
 from coffer_mcp.retrieval.search import keyword_search, vector_search
 from coffer_mcp.settings import Settings
@@ -60,9 +67,11 @@ DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-int8"
 HYBRID_DEPTH = 50  # what a top_k=5 hybrid search asks of each list (retrieval.MIN_FUSION_DEPTH)
 
 
-def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Path, grep_mb: float) -> dict[str, Any]:
-    """Every measurement at one corpus size; ``grep_mb`` > 0 also times grep over that many MB."""
-    log(f"== {target:,} chunks")
+def run_size(
+    args: argparse.Namespace, vocab: Vocabulary, target: int, root: Path, grep_mb: float, backend: Backend
+) -> dict[str, Any]:
+    """Every measurement at one corpus size on ``backend``; ``grep_mb`` > 0 also times grep over that many MB."""
+    log(f"== {target:,} chunks on {backend.name}")
     load_start = os.getloadavg()[0]
     corpus_dir, home = root / "corpus", root / "home"
     started = time.perf_counter()
@@ -71,17 +80,34 @@ def run_size(args: argparse.Namespace, vocab: Vocabulary, target: int, root: Pat
         f"  corpus: {info.documents:,} documents, {info.chunks:,} chunks, {info.mb:.1f} MB "
         f"({time.perf_counter() - started:.1f} s)"
     )
-    settings = load_settings(home=home, embedding_provider="none")
-    result: dict[str, Any] = {"target_chunks": target, "corpus": _corpus_json(info, time.perf_counter() - started)}
+    index = backend.new_index()
+    backend.export(index)  # for the coffer serve subprocesses below
+    settings = load_settings(home=home, embedding_provider="none", **index)
+    result: dict[str, Any] = {"target_chunks": target, "backend": backend.name}
+    result["corpus"] = _corpus_json(info, time.perf_counter() - started)
     result["ingest"], counts = ingest(settings, corpus_dir, info)
     result["documents"], result["chunks"] = counts
-    result["add_document"] = add_document_rate(root / "home-add", corpus_dir, min(args.add_sample, info.documents))
-    result["rebuild"] = rebuild(settings, counts)
     queries = make_queries(vocab, info.phrases, args.queries + _warmup(args), args.seed)
+    if args.only_vectors:  # the vector side alone (a million chunks: the rest takes an hour more)
+        with Coffer(settings) as coffer:
+            result["docs_folder_mb"] = _folder_mb(coffer.paths.kb(KB).docs)
+            result["latency_ms"] = {
+                "keyword_without_refresh": latency(
+                    lambda query: keyword_search(coffer.index, [KB], query, 5), queries, warmup=_warmup(args)
+                )
+            }
+        result["hybrid"], model_env = hybrid(args, settings, queries)
+        result["memory"] = memory(home, model_env, queries[0])
+        result["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
+        return result
+    result["add_document"] = add_document_rate(
+        root / "home-add", corpus_dir, min(args.add_sample, info.documents), backend
+    )
+    result["rebuild"] = rebuild(settings, counts)
     with Coffer(settings) as coffer:
         result["docs_folder_mb"] = _folder_mb(coffer.paths.kb(KB).docs)
         result["latency_ms"] = in_process_latency(coffer, vocab, queries, args)
-        result["latency_ms"]["refresh_every_file"] = strict_refresh(home, args)
+        result["latency_ms"]["refresh_every_file"] = strict_refresh(settings, args)
     result["mcp"] = _skipped("--skip-mcp") if args.skip_mcp else mcp_latency(home, queries, args)
     result["hybrid"], model_env = hybrid(args, settings, queries)
     result["memory"] = memory(home, model_env, queries[0])
@@ -139,11 +165,11 @@ def ingest(settings: Settings, corpus_dir: Path, info: CorpusInfo) -> tuple[dict
     }, (details.document_count, details.chunk_count)
 
 
-def add_document_rate(home: Path, corpus_dir: Path, n: int) -> dict[str, Any]:
+def add_document_rate(home: Path, corpus_dir: Path, n: int, backend: Backend) -> dict[str, Any]:
     """The one-document-at-a-time rate agents see: ``add_document`` for the first ``n`` files."""
     log(f"  add_document loop: {n:,} documents")
     files = sorted(corpus_dir.glob("*.md"))[:n]
-    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+    with Coffer(load_settings(home=home, embedding_provider="none", **backend.new_index())) as coffer:
         coffer.create_kb(KB)
         started = time.perf_counter()
         for file in files:
@@ -154,11 +180,10 @@ def add_document_rate(home: Path, corpus_dir: Path, n: int) -> dict[str, Any]:
 
 
 def rebuild(settings: Settings, counts: tuple[int, int]) -> dict[str, Any]:
-    """Delete coffer.db (and its WAL), open a new service, time ``reindex_all``; the counts must return."""
+    """Delete the index (coffer.db, or the PostgreSQL database), open a new service, time ``reindex_all``;
+    the counts must return."""
     log("  rebuild from files")
-    db = settings.home / "coffer.db"
-    for path in (db, db.with_name("coffer.db-wal"), db.with_name("coffer.db-shm")):
-        path.unlink(missing_ok=True)
+    drop_index(settings)
     with Coffer(settings) as coffer:
         started = time.perf_counter()
         coffer.reindex_all(progress=_progress("reindexed"))
@@ -212,11 +237,10 @@ def _has_content_word(query: str) -> bool:
     return any(word not in STOPWORDS for word in analyze(query).words)
 
 
-def strict_refresh(home: Path, args: argparse.Namespace) -> dict[str, Any]:
+def strict_refresh(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     """``refresh`` with every file stat-ed (``reconcile_interval`` 0): what a read pays once the
     interval has passed since the last full check, e.g. an agent searching every few seconds."""
-    settings = load_settings(home=home, embedding_provider="none", reconcile_interval=0)
-    with Coffer(settings) as coffer:
+    with Coffer(settings.model_copy(update={"reconcile_interval": 0})) as coffer:
         return latency(lambda _: coffer.refresh(KB), range(args.queries + _warmup(args)), warmup=_warmup(args))
 
 
@@ -272,7 +296,8 @@ def mcp_latency(home: Path, queries: list[str], args: argparse.Namespace) -> dic
 def hybrid(
     args: argparse.Namespace, settings: Settings, queries: list[str]
 ) -> tuple[dict[str, Any], dict[str, str] | None]:
-    """Vector on, synthetic vectors stored, then timed hybrid / vector search with real query embedding.
+    """Vector on, synthetic vectors stored, then timed hybrid / vector search with real query embedding:
+    by the exact scan, then through the ANN graph.
 
     Returns the report and, when the real model ran, the environment that makes ``coffer serve``
     use it (for the memory measurement).
@@ -290,13 +315,15 @@ def hybrid(
         started = time.perf_counter()
         stored = fill_vectors(coffer, KB, embedder.identity, args.seed)
         fill_seconds = time.perf_counter() - started
-    with Coffer(settings, embedder=embedder) as coffer:
+    with Coffer(settings.model_copy(update={"ann_min_chunks": 0}), embedder=embedder) as coffer:
         report = {
             "identity": embedder.identity,
             "vectors": stored,
             "fill_seconds": fill_seconds,
             "latency_ms": hybrid_latency(coffer, embedder, queries, args),
+            "restore": restore(coffer, embedder.identity, stored),
         }
+    report["ann"] = ann(args, settings, embedder, queries, stored)
     env = (
         None
         if args.fake_embedder
@@ -316,14 +343,104 @@ def hybrid_latency(coffer: Coffer, embedder: Embedder, queries: list[str], args:
     if ran != "hybrid":
         raise RuntimeError(f"a hybrid search ran as {ran}: the vectors are not being used")
     query_vectors = [embedder.embed_query(query) for query in queries]
+    content = [query for query in queries if _has_content_word(query)]
     return {
         "hybrid": latency(lambda query: coffer.search(KB, query, 5, strategy="hybrid"), queries, warmup=warm),
+        # What bounds hybrid's P95: its keyword half (depth 50), and the all-function-word queries.
+        "hybrid_content_words": latency(
+            lambda query: coffer.search(KB, query, 5, strategy="hybrid"), content, warmup=warm
+        ),
+        "keyword_depth_50": latency(
+            lambda query: keyword_search(coffer.index, [KB], query, HYBRID_DEPTH), queries, warmup=warm
+        ),
         "vector": latency(lambda query: coffer.search(KB, query, 5, strategy="vector"), queries, warmup=warm),
         "embed_query": latency(embedder.embed_query, queries, warmup=warm),
         "knn": latency(
             lambda v: vector_search(coffer.index, embedder.identity, v, [KB], HYBRID_DEPTH), query_vectors, warmup=warm
         ),
     }
+
+
+def ann(
+    args: argparse.Namespace, settings: Settings, embedder: Embedder, queries: list[str], stored: int
+) -> dict[str, Any]:
+    """The same searches through the ANN graph: its build from scratch, latency, recall@10, logged writes."""
+    if settings.index_backend != "sqlite":
+        return _skipped("the ANN graph is the SQLite index's (PostgreSQL searches through pgvector's HNSW)")
+    threshold = settings.ann_min_chunks if args.ann_min_chunks is None else args.ann_min_chunks
+    if not threshold or stored < threshold:
+        return _skipped(f"{stored:,} vectors, below ann_min_chunks ({threshold:,}): the exact scan answers")
+    log("  ANN: building the graph from scratch")
+    with Coffer(settings.model_copy(update={"ann_min_chunks": threshold}), embedder=embedder) as coffer:
+        index = coffer.index
+        assert isinstance(index, SqliteIndex)
+        started = time.perf_counter()
+        index.build_ann(embedder.identity, KB)
+        out: dict[str, Any] = {
+            "min_chunks": threshold,
+            "build_seconds": time.perf_counter() - started,
+            "file_mb": sum(p.stat().st_size for p in index.ann.folder.glob("*.usearch")) / 1e6,
+        }
+        out["latency_ms"] = hybrid_latency(coffer, embedder, queries, args)
+        if not index.ann_status(KB)[embedder.identity]["ann"]:
+            raise RuntimeError("the searches did not use the ANN graph")
+        out["recall_at_10"] = recall(args, index, embedder, queries, stored)
+        out["logged_writes"] = logged_writes(coffer, embedder, queries, stored)
+    return out
+
+
+def recall(
+    args: argparse.Namespace, index: SqliteIndex, embedder: Embedder, queries: list[str], stored: int
+) -> dict[str, Any]:
+    """Recall@10 of the graph's knn against the exact scan's, at depth 50 (hybrid's) and 10.
+
+    Two query sets: vectors drawn like the stored ones (as a model's queries resemble its
+    documents), and the text queries embedded by MiniLM, unrelated to the synthetic vectors: their
+    nearest neighbours are near-ties in every direction, the hard case for any graph.
+    """
+    log("  ANN recall")
+    exact = SqliteIndex(index.path, ann_threshold=0)
+    sets = {
+        "like_stored": [v.tolist() for v in held_out_vectors(stored, args.seed, args.queries)],
+        "text_queries": [embedder.embed_query(query) for query in queries[: args.queries]],
+    }
+    out: dict[str, Any] = {}
+    for name, vectors in sets.items():
+        hits = {HYBRID_DEPTH: 0, 10: 0}
+        for vector in vectors:
+            truth = {row.chunk_id for row in exact.knn(embedder.identity, vector, [KB], None, 10)}
+            for depth in hits:
+                found = index.knn(embedder.identity, vector, [KB], None, depth)[:10]
+                hits[depth] += len(truth & {row.chunk_id for row in found})
+        out.update({f"{name}_depth_{depth}": n / (10 * len(vectors)) for depth, n in hits.items()})
+    exact.close()
+    return out
+
+
+def restore(coffer: Coffer, identity: str, stored: int) -> dict[str, Any]:
+    """Store again the vectors of the first 2 % of chunks (at most 10,000), as a re-embedding would."""
+    index = coffer.index
+    n = max(1, min(stored // 50, 10_000))  # 2 %: below the 5 % that rewrites the graph file
+    first = sorted(cid for doc in index.documents(KB)[:n] for cid, _ in index.chunk_texts(doc.id))[:n]
+    vectors = index.stored_vectors(identity, first)
+    rows = [(cid, vectors[cid]) for cid in first if cid in vectors]
+    started = time.perf_counter()
+    with index.transaction():
+        index.store_vectors(identity, DIMENSIONS, KB, rows)
+    seconds = time.perf_counter() - started
+    return {"vectors": len(rows), "seconds": seconds, "per_s": len(rows) / seconds}
+
+
+def logged_writes(coffer: Coffer, embedder: Embedder, queries: list[str], stored: int) -> dict[str, Any]:
+    """Vectors re-stored with the graph present (every write logged), and the KNN that catches up."""
+    vector = embedder.embed_query(queries[0])
+    out = restore(coffer, embedder.identity, stored)
+    started = time.perf_counter()
+    vector_search(coffer.index, embedder.identity, vector, [KB], HYBRID_DEPTH)
+    caught_up = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    vector_search(coffer.index, embedder.identity, vector, [KB], HYBRID_DEPTH)
+    return {**out, "first_search_ms": caught_up, "next_search_ms": (time.perf_counter() - started) * 1000}
 
 
 def memory(home: Path, model_env: dict[str, str] | None, query: str) -> dict[str, Any]:
@@ -353,6 +470,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-mcp", action="store_true", help="no search latency through MCP stdio")
     parser.add_argument("--skip-hybrid", action="store_true", help="no vector / hybrid measurement")
     parser.add_argument(
+        "--only-vectors",
+        action="store_true",
+        help="after the ingest, only keyword search without reconcile, hybrid / vector / ANN and memory",
+    )
+    parser.add_argument(
+        "--ann-min-chunks",
+        type=int,
+        default=None,
+        help="the ANN side's ann_min_chunks (default: the setting's; 1 forces a graph at every size)",
+    )
+    parser.add_argument(
         "--fake-embedder",
         action="store_true",
         help="hybrid with a deterministic word-hash embedder instead of MiniLM (tests)",
@@ -371,6 +499,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--model-path", type=Path, default=DEFAULT_MODEL, help="the local MiniLM model folder")
     parser.add_argument("--workdir", type=Path, default=None, help="where the temporary corpora and homes go")
+    parser.add_argument("--backend", default="sqlite", help="comma-separated index backends: sqlite, postgres")
+    parser.add_argument(
+        "--postgres-url",
+        default=None,
+        help="for postgres: a server whose role may create databases (default: embedded)",
+    )
     parser.add_argument(
         "--report",
         type=Path,
@@ -386,6 +520,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--chunks takes comma-separated integers, got {args.chunks!r}")
     if not args.chunks or min(args.chunks) < 1 or args.queries < 1:
         parser.error("--chunks and --queries must be positive")
+    try:
+        args.backends = parse_backends(args.backend)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
 
 
@@ -398,12 +536,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     date = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
     vocab = load_vocabulary(args.vocab)
-    sizes = []
+    sizes, backends = [], {}
     with tempfile.TemporaryDirectory(prefix="coffer-scale-", dir=args.workdir) as tmp:
-        for target in args.chunks:
-            root = Path(tmp) / f"chunks-{target}"
-            sizes.append(run_size(args, vocab, target, root, args.grep_mb if target == max(args.chunks) else 0))
-            shutil.rmtree(root, ignore_errors=True)
+        for name in args.backends:
+            with open_backend(name, args.postgres_url) as backend:
+                backends[name] = backend.describe()
+                for target in args.chunks:
+                    root = Path(tmp) / f"{name}-chunks-{target}"
+                    grep_mb = args.grep_mb if target == max(args.chunks) else 0
+                    sizes.append(run_size(args, vocab, target, root, grep_mb, backend))
+                    shutil.rmtree(root, ignore_errors=True)
         data = {
             "command": command,
             "date": date,
@@ -417,6 +559,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "skip_mcp": args.skip_mcp,
                 "skip_hybrid": args.skip_hybrid,
                 "fake_embedder": args.fake_embedder,
+                "ann_min_chunks": args.ann_min_chunks,
+                "only_vectors": args.only_vectors,
                 "grep_mb": args.grep_mb,
                 "add_sample": args.add_sample,
                 "startup_runs": args.startup_runs,
@@ -426,13 +570,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             },
             "sizes": sizes,
         }
+    data["backends"], data["pg_targets"] = backends, _compare.pg_targets(sizes)
     if source_fingerprint() != fingerprint:
         log("warning: the coffer_mcp sources changed during the run; the figures may mix two versions")
         data["sources_changed_during_run"] = True
-    data["targets"] = _report.targets(sizes)
+    data["targets"] = _report.targets(_compare.of_backend(sizes, args.backends[0]))
+    data["ann_targets"] = _report.ann_targets(_compare.of_backend(sizes, "sqlite"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(_report.markdown(data))
+    print(_compare.markdown(data))
     print(f"\nwritten to {args.out}")
     return data
 
@@ -444,6 +590,7 @@ def render(files: Sequence[Path]) -> dict[str, Any]:
     sizes = sorted((size for run in runs for size in run["sizes"]), key=lambda size: size["target_chunks"])
     data = {**runs[-1], "sizes": sizes, "command": " && ".join(run["command"] for run in runs)}
     data["targets"] = _report.targets(sizes)
+    data["ann_targets"] = _report.ann_targets(sizes)
     print(_report.markdown(data))
     return data
 

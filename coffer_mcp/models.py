@@ -41,6 +41,7 @@ __all__ = [
     "SourceStatus",
     "Strategy",
     "StrategyChoice",
+    "VectorIndexInfo",
     "VerifyReport",
 ]
 
@@ -80,6 +81,12 @@ class KnowledgeBaseList(_Model):
     knowledge_bases: list[KnowledgeBaseSummary]
 
 
+class VectorIndexInfo(_Model):
+    vectors: int
+    search: Literal["exact", "ann", "hnsw"]
+    built_at: str | None = Field(default=None, description="When the ANN graph was built, for search 'ann'.")
+
+
 class FollowedFolder(_Model):
     """A folder a knowledge base follows: its files are ingested, updated and removed as they change."""
 
@@ -109,6 +116,11 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
         default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
     )
     followed: list[FollowedFolder] = Field(default_factory=list, description="The folders it follows.")
+    vector_index: dict[str, VectorIndexInfo] = Field(
+        default_factory=dict,
+        description="Per embedding model: how many vectors, and how searches find the nearest (exact scan, an "
+        "ANN graph re-scored exactly, or PostgreSQL's HNSW).",
+    )
     disk_bytes: int
     path: str = Field(description="Absolute path of the knowledge base folder.")
     created_at: str

@@ -151,6 +151,13 @@ class Settings(BaseModel):
     embed_on_read_seconds: float = Field(
         default=2.0, ge=0, description="How long a read may spend embedding documents that are due."
     )
+    # -- the ANN index (index/sqlite/ann.py) --
+    ann_min_chunks: int = Field(
+        default=20_000,
+        ge=0,
+        description="Knowledge bases with at least this many chunks search vectors through an approximate "
+        "nearest-neighbour graph kept beside coffer.db, smaller ones by the exact scan (0: always the scan).",
+    )
     # -- live folders (coffer_mcp/services/follow.py, watcher.py) --
     watch: bool = Field(
         default=True,

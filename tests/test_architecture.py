@@ -28,6 +28,7 @@ OWNERS = {
     "sqlean": ("index",),
     "sqlite3": ("index",),
     "psycopg": ("index",),
+    "usearch": ("index",),
     "markitdown": ("convert",),
     "pypdfium2": ("convert",),
     "trafilatura": ("convert",),
@@ -96,7 +97,7 @@ def test_importing_the_core_loads_no_heavy_library() -> None:
     code = (
         "import sys, coffer_mcp, coffer_mcp.services, coffer_mcp.cli;"
         "heavy = {'markitdown', 'fastembed', 'onnxruntime', 'openai', 'mcp', 'starlette', 'uvicorn', 'httpcore',"
-        " 'numpy', 'sqlite_vec'};"
+        " 'numpy', 'sqlite_vec', 'usearch'};"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

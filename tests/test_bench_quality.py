@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,27 @@ def test_an_unknown_mode_is_refused_with_the_available_ones(capsys: pytest.Captu
     with pytest.raises(SystemExit):
         main(["--data", "nowhere", "--modes", "keyword,telepathy"])
     assert "telepathy" in capsys.readouterr().err
+
+
+def test_every_system_also_runs_on_postgres_and_is_compared_with_its_sqlite_twin(
+    tmp_path: Path, postgres_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, out = write_beir(tmp_path / "tiny"), tmp_path / "results" / "tiny.json"
+    argv = ["--data", str(data), "--split", "test", "--backend", "sqlite,postgres", "--out", str(out)]
+
+    main([*argv, "--postgres-url", postgres_server.get_uri()])
+
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert [s["name"] for s in written["systems"]] == ["coffer-keyword", "coffer-keyword/postgres", "bm25s"]
+    assert [b["backend"] for b in written["backends"]] == ["sqlite", "postgres"]
+    (agreement,) = written["backend_agreement"]
+    assert (agreement["system"], agreement["sqlite"]) == ("coffer-keyword/postgres", "coffer-keyword")
+    assert agreement["ndcg@10_delta"] == 0.0
+    assert agreement["identical_top10"] == agreement["queries"] == 4
+    assert "| coffer-keyword/postgres | coffer-keyword | +0.0000 | 4 of 4 |" in capsys.readouterr().out
+
+
+def test_an_unknown_backend_is_refused_with_the_available_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--data", "nowhere", "--backend", "sqlite,oracle"])
+    assert "oracle" in capsys.readouterr().err

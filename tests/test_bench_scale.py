@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,7 +146,33 @@ def test_skipped_parts_say_why(tmp_path: Path) -> None:
     assert size["startup"] == {"skipped": "--startup-runs 0"}
 
 
-@pytest.mark.parametrize("argv", [["--chunks", "ten"], ["--chunks", "0"], ["--queries", "0"]])
-def test_bad_sizes_are_refused(argv: list[str]) -> None:
+@pytest.mark.parametrize("argv", [["--chunks", "ten"], ["--chunks", "0"], ["--queries", "0"], ["--backend", "oracle"]])
+def test_bad_sizes_and_backends_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         main(argv)
+
+
+def test_a_tiny_run_on_both_backends_reports_them_side_by_side(
+    tmp_path: Path, postgres_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "scale.json"
+    argv = ["--chunks", "60", "--queries", "3", "--fake-embedder", "--grep-mb", "0", "--add-sample", "5"]
+    argv += ["--startup-runs", "1", "--out", str(out), "--workdir", str(tmp_path), "--backend", "sqlite,postgres"]
+    environ = {name: os.environ.get(name) for name in ("COFFER_INDEX_BACKEND", "COFFER_DATABASE_URL")}
+
+    main([*argv, "--postgres-url", postgres_server.get_uri()])
+
+    data = json.loads(out.read_text(encoding="utf-8"))
+    sqlite, postgres = data["sizes"]
+    assert (sqlite["backend"], postgres["backend"]) == ("sqlite", "postgres")
+    assert data["backends"]["postgres"]["server_version"].startswith("18")
+    assert (postgres["documents"], postgres["chunks"]) == (sqlite["documents"], sqlite["chunks"])
+    assert postgres["rebuild"]["chunks"] == postgres["chunks"]  # rebuilt into a new, empty database
+    assert postgres["hybrid"]["vectors"] == postgres["chunks"]
+    assert postgres["mcp"]["strategies"] == ["keyword"]  # coffer serve found the PostgreSQL index
+    assert set(postgres["latency_ms"]["keyword"]) == LATENCY
+    assert data["pg_targets"] == []  # the targets of issue #14 are at 100,000 chunks and more
+    printed = capsys.readouterr().out
+    assert "## PostgreSQL" in printed
+    assert "| | SQLite | PostgreSQL |" in printed
+    assert {name: os.environ.get(name) for name in environ} == environ  # the subprocesses' variables are undone

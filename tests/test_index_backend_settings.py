@@ -93,3 +93,21 @@ def test_doctor_with_an_unreachable_database_says_so_without_the_password(
     assert "PostgreSQL" in text
     assert "COFFER_DATABASE_URL" in text
     assert "s3cret-pass" not in text
+
+
+def test_index_rebuild_moves_a_store_from_sqlite_to_postgres(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coffer_mcp import Coffer
+
+    with Coffer(load_settings(home=tmp_path)) as embedded:  # the files, indexed by SQLite
+        embedded.create_kb("notes")
+        embedded.add_document("notes", "tomatoes.md", "# Tomatoes\n\nStake them early in the season.")
+        embedded.add_document("notes", "roses.md", "# Roses\n\nPrune in late winter.")
+    monkeypatch.setenv("COFFER_DATABASE_URL", postgres_url)
+    assert main(["--home", str(tmp_path), "index", "rebuild", "--backend", "postgres"]) == 0
+    assert "notes: 2 documents, 2 indexed" in capsys.readouterr().out
+    settings = load_settings(home=tmp_path, index_backend="postgres", database_url=postgres_url)
+    with Coffer(settings) as shared:
+        assert [p.title for p in shared.search("notes", "prune winter").passages] == ["Roses"]
+        assert shared.verify("notes").ok

@@ -31,8 +31,9 @@ def embedder() -> HashEmbedder:
 
 
 @pytest.fixture
-def vcoffer(home: Path, embedder: HashEmbedder):
-    with Coffer(load_settings(home=home, embed_on_read_seconds=READ_BUDGET), embedder=embedder) as service:
+def vcoffer(home: Path, embedder: HashEmbedder, backend_settings: dict[str, str]):
+    settings = load_settings(home=home, embed_on_read_seconds=READ_BUDGET, **backend_settings)
+    with Coffer(settings, embedder=embedder) as service:
         service.create_kb("v", vector=True)
         yield service
 
@@ -42,14 +43,29 @@ def fill(coffer: Coffer) -> dict[str, str]:
 
 
 def vector_rows(coffer: Coffer) -> int:
-    tables = [f"vec_chunks_{r[0]}" for r in coffer.index.conn.execute("SELECT id FROM embedding_models")]
-    return sum(coffer.index.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+    index = coffer.index
+    return sum(info["vectors"] for kb in index.kb_stamps() for info in index.vector_status(kb).values())
 
 
 def chunk_rows(coffer: Coffer) -> list[tuple]:
-    return [
-        tuple(r) for r in coffer.index.conn.execute("SELECT id, document_id, position, text FROM chunks ORDER BY id")
+    """Every chunk as (id, document, position, text), read through the index port."""
+    index = coffer.index
+    rows = [
+        (chunk_id, row.id, position, text)
+        for kb in index.kb_stamps()
+        for row in index.documents(kb)
+        for position, (chunk_id, text) in enumerate(index.chunk_texts(row.id))
     ]
+    return sorted(rows)
+
+
+def test_metrics_say_how_many_vectors_and_how_they_are_searched(vcoffer: Coffer, index_backend: str) -> None:
+    fill(vcoffer)
+    status = vcoffer.describe_kb("v").vector_index
+    assert list(status) == ["test:hash-64"]
+    assert status["test:hash-64"].vectors == vector_rows(vcoffer) > 0
+    # A small knowledge base is scanned exactly on SQLite; PostgreSQL searches through pgvector's HNSW.
+    assert status["test:hash-64"].search == ("exact" if index_backend == "sqlite" else "hnsw")
 
 
 def test_a_vector_knowledge_base_searches_hybrid_and_says_so(vcoffer: Coffer) -> None:

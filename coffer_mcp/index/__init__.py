@@ -42,4 +42,4 @@ def open_index(settings: Settings) -> Index:
         return PostgresIndex(settings.database_url.get_secret_value())
     from coffer_mcp.index.sqlite import SqliteIndex
 
-    return SqliteIndex(settings.home / "coffer.db")
+    return SqliteIndex(settings.home / "coffer.db", ann_threshold=settings.ann_min_chunks)

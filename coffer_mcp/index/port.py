@@ -289,6 +289,14 @@ class Index(Protocol):
         """The model of each embedded document of ``kb`` (one entry per document)."""
         ...
 
+    def vector_status(self, kb: str) -> dict[str, dict[str, Any]]:
+        """``{model identity: {"vectors": n, "search": how, "built_at": time or None}}`` for ``kb``.
+
+        ``search`` says how its vector searches run: ``exact`` (a scan), ``ann`` (an approximate
+        graph, candidates re-scored exactly) or ``hnsw`` (the database's own HNSW index).
+        """
+        ...
+
     def vector_dimensions(self, identity: str) -> int | None:
         """The dimension of ``identity``'s stored vectors, or None when it has none."""
         ...

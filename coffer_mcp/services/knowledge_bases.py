@@ -20,6 +20,7 @@ from coffer_mcp.models import (
     KnowledgeBaseSummary,
     Progress,
     ReindexResult,
+    VectorIndexInfo,
     VerifyReport,
 )
 from coffer_mcp.services.activity import followed_folders
@@ -130,6 +131,7 @@ class KnowledgeBaseService:
             auto_update_sources=config.auto_update_sources,
             embedding_model=self.registry.wanted_model(config) or None,
             documents_degraded=counts.degraded,
+            vector_index={model: VectorIndexInfo(**info) for model, info in self.index.vector_status(name).items()},
             followed=followed_folders(self.index, self.registry.activity, name, config),
             disk_bytes=_disk_bytes(kb.root),
             path=str(kb.root),

@@ -356,6 +356,17 @@ class PostgresIndex:
         return vectors.dimensions_of(self.conn, identity)
 
     @_mapped
+    def vector_status(self, kb: str) -> dict[str, dict[str, Any]]:
+        return {
+            model: {
+                "vectors": count,
+                "search": "hnsw" if dimensions <= vectors.HNSW_MAX_DIMENSIONS else "exact",
+                "built_at": None,
+            }
+            for model, (count, dimensions) in vectors.kb_vector_counts(self.conn, kb).items()
+        }
+
+    @_mapped
     def store_vectors(
         self, identity: str, dimensions: int, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
     ) -> None:

@@ -1,7 +1,12 @@
 """Connections to PostgreSQL, and psycopg's errors turned into ``StoreError`` with a hint.
 
 ``psycopg`` is imported here and in the other modules of this package only. Every connection is
-opened by ``connect`` (autocommit: a write is one ``transaction()``; rows as dicts). Errors
+opened by ``connect`` (autocommit: a write is one ``transaction()``; rows as dicts). Its commits
+do not wait for the WAL flush (``synchronous_commit=off``, unless the URL's ``options`` set it):
+the same trade as SQLite's ``synchronous=NORMAL`` — a crash of the database server may roll back
+the last fraction of a second of commits, never corrupt — since the files are the truth and the
+next reconcile or reindex restores those rows; waiting costs a disk flush per write transaction,
+several per ingested document (docs/benchmarks.md, "PostgreSQL backend"). Errors
 never carry the password: ``display_url`` is the URL without it, and ``scrub`` removes it (and
 anything shaped like one) from a message before it is shown.
 """
@@ -54,6 +59,9 @@ def connect(url: str) -> Connection:
         ) from exc
     extra: dict[str, Any] = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT_S}
     extra.setdefault("application_name", options.get("application_name", "coffer-mcp"))
+    given = str(options.get("options") or "")
+    if "synchronous_commit" not in given:
+        extra["options"] = f"{given} -c synchronous_commit=off".strip()
     try:
         return psycopg.connect(url, autocommit=True, row_factory=dict_row, **extra)
     except psycopg.Error as exc:

@@ -33,11 +33,12 @@ def acquire(conn: Connection, name: str, timeout: float) -> None:
         StoreError: code ``busy`` when another process held it all that time.
     """
     key = key_of(name)
-    if timeout <= 0:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (key,)).fetchone()
-        if row is None or not row["got"]:
-            raise _busy(name)
+    # Free (the usual case): one round trip. Held elsewhere: wait, under a timeout (four).
+    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (key,)).fetchone()
+    if row is not None and row["got"]:
         return
+    if timeout <= 0:
+        raise _busy(name)
     try:
         with conn.transaction():  # lock_timeout for this wait only; the session lock outlives the transaction
             conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, round(timeout * 1000))}ms",))

@@ -129,6 +129,16 @@ def count_vectors(conn: Connection, identity: str, chunk_ids: Sequence[int]) -> 
     return 0 if found is None else int(found["n"])
 
 
+def kb_vector_counts(conn: Connection, kb: str) -> dict[str, tuple[int, int]]:
+    """``{model identity: (vectors of kb, dimensions)}`` of the models that have vectors of ``kb``."""
+    out: dict[str, tuple[int, int]] = {}
+    for model in conn.execute("SELECT id, identity, dimensions FROM embedding_models ORDER BY id").fetchall():
+        row = conn.execute(f"SELECT count(*) AS n FROM {_table(model['id'])} WHERE kb = %s", (kb,)).fetchone()
+        if row is not None and row["n"]:
+            out[model["identity"]] = (int(row["n"]), int(model["dimensions"]))
+    return out
+
+
 def delete_chunk_vectors(conn: Connection, chunk_ids: Sequence[int]) -> None:
     """Remove these chunks' vectors from every model's table."""
     for table in _tables(conn):

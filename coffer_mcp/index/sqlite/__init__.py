@@ -4,6 +4,7 @@
 connection (SQLite connections are not shared across threads here); the schema is migrated once,
 by the first connection. The SQL itself lives in ``queries`` (documents, chunks, keyword search,
 history), ``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
+Big knowledge bases search their vectors through HNSW graphs kept beside the file (``ann``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from coffer_mcp.index.port import (
 )
 from coffer_mcp.index.sqlite import queries as q
 from coffer_mcp.index.sqlite import vectors
+from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.sqlite.schema import migrate
 from coffer_mcp.models import Chunk
@@ -39,8 +41,12 @@ __all__ = ["SqliteIndex", "database_errors"]
 class SqliteIndex:
     """The index in one SQLite file (see ``index.port.Index`` for what each method promises)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, ann_threshold: int = DEFAULT_THRESHOLD, ann_background: bool = True) -> None:
+        """``ann_threshold``: knowledge bases with at least this many chunks search vectors through
+        an ANN graph (0: never); ``ann_background``: build graphs in a background thread (else at
+        the search that needs one)."""
         self.path = path
+        self.ann = AnnCache(path, threshold=ann_threshold, background=ann_background)
         self._local = threading.local()
         self._connections: list[Connection] = []
         self._guard = threading.Lock()
@@ -77,6 +83,7 @@ class SqliteIndex:
             yield
 
     def close(self) -> None:
+        self.ann.close()
         with self._guard:
             for conn in self._connections:
                 with contextlib.suppress(*database_errors()):
@@ -232,7 +239,7 @@ class SqliteIndex:
     ) -> None:
         table = vectors.model_table(self.conn, identity, dimensions)
         assert table is not None  # created when missing
-        vectors.delete_vectors(self.conn, [chunk_id for chunk_id, _ in rows])
+        vectors.delete_vectors(self.conn, [chunk_id for chunk_id, _ in rows], kb, keep=table)  # other models'
         vectors.store_vectors(self.conn, table, kb, rows)
 
     def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
@@ -242,10 +249,42 @@ class SqliteIndex:
     def knn(
         self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
     ) -> list[PassageRow]:
-        table = vectors.model_table(self.conn, identity, len(query), create=False)
+        conn = self.conn
+        table = vectors.model_table(conn, identity, len(query), create=False)
         if table is None:
             return []
-        return [_passage(row) for row in vectors.knn(self.conn, table, query, kbs, doc_ids, limit)]
+        parts, scan = self.ann.ready(conn, table, kbs)
+        if not parts:  # every knowledge base scanned: one query, exactly as without graphs
+            return [_passage(row) for row in vectors.knn(conn, table, query, kbs, doc_ids, limit)]
+        graphed = [part.kb for part in parts]
+        rows = list(vectors.knn(conn, table, query, scan, doc_ids, limit)) if scan else []
+        if doc_ids:  # a few documents of a big knowledge base: score every chunk of them
+            rows += vectors.knn_in_documents(conn, table, query, graphed, doc_ids, limit)
+        else:
+            rows += vectors.rescore(conn, table, query, self.ann.candidates(parts, query, limit), graphed, limit)
+        rows.sort(key=lambda row: (row["distance"], row["document_id"], row["position"]))
+        return [_passage(row) for row in rows[:limit]]
+
+    def vector_status(self, kb: str) -> dict[str, dict[str, Any]]:
+        return {
+            model: {
+                "vectors": info["vectors"],
+                "search": "ann" if info["ann"] else "exact",
+                "built_at": info["built_at"],
+            }
+            for model, info in self.ann_status(kb).items()
+        }
+
+    def ann_status(self, kb: str) -> dict[str, dict[str, Any]]:
+        """``{model identity: {"vectors": n, "ann": bool, "built_at": str | None}}`` of a knowledge
+        base: how many vectors it has of each model, and whether its searches use an ANN graph."""
+        return self.ann.status(self.conn, kb)
+
+    def build_ann(self, identity: str, kb: str) -> bool:
+        """Build the ANN graph of one model's vectors of ``kb`` afresh, now (False: the model has no
+        vectors, or another process is building it)."""
+        table = vectors.table_of(self.conn, identity)
+        return table is not None and self.ann.build(table, kb, self.conn, fresh=True)
 
     # -- verification and repair -------------------------------------------------------------------
 
@@ -253,11 +292,12 @@ class SqliteIndex:
         return vectors.count_vectors(self.conn, identity, chunk_ids)
 
     def check_shared(self) -> list[str]:
-        return q.verify_fts(self.conn) + vectors.orphans(self.conn)
+        return q.verify_fts(self.conn) + vectors.orphans(self.conn) + self.ann.check(self.conn)
 
     def repair_shared(self) -> None:
         q.rebuild_fts(self.conn)
         vectors.drop_orphans(self.conn)
+        self.ann.repair(self.conn)
 
     # -- history -----------------------------------------------------------------------------------
 

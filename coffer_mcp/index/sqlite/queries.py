@@ -254,8 +254,9 @@ def _fts_body(headings: str, text: str) -> str:
 
 def _delete_chunks(conn: Connection, where: str, params: tuple[Any, ...]) -> None:
     """Delete chunks and their FTS entries (a contentless FTS5 delete needs the indexed text)."""
-    doomed = conn.execute(f"SELECT id, headings, text FROM chunks WHERE {where}", params).fetchall()
-    vectors.delete_vectors(conn, [row[0] for row in doomed])
+    doomed = conn.execute(f"SELECT id, headings, text, kb FROM chunks WHERE {where}", params).fetchall()
+    for kb in {row[3] for row in doomed}:
+        vectors.delete_vectors(conn, [row[0] for row in doomed if row[3] == kb], kb)
     conn.executemany(
         "INSERT INTO chunks_fts (chunks_fts, rowid, body) VALUES ('delete', ?, ?)",
         [(row[0], _fts_body(row[1], row[2])) for row in doomed],

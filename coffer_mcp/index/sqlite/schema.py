@@ -121,11 +121,38 @@ _DROP_KIND = """
 ALTER TABLE documents DROP COLUMN kind;
 """
 
+_ANN = """
+-- The approximate nearest-neighbour graphs beside coffer.db: a cache of the vec0 tables, one
+-- file per (embedding model, knowledge base) that has one (index/sqlite/ann_rows.py). ``name``
+-- is empty while a graph is being built; ``seq`` the last logged change the file holds.
+CREATE TABLE ann_files (
+    model_id INTEGER NOT NULL,
+    kb TEXT NOT NULL,
+    name TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    vectors INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    built_at TEXT NOT NULL,
+    PRIMARY KEY (model_id, kb)
+);
+-- Vector writes to a partition that has a graph, logged in their own transaction: every process
+-- brings its graph up to date from here. AUTOINCREMENT: a seq is never reused after a prune.
+CREATE TABLE ann_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    model_id INTEGER NOT NULL,
+    kb TEXT NOT NULL,
+    chunk_id INTEGER NOT NULL
+);
+CREATE INDEX ann_changes_by_partition ON ann_changes (model_id, kb, seq);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_vectors", _VECTORS),
     ("0003_lookup_indexes", _LOOKUP_INDEXES),
     ("0004_drop_kind", _DROP_KIND),
+    ("0005_ann", _ANN),
 ]
 
 

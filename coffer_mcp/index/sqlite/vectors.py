@@ -6,30 +6,43 @@ of two models can never be compared or mixed. A document records the identity it
 made with (``documents.embedding_model``); when the configured model changes, those documents
 are simply due for embedding again, into the new model's table. Tables are keyed by chunk id and
 partitioned by knowledge base, so a KNN query only visits the knowledge bases asked for.
+
+Every write of a (model, KB) that has an ANN graph is logged in the same transaction
+(``ann_rows.log_changes``), so every process's graph can catch up (``ann``). ``rescore`` and
+``knn_in_documents`` score chosen chunks exactly, with the same expression as the scan.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from coffer_mcp.index.sqlite import ann_rows
 from coffer_mcp.index.sqlite.db import Connection
 from coffer_mcp.timeutil import utc_now
 
 __all__ = [
     "count_vectors",
+    "current_vectors",
     "delete_kb_vectors",
     "delete_vectors",
     "dimensions_of",
     "drop_orphans",
+    "embedded_chunk_count",
     "knn",
+    "knn_in_documents",
+    "model_id",
     "model_table",
     "orphans",
+    "partition_batches",
+    "partition_count",
     "pending_documents",
+    "rescore",
     "serialize",
     "store_vectors",
     "stored_vectors",
+    "table_by_id",
     "table_of",
 ]
 
@@ -71,6 +84,12 @@ def table_of(conn: Connection, identity: str) -> str | None:
     return None if row is None else _table(row[0])
 
 
+def table_by_id(conn: Connection, model_id: int) -> str | None:
+    """The vec0 table of the model with this ``embedding_models`` id, or None if there is none."""
+    row = conn.execute("SELECT id FROM embedding_models WHERE id = ?", (model_id,)).fetchone()
+    return None if row is None else _table(row[0])
+
+
 def stored_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
     """``{chunk_id: float32 blob}`` of those chunks that have a vector in ``table``."""
     found = {}
@@ -83,6 +102,11 @@ def stored_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> di
 
 def _table(model_id: int) -> str:
     return f"vec_chunks_{int(model_id)}"
+
+
+def model_id(table: str) -> int:
+    """The ``embedding_models`` id of a vec0 table."""
+    return int(table.removeprefix("vec_chunks_"))
 
 
 def _tables(conn: Connection) -> list[str]:
@@ -115,29 +139,38 @@ def orphans(conn: Connection) -> list[str]:
     return problems
 
 
-def delete_vectors(conn: Connection, chunk_ids: Sequence[int]) -> None:
-    """Remove the vectors of these chunks from every model's table."""
+def delete_vectors(conn: Connection, chunk_ids: Sequence[int], kb: str, *, keep: str | None = None) -> None:
+    """Remove the vectors of these chunks of ``kb`` from every model's table (but ``keep``)."""
     if not chunk_ids:
         return
+    logged = ann_rows.logged_models(conn, kb)
     for table in _tables(conn):
+        if table == keep:
+            continue
         conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", [(cid,) for cid in chunk_ids])
+        if model_id(table) in logged:
+            ann_rows.log_changes(conn, model_id(table), kb, chunk_ids)
 
 
 def delete_kb_vectors(conn: Connection, kb: str) -> None:
     for table in _tables(conn):
         ids = [row[0] for row in conn.execute(f"SELECT chunk_id FROM {table} WHERE kb = ?", (kb,))]
         conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", [(cid,) for cid in ids])
+    ann_rows.delete_kb(conn, kb)
 
 
 def drop_orphans(conn: Connection) -> int:
     """Delete vectors whose chunk no longer exists, in every model's table."""
     dropped = 0
     for table in _tables(conn):
-        cursor = conn.execute(
-            f"DELETE FROM {table} WHERE chunk_id IN (SELECT v.chunk_id FROM {table} v "
-            "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id))"
-        )
-        dropped += max(cursor.rowcount, 0)
+        doomed = conn.execute(
+            f"SELECT v.chunk_id, v.kb FROM {table} v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)"
+        ).fetchall()
+        conn.executemany(f"DELETE FROM {table} WHERE chunk_id = ?", [(row[0],) for row in doomed])
+        for kb in {row[1] for row in doomed}:
+            if model_id(table) in ann_rows.logged_models(conn, kb):
+                ann_rows.log_changes(conn, model_id(table), kb, [row[0] for row in doomed if row[1] == kb])
+        dropped += len(doomed)
     return dropped
 
 
@@ -149,6 +182,8 @@ def store_vectors(conn: Connection, table: str, kb: str, rows: Sequence[tuple[in
         f"INSERT INTO {table} (chunk_id, kb, embedding) VALUES (?, ?, ?)",
         [(cid, kb, vector if isinstance(vector, bytes) else serialize(vector)) for cid, vector in rows],
     )
+    if rows and model_id(table) in ann_rows.logged_models(conn, kb):
+        ann_rows.log_changes(conn, model_id(table), kb, [cid for cid, _ in rows])
 
 
 def knn(
@@ -172,12 +207,105 @@ def knn(
         params.extend(doc_ids)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-               1.0 - v.distance AS score
+               1.0 - v.distance AS score, v.distance
         FROM ({nearest}) v JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
         WHERE 1 {scope}
         ORDER BY v.distance, c.document_id, c.position
         LIMIT ?"""
     return conn.execute(sql, [*params, limit]).fetchall()
+
+
+_PASSAGE_COLUMNS = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
+
+
+def rescore(
+    conn: Connection, table: str, query: Sequence[float], chunk_ids: Sequence[int], kbs: Sequence[str], limit: int
+) -> list[Any]:
+    """The ``limit`` nearest of these chunks of ``kbs``, scored exactly as ``knn`` scores (ANN candidates).
+
+    Only live chunks with a stored vector of this model come back: a candidate deleted since
+    the graph was built is dropped here.
+    """
+    if not chunk_ids:
+        return []
+    where = f"c.id IN ({', '.join('?' * len(chunk_ids))})"
+    return _scored(conn, table, query, where, [*chunk_ids], kbs, limit)
+
+
+def knn_in_documents(
+    conn: Connection, table: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str], limit: int
+) -> list[Any]:
+    """The ``limit`` nearest chunks of these documents, every chunk of them scored exactly."""
+    where = f"c.document_id IN ({', '.join('?' * len(doc_ids))})"
+    return _scored(conn, table, query, where, [*doc_ids], kbs, limit)
+
+
+def _scored(
+    conn: Connection,
+    table: str,
+    query: Sequence[float],
+    where: str,
+    params: list[Any],
+    kbs: Sequence[str],
+    limit: int,
+) -> list[Any]:
+    # vec_distance_cosine is the function vec0's scan applies: the same floats, the same order.
+    sql = f"""
+        SELECT *, 1.0 - distance AS score FROM (
+            SELECT {_PASSAGE_COLUMNS}, vec_distance_cosine(v.embedding, ?) AS distance
+            FROM chunks c JOIN {table} v ON v.chunk_id = c.id JOIN documents d ON d.id = c.document_id
+            WHERE {where} AND c.kb IN ({", ".join("?" * len(kbs))}))
+        ORDER BY distance, document_id, position
+        LIMIT ?"""
+    return conn.execute(sql, [serialize(query), *params, *kbs, limit]).fetchall()
+
+
+def current_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> dict[int, tuple[str, bytes]]:
+    """``{chunk_id: (kb, float32 blob)}`` of those live chunks that have a vector in ``table``."""
+    found: dict[int, tuple[str, bytes]] = {}
+    for start in range(0, len(chunk_ids), 500):
+        batch = chunk_ids[start : start + 500]
+        rows = conn.execute(
+            f"SELECT v.chunk_id, v.kb, v.embedding FROM chunks c JOIN {table} v ON v.chunk_id = c.id "
+            f"WHERE c.id IN ({', '.join('?' * len(batch))})",
+            list(batch),
+        )
+        found.update((row[0], (row[1], row[2])) for row in rows)
+    return found
+
+
+def partition_batches(conn: Connection, table: str, kb: str, size: int = 10_000) -> Iterator[list[tuple[int, bytes]]]:
+    """Every ``(chunk_id, float32 blob)`` of ``kb`` in ``table`` (live chunks only), in batches."""
+    batch: list[tuple[int, bytes]] = []
+    cursor = conn.execute(
+        f"SELECT v.chunk_id, v.embedding FROM {table} v WHERE v.kb = ? "
+        "AND EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)",
+        (kb,),
+    )
+    for row in cursor:
+        batch.append((row[0], row[1]))
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def embedded_chunk_count(conn: Connection, kb: str, identity: str) -> int:
+    """How many chunks of ``kb`` belong to documents embedded with ``identity`` (each has a vector):
+    ``partition_count`` without visiting the vectors (25 ms at 100k chunks, against ~400)."""
+    return conn.execute(
+        "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "WHERE c.kb = ? AND d.embedding_model = ? AND d.embed_pending = 0",
+        (kb, identity),
+    ).fetchone()[0]
+
+
+def partition_count(conn: Connection, table: str, kb: str) -> int:
+    """How many live chunks of ``kb`` have a vector in ``table`` (a point lookup per chunk)."""
+    return conn.execute(
+        f"SELECT count(*) FROM chunks c JOIN {table} v ON v.chunk_id = c.id WHERE c.kb = ?", (kb,)
+    ).fetchone()[0]
 
 
 def pending_documents(conn: Connection, kb: str, identity: str, *, limit: int = -1) -> list[str]:

@@ -1,0 +1,335 @@
+"""ANN graphs beside coffer.db: exactly the scan's results, a cache rebuilt when gone or broken, never stale."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from coffer_mcp.index.port import DocumentRow, PassageRow
+from coffer_mcp.index.sqlite import SqliteIndex, ann
+from coffer_mcp.models import Chunk
+
+MODEL = "test:random-32"
+DIMS = 32
+REPO = Path(__file__).resolve().parents[2]
+
+
+def unit(rng: random.Random) -> list[float]:
+    vector = [rng.gauss(0, 1) for _ in range(DIMS)]
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector]
+
+
+def add_documents(index: SqliteIndex, kb: str, documents: int, chunks: int, seed: int) -> list[int]:
+    """``documents`` documents of ``chunks`` chunks each in ``kb``, every chunk with a random vector."""
+    rng = random.Random(seed)
+    config = SimpleNamespace(
+        description="", chunk_size=512, chunk_overlap=0, vector=True, created_at="t", updated_at="t"
+    )
+    with index.transaction():
+        index.upsert_kb(kb, config, "stamp")
+        for d in range(documents):
+            doc_id = f"{kb}-{seed}-{d:04d}"
+            index.upsert_document(
+                DocumentRow(
+                    id=doc_id,
+                    kb=kb,
+                    title=doc_id,
+                    original_filename=f"{doc_id}.md",
+                    original_format="md",
+                    source_sha256="",
+                    content_sha256="",
+                    source_mode="converted",
+                    source_path=None,
+                    conversion_engine="",
+                    converted_at=None,
+                    created_at="t",
+                    updated_at="t",
+                )
+            )
+            index.replace_chunks(kb, doc_id, [Chunk(i, f"chunk {i} of {doc_id}") for i in range(chunks)])
+    ids = [cid for doc in index.documents(kb) for cid, _ in index.chunk_texts(doc.id)]
+    with index.transaction():
+        index.store_vectors(MODEL, DIMS, kb, [(cid, unit(rng)) for cid in ids])
+        for d in range(documents):
+            index.set_embedding(f"{kb}-{seed}-{d:04d}", pending=False, model=MODEL)
+    return ids
+
+
+def ranked(rows: list[PassageRow]) -> list[tuple[int, float]]:
+    return [(row.chunk_id, row.score) for row in rows]
+
+
+def queries(seed: int, n: int = 20) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [unit(rng) for _ in range(n)]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "coffer.db"
+
+
+def graphed(db: Path, **options: object) -> SqliteIndex:
+    """An index that searches every knowledge base through a graph, built at the search."""
+    return SqliteIndex(db, ann_threshold=1, ann_background=False, **options)  # type: ignore[arg-type]
+
+
+def scan(db: Path) -> SqliteIndex:
+    return SqliteIndex(db, ann_threshold=0)
+
+
+def uses_graph(index: SqliteIndex, kb: str) -> bool:
+    return index.ann_status(kb)[MODEL]["ann"]
+
+
+def assert_same_as_scan(index: SqliteIndex, db: Path, kbs: list[str], *, limits: tuple[int, ...] = (5, 50)) -> None:
+    exact = scan(db)
+    for limit in limits:
+        for query in queries(limit):
+            assert ranked(index.knn(MODEL, query, kbs, None, limit)) == ranked(
+                exact.knn(MODEL, query, kbs, None, limit)
+            )
+
+
+def test_searches_through_a_graph_return_exactly_what_the_scan_returns(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    assert_same_as_scan(index, db, ["big"])
+    assert uses_graph(index, "big")
+    assert len(list((db.parent / "coffer.db-ann").glob("*.usearch"))) == 1
+
+
+def test_a_small_knowledge_base_keeps_the_scan(db: Path) -> None:
+    index = SqliteIndex(db, ann_background=False)  # the default threshold: far above 300 chunks
+    add_documents(index, "small", 60, 5, seed=1)
+    assert_same_as_scan(index, db, ["small"])
+    assert not uses_graph(index, "small")
+    assert not (db.parent / "coffer.db-ann").exists()
+
+
+def test_graphed_and_scanned_knowledge_bases_merge_in_the_scans_order(db: Path) -> None:
+    index = SqliteIndex(db, ann_threshold=200, ann_background=False)
+    add_documents(index, "big", 60, 5, seed=1)
+    add_documents(index, "small", 10, 5, seed=2)
+    assert_same_as_scan(index, db, ["big", "small"])
+    assert uses_graph(index, "big")
+    assert not uses_graph(index, "small")
+
+
+def test_a_search_restricted_to_documents_scores_all_their_chunks(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    docs = [doc.id for doc in index.documents("big")][:3]
+    for query in queries(7):
+        # The scan restricts after its k nearest: asked for every chunk, it misses none.
+        assert ranked(index.knn(MODEL, query, ["big"], docs, 10)) == ranked(
+            scan(db).knn(MODEL, query, ["big"], docs, 300)[:10]
+        )
+
+
+def test_a_deleted_chunk_never_comes_back(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    doomed = index.documents("big")[0].id
+    own = index.stored_vectors(MODEL, [cid for cid, _ in index.chunk_texts(doomed)])
+    assert index.knn(MODEL, _floats(next(iter(own.values()))), ["big"], None, 1)[0].document_id == doomed
+    with index.transaction():
+        index.delete_document(doomed)
+    for vector in own.values():
+        assert doomed not in {row.document_id for row in index.knn(MODEL, _floats(vector), ["big"], None, 50)}
+    assert_same_as_scan(index, db, ["big"])
+
+
+def test_edited_and_reembedded_chunks_are_found_with_their_new_vectors(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    assert uses_graph(index, "big")
+    edited = index.documents("big")[1].id
+    with index.transaction():  # an edit: new chunks (ids reused), then their vectors
+        index.replace_chunks("big", edited, [Chunk(0, "new text")])
+    rng = random.Random(99)
+    ((chunk_id, _),) = index.chunk_texts(edited)
+    vector = unit(rng)
+    with index.transaction():
+        index.store_vectors(MODEL, DIMS, "big", [(chunk_id, vector)])
+    best = index.knn(MODEL, vector, ["big"], None, 1)[0]
+    assert (best.chunk_id, best.text) == (chunk_id, "new text")
+    assert_same_as_scan(index, db, ["big"])
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "garbage of the same size"])
+def test_a_missing_or_corrupt_graph_is_reported_and_rebuilt(db: Path, damage: str) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    assert_same_as_scan(index, db, ["big"], limits=(5,))
+    (file,) = (db.parent / "coffer.db-ann").glob("*.usearch")
+    if damage == "deleted":
+        file.unlink()
+    elif damage == "truncated":
+        file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    else:
+        file.write_bytes(bytes(file.stat().st_size))
+    later = graphed(db)  # another process: it opens the file afresh
+    problems = later.check_shared()
+    assert len(problems) == 1
+    assert "ANN graph of big" in problems[0]
+    assert_same_as_scan(later, db, ["big"])  # the scan answers, the graph is rebuilt
+    assert uses_graph(later, "big")
+    assert later.check_shared() == []
+    assert [path.name for path in (db.parent / "coffer.db-ann").glob("*.usearch")] != [file.name]
+
+
+def test_repair_rebuilds_a_broken_graph_inside_the_repair_transaction(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    (file,) = (db.parent / "coffer.db-ann").glob("*.usearch")
+    file.write_bytes(b"not a graph")
+    repairer = scan(db)  # reindex --force: check_shared reports it, repair_shared rebuilds it
+    assert repairer.check_shared()
+    with repairer.transaction():
+        repairer.repair_shared()
+    assert repairer.check_shared() == []
+    assert_same_as_scan(graphed(db), db, ["big"])
+
+
+def test_a_graph_out_of_step_with_its_table_is_reported_stale(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    add_documents(index, "big", 2, 5, seed=2)
+    index.conn.execute("DELETE FROM ann_changes")  # a lost change log: the graph cannot know those writes
+    (problem,) = index.check_shared()
+    assert "stale" in problem
+    with index.transaction():
+        index.repair_shared()
+    assert index.check_shared() == []
+
+
+def test_an_interrupted_build_is_reported_and_its_leftovers_removed(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    with index.transaction():  # a build that died after its row, before its file: a half-written .tmp
+        index.conn.execute("UPDATE ann_files SET name = ''")
+    half = db.parent / "coffer.db-ann" / "m1-big~deadbeef.tmp"
+    half.write_bytes(b"half a graph")
+    assert "interrupted" in scan(db).check_shared()[0]
+    assert_same_as_scan(graphed(db), db, ["big"])
+    assert not half.exists()
+    assert scan(db).check_shared() == []
+
+
+def test_a_second_index_sees_the_writes_of_the_first(db: Path) -> None:
+    writer, reader = graphed(db), graphed(db)
+    add_documents(writer, "big", 60, 5, seed=1)
+    assert_same_as_scan(reader, db, ["big"], limits=(5,))  # the reader holds the graph now
+    new_ids = add_documents(writer, "big", 2, 5, seed=3)
+    with writer.transaction():
+        writer.delete_document(writer.documents("big")[0].id)
+    fresh = writer.stored_vectors(MODEL, new_ids)
+    for chunk_id, vector in fresh.items():
+        assert reader.knn(MODEL, _floats(vector), ["big"], None, 1)[0].chunk_id == chunk_id
+    assert_same_as_scan(reader, db, ["big"])
+
+
+def test_another_process_writes_are_seen_by_a_loaded_graph(db: Path) -> None:
+    reader = graphed(db)
+    add_documents(reader, "big", 60, 5, seed=1)
+    reader.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    code = (
+        "import sys\n"
+        "sys.path[:0] = [sys.argv[2], sys.argv[3]]\n"
+        "from pathlib import Path\n"
+        "from coffer_mcp.index.sqlite import SqliteIndex\n"
+        "import test_ann\n"
+        "index = SqliteIndex(Path(sys.argv[1]), ann_threshold=1, ann_background=False)\n"
+        "test_ann.add_documents(index, 'big', 1, 4, seed=5)\n"
+        "with index.transaction():\n"
+        "    index.delete_document(index.documents('big')[1].id)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db), str(REPO), str(Path(__file__).parent)], check=True)
+    added = reader.documents("big")[-1].id
+    for chunk_id, vector in reader.stored_vectors(MODEL, [c for c, _ in reader.chunk_texts(added)]).items():
+        assert reader.knn(MODEL, _floats(vector), ["big"], None, 1)[0].chunk_id == chunk_id
+    assert_same_as_scan(reader, db, ["big"])
+
+
+def test_deleting_a_knowledge_base_removes_its_vectors_from_results(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "gone", 30, 5, seed=1)
+    add_documents(index, "kept", 30, 5, seed=2)
+    assert {row.kb for row in index.knn(MODEL, queries(1)[0], ["gone", "kept"], None, 50)} == {"gone", "kept"}
+    with index.transaction():
+        index.delete_kb("gone")
+    assert {row.kb for row in index.knn(MODEL, queries(1)[0], ["gone", "kept"], None, 50)} == {"kept"}
+    assert index.ann_status("gone") == {}
+    assert_same_as_scan(index, db, ["gone", "kept"])
+
+
+def test_the_graph_is_rebuilt_once_enough_vectors_changed(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann, "COMPACT_MIN", 10)
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    first = index.ann_status("big")[MODEL]["built_at"]
+    (before,) = (db.parent / "coffer.db-ann").glob("*.usearch")
+    add_documents(index, "big", 4, 5, seed=4)  # 20 new vectors and 5 deleted: past 10
+    with index.transaction():
+        index.delete_document(index.documents("big")[0].id)
+    assert_same_as_scan(index, db, ["big"])
+    (after,) = (db.parent / "coffer.db-ann").glob("*.usearch")
+    assert after != before
+    assert index.ann_status("big")[MODEL]["built_at"] >= first
+    (row,) = index.conn.execute("SELECT vectors FROM ann_files").fetchall()
+    assert row[0] == index.ann_status("big")[MODEL]["vectors"] == 315  # the file holds the changes
+    assert index.conn.execute("SELECT count(*) FROM ann_changes").fetchone()[0] == 0  # its log pruned
+    assert index.check_shared() == []
+
+
+def test_a_graph_is_built_in_the_background_while_the_scan_answers(db: Path) -> None:
+    index = SqliteIndex(db, ann_threshold=1)
+    add_documents(index, "big", 60, 5, seed=1)
+    assert_same_as_scan(index, db, ["big"], limits=(5,))  # the first searches: the scan, a build started
+    index.ann.join(timeout=60)
+    assert uses_graph(index, "big")
+    assert_same_as_scan(index, db, ["big"])
+
+
+def _floats(blob: bytes) -> list[float]:
+    import struct
+
+    return list(struct.unpack(f"{len(blob) // 4}f", blob))
+
+
+def test_a_bigger_graph_finds_nearly_every_nearest_neighbour(db: Path) -> None:
+    index = SqliteIndex(db, ann_threshold=1, ann_background=False)
+    add_documents(index, "big", 600, 5, seed=1)  # 3,000 vectors: searched through the graph proper
+    exact, hits, total = scan(db), 0, 0
+    for query in queries(11, n=30):
+        expected = {row.chunk_id for row in exact.knn(MODEL, query, ["big"], None, 10)}
+        hits += len(expected & {row.chunk_id for row in index.knn(MODEL, query, ["big"], None, 10)})
+        total += len(expected)
+    assert uses_graph(index, "big")
+    assert hits / total >= 0.9
+
+
+def test_loading_the_graph_library_first_does_not_break_onnxruntime_loaded_after() -> None:
+    pytest.importorskip("onnxruntime")
+    code = (
+        "from coffer_mcp.index.sqlite import hnsw\n"
+        "builder = hnsw.Builder(4)\n"
+        "builder.add([(1, bytes(16))])\n"
+        "import onnxruntime\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-500:]
