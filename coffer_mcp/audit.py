@@ -33,7 +33,17 @@ class AuditEvent(str, enum.Enum):
             "(details: source_mode edited)"
         ),
     )
-    KB_DOCUMENT_DELETED = "KB_DOCUMENT_DELETED", "a document was deleted"
+    KB_DOCUMENT_DELETED = (
+        "KB_DOCUMENT_DELETED",
+        "a document was deleted (details, when its followed source file was deleted: source_path)",
+    )
+    KB_SOURCE_CONFLICT = (
+        "KB_SOURCE_CONFLICT",
+        (
+            "a followed file changed, but its document was edited in Coffer, so the file was not ingested (details: "
+            "source_path, source_sha256)"
+        ),
+    )
     KB_IMPORTED = (
         "KB_IMPORTED",
         "a pack was imported (details: documents_added, conflicts, skipped, vectors_used, pack_created_at)",

@@ -187,7 +187,18 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (folders are walked recursively)")
     p.add_argument("--replace", action="store_true", help="update documents whose source changed")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following the folders: 'coffer serve' applies their changes as they happen",
+    )
     p.set_defaults(handler=_kb_ingest)
+
+
+def _add_unfollow(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("path", help="a folder the knowledge base follows (its documents stay)")
+    p.set_defaults(handler=_kb_unfollow)
 
 
 def _add_ingest_url(p: argparse.ArgumentParser) -> None:
@@ -380,7 +391,8 @@ def _kb_list(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         details = coffer.describe_kb(args.name)
-    _emit(args, details, _key_values)
+
+    _emit(args, details, lambda d: "\n".join([_key_values(d, exclude={"followed"}), *map(_followed_line, d.followed)]))
 
 
 def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
@@ -407,18 +419,44 @@ def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
 
 def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
     with _service(settings, args) as coffer:
-        results = [
-            coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args)) for path in args.paths
-        ]
+        if args.follow:
+            results = [coffer.follow_folder(args.name, path, progress=_progress(args)) for path in args.paths]
+        else:
+            results = [
+                coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args))
+                for path in args.paths
+            ]
     items = [item for result in results for item in result.items]
     if args.json:
         _print_json([r.model_dump() for r in results] if len(results) > 1 else results[0])
     else:
         for item in items:
             print(_ingest_line(item))
-        counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
-        print(", ".join(f"{n} {s}" for s, n in counts.items()), file=sys.stderr)
+        statuses = ("created", "updated", "unchanged", "rejected", "conflict", "removed")
+        counts = {s: sum(i.status == s for i in items) for s in statuses}
+        print(", ".join(f"{n} {s}" for s, n in counts.items() if n or s in statuses[:4]), file=sys.stderr)
+        for result in results:
+            if result.followed:
+                print(f"following {result.followed} ('coffer serve' applies its changes)", file=sys.stderr)
     return EXIT_ERROR if items and all(i.status == "rejected" for i in items) else 0
+
+
+def _kb_unfollow(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        folders = coffer.unfollow_folder(args.name, args.path)
+    _emit(args, folders, lambda f: "\n".join(_followed_line(x) for x in f) or "no folder is followed")
+
+
+def _followed_line(folder) -> str:
+    """``following  /path  (12 documents, 3 pending, synced 2026-…)``, as far as this process knows."""
+    state = [f"{folder.documents} documents"]
+    if not folder.present:
+        state.append("missing: its documents are kept")
+    if folder.pending:
+        state.append(f"{folder.pending} pending")
+    if folder.last_sync:
+        state.append(f"synced {folder.last_sync}")
+    return f"following  {folder.path}  ({', '.join(state)})"
 
 
 def _ingest_line(item) -> str:
@@ -442,7 +480,12 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
     def render(r) -> str:
         lines = [f"{c.status:<9} {c.document_id}  {c.source_path}" for c in r.documents]
         summary = ", ".join(f"{getattr(r, s)} {s}" for s in ("unchanged", "changed", "missing", "edited", "updated"))
-        return "\n".join([*lines, summary]) if lines else "no document was ingested from a path"
+        followed = [_followed_line(f) for f in r.followed]
+        return (
+            "\n".join([*lines, summary, *followed])
+            if lines
+            else "\n".join(["no document was ingested from a path", *followed])
+        )
 
     _emit(args, report, render)
 
@@ -681,10 +724,16 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
     server = build_server(coffer, curation=False if args.no_curation else None, read_only=args.read_only or None)
     _announce(f"COFFER_HOME={settings.home}")
     try:
-        server.run("stdio")
+        with _watching(coffer):
+            server.run("stdio")
     finally:
         coffer.close()
     return None
+
+
+def _watching(coffer: Coffer) -> contextlib.AbstractContextManager[object]:
+    """The watcher a server runs while it serves (unless ``watch`` is off)."""
+    return coffer.watching() if coffer.settings.watch else contextlib.nullcontext()
 
 
 def _serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
@@ -712,16 +761,17 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
     check_bind(args.host, token)  # before anything else: refuse to listen beyond loopback unprotected
     coffer = Coffer(settings)
     try:
-        serve_http(
-            coffer,
-            host=args.host,
-            port=args.port,
-            token=token,
-            json_response=args.json_response,
-            allowed_hosts=args.allowed_host,
-            curation=False if args.no_curation else None,
-            read_only=args.read_only or None,
-        )
+        with _watching(coffer):
+            serve_http(
+                coffer,
+                host=args.host,
+                port=args.port,
+                token=token,
+                json_response=args.json_response,
+                allowed_hosts=args.allowed_host,
+                curation=False if args.no_curation else None,
+                read_only=args.read_only or None,
+            )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how an HTTP server is stopped
     finally:
@@ -752,7 +802,12 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("delete", "delete a knowledge base and all its documents", _add_delete),
     ("ingest", "add files or folders to a knowledge base", _add_ingest),
     ("ingest-url", "fetch a public web page or file into a knowledge base", _add_ingest_url),
-    ("check-sources", "compare documents ingested from paths with their files", _add_check_sources),
+    (
+        "check-sources",
+        "compare documents ingested from paths with their files; sync followed folders",
+        _add_check_sources,
+    ),
+    ("unfollow", "stop following a folder (its documents stay)", _add_unfollow),
     ("update-from-source", "re-ingest a document from its source file", _add_doc(_kb_update_from_source)),
     ("search", "search passages", _add_search),
     ("grep", "regex search over the Markdown files", _add_grep),
@@ -807,8 +862,8 @@ def _render_search(result) -> str:
     return "\n".join(blocks) + f"\n(strategy: {result.strategy})"
 
 
-def _key_values(model: BaseModel) -> str:
-    data = model.model_dump(mode="json")
+def _key_values(model: BaseModel, exclude: set[str] | None = None) -> str:
+    data = model.model_dump(mode="json", exclude=exclude)
     width = max(map(len, data))
     return "\n".join(f"{key:<{width}}  {_human(value)}" for key, value in data.items())
 

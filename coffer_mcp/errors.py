@@ -29,6 +29,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     │                                   | conversion_failed (a malformed file the engine cannot read)
     │   └── EngineUnavailableError      engine_unavailable
     ├── ReconversionBlockedError        reconversion_blocked
+    │   └── SourceConflictError         source_conflict
     ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
     ├── ConfigError                     invalid_config
     ├── StoreError                      store_error | busy | schema_too_new
@@ -77,6 +78,7 @@ __all__ = [
     "ReconversionBlockedError",
     "SnapshotError",
     "SnapshotNotFoundError",
+    "SourceConflictError",
     "StoreError",
     "Surface",
     "UrlRefusedError",
@@ -127,6 +129,8 @@ ERROR_CODES: dict[str, str] = {
     "unreadable": "`ingest_path`: a file of the folder that could not be read (reported for that file; the others "
     "are ingested)",
     "reconversion_blocked": "`update_from_source` on a document edited by hand or one without a source",
+    "source_conflict": "a followed file changed, but its document was edited in Coffer: the edits are kept and the "
+    "file is not ingested (reported for that file)",
     # Reasons a forced reindex left a document's conversion as it was (in `not_reconverted`, never raised).
     "edited": "a forced reindex did not convert again a document edited by hand",
     "original_missing": "a forced reindex could not convert again: the original in `raw/` is gone",
@@ -183,6 +187,7 @@ TOOL_WORDS: dict[str, dict[Surface, str]] = {
 
 ARG_WORDS: dict[str, dict[Surface, str]] = {
     "replace=true": {"mcp": "replace=true", "cli": "--replace", "web": "'--replace' on the command line"},
+    "follow=true": {"mcp": "follow=true", "cli": "--follow", "web": "'--follow' on the command line"},
     "fixed_strings=true": {
         "mcp": "fixed_strings=true",
         "cli": "-F (--fixed-strings)",
@@ -331,6 +336,12 @@ class EngineUnavailableError(IngestRejectedError):
 
 class ReconversionBlockedError(CofferError):
     code = "reconversion_blocked"
+
+
+class SourceConflictError(ReconversionBlockedError):
+    """A followed file changed, but its document was edited in Coffer: the edits win, nothing is written."""
+
+    code = "source_conflict"
 
 
 class EmbeddingError(CofferError):

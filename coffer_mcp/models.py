@@ -24,6 +24,7 @@ __all__ = [
     "DocumentInfo",
     "DocumentPage",
     "EmbedderStatus",
+    "FollowedFolder",
     "GrepHit",
     "GrepResult",
     "IngestResult",
@@ -86,6 +87,24 @@ class VectorIndexInfo(_Model):
     built_at: str | None = Field(default=None, description="When the ANN graph was built, for search 'ann'.")
 
 
+class FollowedFolder(_Model):
+    """A folder a knowledge base follows: its files are ingested, updated and removed as they change."""
+
+    path: str = Field(description="The folder's absolute real path.")
+    present: bool = Field(
+        description="False when the folder is gone or unmounted: its documents are kept until it is back."
+    )
+    documents: int = Field(description="Documents whose source file is in the folder.")
+    watched: bool = Field(
+        description="A watcher of this server applies the folder's changes as they happen (false: they are "
+        "applied by check_sources, by ingest_path with follow, or when a server starts)."
+    )
+    pending: int = Field(description="Changes the watcher has seen and not applied yet.")
+    last_sync: str | None = Field(
+        default=None, description="When this server last brought the folder up to date (UTC), or null."
+    )
+
+
 class KnowledgeBaseDetails(KnowledgeBaseSummary):
     chunk_count: int
     chunk_size: int
@@ -96,6 +115,7 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
     documents_degraded: int = Field(
         default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
     )
+    followed: list[FollowedFolder] = Field(default_factory=list, description="The folders it follows.")
     vector_index: dict[str, VectorIndexInfo] = Field(
         default_factory=dict,
         description="Per embedding model: how many vectors, and how searches find the nearest (exact scan, an "
@@ -287,11 +307,17 @@ class SourceReport(_Model):
     edited: int
     updated: int
     refused: int = 0
+    followed: list[FollowedFolder] = Field(
+        default_factory=list, description="The folders the knowledge base follows (new files there are ingested)."
+    )
 
 
 class DirectoryIngestItem(_Model):
     path: str
-    status: Literal["created", "updated", "unchanged", "rejected"]
+    status: Literal["created", "updated", "unchanged", "rejected", "conflict", "removed", "kept"] = Field(
+        description="What happened to the file: conflict (changed, but its document was edited in Coffer: not "
+        "ingested), removed or kept (a followed file deleted: its document too, or not; see follow_deleted)."
+    )
     document_id: str | None = None
     title: str | None = None
     code: str | None = None
@@ -306,3 +332,6 @@ class DirectoryIngestResult(_Model):
     updated: int
     unchanged: int
     rejected: int
+    conflict: int = 0
+    removed: int = 0
+    followed: str | None = Field(default=None, description="The folder now followed (with follow=true).")

@@ -44,6 +44,8 @@ ENV_VARS: dict[str, str] = {
     "COFFER_HTML_MAIN_CONTENT": "html_main_content",
     "COFFER_INDEX_BACKEND": "index_backend",
     "COFFER_DATABASE_URL": "database_url",
+    "COFFER_WATCH": "watch",
+    "COFFER_WATCH_POLLING": "watch_polling",
 }
 # config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
 _EMBEDDING_KEYS = (
@@ -155,6 +157,28 @@ class Settings(BaseModel):
         ge=0,
         description="Knowledge bases with at least this many chunks search vectors through an approximate "
         "nearest-neighbour graph kept beside coffer.db, smaller ones by the exact scan (0: always the scan).",
+    )
+    # -- live folders (coffer_mcp/services/follow.py, watcher.py) --
+    watch: bool = Field(
+        default=True,
+        description="`coffer serve` watches followed folders and every knowledge base's docs/ folder and applies "
+        "changes as they happen.",
+    )
+    watch_debounce_ms: int = Field(
+        default=100,
+        ge=10,
+        le=10_000,
+        description="The watcher applies a batch of changes once none came for this long (at most a second after "
+        "the first while changes keep coming); an idle watcher also wakes this often.",
+    )
+    watch_polling: bool = Field(
+        default=False,
+        description="Poll followed folders for changes instead of relying on the OS's notifications.",
+    )
+    follow_deleted: Literal["remove", "keep"] = Field(
+        default="remove",
+        description="What a followed file's deletion does to its document: remove it, or keep it (check_sources "
+        "reports it missing).",
     )
 
     @field_validator("home", mode="before")

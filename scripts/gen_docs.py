@@ -73,6 +73,16 @@ SETTING_NOTES: dict[str, str] = {
     "embedding_dimensions": "openai: ask for vectors of this size (unset: the model's)",
     "embedding_batch_size": "texts per model call (fastembed memory grows with it: 64 long texts took 7 GB here)",
     "embedding_cooldown_seconds": "after a provider failure, fail fast for this long instead of calling it again",
+    "watch": "`coffer serve` (stdio and HTTP) watches followed folders and every knowledge base's `docs/` folder and "
+    "applies their changes as they happen (see [guide.md](guide.md#following-a-folder)); `false`: changes are seen by "
+    "reconcile-on-read and `coffer kb check-sources` only",
+    "watch_polling": "poll for changes instead of the OS's notifications: needed where notifications do not arrive — "
+    "network filesystems (NFS, SMB/CIFS, SSHFS) changed from another machine, some FUSE and container bind mounts "
+    "(Docker Desktop, WSL 2 on a Windows drive); costs a walk of the followed folders every 300 ms "
+    "(`WATCHFILES_POLL_DELAY_MS`)",
+    "follow_deleted": "what deleting a followed file does to its document: `remove` (the knowledge base mirrors the "
+    "folder) or `keep` (`check_sources` reports it `missing`); a document edited in Coffer is always kept, and a "
+    "followed folder that is gone (unmounted, renamed) removes nothing",
     "embed_on_read_seconds": "how long one read may spend embedding documents that are due (`coffer kb reindex` "
     "embeds them all; `0`: reads never embed, as in the `coffer` commands that neither search nor embed)",
 }

@@ -43,6 +43,7 @@ OWNERS = {
     "uvicorn": ("web", "cli"),
     "httpcore": ("fetch",),
     "httpx": ("fetch", "web"),
+    "watchfiles": ("services",),
 }
 
 

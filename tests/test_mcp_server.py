@@ -65,7 +65,7 @@ CONTRACT = {
         (False, True, True),
     ),
     "coffer__reindex_knowledge_base": (["kb", "force"], (False, False, True)),
-    "coffer__ingest_path": (["kb", "path", "replace"], (False, False, True)),
+    "coffer__ingest_path": (["kb", "path", "replace", "follow"], (False, True, True)),
     "coffer__ingest_url": (["kb", "url", "replace"], (False, False, True)),
     "coffer__update_from_source": (["kb", "doc_id"], (False, True, True)),
     "coffer__list_snapshots": (["kb"], (True, None, None)),

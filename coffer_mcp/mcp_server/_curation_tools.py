@@ -71,17 +71,18 @@ def list_documents(
 def knowledge_base_metrics(job: Job, kb: KbName) -> KnowledgeBaseDetails:
     """Counts and settings of a knowledge base: documents, chunks, retrieval modes, chunking,
     vector switch and embedding model, documents_degraded (documents still without vectors,
-    searched by keyword only), and disk bytes.
+    searched by keyword only), followed folders (changes pending, last sync), and disk bytes.
     """
     return job.service.describe_kb(kb)
 
 
 def check_sources(job: Job, kb: KbName) -> SourceReport:
-    """Compare documents ingested from a path with their source files.
+    """Compare documents ingested from a path with their source files; list the folders followed.
 
     Each is unchanged, changed, missing, edited (source changed but the document was edited
-    by hand, so it is left alone) or updated (refreshed, when the knowledge base has
-    auto_update_sources). Use coffer__update_from_source to refresh a changed one.
+    by hand, so it is left alone: a conflict) or updated (refreshed, when the knowledge base
+    has auto_update_sources). Followed folders are brought up to date first. Use
+    coffer__update_from_source to refresh a changed one.
     """
     svc = job.service
     return svc.check_sources(
@@ -172,13 +173,23 @@ def ingest_path(
     kb: KbName,
     path: Annotated[FsPath, Field(description="Absolute path of a file or folder inside the allowed folders.")],
     replace: _REPLACE = False,
+    follow: Annotated[
+        bool,
+        Field(
+            description="Keep following the folder: new, changed and deleted files are applied from now on "
+            "(documents edited in Coffer are never overwritten)."
+        ),
+    ] = False,
 ) -> DirectoryIngestResult:
     """Ingest a file, or every file in a folder (recursively), from the user's disk.
 
     Only inside the folders the user allowed (allowed_dirs); the source path is kept so
-    coffer__check_sources can track changes. Reports progress per file.
+    coffer__check_sources can track changes. With follow=true the folder stays in step:
+    the server applies its changes as they happen. Reports progress per file.
     """
-    return job.service.ingest_allowed_path(kb, path, replace=replace, actor=job.actor, progress=job.progress)
+    return job.service.ingest_allowed_path(
+        kb, path, replace=replace, follow=follow, actor=job.actor, progress=job.progress
+    )
 
 
 def ingest_url(

@@ -107,7 +107,8 @@ TOOLS: tuple[ToolEntry, ...] = (
     ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _WRITE, CHANGE),
     ToolEntry("coffer__delete_knowledge_base", curation.delete_knowledge_base, _CURATION, _WRITE, CHANGE),
     ToolEntry("coffer__reindex_knowledge_base", curation.reindex_knowledge_base, _CURATION, _WRITE, ADD),
-    ToolEntry("coffer__ingest_path", curation.ingest_path, _CURATION, _WRITE, ADD),
+    # CHANGE: with follow=true, documents whose file left the followed folder are removed.
+    ToolEntry("coffer__ingest_path", curation.ingest_path, _CURATION, _WRITE, CHANGE),
     ToolEntry("coffer__ingest_url", curation.ingest_url, _CURATION, _WRITE, FETCH),
     ToolEntry("coffer__update_from_source", curation.update_from_source, _CURATION, _WRITE, CHANGE),
     ToolEntry("coffer__list_snapshots", portability.list_kb_snapshots, _PORTABILITY, _READ, READ),

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coffer_mcp.errors import InvalidArgumentError, PackError
-from coffer_mcp.store import KbConfig, make_kb_config
+from coffer_mcp.store import KbConfig, config_mapping, make_kb_config
 
 __all__ = [
     "DOC_MEMBER",
@@ -117,8 +117,9 @@ def member_kind(name: str) -> str | None:
 
 
 def config_yaml(config: KbConfig) -> bytes:
-    """``kb.yaml`` as a pack carries it (the same rendering ``write_kb_config`` produces)."""
-    return yaml.safe_dump(config.model_dump(), sort_keys=False, allow_unicode=True, width=10_000).encode("utf-8")
+    """``kb.yaml`` as a pack carries it (``write_kb_config``'s rendering, without followed folders)."""
+    mapping = config_mapping(config, portable=True)
+    return yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True, width=10_000).encode("utf-8")
 
 
 def parse_config(data: bytes) -> KbConfig:
@@ -129,6 +130,10 @@ def parse_config(data: bytes) -> KbConfig:
         raise PackError(f"The pack's kb.yaml is not valid YAML: {exc}.") from exc
     if not isinstance(loaded, dict):
         raise PackError("The pack's kb.yaml does not hold a mapping of settings.")
+    if loaded.get("follow"):
+        # Followed folders are paths of the machine that made the pack: here they would make this
+        # machine read folders nobody chose to follow.
+        raise PackError("The pack's kb.yaml lists folders to follow; a pack never carries them.")
     try:
         return make_kb_config(**{str(k): v for k, v in loaded.items()})
     except InvalidArgumentError as exc:

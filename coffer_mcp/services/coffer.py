@@ -4,7 +4,8 @@ A thin facade over the services, composed here and nowhere else::
 
     Registry ─┬─ KnowledgeBaseService ── Diagnosis
               │                       └─ PortabilityService
-              ├─ DocumentService ──────── SourceService
+              ├─ DocumentService ─┬────── SourceService
+              │                   └────── FollowService ── Watcher (while a server runs)
               └─ RetrievalService
 
 Each operation is written once, in its service; the facade lists which service answers it
@@ -23,11 +24,13 @@ from coffer_mcp.index import Index, open_index
 from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
 from coffer_mcp.services.diagnosis import Diagnosis
 from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.services.follow import FollowService
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.portability import PortabilityService
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.services.retrieval import RetrievalService
 from coffer_mcp.services.sources import SourceService
+from coffer_mcp.services.watcher import Watcher
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import KbConfig, StorePaths
 
@@ -71,7 +74,8 @@ class Coffer:
         self.knowledge_bases = KnowledgeBaseService(self.registry)
         self.documents = DocumentService(self.registry)
         self.retrieval = RetrievalService(self.registry)
-        self.sources = SourceService(self.registry, self.documents)
+        self.follow = FollowService(self.registry, self.documents)
+        self.sources = SourceService(self.registry, self.documents, self.follow)
         self.portability = PortabilityService(self.registry, self.knowledge_bases)
         self.diagnosis = Diagnosis(self.registry, self.knowledge_bases)
 
@@ -93,6 +97,13 @@ class Coffer:
 
     def modes(self, config: KbConfig) -> list[str]:
         return self.registry.modes(config)
+
+    def watching(self) -> Watcher:
+        """A started watcher that applies the changes of followed folders and ``docs/`` folders.
+
+        ``coffer serve`` runs one while it serves: ``with coffer.watching(): serve()``.
+        """
+        return Watcher(self.registry, self.follow).start()
 
     def close(self) -> None:
         """Close every connection to the index."""
@@ -131,6 +142,12 @@ class Coffer:
     ingest_url = _forward("sources", SourceService.ingest_url)
     check_sources = _forward("sources", SourceService.check_sources)
     update_from_source = _forward("sources", SourceService.update_from_source)
+
+    # -- followed folders --------------------------------------------------------------------------
+    follow_folder = _forward("follow", FollowService.follow)
+    unfollow_folder = _forward("follow", FollowService.unfollow)
+    followed_folders = _forward("follow", FollowService.followed)
+    sync_followed = _forward("follow", FollowService.sync_all)
 
     # -- retrieval ---------------------------------------------------------------------------------
     resolve_kbs = _forward("retrieval", RetrievalService.resolve_kbs)

@@ -24,6 +24,7 @@ from coffer_mcp.errors import (
     DocumentNotFoundError,
     IngestRejectedError,
     InvalidArgumentError,
+    SourceConflictError,
 )
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
@@ -57,7 +58,7 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
-__all__ = ["MAX_OFFSET", "DocumentService"]
+__all__ = ["MAX_OFFSET", "DocumentService", "skipped_name", "visible_files"]
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
@@ -194,18 +195,27 @@ class DocumentService:
         source_path: str | None,
         source_url: str | None = None,
         batch: bool = False,
+        keep_edits: bool = False,
     ) -> IngestResult:
         """Ingest without a full reconcile: only the matching document's file is checked.
 
         A document is matched by ``source_path``, else ``source_url``, else ``original_filename``.
-        In a ``batch`` the folders are synced once by the caller, before it answers.
+        In a ``batch`` the folders are synced once by the caller, before it answers. With
+        ``keep_edits``, a matching document edited in Coffer is never replaced (checked under the
+        lock, so an edit made meanwhile wins too).
+
+        Raises:
+            SourceConflictError: ``keep_edits``, and the matching document was edited in Coffer.
         """
         source_sha = hashlib.sha256(data).hexdigest()
         source = (source_path, source_url)
         # Decide before converting: an identical or refused re-upload costs no conversion.
-        early = self._reupload(paths, name, self._match(paths.name, name, *source), source_sha, replace)
+        match = self._match(paths.name, name, *source)
+        early = self._reupload(paths, name, match, source_sha, replace)
         if early is not None:
             return early
+        if keep_edits and match is not None and match.source_mode == "edited":
+            raise _conflict(match)
         conversion = conversion_options(self.registry.settings).convert(name, data)
         with self.registry.writing(paths):
             config = self.registry.config(paths.name)
@@ -213,6 +223,8 @@ class DocumentService:
             early = self._reupload(paths, name, existing, source_sha, replace)
             if early is not None:
                 return early
+            if keep_edits and existing is not None and existing.source_mode == "edited":
+                raise _conflict(existing)
             doc_id = existing.id if existing is not None else str(ULID())
             now = utc_now()
             metadata = DocumentMeta(
@@ -355,16 +367,22 @@ class DocumentService:
         paths, _ = self.registry.open_kb(kb)
         _check_id(kb, doc_id)
         with self.registry.writing(paths):
-            known = self.index.get_document(kb, doc_id) is not None
-            removed = int(remove_file(paths.doc(doc_id)))
-            if not (known or removed):
-                raise _missing(kb, doc_id)
-            self.registry.wrote(paths)
-            removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
-            with self.index.transaction():
-                self.index.delete_document(doc_id)
-                self.index.audit(AuditEvent.KB_DOCUMENT_DELETED, kb, actor, doc_id)
-        return DeleteResult(kb=kb, deleted=True, document_id=doc_id, files_removed=removed)
+            return self.delete_locked(paths, doc_id, actor=actor)
+
+    def delete_locked(
+        self, paths: KbPaths, doc_id: str, *, actor: str, details: dict[str, Any] | None = None
+    ) -> DeleteResult:
+        """``delete_document`` for a caller that holds the knowledge base's lock."""
+        known = self.index.get_document(paths.name, doc_id) is not None
+        removed = int(remove_file(paths.doc(doc_id)))
+        if not (known or removed):
+            raise _missing(paths.name, doc_id)
+        self.registry.wrote(paths)
+        removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
+        with self.index.transaction():
+            self.index.delete_document(doc_id)
+            self.index.audit(AuditEvent.KB_DOCUMENT_DELETED, paths.name, actor, doc_id, details)
+        return DeleteResult(kb=paths.name, deleted=True, document_id=doc_id, files_removed=removed)
 
     def ingest_path(
         self,
@@ -388,7 +406,7 @@ class DocumentService:
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
         try:
-            files = [root.resolve()] if root.is_file() else sorted(_walk(root.resolve()))
+            files = [root.resolve()] if root.is_file() else sorted(visible_files(root.resolve()))
         except OSError as exc:  # e.g. a link swapped for a file while it was being resolved
             raise InvalidArgumentError(
                 f"{root} could not be read: {exc.strerror}.", hint="Try again once the folder stops changing."
@@ -396,7 +414,7 @@ class DocumentService:
         items = []
         try:
             for done, file in enumerate(files, 1):
-                items.append(self._ingest_one(paths, file, replace=replace, actor=actor, within=within))
+                items.append(self.ingest_file(paths, file, replace=replace, actor=actor, within=within))
                 if progress:
                     progress(done, len(files), file.name)
         finally:
@@ -404,20 +422,36 @@ class DocumentService:
             fsync_dir(paths.docs)
             fsync_dir(paths.raw)
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
-        return DirectoryIngestResult(kb=kb, items=items, **counts)
+        return DirectoryIngestResult.model_validate({"kb": kb, "items": items, **counts})
 
-    def _ingest_one(
-        self, paths: KbPaths, file: Path, *, replace: bool, actor: str, within: Sequence[Path] | None
+    def ingest_file(
+        self,
+        paths: KbPaths,
+        file: Path,
+        *,
+        replace: bool,
+        actor: str,
+        within: Sequence[Path] | None,
+        keep_edits: bool = False,
     ) -> DirectoryIngestItem:
+        """Ingest one file of a folder (its folder synced by the caller); a failure is reported, not raised."""
         try:
             data = read_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
             result = self.ingest_bytes(
-                paths, _filename(file.name), data, replace=replace, actor=actor, source_path=str(file), batch=True
+                paths,
+                _filename(file.name),
+                data,
+                replace=replace,
+                actor=actor,
+                source_path=str(file),
+                batch=True,
+                keep_edits=keep_edits,
             )
         except (CofferError, OSError) as exc:
             if isinstance(exc, CofferError):
+                status: Literal["conflict", "rejected"] = "conflict" if exc.code == "source_conflict" else "rejected"
                 return DirectoryIngestItem(
-                    path=str(file), status="rejected", code=exc.code, message=exc.message, hint=exc.hint or None
+                    path=str(file), status=status, code=exc.code, message=exc.message, hint=exc.hint or None
                 )
             return DirectoryIngestItem(
                 path=str(file),
@@ -431,14 +465,25 @@ class DocumentService:
         )
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Visible regular files under ``root``; hidden files and folders (and a few tool folders) skipped."""
+def visible_files(root: Path, *, folders: set[str] | None = None) -> Iterator[Path]:
+    """Visible regular files under ``root``; hidden files and folders (and a few tool folders) skipped.
+
+    Symbolic links are never followed: neither linked files nor linked folders are walked. The
+    folders walked are added to ``folders`` when it is given.
+    """
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]
+        if folders is not None:
+            folders.add(folder)
+        dirs[:] = [d for d in dirs if not skipped_name(d)]
         for name in files:
             path = Path(folder) / name
             if not name.startswith(".") and path.is_file() and not path.is_symlink():
                 yield path
+
+
+def skipped_name(name: str) -> bool:
+    """Whether a folder walk skips this name: hidden (``.git``, editors' temp files) or a tool folder."""
+    return name.startswith(".") or name in _SKIPPED_DIRS
 
 
 def _write_original(
@@ -508,6 +553,15 @@ def _check_page(offset: int, limit: int | None, unit: str, around: int | None, w
 def _check_id(kb: str, doc_id: str) -> None:
     if not isinstance(doc_id, str) or not is_document_id(doc_id):
         raise _missing(kb, doc_id)
+
+
+def _conflict(row: DocumentRow) -> SourceConflictError:
+    return SourceConflictError(
+        f"Document {row.id} was edited in Coffer since it was ingested from {row.source_path or 'its file'}; the "
+        "file changed too, and is not ingested over the edits.",
+        hint="Keep editing in Coffer, or re-ingest the file with {arg:replace=true} to take its version (the "
+        "edits are lost).",
+    )
 
 
 def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:

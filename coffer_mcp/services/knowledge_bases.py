@@ -23,6 +23,7 @@ from coffer_mcp.models import (
     VectorIndexInfo,
     VerifyReport,
 )
+from coffer_mcp.services.activity import followed_folders
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
     CREATING,
@@ -131,6 +132,7 @@ class KnowledgeBaseService:
             embedding_model=self.registry.wanted_model(config) or None,
             documents_degraded=counts.degraded,
             vector_index={model: VectorIndexInfo(**info) for model, info in self.index.vector_status(name).items()},
+            followed=followed_folders(self.index, self.registry.activity, name, config),
             disk_bytes=_disk_bytes(kb.root),
             path=str(kb.root),
             created_at=config.created_at,

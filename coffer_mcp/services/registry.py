@@ -18,16 +18,19 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
 from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseNotFoundError, StoreError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion
-from coffer_mcp.indexing.reindex import Drift, detect_drift, index_progress, reconcile
+from coffer_mcp.indexing.reindex import Drift, chunk_params, detect_drift, index_document, index_progress, reconcile
 from coffer_mcp.models import Progress
+from coffer_mcp.services.activity import FollowActivity
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     CREATING,
@@ -36,9 +39,12 @@ from coffer_mcp.store import (
     KbPaths,
     StorePaths,
     file_lock,
+    file_stamp,
     held_here,
+    is_document_id,
     path_stamp,
     read_kb_config,
+    remove_file,
     unindexed_mark,
     unindexed_since,
     unindexed_writes,
@@ -74,6 +80,7 @@ class Registry:
         self._guard = threading.Lock()
         self._configs: dict[str, tuple[str, KbConfig]] = {}
         self._scans = _ScanLog()
+        self.activity = FollowActivity()
         self._embedder: Embedder | None = embedder
         self._embedder_made = embedder is not None
 
@@ -241,10 +248,13 @@ class Registry:
         replaced by a save-by-rename editor). So small knowledge bases see every edit on the next
         read, and big ones see edits made in place within ``reconcile_interval`` — or, when one
         check takes longer than ``MAX_SCAN_SHARE`` of that, within 20 times the check's cost.
+        While a watcher of this process sees every change to ``docs/`` (``activity.docs_watched``),
+        a big knowledge base's files are checked at most every ``WATCHED_RECHECK_SECONDS`` (what
+        the watcher applies is seen as soon as it is applied).
         """
         kb, config = self.open_kb(name)
         folder = path_stamp(kb.docs)
-        if self._scans.fresh(name, folder, self.settings):
+        if self._scans.fresh(name, folder, self.settings, watched=self.activity.docs_watched):
             return
         mark = unindexed_mark()
         started, cpu = time.monotonic(), time.thread_time()
@@ -317,6 +327,49 @@ class Registry:
             reconversion=reconversion,
         )
 
+    def reindex_changed(self, name: str, files: Iterable[Path]) -> int:
+        """Index the files of a knowledge base's ``docs/`` that a watcher saw change: O(changes).
+
+        A file already indexed as it is — a write of this or of another Coffer process — costs a
+        ``stat`` and one row read; a file edited, added or removed by hand goes through the one
+        reindex routine under the knowledge base's lock (a Markdown file without an id is adopted
+        by a reconcile). Returns how many files were applied.
+        """
+        kb, config = self.open_kb(name)
+        due = [path for path in dict.fromkeys(files) if self._due(name, config, path)]
+        if not due:
+            return 0
+        with self.writing(kb):
+            config = self.config(name)
+            due = [path for path in due if self._due(name, config, path)]  # another writer may have indexed them
+            if any(not is_document_id(path.stem) for path in due):
+                self.reconcile_locked(kb, config)
+            for path in due:
+                if is_document_id(path.stem):
+                    embedder = self.embedder if config.vector else None
+                    index_document(self.index, kb, config, path.stem, embedder=embedder)
+                    if not path.exists():
+                        for raw in kb.raw_files(path.stem):  # a document deleted by hand takes its original along
+                            remove_file(raw)
+            self.wrote(kb)
+        return len(due)
+
+    def _due(self, name: str, config: KbConfig, path: Path) -> bool:
+        """Whether a file of ``docs/`` differs from what the index says about it (as ``detect_drift`` decides)."""
+        if path.suffix != ".md" or path.name.startswith("."):
+            return False
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            info = None
+        present = info is not None and stat.S_ISREG(info.st_mode)
+        if not is_document_id(path.stem):
+            return present  # a Markdown file dropped in by hand: adopted
+        row = self.index.get_document(name, path.stem)
+        if row is None or info is None or not present:
+            return (row is None) == present
+        return (row.file_stamp, row.chunk_params) != (file_stamp(info), chunk_params(config))
+
     def wrote(self, kb: KbPaths) -> None:
         """A write of ours changed ``docs/``: the last full check of it stays as fresh as it was."""
         self._scans.wrote(kb.name, path_stamp(kb.docs))
@@ -348,6 +401,8 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
 
 MAX_SCAN_SHARE = 0.05
 """At most this share of a busy reader's time goes to full file checks (a 240 ms check: every 4.8 s)."""
+WATCHED_RECHECK_SECONDS = 60.0
+"""While a watcher sees ``docs/``, a big knowledge base is still checked in full this often (a safety net)."""
 
 
 class _ScanLog:
@@ -356,19 +411,24 @@ class _ScanLog:
     def __init__(self) -> None:
         self._last: dict[str, tuple[str, float, float]] = {}
 
-    def fresh(self, name: str, folder: str, settings: Settings) -> bool:
+    def fresh(self, name: str, folder: str, settings: Settings, *, watched: bool = False) -> bool:
         """Whether the last full check still stands: it was expensive, recent, and the folder is as it was.
 
         "Recent" is ``reconcile_interval``, stretched for a check so slow that a reader busy
         back to back would otherwise spend more than ``MAX_SCAN_SHARE`` of its time re-checking.
+        When a watcher sees the folder (``watched``), a changed folder is the watcher's to apply
+        and "recent" is ``WATCHED_RECHECK_SECONDS``.
         """
         last = self._last.get(name)
-        if last is None or last[0] != folder or settings.reconcile_interval <= 0:
+        if last is None or settings.reconcile_interval <= 0:
             return False
-        _, at, cost = last
+        seen, at, cost = last
         if cost * 1000 <= settings.reconcile_budget_ms:
             return False
-        return time.monotonic() - at < max(settings.reconcile_interval, cost / MAX_SCAN_SHARE)
+        wait = max(settings.reconcile_interval, cost / MAX_SCAN_SHARE)
+        if watched:
+            return time.monotonic() - at < max(wait, WATCHED_RECHECK_SECONDS)
+        return seen == folder and time.monotonic() - at < wait
 
     def record(self, name: str, folder: str, at: float, cost: float) -> None:
         self._last[name] = (folder, at, cost)

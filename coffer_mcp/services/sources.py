@@ -16,6 +16,7 @@ from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBl
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestResult, IngestResult, Progress, SourceCheck, SourceReport, SourceStatus
 from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.services.follow import FollowService
 from coffer_mcp.services.registry import Registry
 
 __all__ = ["SourceService"]
@@ -24,9 +25,10 @@ __all__ = ["SourceService"]
 class SourceService:
     """Documents that come from somewhere: a path (checked against ``allowed_dirs`` for agents) or a URL."""
 
-    def __init__(self, registry: Registry, documents: DocumentService) -> None:
+    def __init__(self, registry: Registry, documents: DocumentService, follow: FollowService) -> None:
         self.registry = registry
         self.documents = documents
+        self.follow = follow
 
     def ingest_allowed_path(
         self,
@@ -34,14 +36,16 @@ class SourceService:
         path: str,
         *,
         replace: bool = False,
+        follow: bool = False,
         actor: str = "cli",
         progress: Progress | None = None,
     ) -> DirectoryIngestResult:
-        """``ingest_path`` limited to ``allowed_dirs`` (the MCP tool's entry point)."""
-        real = check_inside(path, self.registry.settings.allowed_dirs)
-        return self.documents.ingest_path(
-            kb, real, replace=replace, actor=actor, progress=progress, within=self.registry.settings.allowed_dirs
-        )
+        """``ingest_path`` limited to ``allowed_dirs`` (the MCP tool's entry point); ``follow`` keeps following it."""
+        allowed = self.registry.settings.allowed_dirs
+        real = check_inside(path, allowed)
+        if follow:
+            return self.follow.follow(kb, real, actor=actor, progress=progress, within=allowed)
+        return self.documents.ingest_path(kb, real, replace=replace, actor=actor, progress=progress, within=allowed)
 
     def ingest_url(self, kb: str, url: str, *, replace: bool = False, actor: str = "cli") -> IngestResult:
         """Fetch ``url`` (SSRF-guarded, bounded) and ingest it; the URL is kept as ``source_url``."""
@@ -74,14 +78,19 @@ class SourceService:
         progress: Progress | None = None,
         within: Sequence[Path] | None = None,
     ) -> SourceReport:
-        """Compare every path-ingested document with its source file.
+        """Compare every path-ingested document with its source file, and list the folders followed.
 
+        With ``auto_update``, the folders the knowledge base follows are first brought up to date
+        (new files ingested, changed ones updated, deleted ones removed: see ``FollowService``).
         With the KB's ``auto_update_sources`` (and ``auto_update``), changed documents that were
         not edited by hand are refreshed in place and reported ``updated``. With ``within`` (what
         agents get: ``allowed_dirs``), a source outside those folders is neither read nor hashed
         and is reported ``refused``: a source path may come from an untrusted pack.
         """
         _, config = self.registry.open_kb(kb)
+        if auto_update and config.follow:
+            # Without a server's watcher, this is what brings followed folders up to date.
+            self.follow.sync_all(kb, actor=actor, progress=progress)
         self.registry.refresh(kb)
         rows = self.registry.index.documents(kb, with_source_path=True)
         checks = []
@@ -105,7 +114,7 @@ class SourceService:
             s: sum(c.status == s for c in checks)
             for s in ("unchanged", "changed", "missing", "edited", "updated", "refused")
         }
-        return SourceReport(kb=kb, documents=checks, **counts)
+        return SourceReport(kb=kb, documents=checks, followed=self.follow.followed(kb), **counts)
 
     def update_from_source(
         self, kb: str, doc_id: str, *, actor: str = "cli", within: Sequence[Path] | None = None
@@ -141,7 +150,7 @@ class SourceService:
                 hint="{tool:check_sources} reports it missing; re-ingest from its new place.",
             ) from exc
         return self.documents.ingest_bytes(
-            paths, row.original_filename, data, replace=True, actor=actor, source_path=row.source_path
+            paths, row.original_filename, data, replace=True, actor=actor, source_path=row.source_path, keep_edits=True
         )
 
 

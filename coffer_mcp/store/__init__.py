@@ -14,7 +14,14 @@ from coffer_mcp.store.files import (
     unindexed_writes,
 )
 from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
-from coffer_mcp.store.kbconfig import KbConfig, make_kb_config, read_kb_config, write_kb_config
+from coffer_mcp.store.kbconfig import (
+    MAX_FOLLOWED,
+    KbConfig,
+    config_mapping,
+    make_kb_config,
+    read_kb_config,
+    write_kb_config,
+)
 from coffer_mcp.store.lock import file_lock, held_here
 from coffer_mcp.store.paths import (
     CREATING,
@@ -38,6 +45,7 @@ __all__ = [
     "DELETING",
     "IMPORTING",
     "KB_NAME_RULE",
+    "MAX_FOLLOWED",
     "MAX_PATH_CHARS",
     "RESTORING",
     "SNAPSHOTS",
@@ -48,6 +56,7 @@ __all__ = [
     "atomic_write",
     "body_sha256",
     "check_path_text",
+    "config_mapping",
     "document_files",
     "file_lock",
     "file_stamp",

@@ -10,15 +10,16 @@ import contextlib
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coffer_mcp.errors import InvalidArgumentError
 from coffer_mcp.store.files import atomic_write
 from coffer_mcp.store.frontmatter import UnsafeFrontmatterError, load_bounded_yaml
 
-__all__ = ["KbConfig", "make_kb_config", "read_kb_config", "write_kb_config"]
+__all__ = ["MAX_FOLLOWED", "KbConfig", "config_mapping", "make_kb_config", "read_kb_config", "write_kb_config"]
 
 MAX_DESCRIPTION = 2000
+MAX_FOLLOWED = 100
 
 
 class KbConfig(BaseModel):
@@ -31,8 +32,22 @@ class KbConfig(BaseModel):
     chunk_overlap: int = Field(default=64, ge=0)
     vector: bool = Field(default=False, description="Embed chunks for vector and hybrid search.")
     auto_update_sources: bool = Field(default=False, description="check_sources refreshes changed documents.")
+    follow: tuple[str, ...] = Field(
+        default=(), description="Folders (absolute real paths) whose files this knowledge base keeps in step with."
+    )
     created_at: str
     updated_at: str
+
+    @field_validator("follow", mode="before")
+    @classmethod
+    def _usable_folders(cls, value: object) -> object:
+        # A hand-edited list keeps its usable entries: a bad one must not reset the other settings.
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            return ()
+        folders = [v for v in value if isinstance(v, str) and "\x00" not in v and Path(v).is_absolute()]
+        return tuple(dict.fromkeys(folders))[:MAX_FOLLOWED]
 
     @model_validator(mode="after")
     def _overlap_below_half(self) -> KbConfig:
@@ -74,13 +89,28 @@ def read_kb_config(path: Path, *, fallback_time: str) -> KbConfig:
     try:
         return KbConfig(**data)
     except ValidationError:
-        # A hand-edited file with bad values must not make the KB vanish: keep what is valid.
+        # A hand-edited file with bad values must not make the KB vanish (nor stop it following
+        # its folders): keep what is valid.
         safe = {k: data[k] for k in ("created_at", "updated_at")}
+        safe["follow"] = data.get("follow", ())  # the validator keeps its usable entries
         with contextlib.suppress(ValidationError):
             return KbConfig(**safe, description=str(data.get("description", ""))[:MAX_DESCRIPTION])
         return KbConfig(**safe)
 
 
 def write_kb_config(path: Path, config: KbConfig) -> None:
-    text = yaml.safe_dump(config.model_dump(), sort_keys=False, allow_unicode=True, width=10_000)
+    text = yaml.safe_dump(config_mapping(config), sort_keys=False, allow_unicode=True, width=10_000)
     atomic_write(path, text.encode("utf-8"))
+
+
+def config_mapping(config: KbConfig, *, portable: bool = False) -> dict[str, object]:
+    """``kb.yaml``'s content: ``follow`` only when the KB follows folders, and never in a ``portable`` copy.
+
+    Followed folders are paths of this machine: a pack carries none (and an imported pack that
+    named some would make this machine read them).
+    """
+    data = config.model_dump()
+    folders = data.pop("follow")
+    if folders and not portable:
+        data["follow"] = list(folders)
+    return data

@@ -1,0 +1,425 @@
+"""Live folders: a knowledge base that follows folders of the user's own files.
+
+``follow`` records a folder in the knowledge base's ``kb.yaml`` (its ``follow`` list) and brings
+the knowledge base up to date with it; ``sync`` does that again, for the whole folder or only for
+the paths a watcher saw change (``services/watcher.py``). Every file goes through the one ingest
+routine (``DocumentService.ingest_bytes``), matched by ``source_path`` and re-checked under the
+knowledge base's lock:
+
+- a new file is ingested; a changed one is re-ingested in place (same id); an identical one is
+  ``unchanged`` and writes nothing — which also makes a second server, or a second look at the
+  same change, a no-op;
+- a changed file whose document was edited in Coffer is a ``conflict``: the edits are kept, the
+  file is not ingested, and the audit log says so once (``KB_SOURCE_CONFLICT``);
+- a deleted file's document is removed (``follow_deleted: remove``, the default: the knowledge
+  base mirrors the folder) or kept (``keep``: ``check_sources`` reports it ``missing``); a
+  document edited in Coffer is always kept, so a deletion never loses edits made in Coffer;
+- a followed folder that is gone (an unmounted disk, a renamed folder) removes nothing.
+
+Files are read as an agent's ``ingest_path`` reads them: never through a symbolic link (neither a
+linked file nor a linked folder), and only when their real path lies inside the followed folder;
+an agent may follow only a folder inside ``allowed_dirs``. A folder that holds the Coffer home (or
+lies inside it) cannot be followed: its own documents would be ingested again and again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from coffer_mcp.access import check_inside, sha256_source
+from coffer_mcp.audit import AuditEvent
+from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
+from coffer_mcp.index import DocumentRow
+from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, Progress
+from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
+from coffer_mcp.services.documents import DocumentService, skipped_name, visible_files
+from coffer_mcp.services.registry import Registry
+from coffer_mcp.store import (
+    MAX_FOLLOWED,
+    KbPaths,
+    check_path_text,
+    fsync_dir,
+    make_kb_config,
+    path_stamp,
+    write_kb_config,
+)
+from coffer_mcp.timeutil import utc_now
+
+__all__ = ["WATCHER", "FollowService"]
+
+log = logging.getLogger(__name__)
+
+WATCHER = "watcher"
+"""The actor of what the watcher writes, in the audit log."""
+_COUNTED = ("created", "updated", "unchanged", "rejected", "conflict", "removed")
+
+
+class FollowService:
+    """Folders a knowledge base follows: following, unfollowing, and bringing them up to date."""
+
+    def __init__(self, registry: Registry, documents: DocumentService) -> None:
+        self.registry = registry
+        self.documents = documents
+        self.index = registry.index
+        # (kb, path) -> (hash of its file stamp and its document's source sha256, the outcome, or
+        # None for "unchanged"): a second full sync reads only files that changed since. Kept small:
+        # a server following 100,000 files holds one entry for each.
+        self._known: dict[tuple[str, str], tuple[int, DirectoryIngestItem | None]] = {}
+        # (kb, followed folder) -> its subfolders, so a deleted folder's documents are found
+        # without reading every document row.
+        self._folders: dict[tuple[str, str], set[str]] = {}
+        self._conflicts: set[tuple[str, str]] = set()  # (document id, source sha) already audited
+
+    # -- the follow list ---------------------------------------------------------------------------
+
+    def follow(
+        self,
+        kb: str,
+        path: str | Path,
+        *,
+        actor: str = "cli",
+        progress: Progress | None = None,
+        within: Sequence[Path] | None = None,
+    ) -> DirectoryIngestResult:
+        """Ingest a folder and keep following it (a watcher applies its changes while a server runs).
+
+        With ``within`` (what agents get: ``allowed_dirs``) the folder must lie inside those folders.
+
+        Raises:
+            PathNotAllowedError: ``within`` is given and the folder is outside it.
+            InvalidArgumentError: not a folder, or it holds (or lies inside) the Coffer home.
+        """
+        folder = self._folder(path, within)
+        paths, _ = self.registry.open_kb(kb)
+        self._set_followed(paths, folder, follow=True, actor=actor)
+        result = self.sync(kb, folder, actor=actor, progress=progress)
+        return result.model_copy(update={"followed": folder})
+
+    def unfollow(self, kb: str, path: str | Path, *, actor: str = "cli") -> list[FollowedFolder]:
+        """Stop following a folder; its documents stay (``check_sources`` still tracks them).
+
+        Returns the folders still followed.
+        """
+        paths, config = self.registry.open_kb(kb)
+        text = str(Path(check_path_text(path)).expanduser())
+        folder = text if text in config.follow else os.path.realpath(text)
+        if folder not in config.follow:
+            raise InvalidArgumentError(
+                f"Knowledge base '{kb}' does not follow {text[:200]}.",
+                hint=f"It follows: {', '.join(config.follow) or 'no folder'}.",
+            )
+        self._set_followed(paths, folder, follow=False, actor=actor)
+        return self.followed(kb)
+
+    def followed(self, kb: str) -> list[FollowedFolder]:
+        """The folders a knowledge base follows, with what this process's watcher knows of them."""
+        _, config = self.registry.open_kb(kb)
+        return followed_folders(self.index, self.registry.activity, kb, config)
+
+    def _folder(self, path: str | Path, within: Sequence[Path] | None) -> str:
+        check_path_text(path)
+        given = Path(path).expanduser()
+        real = check_inside(given, within) if within is not None else Path(os.path.realpath(given))
+        if not real.is_dir():
+            raise InvalidArgumentError(
+                f"{given} is not a folder; only folders are followed.",
+                hint="Pass the folder that holds the file, or ingest the file alone without following it.",
+            )
+        home = self.registry.paths.home
+        if real == home or real.is_relative_to(home) or home.is_relative_to(real):
+            raise InvalidArgumentError(
+                f"{given} holds the Coffer home {home} (or lies inside it): its own documents would be ingested "
+                "again and again.",
+                hint="Follow a folder outside the Coffer home.",
+            )
+        return str(real)
+
+    def _set_followed(self, paths: KbPaths, folder: str, *, follow: bool, actor: str) -> None:
+        with self.registry.writing(paths):
+            old = self.registry.config(paths.name)
+            kept = [f for f in old.follow if f != folder]
+            folders = [*kept, folder] if follow else kept
+            if tuple(folders) == old.follow:
+                return
+            if len(folders) > MAX_FOLLOWED:
+                raise InvalidArgumentError(
+                    f"Knowledge base '{paths.name}' follows {MAX_FOLLOWED} folders already.",
+                    hint="Follow a folder that holds several of them instead.",
+                )
+            config = make_kb_config(**{**old.model_dump(), "follow": folders, "updated_at": utc_now()})
+            write_kb_config(paths.config, config)
+            with self.index.transaction():
+                self.index.upsert_kb(paths.name, config, path_stamp(paths.config))
+                self.index.audit(AuditEvent.KB_UPDATED, paths.name, actor, details={"follow": folders})
+
+    # -- bringing a folder up to date --------------------------------------------------------------
+
+    def sync_all(
+        self, kb: str, *, actor: str = "cli", progress: Progress | None = None, unchanged_items: bool = True
+    ) -> list[DirectoryIngestResult]:
+        """``sync`` every folder the knowledge base follows."""
+        _, config = self.registry.open_kb(kb)
+        return [
+            self.sync(kb, folder, actor=actor, progress=progress, unchanged_items=unchanged_items)
+            for folder in config.follow
+        ]
+
+    def sync(
+        self,
+        kb: str,
+        folder: str,
+        *,
+        actor: str = "cli",
+        progress: Progress | None = None,
+        changed: Iterable[Path] | None = None,
+        unchanged_items: bool = True,
+    ) -> DirectoryIngestResult:
+        """Bring a knowledge base up to date with one folder it follows: all of it, or the ``changed`` paths.
+
+        ``changed`` are paths a watcher saw change (files or folders, present or gone): only they
+        are looked at. A folder that is gone changes nothing. Each file is its own transaction.
+        Without ``unchanged_items`` the result lists only files something happened to (the
+        watcher's full syncs of big folders), with every count still complete.
+        """
+        paths, _ = self.registry.open_kb(kb)
+        items: list[DirectoryIngestItem] = []
+        counts = dict.fromkeys(_COUNTED, 0)
+        if Path(folder).is_dir():
+            rows: dict[str, _Doc] | None = None
+            if changed is None:
+                rows = self._rows(kb, folder)
+                files, gone = self._full(kb, folder, rows)
+            else:
+                files, gone = self._hinted(kb, folder, changed)
+            total = len(files) + len(gone)
+            try:
+                for done, file in enumerate(files, 1):
+                    item = self._sync_file(paths, folder, file, actor, rows)
+                    counts[item.status] = counts.get(item.status, 0) + 1
+                    if unchanged_items or item.status != "unchanged":
+                        items.append(item)
+                    if progress:
+                        progress(done, total, file.name)
+                for done, row in enumerate(gone, len(files) + 1):
+                    item = self._gone(paths, folder, row, actor)
+                    counts[item.status] = counts.get(item.status, 0) + 1
+                    items.append(item)
+                    if progress:
+                        progress(done, total, Path(row.source_path or "").name)
+            finally:
+                if counts["created"] or counts["updated"]:
+                    fsync_dir(paths.docs)
+                    fsync_dir(paths.raw)
+            self.registry.activity.synced(kb, folder)
+        else:
+            log.warning("followed folder %s of %s is missing; its documents are kept", folder, kb)
+        return DirectoryIngestResult.model_validate(
+            {"kb": kb, "items": items, **{status: counts[status] for status in _COUNTED}}
+        )
+
+    def _rows(self, kb: str, folder: str) -> dict[str, _Doc]:
+        """The documents whose source is in the folder, by source path (read once for a full sync)."""
+        return {
+            row.source_path: _Doc.of(row)
+            for row in sourced_documents(self.index, kb)
+            if row.source_path and inside(row.source_path, folder)
+        }
+
+    def _full(self, kb: str, folder: str, rows: dict[str, _Doc]) -> tuple[list[Path], list[_Doc]]:
+        """Every visible file of the folder, and the documents whose file is gone."""
+        subfolders: set[str] = set()
+        files = sorted(visible_files(Path(folder), folders=subfolders))
+        self._folders[kb, folder] = subfolders
+        present = {str(file) for file in files}
+        gone = [row for source, row in rows.items() if source not in present and _gone_for_sure(source, folder)]
+        return files, gone
+
+    def _hinted(self, kb: str, folder: str, changed: Iterable[Path]) -> tuple[list[Path], list[_Doc]]:
+        """The files among (and under) ``changed``, and the documents of those that are gone."""
+        files: dict[Path, None] = {}
+        gone: dict[str, _Doc] = {}
+        known = self._folders.setdefault((kb, folder), set())
+        for path in dict.fromkeys(changed):
+            if not inside(str(path), folder) or any(skipped_name(part) for part in path.relative_to(folder).parts):
+                continue
+            try:
+                is_dir = os.path.isdir(path) and not os.path.islink(path)
+                present = os.path.lexists(path)
+            except (OSError, ValueError):
+                continue
+            if is_dir:  # a folder moved in: its files raise no events of their own
+                subfolders: set[str] = set()
+                files.update(dict.fromkeys(visible_files(path, folders=subfolders)))
+                known.update(subfolders)
+            elif present:
+                files[path] = None
+            else:
+                gone.update((row.id, row) for row in self._gone_rows(kb, path, known))
+        return list(files), [row for row in gone.values() if _gone_for_sure(row.source_path, folder)]
+
+    def _gone_rows(self, kb: str, path: Path, known: set[str]) -> list[_Doc]:
+        """The documents of a path that is gone: its own, or every one under it if it was a folder."""
+        row = self._find(kb, path)
+        if str(path) not in known:
+            return [row] if row is not None else []
+        known.difference_update({f for f in known if inside(f, str(path))})
+        return [_Doc.of(r) for r in sourced_documents(self.index, kb) if inside(r.source_path or "", str(path))]
+
+    def _find(self, kb: str, path: Path) -> _Doc | None:
+        row = self.index.find_document(kb, source_path=str(path))
+        return None if row is None else _Doc.of(row)
+
+    def _sync_file(
+        self, paths: KbPaths, folder: str, file: Path, actor: str, rows: dict[str, _Doc] | None
+    ) -> DirectoryIngestItem:
+        """One present file: unchanged, ingested, updated, refused, or a conflict.
+
+        ``rows`` are the folder's documents when the folder was walked (a walk follows no link);
+        without them, the file is a path a watcher reported, which may lead through a link.
+        What a file came to is remembered with its stamp (and its document's source hash): a
+        second full sync reads only files that changed since.
+        """
+        key = (paths.name, str(file))
+        try:
+            if rows is None and os.path.realpath(file) != str(file):
+                raise PathNotAllowedError(
+                    f"{file} is reached through a symbolic link; links are not followed.",
+                    hint="Move the file itself into the followed folder.",
+                )
+            stamp = _stamp(file)
+            row = self._find(paths.name, file) if rows is None else rows.get(str(file))
+            version = hash((stamp, row.source_sha256 if row is not None else ""))
+            known = self._known.get(key)
+            if known is not None and known[0] == version:
+                if known[1] is not None:
+                    return known[1]
+                if row is not None:
+                    return _item(file, "unchanged", row)
+            item = self._compare(paths, folder, file, row, actor)
+        except (CofferError, OSError) as exc:
+            return _refused(file, exc)
+        if item is None:
+            item = self.documents.ingest_file(
+                paths, file, replace=True, actor=actor, within=[Path(folder)], keep_edits=True
+            )
+            if item.code == "busy":  # the caller retries the whole change later
+                raise StoreError(item.message or "busy", code="busy", hint=item.hint or "")
+            if item.status == "rejected":
+                log.info("followed file %s not ingested: %s", file, item.message)
+        if item.status == "unchanged":
+            self._known[key] = (version, None)
+        elif item.status == "conflict" or (item.status == "rejected" and item.code != "unreadable"):
+            self._known[key] = (version, item)
+        else:
+            self._known.pop(key, None)
+        return item
+
+    def _compare(
+        self, paths: KbPaths, folder: str, file: Path, row: _Doc | None, actor: str
+    ) -> DirectoryIngestItem | None:
+        """The outcome for a file whose document is as it was (unchanged, or a conflict); None to ingest it."""
+        if row is None:
+            return None
+        sha = sha256_source(file, [Path(folder)])
+        if sha == row.source_sha256:
+            return _item(file, "unchanged", row)
+        if row.source_mode == "edited":
+            return self._conflict(paths, row, file, sha, actor)
+        return None
+
+    def _conflict(self, paths: KbPaths, row: _Doc, file: Path, sha: str, actor: str) -> DirectoryIngestItem:
+        """A changed file whose document was edited in Coffer: audited once, never ingested."""
+        if (row.id, sha) not in self._conflicts:
+            self._conflicts.add((row.id, sha))
+            log.warning("%s changed, but document %s was edited in Coffer: the edits are kept", file, row.id)
+            with self.index.transaction():
+                details = {"source_path": str(file), "source_sha256": sha}
+                self.index.audit(AuditEvent.KB_SOURCE_CONFLICT, paths.name, actor, row.id, details)
+        return DirectoryIngestItem(
+            path=str(file),
+            status="conflict",
+            document_id=row.id,
+            title=row.title,
+            code="source_conflict",
+            message="The file changed, but its document was edited in Coffer: the edits are kept.",
+            hint=render_hint("Re-ingest the file with {arg:replace=true} to take its version (the edits are lost)."),
+        )
+
+    def _gone(self, paths: KbPaths, folder: str, row: _Doc, actor: str) -> DirectoryIngestItem:
+        """A document whose followed file was deleted: removed, or kept (edited, or ``follow_deleted: keep``)."""
+        source = row.source_path or ""
+        self._known.pop((paths.name, source), None)
+        if row.source_mode == "edited" or self.registry.settings.follow_deleted == "keep":
+            why = "it was edited in Coffer" if row.source_mode == "edited" else "follow_deleted is keep"
+            return _item(Path(source), "kept", row, message=f"The file is gone; its document is kept ({why}).")
+        with self.registry.writing(paths):
+            current = self.index.get_document(paths.name, row.id)
+            # Another server may have removed it, the file may be back, or the whole folder gone (an
+            # unmount while this sync ran): then there is nothing to do.
+            if current is None or current.source_path != source or not _gone_for_sure(source, folder):
+                return _item(Path(source), "unchanged", row)
+            if current.source_mode == "edited":
+                return _item(Path(source), "kept", row, message="The file is gone; its document was edited: kept.")
+            self.documents.delete_locked(paths, row.id, actor=actor, details={"source_path": source})
+        return _item(Path(source), "removed", row)
+
+
+@dataclass(frozen=True, slots=True)
+class _Doc:
+    """What a sync needs of a document: a full sync holds one for every file of the folder."""
+
+    id: str
+    title: str
+    source_path: str
+    source_sha256: str
+    source_mode: str
+
+    @classmethod
+    def of(cls, row: DocumentRow) -> _Doc:
+        return cls(row.id, row.title, row.source_path or "", row.source_sha256, row.source_mode)
+
+
+def _gone_for_sure(source: str, folder: str) -> bool:
+    """Whether a followed file is really gone: its followed folder is there (not unmounted), the file is not.
+
+    A file that cannot be looked at (in a folder this user may not read) is not gone.
+    """
+    if not os.path.isdir(folder):
+        return False
+    try:
+        os.lstat(source)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _stamp(path: Path) -> str:
+    info = os.lstat(path)
+    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
+
+
+def _item(path: Path, status: str, row: _Doc, *, message: str | None = None) -> DirectoryIngestItem:
+    return DirectoryIngestItem.model_validate(
+        {"path": str(path), "status": status, "document_id": row.id, "title": row.title, "message": message}
+    )
+
+
+def _refused(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
+    if isinstance(exc, CofferError):
+        log.warning("followed file %s refused: %s", file, exc.message)
+        return DirectoryIngestItem(
+            path=str(file), status="rejected", code=exc.code, message=exc.message, hint=exc.hint or None
+        )
+    return DirectoryIngestItem(
+        path=str(file),
+        status="rejected",
+        code="unreadable",
+        message=str(exc),
+        hint="Check that the file exists and is readable by this user.",
+    )

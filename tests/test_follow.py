@@ -1,0 +1,420 @@
+"""Live folders in the core: following a folder, syncing it, conflicts, deletions, refusals, the watcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from mcp import Client
+from mcp.types import Implementation
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.errors import InvalidArgumentError, PackError, PathNotAllowedError
+from coffer_mcp.mcp_server import build_server
+from coffer_mcp.portability._format import parse_config
+
+CLIENT = Implementation(name="follower", version="1")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A folder of notes (one nested), with an outside file next to it."""
+    notes = tmp_path / "notes"
+    (notes / "deep").mkdir(parents=True)
+    write(notes / "alpha.md", "# Alpha\n\nAardvarks amble across the alpine meadow.")
+    write(notes / "deep" / "beta.md", "# Beta\n\nBeavers build broad dams.")
+    write(notes / ".hidden.md", "# Hidden\n\nnever ingested")
+    (tmp_path / "outside").mkdir()
+    write(tmp_path / "outside" / "secret.md", "# Secret\n\nclassified zeppelin plans")
+    return notes.resolve()
+
+
+@pytest.fixture
+def make(home: Path, backend_settings: dict[str, str], folder: Path) -> Iterator[Callable[..., Coffer]]:
+    """Build a Coffer over ``home`` (the folder is allowed) with extra settings; all are closed at the end."""
+    made: list[Coffer] = []
+
+    def build(**settings: Any) -> Coffer:
+        coffer = Coffer(load_settings(home=home, allowed_dirs=[str(folder)], **backend_settings, **settings))
+        made.append(coffer)
+        if len(made) == 1:
+            coffer.create_kb("kb")
+        return coffer
+
+    yield build
+    for coffer in made:
+        coffer.close()
+
+
+def write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def titles(coffer: Coffer, query: str) -> list[str]:
+    return sorted({p.title for p in coffer.search("kb", query, top_k=20).passages})
+
+
+def sources(coffer: Coffer) -> list[str]:
+    return sorted(d.source_path or "" for d in coffer.list_documents("kb", limit=1000).documents)
+
+
+def events(coffer: Coffer, event: str) -> list[Any]:
+    return [e for e in coffer.index.audit_events("kb") if e.event == event]
+
+
+# -- following -----------------------------------------------------------------------------------
+
+
+def test_following_a_folder_ingests_it_records_it_in_kb_yaml_and_reports_it(
+    make: Callable[..., Coffer], folder: Path, home: Path
+) -> None:
+    coffer = make()
+    result = coffer.follow_folder("kb", folder)
+    assert (result.created, result.followed) == (2, str(folder))
+    assert sources(coffer) == [str(folder / "alpha.md"), str(folder / "deep" / "beta.md")]
+    config = yaml.safe_load((home / "knowledge" / "kb" / "kb.yaml").read_text(encoding="utf-8"))
+    assert config["follow"] == [str(folder)]
+    [followed] = coffer.describe_kb("kb").followed
+    assert (followed.path, followed.present, followed.documents, followed.watched) == (str(folder), True, 2, False)
+    assert followed.last_sync is not None
+    [reported] = coffer.check_sources("kb").followed  # which brings the folder up to date first
+    assert reported.model_copy(update={"last_sync": None}) == followed.model_copy(update={"last_sync": None})
+    assert events(coffer, "KB_UPDATED")[-1].details == {"follow": [str(folder)]}
+    again = coffer.follow_folder("kb", folder)  # idempotent: nothing new, one entry
+    assert (again.created, again.unchanged) == (0, 2)
+    assert len(coffer.describe_kb("kb").followed) == 1
+
+
+def test_a_knowledge_base_without_followed_folders_keeps_its_kb_yaml_as_it_was(coffer: Coffer, home: Path) -> None:
+    coffer.create_kb("kb")
+    assert "follow" not in (home / "knowledge" / "kb" / "kb.yaml").read_text(encoding="utf-8")
+    assert coffer.describe_kb("kb").followed == []
+
+
+def test_an_agent_follows_only_folders_inside_allowed_dirs_and_never_the_store(
+    make: Callable[..., Coffer], folder: Path, home: Path
+) -> None:
+    coffer = make()
+    with pytest.raises(PathNotAllowedError):
+        coffer.ingest_allowed_path("kb", str(folder.parent / "outside"), follow=True)
+    with pytest.raises(InvalidArgumentError, match="only folders are followed"):
+        coffer.ingest_allowed_path("kb", str(folder / "alpha.md"), follow=True)
+    with pytest.raises(InvalidArgumentError, match="Coffer home"):
+        coffer.follow_folder("kb", home / "knowledge")
+    with pytest.raises(InvalidArgumentError, match="Coffer home"):
+        coffer.follow_folder("kb", home.parent)
+    assert coffer.describe_kb("kb").followed == []
+
+
+def test_unfollowing_keeps_the_documents_and_empties_the_list(make: Callable[..., Coffer], folder: Path) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    assert coffer.unfollow_folder("kb", str(folder)) == []
+    write(folder / "gamma.md", "# Gamma\n\ngnus graze")
+    assert coffer.check_sources("kb").followed == []
+    assert len(sources(coffer)) == 2  # not followed any more: gamma is not picked up
+    with pytest.raises(InvalidArgumentError, match="does not follow"):
+        coffer.unfollow_folder("kb", str(folder))
+
+
+# -- syncing -------------------------------------------------------------------------------------
+
+
+def test_a_sync_applies_new_changed_and_deleted_files(make: Callable[..., Coffer], folder: Path) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    alpha_id = coffer.index.find_document("kb", source_path=str(folder / "alpha.md")).id
+    write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    write(folder / "alpha.md", "# Alpha\n\nAlbatrosses glide over the ocean.")
+    (folder / "deep" / "beta.md").unlink()
+    [result] = coffer.sync_followed("kb")
+    assert (result.created, result.updated, result.removed) == (1, 1, 1)
+    assert titles(coffer, "albatrosses") == ["Alpha"]
+    assert titles(coffer, "aardvarks") == []
+    assert titles(coffer, "beavers") == []
+    assert titles(coffer, "gnus") == ["Gamma"]
+    assert coffer.index.find_document("kb", source_path=str(folder / "alpha.md")).id == alpha_id  # same document
+    removed = events(coffer, "KB_DOCUMENT_DELETED")
+    assert [e.details for e in removed] == [{"source_path": str(folder / "deep" / "beta.md")}]
+    [quiet] = coffer.sync_followed("kb")
+    assert (quiet.created, quiet.updated, quiet.removed, quiet.unchanged) == (0, 0, 0, 2)
+
+
+def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make(follow_deleted="keep")
+    coffer.follow_folder("kb", folder)
+    (folder / "alpha.md").unlink()
+    [result] = coffer.sync_followed("kb")
+    assert [i.status for i in result.items if i.path.endswith("alpha.md")] == ["kept"]
+    assert titles(coffer, "aardvarks") == ["Alpha"]
+    report = coffer.check_sources("kb")
+    assert report.missing == 1
+
+
+def test_a_followed_folder_that_is_gone_removes_nothing(make: Callable[..., Coffer], folder: Path) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    folder.rename(folder.with_name("unmounted"))
+    [result] = coffer.sync_followed("kb")
+    assert result.items == []
+    assert len(sources(coffer)) == 2
+    [followed] = coffer.describe_kb("kb").followed
+    assert (followed.present, followed.documents) == (False, 2)
+
+
+def test_an_edit_in_coffer_is_never_overwritten_by_a_later_source_change(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+    coffer.edit_document("kb", doc.id, "# Alpha\n\nEdited in Coffer: armadillos.")
+    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: anteaters.")
+    for _ in range(2):
+        [result] = coffer.sync_followed("kb")
+        [conflict] = [i for i in result.items if i.status == "conflict"]
+        assert (conflict.document_id, conflict.code) == (doc.id, "source_conflict")
+    assert "armadillos" in coffer.read_document("kb", doc.id).markdown
+    assert titles(coffer, "anteaters") == []
+    [audited] = events(coffer, "KB_SOURCE_CONFLICT")  # once, however often it is met
+    assert audited.details["source_path"] == str(folder / "alpha.md")
+    assert [c.status for c in coffer.check_sources("kb").documents if c.document_id == doc.id] == ["edited"]
+    (folder / "alpha.md").unlink()  # deleting its file keeps an edited document too
+    [result] = coffer.sync_followed("kb")
+    assert [i.status for i in result.items if i.document_id == doc.id] == ["kept"]
+    assert "armadillos" in coffer.read_document("kb", doc.id).markdown
+
+
+def test_links_in_a_followed_folder_are_never_followed(make: Callable[..., Coffer], folder: Path) -> None:
+    coffer = make()
+    (folder / "escape.md").symlink_to(folder.parent / "outside" / "secret.md")
+    (folder / "escape-dir").symlink_to(folder.parent / "outside", target_is_directory=True)
+    (folder / "alias").symlink_to(folder / "deep", target_is_directory=True)
+    coffer.follow_folder("kb", folder)
+    # What a watcher would report: the link, and paths through linked folders.
+    changed = [folder / "escape.md", folder / "escape-dir" / "secret.md", folder / "alias" / "beta.md"]
+    result = coffer.follow.sync("kb", str(folder), changed=changed)
+    assert {i.status for i in result.items} == {"rejected"}
+    assert {i.code for i in result.items} == {"path_not_allowed"}
+    assert titles(coffer, "zeppelin") == []
+    assert len(sources(coffer)) == 2  # no second copy of beta through the alias
+
+
+def test_a_file_moved_into_a_followed_folder_with_its_folder_is_ingested(
+    make: Callable[..., Coffer], folder: Path, tmp_path: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    moved = tmp_path / "papers"
+    (moved / "inner").mkdir(parents=True)
+    write(moved / "inner" / "delta.md", "# Delta\n\nDolphins dive deep.")
+    moved.rename(folder / "papers")
+    # A folder moved in raises one event, for the folder; its files have none of their own.
+    result = coffer.follow.sync("kb", str(folder), changed=[folder / "papers"])
+    assert result.created == 1
+    # And a folder removed raises one for the folder too (rm -r may report only it).
+    (folder / "papers" / "inner" / "delta.md").unlink()
+    (folder / "papers" / "inner").rmdir()
+    (folder / "papers").rmdir()
+    result = coffer.follow.sync("kb", str(folder), changed=[folder / "papers"])
+    assert result.removed == 1
+    assert titles(coffer, "dolphins") == []
+
+
+def test_packs_never_carry_followed_folders(make: Callable[..., Coffer], folder: Path, tmp_path: Path) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    coffer.export_kb("kb", tmp_path / "kb.cofferpack")
+    imported = coffer.import_pack(tmp_path / "kb.cofferpack", as_name="copy")
+    assert imported.documents_added == 2
+    assert coffer.describe_kb("copy").followed == []
+    hostile = yaml.safe_dump({"created_at": "x", "updated_at": "x", "follow": [str(Path.home())]}).encode()
+    with pytest.raises(PackError, match="folders to follow"):
+        parse_config(hostile)
+
+
+# -- the watcher (in this process) ---------------------------------------------------------------
+
+
+async def eventually(check: Callable[[], bool], what: str, seconds: float = 60) -> None:
+    """Poll ``check`` until it holds (a generous deadline: the machine may be busy)."""
+    with anyio.fail_after(seconds):
+        while not check():  # noqa: ASYNC110 - polls what a watcher thread applies
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_the_watcher_applies_changes_of_followed_folders_and_of_docs(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    with coffer.watching() as watcher:
+        assert [t.name for t in threading.enumerate()].count("coffer-watcher") == 1
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        assert coffer.describe_kb("kb").followed[0].watched
+        assert coffer.registry.activity.docs_watched
+        write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+        await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "a new file")
+        write(folder / "gamma.md", "# Gamma\n\nGeckos climb glass.")
+        await eventually(lambda: titles(coffer, "geckos") == ["Gamma"], "a changed file")
+        (folder / "gamma.md").unlink()
+        await eventually(lambda: titles(coffer, "geckos") == [], "a deleted file")
+        # A hand edit of a document's own file is applied by the watcher too.
+        doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+        path = Path(coffer.read_document("kb", doc.id).path)
+        write(path, path.read_text(encoding="utf-8").replace("Aardvarks", "Axolotls"))
+        await eventually(
+            lambda: coffer.index.get_document("kb", doc.id).file_stamp.startswith(str(path.stat().st_mtime_ns)),
+            "a hand edit",
+        )
+    assert not coffer.registry.activity.docs_watched
+    assert not coffer.describe_kb("kb").followed[0].watched
+    actors = {e.actor for e in coffer.index.audit_events("kb") if e.event.startswith("KB_DOCUMENT")}
+    assert "watcher" in actors
+
+
+@pytest.mark.anyio
+async def test_the_watcher_outlives_a_followed_folder_that_vanishes_and_catches_up_when_it_is_back(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        aside = folder.with_name("aside")
+        folder.rename(aside)
+        await eventually(lambda: not coffer.describe_kb("kb").followed[0].watched, "the folder to be dropped")
+        assert len(sources(coffer)) == 2  # nothing removed while it was gone
+        write(aside / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+        aside.rename(folder)
+        await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "the folder to be back")
+        assert coffer.describe_kb("kb").followed[0].watched
+
+
+@pytest.mark.anyio
+async def test_a_folder_followed_while_the_watcher_runs_is_watched_from_then_on(
+    make: Callable[..., Coffer], folder: Path, tmp_path: Path
+) -> None:
+    coffer = make()
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        # What an agent does over MCP: ingest_path with follow=true.
+        async with Client(build_server(coffer), client_info=CLIENT) as client:
+            result = await client.call_tool("coffer__ingest_path", {"kb": "kb", "path": str(folder), "follow": True})
+            assert result.structured_content["followed"] == str(folder)
+            await eventually(lambda: coffer.describe_kb("kb").followed[0].watched, "the new folder to be watched")
+            write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+            await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "a new file")
+            metrics = await client.call_tool("coffer__knowledge_base_metrics", {"kb": "kb"})
+            report = await client.call_tool("coffer__check_sources", {"kb": "kb"})
+    [followed] = metrics.structured_content["followed"]
+    assert (followed["path"], followed["documents"], followed["watched"]) == (str(folder), 3, True)
+    assert followed["last_sync"]
+    assert json.loads(report.content[0].text)["followed"][0]["path"] == str(folder)
+
+
+def test_reindex_changed_costs_nothing_for_files_already_indexed(make: Callable[..., Coffer], folder: Path) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    docs = sorted((coffer.paths.kb("kb").docs).glob("*.md"))
+    assert coffer.registry.reindex_changed("kb", docs) == 0  # our own writes: already indexed
+    write(docs[0], docs[0].read_text(encoding="utf-8") + "\nA quokka appears.\n")
+    os.remove(docs[1])
+    write(docs[0].with_name("dropped.md"), "# Dropped\n\nA numbat naps.")
+    assert coffer.registry.reindex_changed("kb", [*docs, docs[0].with_name("dropped.md")]) == 3
+    assert titles(coffer, "quokka")
+    assert titles(coffer, "numbat") == ["Dropped"]
+    assert len(coffer.list_documents("kb").documents) == 2
+
+
+@pytest.mark.anyio
+async def test_a_failure_in_the_watcher_is_logged_and_the_watcher_goes_on(
+    make: Callable[..., Coffer], folder: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from coffer_mcp.services import watcher as watcher_module
+
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    monkeypatch.setattr(watcher_module, "RETRY_SECONDS", 0.2)
+    real_sync, real_targets = coffer.follow.sync, watcher_module.Watcher._targets
+    failures = {"sync": 1, "targets": 1}
+
+    def failing_sync(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("changed") is not None and failures["sync"]:
+            failures["sync"] -= 1
+            raise RuntimeError("injected: one batch fails")
+        return real_sync(*args, **kwargs)
+
+    def failing_targets(self: Any) -> Any:
+        if failures["targets"]:
+            failures["targets"] -= 1
+            raise OSError("injected: the watch cannot start")
+        return real_targets(self)
+
+    monkeypatch.setattr(coffer.follow, "sync", failing_sync)
+    monkeypatch.setattr(watcher_module.Watcher, "_targets", failing_targets)
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start after its failed first watch")
+        write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+        await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "the change whose batch failed once")
+        assert failures["sync"] == 0
+        write(folder / "delta.md", "# Delta\n\nDolphins dive deep.")
+        await eventually(lambda: titles(coffer, "dolphins") == ["Delta"], "the next change")
+    logged = caplog.text
+    assert "injected: the watch cannot start" in logged
+    assert "injected: one batch fails" in logged
+
+
+def test_a_watched_big_knowledge_base_is_not_checked_in_full_on_every_folder_change() -> None:
+    from coffer_mcp.services.registry import WATCHED_RECHECK_SECONDS, _ScanLog
+
+    settings = load_settings(reconcile_interval=1.0, reconcile_budget_ms=5.0)
+    scans = _ScanLog()
+    scans.record("kb", "folder@1", at=time.monotonic(), cost=0.2)  # a 200 ms check: big
+    assert not scans.fresh("kb", "folder@2", settings)  # a file added: check now
+    assert scans.fresh("kb", "folder@2", settings, watched=True)  # the watcher applies it
+    scans.record("kb", "folder@1", at=time.monotonic() - WATCHED_RECHECK_SECONDS, cost=0.2)
+    assert not scans.fresh("kb", "folder@1", settings, watched=True)  # still checked in full now and then
+    scans.record("kb", "folder@1", at=time.monotonic(), cost=0.001)  # small: every read
+    assert not scans.fresh("kb", "folder@1", settings, watched=True)
+
+
+def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from coffer_mcp.cli import main
+
+    assert main(["--home", str(home), "kb", "create", "kb"]) == 0
+    capsys.readouterr()
+    assert main(["--home", str(home), "kb", "ingest", "kb", str(folder), "--follow"]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("created") == 2
+    assert f"following {folder}" in err
+    assert main(["--home", str(home), "kb", "describe", "kb"]) == 0
+    assert f"following  {folder}  (2 documents" in capsys.readouterr().out
+    write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    assert main(["--home", str(home), "kb", "check-sources", "kb"]) == 0  # syncs the followed folder first
+    out = capsys.readouterr().out
+    assert "3 unchanged" in out
+    assert f"following  {folder}  (3 documents" in out
+    assert main(["--home", str(home), "kb", "unfollow", "kb", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_hand_edited_follow_list_keeps_its_usable_entries(coffer: Coffer, home: Path, folder: Path) -> None:
+    coffer.create_kb("kb")
+    config = home / "knowledge" / "kb" / "kb.yaml"
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data.update(follow=[str(folder), "relative/path", 42, str(folder)], chunk_size="huge")
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    [followed] = coffer.describe_kb("kb").followed  # a bad chunk_size does not drop the list
+    assert followed.path == str(folder)
