@@ -244,7 +244,9 @@ class FollowService:
         gone: dict[str, _Doc] = {}
         known = self._folders.setdefault((kb, folder), set())
         for path in dict.fromkeys(changed):
-            if not inside(str(path), folder) or any(skipped_name(part) for part in path.relative_to(folder).parts):
+            if str(path) == folder or not inside(str(path), folder):
+                continue  # the followed folder itself coming or going: the watcher syncs it in full then
+            if any(skipped_name(part) for part in path.relative_to(folder).parts):
                 continue
             try:
                 is_dir = os.path.isdir(path) and not os.path.islink(path)
