@@ -115,10 +115,13 @@ class FollowService:
         self._set_followed(paths, folder, follow=False, actor=actor)
         return self.followed(kb)
 
-    def followed(self, kb: str) -> list[FollowedFolder]:
-        """The folders a knowledge base follows, with what this process's watcher knows of them."""
+    def followed(self, kb: str, sources: Iterable[str] | None = None) -> list[FollowedFolder]:
+        """The folders a knowledge base follows, with what this process's watcher knows of them.
+
+        ``sources``: every document's source path, when the caller has read them anyway.
+        """
         _, config = self.registry.open_kb(kb)
-        return followed_folders(self.index, self.registry.activity, kb, config)
+        return followed_folders(self.index, self.registry.activity, kb, config, sources)
 
     def _folder(self, path: str | Path, within: Sequence[Path] | None) -> str:
         check_path_text(path)
@@ -214,7 +217,11 @@ class FollowService:
                 if counts["created"] or counts["updated"]:
                     fsync_dir(paths.docs)
                     fsync_dir(paths.raw)
-            self.registry.activity.synced(kb, folder)
+            added = counts["created"] - counts["removed"]
+            if rows is not None:
+                self.registry.activity.synced(kb, folder, documents=len(rows) + added)
+            else:
+                self.registry.activity.synced(kb, folder, added=added)
         else:
             log.warning("followed folder %s of %s is missing; its documents are kept", folder, kb)
         return DirectoryIngestResult.model_validate(
