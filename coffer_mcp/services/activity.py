@@ -32,7 +32,9 @@ class FolderActivity:
     pending: int = 0
     last_sync: str | None = None
     documents: int | None = None
-    """Documents from the folder after this process's last full sync, with what it applied since."""
+    """Documents from the folder as this process last counted them (None: not known)."""
+    version: int = 0
+    """Bumped by every sync: a count made while another sync ran is not trusted."""
 
 
 class FollowActivity:
@@ -61,16 +63,28 @@ class FollowActivity:
         with self._guard:
             self._folders[kb, folder] = replace(self._folders.get((kb, folder), FolderActivity()), pending=count)
 
-    def synced(self, kb: str, folder: str, *, documents: int | None = None, added: int = 0) -> None:
+    def synced(self, kb: str, folder: str, *, counted: tuple[int, int] | None = None, added: int = 0) -> None:
         """The folder was just brought up to date: nothing is pending.
 
-        ``documents`` is the count a full sync found; a partial one ``added`` (or removed) some.
+        ``counted`` is ``(documents, version)``: what a full sync that began at ``version`` found,
+        trusted only if no other sync ended meanwhile; a partial sync ``added`` (or removed) some.
         """
         with self._guard:
             current = self._folders.get((kb, folder), FolderActivity())
-            if documents is None and current.documents is not None:
-                documents = max(0, current.documents + added)
-            self._folders[kb, folder] = replace(current, pending=0, last_sync=utc_now(), documents=documents)
+            if counted is not None:
+                documents = counted[0] if counted[1] == current.version else None
+            else:
+                documents = None if current.documents is None else max(0, current.documents + added)
+            self._folders[kb, folder] = replace(
+                current, pending=0, last_sync=utc_now(), documents=documents, version=current.version + 1
+            )
+
+    def counted(self, kb: str, folder: str, documents: int, version: int) -> None:
+        """A count of the folder's documents read at ``version`` (kept if no sync ended since)."""
+        with self._guard:
+            current = self._folders.get((kb, folder), FolderActivity())
+            if current.version == version:
+                self._folders[kb, folder] = replace(current, documents=documents)
 
 
 def inside(path: str, folder: str) -> bool:
@@ -107,13 +121,17 @@ def followed_folders(
         return []
     states = {folder: activity.get(kb, folder) for folder in config.follow}
     counts = {folder: state.documents for folder, state in states.items()}
-    if sources is None and any(count is None for count in counts.values()):
+    read = sources is None and any(count is None for count in counts.values())
+    if read:
         sources = (row.source_path or "" for row in sourced_documents(index, kb))
     if sources is not None:
         counts = dict.fromkeys(config.follow, 0)
         for source in sources:
             for folder in config.follow:
                 counts[folder] = (counts[folder] or 0) + inside(source, folder)
+    if read:
+        for folder, state in states.items():
+            activity.counted(kb, folder, counts[folder] or 0, state.version)
     folders = []
     for folder in config.follow:
         state = states[folder]

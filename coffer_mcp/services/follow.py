@@ -193,6 +193,7 @@ class FollowService:
         counts = dict.fromkeys(_COUNTED, 0)
         if Path(folder).is_dir():
             rows: dict[str, _Doc] | None = None
+            version = self.registry.activity.get(kb, folder).version
             if changed is None:
                 rows = self._rows(kb, folder)
                 files, gone = self._full(kb, folder, rows)
@@ -220,7 +221,7 @@ class FollowService:
                     fsync_dir(paths.raw)
             added = counts["created"] - counts["removed"]
             if rows is not None:
-                self.registry.activity.synced(kb, folder, documents=len(rows) + added)
+                self.registry.activity.synced(kb, folder, counted=(len(rows) + added, version))
             else:
                 self.registry.activity.synced(kb, folder, added=added)
         else:
