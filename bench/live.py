@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import queue
@@ -56,6 +57,7 @@ SEED = 11
 PER_FOLDER = 1_000
 CLIENT = Implementation(name="bench-live", version="1")
 DEADLINE = 600.0
+RUN = f"r{int(time.time()) % 100_000:05d}"  # names this run's files and words apart from an earlier run's
 _BANNER = re.compile(r"MCP over streamable HTTP at (http://\S+)/mcp")
 
 
@@ -160,29 +162,50 @@ def write_folder(folder: Path, documents: int) -> list[Path]:
 # -- the measurements ----------------------------------------------------------------------------
 
 
-async def pickup(client: Client, folder: Path, corpus: list[Path], n: int, tag: str) -> dict[str, Any]:
-    """Write a file (even i: a new one; odd: a corpus file changed), then search for it every 10 ms."""
-    new_ms, changed_ms = [], []
+async def pickup(client: Client, index: Any, folder: Path, corpus: list[Path], n: int, tag: str) -> dict[str, Any]:
+    """Write a file (even i: a new one; odd: a corpus file changed); time it until indexed, then until searchable.
+
+    *Indexed*: its row (new) or its source hash (changed) is in the index, polled every 5 ms
+    straight from the index file (the watcher's own latency). *Searchable*: the server's search
+    over MCP finds its unique word, polled every 10 ms (one search round trip included).
+    """
+    timings: dict[str, list[float]] = {"new_indexed": [], "new": [], "changed_indexed": [], "changed": []}
     (folder / "live").mkdir(exist_ok=True)
     for i in range(n):
-        word = f"zq{tag}{i:04d}x"
-        if i % 2 == 0:
-            path = folder / "live" / f"{tag}-{i:04d}.md"
+        word = f"zq{RUN}{tag}{i:04d}x"
+        kind = "new" if i % 2 == 0 else "changed"
+        if kind == "new":
+            path = folder / "live" / f"{RUN}-{tag}-{i:04d}.md"
             text = f"# Live {tag} {i}\n\nA note about {word} written just now.\n"
         else:
-            path = corpus[(i * 7919) % len(corpus)]
+            path = corpus[(i * 7919 + len(tag)) % len(corpus)]
             text = path.read_text(encoding="utf-8") + f"\nChanged: {word}.\n"
+        data = text.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
         started = time.perf_counter()
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
         with anyio.fail_after(120):
+            while not _indexed(index, path, digest):  # noqa: ASYNC110 - polls another process's writes
+                await anyio.sleep(0.005)
+            timings[f"{kind}_indexed"].append((time.perf_counter() - started) * 1000)
             while not await found(client, word):  # noqa: ASYNC110 - polls another process
                 await anyio.sleep(0.01)
-        (new_ms if i % 2 == 0 else changed_ms).append((time.perf_counter() - started) * 1000)
+        timings[kind].append((time.perf_counter() - started) * 1000)
         await anyio.sleep(0.2)
-    return {"new": summarize(new_ms), "changed": summarize(changed_ms), "all": summarize(new_ms + changed_ms)}
+    result = {name: summarize(values) for name, values in timings.items()}
+    result["all_indexed"] = summarize(timings["new_indexed"] + timings["changed_indexed"])
+    result["all"] = summarize(timings["new"] + timings["changed"])
+    return result
 
 
-async def pickup_under_search(url: str, folder: Path, corpus: list[Path], n: int, queries: list[str]) -> dict:
+def _indexed(index: Any, path: Path, digest: str) -> bool:
+    row = index.find_document("kb", source_path=str(path))
+    return row is not None and row.source_sha256 == digest
+
+
+async def pickup_under_search(
+    url: str, index: Any, folder: Path, corpus: list[Path], n: int, queries: list[str]
+) -> dict[str, Any]:
     """``pickup`` while two more clients search back to back."""
     searched = 0
 
@@ -199,7 +222,7 @@ async def pickup_under_search(url: str, folder: Path, corpus: list[Path], n: int
         for seed in (1, 2):
             group.start_soon(searcher, seed, stop)
         started = time.perf_counter()
-        result = await pickup(client, folder, corpus, n, "busy")
+        result = await pickup(client, index, folder, corpus, n, "busy")
         stop.set()
     result["background_searches_per_second"] = round(searched / (time.perf_counter() - started), 1)
     return result
@@ -215,8 +238,21 @@ async def idle_cpu(pid: int, seconds: float) -> dict[str, Any]:
         "seconds": seconds,
         "cpu_seconds": None if used is None else round(used, 3),
         "cpu_percent": None if used is None else round(100 * used / seconds, 3),
-        "memory": proc_memory(pid),
+        "memory": memory(pid),
     }
+
+
+def memory(pid: int) -> dict[str, float] | None:
+    """RSS, its peak, and its two parts: anonymous (the process's own heap) and file-backed (here
+    mostly SQLite's memory-mapped index pages, which the kernel can drop and share)."""
+    found = proc_memory(pid)
+    if found is None:
+        return None
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text("utf-8").splitlines())
+        for key, name in (("RssAnon", "anon_mb"), ("RssFile", "file_mb")):
+            found[name] = int(fields[key].split()[0]) / 1024
+    return found
 
 
 async def search_under_change(client: Client, corpus: list[Path], queries: list[str], rate: float) -> dict[str, Any]:
@@ -278,12 +314,14 @@ async def bulk(home: Path, url: str, folder: Path, count: int, staging: Path) ->
                 await wait_for(lambda client=client: _synced_since(client, moved_at), "both watchers' syncs")
             settled = time.perf_counter() - started
     with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
-        missing = [i for i in range(count) if not coffer.search("kb", f"zb{i:05d}x", top_k=1).passages]
-        rows = [r for r in coffer.index.documents("kb", with_source_path=True) if "/bulk/" in (r.source_path or "")]
+        missing = [i for i in range(count) if not coffer.search("kb", f"zb{RUN}{i:05d}x", top_k=1).passages]
+        rows = [
+            r for r in coffer.index.documents("kb", with_source_path=True) if f"/bulk-{RUN}/" in (r.source_path or "")
+        ]
         events = Counter(
             e.details.get("filename")
             for e in coffer.index.audit_events("kb", limit=1_000_000)
-            if e.event == "KB_DOCUMENT_INGESTED" and str(e.details.get("filename", "")).startswith("bulk-")
+            if e.event == "KB_DOCUMENT_INGESTED" and str(e.details.get("filename", "")).startswith(f"{RUN}-bulk-")
         )
     return {
         "files": count,
@@ -302,11 +340,11 @@ async def bulk(home: Path, url: str, folder: Path, count: int, staging: Path) ->
 def stage_bulk(staging: Path, folder: Path, count: int) -> tuple[list[str], Path]:
     """``count`` files written beside the followed folder (same filesystem: moving them in is a rename)."""
     staging.mkdir(parents=True, exist_ok=True)
-    target = folder / "bulk"
+    target = folder / f"bulk-{RUN}"
     target.mkdir(exist_ok=True)
-    names = [f"bulk-{i:05d}.md" for i in range(count)]
+    names = [f"{RUN}-bulk-{i:05d}.md" for i in range(count)]
     for i, name in enumerate(names):
-        (staging / name).write_text(f"# Bulk {i}\n\nThe bulk note zb{i:05d}x arrives with the others.\n", "utf-8")
+        (staging / name).write_text(f"# Bulk {i}\n\nThe bulk note zb{RUN}{i:05d}x arrives with the others.\n", "utf-8")
     return names, target
 
 
@@ -328,32 +366,48 @@ async def _synced_since(client: Client, moment: str) -> bool:
 
 async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     home, folder = work / "home", work / "notes"
-    report: dict[str, Any] = {"documents": args.documents}
-    log(f"writing {args.documents:,} files")
-    corpus = write_folder(folder, args.documents)
+    report: dict[str, Any] = {"documents": args.documents, "run": RUN}
     queries = make_queries(load_vocabulary(None), [], args.searches, SEED)
-    log("following the folder (the initial ingest)")
-    started = time.perf_counter()
-    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
-        coffer.create_kb("kb")
-        result = coffer.follow_folder("kb", folder)
-        report["initial_follow"] = {
-            "seconds": round(time.perf_counter() - started, 1),
-            "created": result.created,
-            "chunks": coffer.describe_kb("kb").chunk_count,
-        }
-    log(f"  {report['initial_follow']}")
-    with http_server(home) as server:
+    if args.reuse and (home / "knowledge" / "kb").is_dir():
+        log(f"reusing the followed folder and the store in {work}")
+        corpus = sorted(folder.glob("part-*/doc-*.md"))
+        previous = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
+        report["initial_follow"] = previous.get("initial_follow")
+    else:
+        log(f"writing {args.documents:,} files")
+        corpus = write_folder(folder, args.documents)
+        log("following the folder (the initial ingest)")
         started = time.perf_counter()
+        with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+            coffer.create_kb("kb")
+            result = coffer.follow_folder("kb", folder)
+            report["initial_follow"] = {
+                "seconds": round(time.perf_counter() - started, 1),
+                "created": result.created,
+                "chunks": coffer.describe_kb("kb").chunk_count,
+            }
+        log(f"  {report['initial_follow']}")
+    with Coffer(load_settings(home=home, embedding_provider="none")) as reader:
+        return await measure(args, work, report, corpus, queries, reader.index)
+
+
+async def measure(
+    args: argparse.Namespace, work: Path, report: dict[str, Any], corpus: list[Path], queries: list[str], index: Any
+) -> dict[str, Any]:
+    """Everything measured through servers, over a store whose knowledge base follows the folder."""
+    home, folder = work / "home", work / "notes"
+    with http_server(home) as server:
         async with Client(f"{server.url}/mcp", client_info=CLIENT) as client:
             report["watcher_catch_up_s"] = round(await wait_for(lambda: _watched(client), "the watcher"), 2)
             log(f"watcher live after {report['watcher_catch_up_s']} s; idle CPU over {args.idle_seconds} s")
             report["idle_watching"] = await idle_cpu(server.proc.pid, args.idle_seconds)
             log(f"  {report['idle_watching']}; pick-up, idle")
-            report["pickup_idle"] = await pickup(client, folder, corpus, args.pickups, "idle")
+            report["pickup_idle"] = await pickup(client, index, folder, corpus, args.pickups, "idle")
             log(f"  {report['pickup_idle']['all']}")
         log("pick-up with two clients searching")
-        report["pickup_under_search"] = await pickup_under_search(server.url, folder, corpus, args.pickups, queries)
+        report["pickup_under_search"] = await pickup_under_search(
+            server.url, index, folder, corpus, args.pickups, queries
+        )
         log(f"  {report['pickup_under_search']['all']}")
         async with Client(f"{server.url}/mcp", client_info=CLIENT) as client:
             log(f"search latency, quiet and with {args.rate} files/s changing")
@@ -363,7 +417,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         log(f"bulk: {args.bulk} files moved in, two servers following")
         report["bulk"] = await bulk(home, server.url, folder, args.bulk, work / "staging")
         log(f"  {report['bulk']}")
-        report["memory_after_all"] = proc_memory(server.proc.pid)
+        report["memory_after_all"] = memory(server.proc.pid)
     with http_server(home, COFFER_WATCH="0") as plain:
         async with Client(f"{plain.url}/mcp", client_info=CLIENT) as client:
             await followed(client)  # reads what the watcher's catch-up reads: every file's stamp, every row
@@ -379,22 +433,25 @@ def to_markdown(report: dict[str, Any]) -> str:
 
     idle, plain = report["idle_watching"], report["idle_not_watching"]
     change, drop = report["search_under_change"], report["bulk"]
+    follow = report.get("initial_follow") or {}
+    on, off, after = idle["memory"] or {}, plain["memory"] or {}, report.get("memory_after_all") or {}
+    pick, busy = report["pickup_idle"], report["pickup_under_search"]
     rows = [
-        ("initial follow (ingest)", f"{report['initial_follow']['seconds']} s for {report['documents']:,} files"),
+        ("initial follow (ingest)", f"{follow.get('seconds', '—')} s for {report['documents']:,} files"),
         ("watcher start-up catch-up (hashes every file)", f"{report['watcher_catch_up_s']} s"),
-        ("pick-up, idle: new file, P50 / P95 ms", ms(report["pickup_idle"]["new"])),
-        ("pick-up, idle: changed file, P50 / P95 ms", ms(report["pickup_idle"]["changed"])),
-        ("pick-up, 2 clients searching: all, P50 / P95 ms", ms(report["pickup_under_search"]["all"])),
+        (
+            "indexed, idle: new / changed file, P50 / P95 ms",
+            f"{ms(pick['new_indexed'])}; {ms(pick['changed_indexed'])}",
+        ),
+        ("searchable over MCP, idle: new / changed file, P50 / P95 ms", f"{ms(pick['new'])}; {ms(pick['changed'])}"),
+        ("2 clients searching: indexed / searchable, P50 / P95 ms", f"{ms(busy['all_indexed'])}; {ms(busy['all'])}"),
         (
             f"idle CPU over {idle['seconds']:g} s: watcher on / off",
             f"{idle['cpu_percent']} % / {plain['cpu_percent']} % ({idle['cpu_seconds']} / {plain['cpu_seconds']} s)",
         ),
         (
-            "RSS when idle: watcher on (after its catch-up) / off; after everything below",
-            f"{idle['memory']['rss_mb']:.0f} / {plain['memory']['rss_mb']:.0f} MB; "
-            f"{report['memory_after_all']['rss_mb']:.0f} MB (peak {report['memory_after_all']['hwm_mb']:.0f})"
-            if idle["memory"] and report.get("memory_after_all")
-            else "—",
+            "RSS (anonymous + file-backed) idle: watcher on, after its catch-up / off; after everything",
+            f"{_mb(on)} / {_mb(off)}; {_mb(after)}",
         ),
         ("search P50 / P95 ms, folder quiet", ms(change["quiet"])),
         (f"search P50 / P95 ms, {change['files_per_second']} files/s changing", ms(change["changing"])),
@@ -410,6 +467,12 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mb(memory: dict[str, float]) -> str:
+    if not memory:
+        return "—"
+    return f"{memory['rss_mb']:.0f} MB ({memory.get('anon_mb', 0):.0f} + {memory.get('file_mb', 0):.0f})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=10_000, help="files in the followed folder")
@@ -419,6 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="files changed per second during searches")
     parser.add_argument("--bulk", type=int, default=1_000, help="files moved in at once")
     parser.add_argument("--work", type=Path, help="where to put the folder and the home (default: a temp dir)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure again over the folder and store a run left in --work"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/live.json"))
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]

@@ -94,7 +94,10 @@ class FollowedFolder(_Model):
     present: bool = Field(
         description="False when the folder is gone or unmounted: its documents are kept until it is back."
     )
-    documents: int = Field(description="Documents whose source file is in the folder.")
+    documents: int = Field(
+        description="Documents whose source file is in the folder (in a server that watches it: as of its watcher's "
+        "last sync)."
+    )
     watched: bool = Field(
         description="A watcher of this server applies the folder's changes as they happen (false: they are "
         "applied by check_sources, by ingest_path with follow, or when a server starts)."

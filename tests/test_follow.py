@@ -299,7 +299,7 @@ async def test_the_watcher_outlives_a_followed_folder_that_vanishes_and_catches_
         write(aside / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
         aside.rename(folder)
         await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "the folder to be back")
-        assert coffer.describe_kb("kb").followed[0].watched
+        await eventually(lambda: coffer.describe_kb("kb").followed[0].watched, "the folder to be watched again")
 
 
 @pytest.mark.anyio
@@ -316,6 +316,8 @@ async def test_a_folder_followed_while_the_watcher_runs_is_watched_from_then_on(
             await eventually(lambda: coffer.describe_kb("kb").followed[0].watched, "the new folder to be watched")
             write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
             await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "a new file")
+            # Searchable as soon as it is indexed; counted once the watcher's batch is done.
+            await eventually(lambda: coffer.describe_kb("kb").followed[0].pending == 0, "the batch to end")
             metrics = await client.call_tool("coffer__knowledge_base_metrics", {"kb": "kb"})
             report = await client.call_tool("coffer__check_sources", {"kb": "kb"})
     [followed] = metrics.structured_content["followed"]

@@ -31,6 +31,10 @@ class FolderActivity:
     watched: bool = False
     pending: int = 0
     last_sync: str | None = None
+    documents: int | None = None
+    """Documents from the folder as this process last counted them (None: not known)."""
+    version: int = 0
+    """Bumped by every sync: a count made while another sync ran is not trusted."""
 
 
 class FollowActivity:
@@ -59,11 +63,28 @@ class FollowActivity:
         with self._guard:
             self._folders[kb, folder] = replace(self._folders.get((kb, folder), FolderActivity()), pending=count)
 
-    def synced(self, kb: str, folder: str) -> None:
-        """The folder was just brought up to date: nothing is pending."""
+    def synced(self, kb: str, folder: str, *, counted: tuple[int, int] | None = None, added: int = 0) -> None:
+        """The folder was just brought up to date: nothing is pending.
+
+        ``counted`` is ``(documents, version)``: what a full sync that began at ``version`` found,
+        trusted only if no other sync ended meanwhile; a partial sync ``added`` (or removed) some.
+        """
         with self._guard:
             current = self._folders.get((kb, folder), FolderActivity())
-            self._folders[kb, folder] = replace(current, pending=0, last_sync=utc_now())
+            if counted is not None:
+                documents = counted[0] if counted[1] == current.version else None
+            else:
+                documents = None if current.documents is None else max(0, current.documents + added)
+            self._folders[kb, folder] = replace(
+                current, pending=0, last_sync=utc_now(), documents=documents, version=current.version + 1
+            )
+
+    def counted(self, kb: str, folder: str, documents: int, version: int) -> None:
+        """A count of the folder's documents read at ``version`` (kept if no sync ended since)."""
+        with self._guard:
+            current = self._folders.get((kb, folder), FolderActivity())
+            if current.version == version:
+                self._folders[kb, folder] = replace(current, documents=documents)
 
 
 def inside(path: str, folder: str) -> bool:
@@ -86,22 +107,39 @@ def sourced_documents(index: Index, kb: str) -> Iterator[DocumentRow]:
         offset += len(rows)
 
 
-def followed_folders(index: Index, activity: FollowActivity, kb: str, config: KbConfig) -> list[FollowedFolder]:
-    """The folders a knowledge base follows, with their document counts and this process's watcher state."""
+def followed_folders(
+    index: Index, activity: FollowActivity, kb: str, config: KbConfig, sources: Iterable[str] | None = None
+) -> list[FollowedFolder]:
+    """The folders a knowledge base follows, with their document counts and this process's watcher state.
+
+    The counts come from ``sources`` (every document's source path) when the caller has them,
+    else from this process's last sync of the folder (a server's watcher keeps them current),
+    else from reading every document row: ~7 s at 100,000 documents, which a server's metrics
+    must not pay on every call.
+    """
     if not config.follow:
         return []
-    counts = dict.fromkeys(config.follow, 0)
-    for row in sourced_documents(index, kb):
-        for folder in config.follow:
-            counts[folder] += inside(row.source_path or "", folder)
+    states = {folder: activity.get(kb, folder) for folder in config.follow}
+    counts = {folder: state.documents for folder, state in states.items()}
+    read = sources is None and any(count is None for count in counts.values())
+    if read:
+        sources = (row.source_path or "" for row in sourced_documents(index, kb))
+    if sources is not None:
+        counts = dict.fromkeys(config.follow, 0)
+        for source in sources:
+            for folder in config.follow:
+                counts[folder] = (counts[folder] or 0) + inside(source, folder)
+    if read:
+        for folder, state in states.items():
+            activity.counted(kb, folder, counts[folder] or 0, state.version)
     folders = []
     for folder in config.follow:
-        state = activity.get(kb, folder)
+        state = states[folder]
         folders.append(
             FollowedFolder(
                 path=folder,
                 present=Path(folder).is_dir(),
-                documents=counts[folder],
+                documents=counts[folder] or 0,
                 watched=state.watched,
                 pending=state.pending,
                 last_sync=state.last_sync,

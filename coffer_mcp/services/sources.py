@@ -114,7 +114,8 @@ class SourceService:
             s: sum(c.status == s for c in checks)
             for s in ("unchanged", "changed", "missing", "edited", "updated", "refused")
         }
-        return SourceReport(kb=kb, documents=checks, followed=self.follow.followed(kb), **counts)
+        followed = self.follow.followed(kb, sources=[row.source_path or "" for row in rows])
+        return SourceReport(kb=kb, documents=checks, followed=followed, **counts)
 
     def update_from_source(
         self, kb: str, doc_id: str, *, actor: str = "cli", within: Sequence[Path] | None = None

@@ -234,7 +234,7 @@ class Watcher:
         def progress(done: int, total: int, message: str) -> None:
             if self._stop.is_set():
                 raise _StoppingError
-            activity.pending(kb, folder, total - done)
+            activity.pending(kb, folder, max(total - done, 1))  # 0 once the batch is recorded (synced)
 
         result = self.follow.sync(kb, folder, actor=WATCHER, progress=progress, changed=changed, unchanged_items=False)
         did = {s: getattr(result, s) for s in ("created", "updated", "removed", "conflict", "rejected")}
