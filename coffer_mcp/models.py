@@ -200,6 +200,9 @@ class SearchResult(_Model):
     strategy: Strategy = Field(description="The retrieval strategy that actually ran.")
     passages: list[Passage]
     knowledge_bases: list[str] = Field(description="The knowledge bases searched.")
+    hint: str | None = Field(
+        default=None, description="Set when the query itself limited what could be found (e.g. only common words)."
+    )
 
 
 class GrepHit(_Model):

@@ -109,8 +109,31 @@ def test_a_stray_short_word_does_not_match_inside_other_words(coffer: Coffer, co
 
 
 def test_search_can_be_restricted_to_documents(coffer: Coffer, corpus: dict[str, str]) -> None:
-    result = coffer.search("notes", "the", 10, document_ids=[corpus["running.md"]])
+    result = coffer.search("notes", "backend runner", 10, document_ids=[corpus["running.md"]])
     assert {p.document_id for p in result.passages} == {corpus["running.md"]}
+
+
+def test_one_common_word_alone_returns_nothing_and_says_why(coffer: Coffer, corpus: dict[str, str]) -> None:
+    result = coffer.search("notes", "The", 10)
+    assert result.passages == []
+    assert result.hint is not None
+    assert "'the'" in result.hint
+    assert "Add a word" in result.hint
+
+
+def test_common_words_alone_are_matched_as_a_phrase(coffer: Coffer, notes: str) -> None:
+    hamlet = coffer.add_document(notes, "hamlet.md", "# Hamlet\n\nTo be, or not to be, that is the question.")
+    other = coffer.add_document(notes, "other.md", "# Other\n\nNot all who are to go will be there or here.")
+    result = coffer.search(notes, "to be or not to be", 10)
+    assert [p.document_id for p in result.passages] == [hamlet.document_id]
+    assert result.passages[0].score > 0
+    assert result.hint is not None
+    assert "phrase" in result.hint
+    # Words in another order are not the phrase: nothing comes back, and the hint says so.
+    assert coffer.search(notes, "be to not or", 10).passages == []
+    assert other.document_id not in top(coffer, "in is")
+    # A content word with them: the common words are dropped and nothing needs explaining.
+    assert coffer.search(notes, "the question", 10).hint is None
 
 
 def test_scores_are_positive_and_passages_carry_their_place(coffer: Coffer, corpus: dict[str, str]) -> None:

@@ -60,14 +60,27 @@ class QueryTerms:
     """Non-CJK word tokens, case-folded, de-duplicated, in query order."""
     cjk_runs: list[str] = field(default_factory=list)
     """Maximal runs of CJK characters, in query order."""
+    tokens: list[str] = field(default_factory=list)
+    """Non-CJK word tokens, case-folded, in query order, repeats kept (for a phrase)."""
+
+    @property
+    def only_stopwords(self) -> bool:
+        """Nothing but function words (``the``, ``in is``, ``to be or not to be``)."""
+        return bool(self.words) and not self.cjk_runs and all(w in STOPWORDS for w in self.words)
 
     def index_terms(self) -> list[str]:
         """Terms for the FTS index: content words and the bigrams of CJK runs.
 
-        Stopwords go unless nothing else remains ("to be or not to be"); a one-character CJK
-        run goes unless it is all there is (it can only match one-character runs in the text).
+        Stopwords go when something else remains. A query of stopwords alone is one phrase
+        (``"to be or not to be"``): each of its words is in most chunks, so as separate terms
+        they would match nearly everything with a score of about zero, while the phrase
+        finds the passages that say it. One stopword alone has no terms: it says nothing to
+        rank by (``stopword_only_hint`` tells the caller). A one-character CJK run goes unless
+        it is all there is (it can only match one-character runs in the text).
         """
-        words = [w for w in self.words if w not in STOPWORDS] or self.words
+        if self.only_stopwords:
+            return [" ".join(self.tokens[:MAX_TERMS])] if len(self.tokens) > 1 else []
+        words = [w for w in self.words if w not in STOPWORDS]
         bigrams = [b for run in self.cjk_runs if len(run) > 1 for b in _bigrams(run)]
         terms = _unique([*words, *bigrams]) or _unique(self.cjk_runs)
         return terms[:MAX_TERMS]
@@ -80,8 +93,8 @@ class QueryTerms:
 def analyze(query: str) -> QueryTerms:
     """Split a user query into word tokens and CJK runs."""
     cjk_runs = _unique(_CJK_RUN.findall(query))
-    words = _unique(token.casefold() for token in _WORD.findall(_CJK_RUN.sub(" ", query)))
-    return QueryTerms(words=words[:MAX_TERMS], cjk_runs=cjk_runs[:MAX_TERMS])
+    tokens = [token.casefold() for token in _WORD.findall(_CJK_RUN.sub(" ", query))]
+    return QueryTerms(words=_unique(tokens)[:MAX_TERMS], cjk_runs=cjk_runs[:MAX_TERMS], tokens=tokens[:MAX_TERMS])
 
 
 def match_expression(terms: list[str], operator: str) -> str:

@@ -254,7 +254,10 @@ class Index(Protocol):
         doc_ids: Sequence[str] | None,
         limit: int,
     ) -> list[PassageRow]:
-        """Chunks matching the analyzed terms (all, or any), best BM25 first."""
+        """Chunks matching the analyzed terms (all, or any), best BM25 first; none for no terms.
+
+        A term of several words is a phrase: its words adjacent, in order.
+        """
         ...
 
     def matches_more_than(self, term: str, count: int) -> bool:

@@ -35,6 +35,8 @@ __all__ = [
     "fuse_convex",
     "fuse_rrf",
     "keyword_search",
+    "lone_stopword",
+    "stopword_only_hint",
     "to_passage",
     "vector_search",
 ]
@@ -50,13 +52,40 @@ def keyword_search(
 ) -> list[Passage]:
     """The ``top_k`` best chunks for ``query`` across ``kbs``, best first."""
     terms = analyze(query)
-    plans = [("fts", terms.index_terms(), True), ("substring", terms.substring_terms(), not terms.words)]
+    if terms.only_stopwords:  # a phrase, or nothing to rank by: never a substring scan for "the"
+        plans = [("fts", terms.index_terms(), False)]
+    else:
+        plans = [("fts", terms.index_terms(), True), ("substring", terms.substring_terms(), not terms.words)]
     for source, plan_terms, widen in plans:
         if plan_terms:
             rows = _and_then_or(index, source, plan_terms, kbs, doc_ids, top_k, widen=widen)
             if rows:
                 return [to_passage(row) for row in rows]
     return []
+
+
+def lone_stopword(query: str) -> bool:
+    """Whether ``query`` is one function word (``the``): it matches most passages, ranks none."""
+    terms = analyze(query)
+    return terms.only_stopwords and len(terms.tokens) == 1
+
+
+def stopword_only_hint(query: str, found: bool) -> str | None:
+    """What to tell a caller whose query is nothing but function words (None for any other query)."""
+    terms = analyze(query)
+    if not terms.only_stopwords:
+        return None
+    words = ", ".join(repr(w) for w in terms.words[:5])
+    if len(terms.tokens) == 1:
+        return (
+            f"{words} is a common word found in most passages: alone it gives nothing to rank by, so no "
+            "keyword passage is returned. Add a word that names what you look for, or use grep for an exact string."
+        )
+    outcome = "as one phrase" if found else "as one phrase, and no passage contains that phrase"
+    return (
+        f"The query has only common words ({words}), each found in most passages: it was matched {outcome}. "
+        "Add a word that names what you look for for a ranked search."
+    )
 
 
 def _and_then_or(

@@ -15,7 +15,7 @@ from typing import get_args
 from coffer_mcp.errors import EmbeddingError, InvalidArgumentError
 from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchResult, StrategyChoice
 from coffer_mcp.retrieval.grep import grep_dirs
-from coffer_mcp.retrieval.search import fuse_convex, keyword_search, vector_search
+from coffer_mcp.retrieval.search import fuse_convex, keyword_search, lone_stopword, stopword_only_hint, vector_search
 from coffer_mcp.services.registry import Registry
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
@@ -79,6 +79,10 @@ class RetrievalService:
                 hint="Leave it out (auto) unless you compare strategies.",
             )
         names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
+        if lone_stopword(query):  # "the": nothing to rank by, by keyword or by vector
+            return SearchResult(
+                strategy="keyword", passages=[], knowledge_bases=names, hint=stopword_only_hint(query, found=False)
+            )
         vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword" or not vector_kbs:
@@ -92,13 +96,15 @@ class RetrievalService:
             return SearchResult(strategy="vector", passages=near[:top_k], knowledge_bases=names)
         keyword = keyword_search(registry.index, names, query, _depth(top_k, wanted), document_ids)
         fused = fuse_convex(keyword, near, top_k)
-        return SearchResult(strategy="hybrid", passages=fused, knowledge_bases=names)
+        hint = stopword_only_hint(query, found=bool(keyword))
+        return SearchResult(strategy="hybrid", passages=fused, knowledge_bases=names, hint=hint)
 
     def _keyword_result(
         self, names: list[str], query: str, top_k: int, document_ids: Sequence[str] | None
     ) -> SearchResult:
         passages = keyword_search(self.registry.index, names, query, top_k, document_ids)
-        return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names)
+        hint = stopword_only_hint(query, found=bool(passages))
+        return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names, hint=hint)
 
     def _vector_passages(
         self, kbs: list[str], query: str, depth: int, document_ids: Sequence[str] | None

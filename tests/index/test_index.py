@@ -53,8 +53,10 @@ def test_queries_are_split_into_words_and_cjk_runs() -> None:
     assert terms.index_terms() == ["vector", "search", "near", "x", "向量", "量检", "检索"]
 
 
-def test_stopword_only_and_single_character_queries_keep_their_terms() -> None:
-    assert analyze("to be or not to be").index_terms() == ["to", "be", "or", "not"]
+def test_stopword_only_queries_become_a_phrase_and_single_characters_keep_their_terms() -> None:
+    assert analyze("to be or not to be").index_terms() == ["to be or not to be"]  # one phrase
+    assert analyze("The").index_terms() == []  # nothing to rank by
+    assert analyze("the 向量").index_terms() == ["向量"]
     assert analyze("向").index_terms() == ["向"]
     assert analyze("的 向量").index_terms() == ["向量"]
 

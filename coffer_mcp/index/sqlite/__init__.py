@@ -199,6 +199,8 @@ class SqliteIndex:
         doc_ids: Sequence[str] | None,
         limit: int,
     ) -> list[PassageRow]:
+        if not terms:
+            return []
         rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, doc_ids, limit)
         return [_passage(row) for row in rows]
 
