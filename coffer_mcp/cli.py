@@ -589,7 +589,7 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
         )
 
     def render(r) -> str:
-        lines = [f"{h.path}:{h.line_number}:{h.line}" for h in r.hits]
+        lines = [f"{h.path}:{h.file_line}:{h.line}" for h in r.hits]  # file lines, for editors
         if r.truncated:
             lines.append(f"(truncated after {len(r.hits)} matches; raise --max-matches to see more)")
         return "\n".join(lines) if lines else "no matches"

@@ -66,6 +66,9 @@ class Chunk:
     heading_path: tuple[str, ...] = ()
 
 
+_HEADINGS = "Headings of the enclosing sections, outermost first (MCP: below the title)."
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
 
@@ -131,18 +134,20 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
 
 
 class DocumentInfo(_Model):
+    """A document of a listing; over MCP, the fields marked "details" come only with ``details=true``."""
+
     document_id: str
-    kb: str
+    kb: str | None = Field(default=None, description="The knowledge base (details).")
     title: str
     original_filename: str
     original_format: str
     source_mode: SourceMode
-    content_sha256: str
-    source_sha256: str
-    source_path: str | None = None
+    content_sha256: str | None = Field(default=None, description="SHA-256 of the Markdown body (details).")
+    source_sha256: str | None = Field(default=None, description="SHA-256 of the original file (details).")
+    source_path: str | None = Field(default=None, description="The file it was ingested from, for path ingests.")
     created_at: str
     updated_at: str
-    path: str = Field(description="Absolute path of the document's Markdown file.")
+    path: str | None = Field(default=None, description="Absolute path of the document's Markdown file (details).")
 
 
 class DocumentPage(_Model):
@@ -154,7 +159,7 @@ class DocumentPage(_Model):
 
 class ChunkView(_Model):
     position: int
-    heading_path: list[str]
+    heading_path: list[str] = Field(default_factory=list, description=_HEADINGS)
     text: str
 
 
@@ -162,13 +167,19 @@ class Document(_Model):
     document_id: str
     kb: str
     title: str
-    markdown: str = Field(description="The Markdown body (without frontmatter), or the requested part of it.")
-    metadata: dict[str, Any] = Field(description="The document's frontmatter.")
-    path: str = Field(description="Absolute path of the Markdown file on disk.")
+    markdown: str | None = Field(
+        default=None,
+        description="The Markdown body (without frontmatter), or the requested page of it; with around_position "
+        "the text is in chunks instead.",
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="The document's frontmatter (over MCP: on the first page, or with details=true)."
+    )
+    path: str | None = Field(default=None, description="Absolute path of the Markdown file on disk (details).")
     offset: int = Field(default=0, description="Where this part starts, in `unit`s (chunks: the first position).")
     unit: Literal["chars", "lines", "chunks"] = "chars"
     total_chars: int = Field(description="Length of the whole body in characters.")
-    total_lines: int = Field(description="Length of the whole body in lines.")
+    total_lines: int = Field(description="Length of the whole body in lines, counted as grep counts them.")
     has_more: bool = Field(default=False, description="True when the body continues after this part.")
     chunks: list[ChunkView] = Field(default_factory=list, description="With around_position: the chunks returned.")
 
@@ -186,14 +197,18 @@ class IngestResult(_Model):
 
 
 class Passage(_Model):
+    """A search hit; over MCP, a passage says only what the ones above it did not (see ``details``)."""
+
     text: str
     document_id: str
-    title: str
+    title: str | None = Field(default=None, description="The document's title (MCP: on its first passage).")
     score: float = Field(description="Higher is better; comparable within one result only.")
     position: int = Field(description="0-based position of the chunk within its document.")
-    heading_path: list[str]
-    chunk_id: str = Field(description="Stable id of the chunk: '<document_id>:<position>'.")
-    kb: str
+    heading_path: list[str] = Field(default_factory=list, description=_HEADINGS)
+    chunk_id: str | None = Field(
+        default=None, description="Stable id of the chunk: '<document_id>:<position>' (not over MCP)."
+    )
+    kb: str | None = Field(default=None, description="Its knowledge base (MCP: when several were searched).")
 
 
 class SearchResult(_Model):
@@ -206,11 +221,15 @@ class SearchResult(_Model):
 
 
 class GrepHit(_Model):
-    path: str
     document_id: str
-    line_number: int
+    line_number: int = Field(
+        description="1-based line of the Markdown body, counted as read_document(unit='lines') counts them "
+        "(offset=line_number-1); 0 for a match in the frontmatter."
+    )
     line: str
     kb: str
+    path: str | None = Field(default=None, description="Absolute path of the document's file (not over MCP).")
+    file_line: int | None = Field(default=None, description="1-based line in that file, for editors (not over MCP).")
 
 
 class GrepResult(_Model):

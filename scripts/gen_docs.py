@@ -208,7 +208,7 @@ def _tool_row(tool: Any) -> list[str]:
     schema = tool.input_schema
     required = set(schema.get("required", ()))
     params = [_parameter(name, prop, name in required) for name, prop in schema["properties"].items()]
-    summary = " ".join(tool.description.split("\n\n", 1)[0].split())
+    summary = tool.description.split("\n", 1)[0]  # the first paragraph: one line each
     return [f"`{tool.name}`", summary, ", ".join(params) or "—", _returns(tool.output_schema)]
 
 

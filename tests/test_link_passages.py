@@ -48,7 +48,8 @@ async def test_over_mcp_a_passage_and_its_neighbours_come_without_link_addresses
             )
     assert "annual harbour review counts" in hit["text"]
     assert URL not in hit["text"]
-    assert URL not in around.structured_content["markdown"]
+    assert around.structured_content["chunks"]
+    assert all(URL not in chunk["text"] for chunk in around.structured_content["chunks"])
 
 
 @pytest.mark.sqlite_only  # writes the rows an older Coffer left, in SQL

@@ -114,15 +114,12 @@ async def test_every_argument_a_schema_refuses_gets_an_invalid_argument_error_na
 
 
 @pytest.mark.parametrize("tool", TOOL_NAMES)
-async def test_an_unknown_argument_is_refused_with_the_accepted_ones_and_the_schema_says_so(
-    tool: str, service: Coffer, sources: Path
-) -> None:
+async def test_an_unknown_argument_is_refused_with_the_accepted_ones(tool: str, service: Coffer, sources: Path) -> None:
     valid = valid_arguments(service, sources)
     async with Client(build_server(service), client_info=CLIENT) as client:
         schema = next(t.input_schema for t in (await client.list_tools()).tools if t.name == tool)
         arguments = {name: valid[name] for name in schema.get("required", [])}
         error = assert_coffer_shape(await client.call_tool(tool, {**arguments, "colour": "blue"}))
-    assert schema["additionalProperties"] is False
     assert error["code"] == "invalid_argument"
     assert "'colour'" in error["message"]
     assert all(name in error["hint"] for name in schema["properties"])

@@ -96,7 +96,7 @@ def _register_resources(server: MCPServer, service: Coffer) -> None:
             found = await anyio.to_thread.run_sync(lambda: service.read_document(kb, doc_id))
         except CofferError as exc:
             raise ResourceNotFoundError(f"{exc.message} {exc.hint}".strip()) from exc
-        return found.markdown
+        return found.markdown or ""  # a page always has its markdown (only chunk windows have none)
 
 
 def _instructions(service: Coffer, *, read_only: bool) -> str:

@@ -87,9 +87,9 @@ def _problem(error: Mapping[str, Any], prop: Mapping[str, Any]) -> str:
 
 
 def _advice(name: str, prop: Mapping[str, Any], *, required: bool) -> str:
-    if required or "default" not in prop:
+    if required:
         default = ""
-    elif prop["default"] is None:
+    elif prop.get("default") is None:  # an optional argument without a default passes nothing when left out
         default = ", or leave it out"
     else:
         default = f", or leave it out for the default {json.dumps(prop['default'])}"

@@ -34,12 +34,10 @@ __all__ = [
 # Operating systems refuse NUL inside a path ("embedded null byte"); the schema refuses it first.
 NO_NUL = r"^[^\x00]*$"
 
-KbName = Annotated[str, Field(description="Knowledge base name (see coffer__list_knowledge_bases).", max_length=64)]
-KbSelector = Annotated[
-    str | list[str],
-    Field(description="A knowledge base name, a list of names, or '*' for every knowledge base."),
-]
-DocId = Annotated[str, Field(description="Document id (a 26-character ULID).", max_length=64)]
+# No description: the name says it, and a description here is repeated in 17 tools' schemas.
+KbName = Annotated[str, Field(max_length=64)]
+KbSelector = Annotated[str | list[str], Field(description="A knowledge base name, a list of names, or '*' for all.")]
+DocId = Annotated[str, Field(max_length=64)]
 
 # Annotate further for a description: ``Annotated[Offset, Field(description=...)]``.
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]

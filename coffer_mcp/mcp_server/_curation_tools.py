@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from coffer_mcp.errors import ConfirmationRequiredError
+from coffer_mcp.mcp_server import _lean as lean
 from coffer_mcp.mcp_server._common import DocId, FsPath, KbName, Offset
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.models import (
@@ -60,29 +61,29 @@ def list_documents(
     ] = "",
     limit: Annotated[int, Field(ge=1, le=MCP_MAX_LIST_LIMIT)] = 50,
     offset: Offset = 0,
+    details: Annotated[bool, Field(description="Also each document's kb, hashes and file path.")] = False,
 ) -> DocumentPage:
     """List a knowledge base's documents (id, title, filename, format, dates), oldest first.
 
-    Paginated: total is the number matching the filter; call again with offset += limit.
+    total counts those matching q; next page: offset += limit.
     """
-    return job.service.list_documents(kb, q, limit, offset)
+    page = job.service.list_documents(kb, q, limit, offset)
+    return page if details else lean.document_page(page)
 
 
 def knowledge_base_metrics(job: Job, kb: KbName) -> KnowledgeBaseDetails:
-    """Counts and settings of a knowledge base: documents, chunks, retrieval modes, chunking,
-    vector switch and embedding model, documents_degraded (documents still without vectors,
-    searched by keyword only), followed folders (changes pending, last sync), and disk bytes.
+    """A knowledge base's counts and settings: documents, chunks, chunking, vectors and embedding model,
+    documents_degraded (keyword-only until embedded), followed folders, disk bytes.
     """
     return job.service.describe_kb(kb)
 
 
 def check_sources(job: Job, kb: KbName) -> SourceReport:
-    """Compare documents ingested from a path with their source files; list the folders followed.
+    """Compare documents ingested from a path with their source files.
 
-    Each is unchanged, changed, missing, edited (source changed but the document was edited
-    by hand, so it is left alone: a conflict) or updated (refreshed, when the knowledge base
-    has auto_update_sources). Followed folders are brought up to date first. Use
-    coffer__update_from_source to refresh a changed one.
+    Followed folders are synced first, and listed. Each document is unchanged, changed, missing,
+    edited (both changed: left alone) or updated (refreshed, with auto_update_sources);
+    coffer__update_from_source refreshes a changed one.
     """
     svc = job.service
     return svc.check_sources(
@@ -93,13 +94,13 @@ def check_sources(job: Job, kb: KbName) -> SourceReport:
 def create_knowledge_base(
     job: Job,
     name: Annotated[str, Field(description="1-64 characters of a-z, 0-9, '-', '_', '.', not starting with '.'.")],
-    description: Annotated[str, Field(description="What the knowledge base holds.", max_length=MAX_DESCRIPTION)] = "",
-    vector: Annotated[bool, Field(description="Also embed documents for semantic (hybrid) search.")] = False,
+    description: Annotated[str, Field(max_length=MAX_DESCRIPTION)] = "",
+    vector: bool = False,
 ) -> KnowledgeBaseDetails:
-    """Create an empty knowledge base. Add documents to it with coffer__add_document.
+    """Create an empty knowledge base.
 
-    With vector=true, documents are also embedded so searches find paraphrases, not only
-    shared words (needs an embedding provider; search falls back to keyword without one).
+    vector=true also embeds documents, so searches find paraphrases (needs an embedding provider; else
+    keyword-only).
     """
     return job.service.create_kb(name, description, vector=vector, actor=job.actor)
 
@@ -108,18 +109,16 @@ def update_knowledge_base(
     job: Job,
     name: KbName,
     description: Annotated[str | None, Field(max_length=MAX_DESCRIPTION)] = None,
-    chunk_size: Annotated[
-        int | None, Field(ge=CHUNK_SIZE_MIN, le=CHUNK_SIZE_MAX, description="Re-chunks every document.")
-    ] = None,
+    chunk_size: Annotated[int | None, Field(ge=CHUNK_SIZE_MIN, le=CHUNK_SIZE_MAX)] = None,
     chunk_overlap: Annotated[int | None, Field(ge=0, le=CHUNK_OVERLAP_MAX)] = None,
     vector: Annotated[bool | None, Field(description="true embeds every document; false drops the vectors.")] = None,
     auto_update_sources: Annotated[
         bool | None, Field(description="Let check_sources refresh changed documents.")
     ] = None,
 ) -> KnowledgeBaseDetails:
-    """Change a knowledge base's settings; only the arguments given change.
+    """Change a knowledge base's settings (only those given).
 
-    New chunk settings re-chunk the corpus and vector=true embeds it (both report progress).
+    New chunk settings re-chunk every document and vector=true embeds them; both report progress.
     """
     return job.service.update_kb(
         name,
@@ -136,9 +135,9 @@ def update_knowledge_base(
 def delete_knowledge_base(
     job: Job,
     name: KbName,
-    confirm: Annotated[bool, Field(description="Must be true: the knowledge base and all its documents are deleted.")],
+    confirm: Annotated[bool, Field(description="Must be true.")],
 ) -> DeleteResult:
-    """Delete a knowledge base with every document in it (files and index). Cannot be undone."""
+    """Delete a knowledge base and all its documents (files and index). Cannot be undone."""
     if confirm is not True:
         raise ConfirmationRequiredError(
             f"Deleting '{name}' needs confirm=true.",
@@ -153,17 +152,15 @@ def reindex_knowledge_base(
     force: Annotated[
         bool,
         Field(
-            description=(
-                "Re-read and re-chunk every document, not only changed ones, and convert again from its original "
-                "each document whose converter changed since (unless edited)."
-            )
+            description="Redo every document, not only changed ones, and convert again from its original "
+            "each one whose converter changed (unless edited)."
         ),
     ] = False,
 ) -> ReindexResult:
-    """Bring the index in line with the files (edits made outside Coffer, missing embeddings).
+    """Bring the index in line with the files (outside edits, missing embeddings).
 
-    Searches already do this for changes; use it after big edits on disk, a model change or a
-    Coffer upgrade with better converters (force).
+    Searches do this for changes already; use it after big edits on disk, a model change, or (force) a Coffer
+    upgrade with better converters.
     """
     return job.service.reindex(kb, force=force, progress=job.progress, actor=job.actor)
 
@@ -171,21 +168,16 @@ def reindex_knowledge_base(
 def ingest_path(
     job: Job,
     kb: KbName,
-    path: Annotated[FsPath, Field(description="Absolute path of a file or folder inside the allowed folders.")],
+    path: Annotated[FsPath, Field(description="Absolute path of a file or folder.")],
     replace: _REPLACE = False,
     follow: Annotated[
         bool,
-        Field(
-            description="Keep following the folder: new, changed and deleted files are applied from now on "
-            "(documents edited in Coffer are never overwritten)."
-        ),
+        Field(description="Keep applying the folder's changes as they happen (never over documents edited in Coffer)."),
     ] = False,
 ) -> DirectoryIngestResult:
-    """Ingest a file, or every file in a folder (recursively), from the user's disk.
+    """Ingest a file, or a folder recursively, from the folders the user allowed (allowed_dirs).
 
-    Only inside the folders the user allowed (allowed_dirs); the source path is kept so
-    coffer__check_sources can track changes. With follow=true the folder stays in step:
-    the server applies its changes as they happen. Reports progress per file.
+    The source path is kept for coffer__check_sources. Reports progress per file.
     """
     return job.service.ingest_allowed_path(
         kb, path, replace=replace, follow=follow, actor=job.actor, progress=job.progress
@@ -195,20 +187,17 @@ def ingest_path(
 def ingest_url(
     job: Job,
     kb: KbName,
-    url: Annotated[str, Field(description="An http(s) URL of a public page or file.", max_length=4096)],
+    url: Annotated[str, Field(max_length=4096)],
     replace: _REPLACE = False,
 ) -> IngestResult:
-    """Fetch a web page or file and add it to a knowledge base (HTML, PDF, Office, text…).
+    """Fetch a public http(s) page or file (HTML, PDF, Office, text…) into a knowledge base.
 
-    Only public http(s) addresses; size and time are bounded. The URL is kept as provenance.
+    Size and time are bounded; the URL is kept as provenance.
     """
     return job.service.ingest_url(kb, url, replace=replace, actor=job.actor)
 
 
 def update_from_source(job: Job, kb: KbName, doc_id: DocId) -> IngestResult:
-    """Re-ingest a document from its source file in place (same id).
-
-    Refused for documents edited by hand, so edits are never overwritten.
-    """
+    """Re-ingest a document from its source file in place (same id); refused if edited by hand."""
     svc = job.service
     return svc.update_from_source(kb, doc_id, actor=job.actor, within=svc.settings.allowed_dirs)

@@ -36,19 +36,18 @@ def list_kb_snapshots(job: Job, kb: KbName) -> SnapshotList:
 def export_knowledge_base(
     job: Job,
     kb: KbName,
-    path: Annotated[
-        FsPath, Field(description="Absolute path of the .cofferpack file to write, inside the allowed folders.")
-    ],
+    path: Annotated[FsPath, Field(description="Absolute path of the .cofferpack file to write.")],
     with_vectors: Annotated[bool, Field(description="Carry the vectors so the importer need not re-embed.")] = False,
 ) -> ExportResult:
-    """Write a knowledge base (its files, a manifest of hashes, optionally its vectors) to one
-    pack file that `coffer kb import` verifies and loads elsewhere. Only inside allowed_dirs.
+    """Write a knowledge base to a pack file in allowed_dirs, for `coffer kb import` elsewhere.
+
+    The pack holds its files, a manifest of hashes (verified on import) and optionally its vectors.
     """
     return job.service.export_allowed(kb, path, with_vectors=with_vectors, progress=job.progress)
 
 
 def snapshot_knowledge_base(job: Job, kb: KbName, note: Annotated[str, Field(max_length=500)] = "") -> SnapshotInfo:
-    """Save the knowledge base's current files as a snapshot, e.g. before a batch of edits."""
+    """Snapshot the knowledge base's current files, e.g. before a batch of edits."""
     return job.service.snapshot_kb(kb, note=note)
 
 
@@ -56,10 +55,11 @@ def restore_kb_snapshot(
     job: Job,
     kb: KbName,
     snapshot_id: Annotated[str, Field(description="From coffer__list_snapshots.", max_length=64)],
-    confirm: Annotated[bool, Field(description="Must be true: the documents go back to the snapshot.")],
+    confirm: Annotated[bool, Field(description="Must be true.")],
 ) -> RestoreResult:
-    """Put a knowledge base back to a snapshot. The current state is snapshotted first, so the
-    restore itself can be undone; the swap is all-or-nothing.
+    """Put a knowledge base back to a snapshot, all or nothing.
+
+    The current state is snapshotted first, so this can be undone.
     """
     if confirm is not True:
         raise ConfirmationRequiredError(

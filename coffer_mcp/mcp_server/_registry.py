@@ -165,5 +165,6 @@ def _interface(body: Callable[..., Any]) -> tuple[tuple[inspect.Parameter, ...],
 
 
 def _description(body: Callable[..., Any]) -> str:
-    # Dedented: the description is the docstring as a reader sees it, on every Python version.
-    return inspect.cleandoc(body.__doc__ or "")
+    """The docstring dedented, each paragraph on one line: line breaks are for the source's width."""
+    paragraphs = inspect.cleandoc(body.__doc__ or "").split("\n\n")
+    return "\n".join(" ".join(line.strip() for line in paragraph.splitlines()) for paragraph in paragraphs)

@@ -1,11 +1,12 @@
 """Running a tool: the core on a worker thread, progress and cancellation, logging, error mapping.
 
+A result goes out lean (``_wire.tool_result``); an error as ``{"code", "message", "hint"}``.
+
 Reads and writes run on separate thread lanes (``READ_THREADS``, ``WRITE_THREADS``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -18,8 +19,10 @@ import anyio.to_thread
 from anyio.lowlevel import RunVar
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
 
 from coffer_mcp.errors import CofferError
+from coffer_mcp.mcp_server._wire import compact_json, tool_result
 
 if TYPE_CHECKING:
     from coffer_mcp.services import Coffer
@@ -91,7 +94,7 @@ class Runner:
                 return tool_error(internal_error(tool, exc))
             else:
                 outcome = "ok"
-                return result
+                return tool_result(result) if isinstance(result, BaseModel) else result
             finally:
                 self.record(tool, client, started, outcome, code)
 
@@ -133,8 +136,7 @@ def _lane(tool: str) -> anyio.CapacityLimiter:
 
 def tool_error(exc: CofferError) -> CallToolResult:
     """A tool error whose text is ``{"code", "message", "hint"}`` as JSON."""
-    text = json.dumps(exc.to_dict(), ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=compact_json(exc.to_dict()))], is_error=True)
 
 
 def internal_error(tool: str, exc: BaseException) -> CofferError:

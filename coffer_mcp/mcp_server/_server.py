@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from coffer_mcp.errors import CofferError, NotFoundError
 from coffer_mcp.mcp_server._arguments import invalid_arguments, unknown_arguments
 from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
+from coffer_mcp.mcp_server._wire import input_schema
 
 __all__ = ["CofferServer"]
 
@@ -50,9 +51,8 @@ class CofferServer(MCPServer):
         self.refusal = refusal
 
     async def list_tools(self) -> list[Tool]:
-        # Unknown arguments are refused (see call_tool), and the schemas say so.
         return [
-            tool.model_copy(update={"input_schema": {**tool.input_schema, "additionalProperties": False}})
+            tool.model_copy(update={"input_schema": input_schema(tool.input_schema)})
             for tool in await super().list_tools()
         ]
 

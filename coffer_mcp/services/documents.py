@@ -134,7 +134,7 @@ class DocumentService:
         }
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
-        pieces = body.splitlines(keepends=True) if unit == "lines" else body
+        pieces = _lines(body) if unit == "lines" else body
         end = len(pieces) if limit is None else min(len(pieces), offset + limit)
         page = "".join(pieces[offset:end]) if unit == "lines" else body[offset:end]
         return Document(**common, markdown=page, offset=offset, unit=unit, has_more=end < len(pieces))
@@ -521,6 +521,16 @@ def _filename(filename: str) -> str:
             hint="Pass a plain file name with an extension, e.g. 'notes.md'.",
         )
     return name
+
+
+def _lines(body: str) -> list[str]:
+    """The body's lines, each with its ``\\n``.
+
+    Only ``\\n`` ends a line, as in grep: ``str.splitlines`` would also split at a lone ``\\r``, a form
+    feed or a Unicode line separator, and number every later line differently.
+    """
+    lines = body.split("\n")
+    return [line + "\n" for line in lines[:-1]] + lines[-1:]
 
 
 def _is_int(value: object) -> bool:

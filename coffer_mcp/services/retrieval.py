@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import get_args
 
 from coffer_mcp.errors import EmbeddingError, InvalidArgumentError
 from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchResult, StrategyChoice
-from coffer_mcp.retrieval.grep import grep_dirs
+from coffer_mcp.retrieval.grep import LineMatch, grep_dirs
 from coffer_mcp.retrieval.search import fuse_convex, keyword_search, lone_stopword, stopword_only_hint, vector_search
 from coffer_mcp.services.registry import Registry
+from coffer_mcp.store import body_line_offset, read_store_file
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
@@ -141,17 +143,31 @@ class RetrievalService:
             fixed_strings=fixed_strings,
             rg_path=settings.rg_path,
         )
-        hits = [
-            GrepHit(
-                path=str(m.path),
-                document_id=m.path.stem,
-                line_number=m.line_number,
-                line=m.line,
-                kb=dirs[m.path.parent],
-            )
-            for m in outcome.matches
-        ]
+        offsets: dict[Path, int] = {}
+        hits = [_hit(m, dirs[m.path.parent], offsets) for m in outcome.matches]
         return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+
+
+def _hit(match: LineMatch, kb: str, offsets: dict[Path, int]) -> GrepHit:
+    """A matching line, numbered within the document's body so that ``read_document`` pages agree."""
+    if match.path not in offsets:
+        offsets[match.path] = _body_line_offset(match.path)
+    return GrepHit(
+        document_id=match.path.stem,
+        line_number=max(match.line_number - offsets[match.path], 0),  # 0: above the body (frontmatter)
+        line=match.line,
+        kb=kb,
+        path=str(match.path),
+        file_line=match.line_number,
+    )
+
+
+def _body_line_offset(path: Path) -> int:
+    try:
+        data = read_store_file(path)[0]
+    except FileNotFoundError:  # removed since the scan
+        return 0
+    return body_line_offset(data.decode("utf-8", errors="replace"))
 
 
 def _is_all(selector: KbSelector) -> bool:

@@ -13,7 +13,7 @@ from coffer_mcp.store.files import (
     unindexed_since,
     unindexed_writes,
 )
-from coffer_mcp.store.frontmatter import body_sha256, parse_document, render_document
+from coffer_mcp.store.frontmatter import body_line_offset, body_sha256, parse_document, render_document
 from coffer_mcp.store.kbconfig import (
     MAX_FOLLOWED,
     KbConfig,
@@ -54,6 +54,7 @@ __all__ = [
     "KbPaths",
     "StorePaths",
     "atomic_write",
+    "body_line_offset",
     "body_sha256",
     "check_path_text",
     "config_mapping",

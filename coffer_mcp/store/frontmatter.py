@@ -23,6 +23,7 @@ __all__ = [
     "MAX_FRONTMATTER_CHARS",
     "MAX_FRONTMATTER_DEPTH",
     "UnsafeFrontmatterError",
+    "body_line_offset",
     "body_sha256",
     "frontmatter_problem",
     "load_bounded_yaml",
@@ -99,18 +100,36 @@ def parse_document(text: str) -> tuple[dict[str, Any] | None, str]:
         return None, exc.body
 
 
-def _split_and_load(text: str) -> tuple[dict[str, Any] | None, str]:
+def body_line_offset(text: str) -> int:
+    """How many lines of a document file come before its body's first line (frontmatter, blank lines).
+
+    Line ``n`` of the body (1-based, as ``parse_document`` returns it) is line ``n + offset`` of the
+    file, lines ending at ``\\n``.
+    """
     text = text.lstrip("\ufeff")
+    rest = _split(text)[1]
+    start = len(text) - len(text[rest:].lstrip())  # the body is stripped: its first non-blank character
+    return text.count("\n", 0, start)
+
+
+def _split(text: str) -> tuple[str | None, int]:
+    """The frontmatter block's text (None without a block) and where the rest of ``text`` begins."""
     if not text.startswith(_OPEN) and not text.startswith("---\r\n"):
-        return None, text.strip()
+        return None, 0
     head_start = text.index("\n") + 1
     for marker in _CLOSE_MARKERS:
         end = text.find(marker, head_start - 1)
         if end != -1:
-            break
-    else:
+            return text[head_start:end], end + len(marker)
+    return None, 0
+
+
+def _split_and_load(text: str) -> tuple[dict[str, Any] | None, str]:
+    text = text.lstrip("\ufeff")
+    header, rest = _split(text)
+    if header is None:
         return None, text.strip()
-    header, body = text[head_start:end], text[end + len(marker) :]
+    body = text[rest:]
     try:
         _check_bounds(header, body.strip())
         meta = yaml.load(header, Loader=_LOADER)  # noqa: S506 - a safe loader

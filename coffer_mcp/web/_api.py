@@ -160,7 +160,8 @@ class _Handlers:
         offset = query_int(request, "offset", default=0, low=0, high=MAX_OFFSET)
         limit = query_int(request, "limit", default=None, low=1, high=MAX_PAGE_CHARS)
         document = await _run(self.service.read_document, kb, doc, offset=offset, limit=limit)
-        return {**document.model_dump(mode="json"), "folder": str(Path(document.path).parent)}
+        folder = str(Path(document.path).parent) if document.path else None  # the core always gives the path
+        return {**document.model_dump(mode="json"), "folder": folder}
 
     async def search(self, request: Request) -> Any:
         kbs, query = kb_selector(request), query_text(request, "q")

@@ -185,7 +185,7 @@ async def test_swapping_a_file_for_a_symlink_during_ingest_path_never_ingests_th
                             if result.is_error:
                                 codes.add(tool_error(result)["code"])
                             else:
-                                codes.update(i["code"] or i["status"] for i in result.structured_content["items"])
+                                codes.update(i.get("code") or i["status"] for i in result.structured_content["items"])
             finally:
                 (allowed / ".stop").touch()
                 swapper.wait(timeout=60)
