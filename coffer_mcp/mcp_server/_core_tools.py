@@ -151,7 +151,7 @@ def edit_document(
 
 
 def delete_document(job: Job, kb: KbName, doc_id: DocId) -> DeleteResult:
-    """Delete a document: its Markdown file, its original and its index entries."""
+    """Delete a document: its Markdown file, original and index entries."""
     return job.service.delete_document(kb, doc_id, actor=job.actor)
 
 

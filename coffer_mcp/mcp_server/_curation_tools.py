@@ -63,7 +63,7 @@ def list_documents(
     offset: Offset = 0,
     details: Annotated[bool, Field(description="Also each document's kb, hashes and file path.")] = False,
 ) -> DocumentPage:
-    """List a knowledge base's documents (id, title, filename, format, dates), oldest first.
+    """List a knowledge base's documents (id, title, filename, dates), oldest first.
 
     total counts those matching q; next page: offset += limit.
     """
@@ -152,8 +152,8 @@ def reindex_knowledge_base(
     force: Annotated[
         bool,
         Field(
-            description="Redo every document, not only changed ones, and convert again from its original "
-            "each one whose converter changed (unless edited)."
+            description="Redo every document, and convert again from its original each one whose converter "
+            "changed (unless edited)."
         ),
     ] = False,
 ) -> ReindexResult:

@@ -29,7 +29,7 @@ class SnapshotList(BaseModel):
 
 
 def list_kb_snapshots(job: Job, kb: KbName) -> SnapshotList:
-    """List a knowledge base's snapshots, newest first: id, time, note, document count, size."""
+    """List a knowledge base's snapshots (id, time, note, size), newest first."""
     return SnapshotList(snapshots=job.service.list_snapshots(kb))
 
 

@@ -2,10 +2,10 @@
 
 A result goes out twice, as ``structuredContent`` and as its JSON text for clients that ignore
 structure; either may be what a model reads, so both are the same lean object: compact JSON
-(``indent=2`` made a search result 12 % longer), and an optional field left out when it holds its
+(``indent=2`` made a search result 13 % longer), and an optional field left out when it holds its
 empty default (null, [] or {}), which its output schema declares. Input schemas lose pydantic's
 ``title``s (each repeats the property's name) and the ``null`` choice of an optional argument
-(leaving the argument out is how to pass nothing): a quarter of ``tools/list``, which a client
+(leaving the argument out is how to pass nothing): an eighth of ``tools/list``, which a client
 sends to its model on every turn. Measured in docs/benchmarks.md, "Lean results".
 """
 
