@@ -80,10 +80,10 @@ def test_deleting_a_knowledge_base_leaves_no_file_and_no_index_row(coffer: Coffe
         assert (
             coffer.index.conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (notes,)).fetchone()[0] == 0
         )
-    fts_rows = coffer.index.conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'content'").fetchone()[
-        0
-    ]
-    assert fts_rows == 0
+    tables = coffer.index.conn.execute("SELECT kb, id FROM keyword_tables").fetchall()
+    assert [row[0] for row in tables] == ["keep"]  # the full-text table of notes is dropped with it
+    fts = coffer.index.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'fts_*'")
+    assert {row[0].split("_")[1] for row in fts} == {str(tables[0][1])}
     assert coffer.search("keep", "kept").passages
     with pytest.raises(KnowledgeBaseNotFoundError):
         coffer.describe_kb(notes)

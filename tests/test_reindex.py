@@ -174,7 +174,8 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     docs = home / "knowledge" / "notes" / "docs"
     (docs / f"{ids['faq.md']}.md").write_text("# FAQ\n\nchanged behind the index", encoding="utf-8")
     (home / "knowledge" / "notes" / "raw" / "01M8NP4MZTN0XVCZWDXQ46XW1Z.md").write_text("orphan", encoding="utf-8")
-    coffer.index.conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (999999, 'ghost entry')")
+    table = coffer.index.conn.execute("SELECT 'fts_' || id FROM keyword_tables WHERE kb = ?", (notes,)).fetchone()[0]
+    coffer.index.conn.execute(f"INSERT INTO {table} (rowid, body) VALUES (999999, 'ghost entry')")
     report = coffer.verify(notes)
     assert not report.ok
     text = "\n".join(report.problems)

@@ -260,8 +260,8 @@ class Index(Protocol):
         """
         ...
 
-    def matches_more_than(self, term: str, count: int) -> bool:
-        """Whether more than ``count`` chunks (in any knowledge base) hold the analyzed term."""
+    def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
+        """Whether more than ``count`` chunks (of ``kbs``, or any knowledge base) hold the analyzed term."""
         ...
 
     def substring_search(

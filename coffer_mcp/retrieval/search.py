@@ -104,7 +104,7 @@ def _and_then_or(
         return rows
     seen = {row.chunk_id for row in rows}
     depth = top_k + len(rows)
-    rare = _rare_terms(index, terms) if source == "fts" else None
+    rare = _rare_terms(index, terms, kbs) if source == "fts" else None
     wider = _run(index, source, rare, "OR", kbs, doc_ids, depth) if rare else []
     if len(wider) < depth:  # the rare terms alone cannot fill the list: every term is needed
         wider = _run(index, source, terms, "OR", kbs, doc_ids, depth)
@@ -112,15 +112,16 @@ def _and_then_or(
     return rows[:top_k]
 
 
-def _rare_terms(index: Index, terms: list[str]) -> list[str] | None:
-    """The terms in at most ``COMMON_MATCHES`` chunks, when some (not all) terms are in more.
+def _rare_terms(index: Index, terms: list[str], kbs: Sequence[str]) -> list[str] | None:
+    """The terms in at most ``COMMON_MATCHES`` chunks of ``kbs``, when some (not all) terms are in more.
 
     BM25 has to score every chunk an OR matches, so one common term ("cells" in a biology
     corpus) makes the widening cost the whole corpus. Such a term weighs little (its IDF is
     low): chunks matching only it rank below chunks matching a rare term, so OR over the rare
-    terms finds the same list in a fraction of the time whenever it can fill it.
+    terms finds the same list in a fraction of the time whenever it can fill it. Counted in the
+    knowledge bases searched, so that other knowledge bases do not change which terms are rare.
     """
-    rare = [t for t in terms if not index.matches_more_than(t, COMMON_MATCHES)]
+    rare = [t for t in terms if not index.matches_more_than(t, COMMON_MATCHES, kbs)]
     return rare if rare and len(rare) < len(terms) else None
 
 

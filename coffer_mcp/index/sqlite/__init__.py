@@ -3,7 +3,7 @@
 ``SqliteIndex`` implements ``index.port.Index`` over ``coffer.db``. Each thread gets its own
 connection (SQLite connections are not shared across threads here); the schema is migrated once,
 by the first connection. The SQL itself lives in ``queries`` (documents, chunks, keyword search,
-history), ``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
+history), ``keyword`` (one FTS5 table per knowledge base: BM25 from its own statistics), ``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
 Big knowledge bases search their vectors through HNSW graphs kept beside the file (``ann``).
 """
 
@@ -204,8 +204,8 @@ class SqliteIndex:
         rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, doc_ids, limit)
         return [_passage(row) for row in rows]
 
-    def matches_more_than(self, term: str, count: int) -> bool:
-        return q.fts_matches_more_than(self.conn, match_expression([term], "AND"), count)
+    def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
+        return q.fts_matches_more_than(self.conn, match_expression([term], "AND"), count, kbs)
 
     def substring_search(
         self,

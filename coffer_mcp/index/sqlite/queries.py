@@ -7,8 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from coffer_mcp.index.fts import search_text
-from coffer_mcp.index.sqlite import vectors
+from coffer_mcp.index.sqlite import keyword, vectors
 from coffer_mcp.index.sqlite.db import Connection, database_errors
 from coffer_mcp.models import Chunk
 from coffer_mcp.timeutil import utc_now
@@ -111,9 +110,10 @@ def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
 
 
 def delete_kb(conn: Connection, name: str) -> None:
-    """Drop every row of a knowledge base, its chunks' FTS entries and vectors first."""
+    """Drop every row of a knowledge base, its full-text table and vectors first."""
     vectors.delete_kb_vectors(conn, name)
     _delete_chunks(conn, "kb = ?", (name,))
+    keyword.drop(conn, name)
     conn.execute("DELETE FROM documents WHERE kb = ?", (name,))
     conn.execute("DELETE FROM knowledge_bases WHERE name = ?", (name,))
 
@@ -242,25 +242,16 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
         "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    conn.executemany(
-        "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", [(r[0], _fts_body(r[5], r[6])) for r in rows]
-    )
+    keyword.index_rows(conn, kb, [(r[0], r[5], r[6]) for r in rows])
     return len(rows)
-
-
-def _fts_body(headings: str, text: str) -> str:
-    return search_text(f"{headings}\n{text}")
 
 
 def _delete_chunks(conn: Connection, where: str, params: tuple[Any, ...]) -> None:
     """Delete chunks and their FTS entries (a contentless FTS5 delete needs the indexed text)."""
     doomed = conn.execute(f"SELECT id, headings, text, kb FROM chunks WHERE {where}", params).fetchall()
-    for kb in {row[3] for row in doomed}:
+    for kb in sorted({row[3] for row in doomed}):
         vectors.delete_vectors(conn, [row[0] for row in doomed if row[3] == kb], kb)
-    conn.executemany(
-        "INSERT INTO chunks_fts (chunks_fts, rowid, body) VALUES ('delete', ?, ?)",
-        [(row[0], _fts_body(row[1], row[2])) for row in doomed],
-    )
+        keyword.unindex_rows(conn, kb, [(row[0], row[1], row[2]) for row in doomed if row[3] == kb])
     conn.execute(f"DELETE FROM chunks WHERE {where}", params)
 
 
@@ -283,13 +274,8 @@ def clear_kb_embeddings(conn: Connection, kb: str) -> None:
 
 
 def rebuild_fts(conn: Connection) -> int:
-    """Rebuild the whole full-text index from the chunks table (repairs any drift)."""
-    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
-    rows = conn.execute("SELECT id, headings, text FROM chunks").fetchall()
-    conn.executemany(
-        "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", [(r[0], _fts_body(r[1], r[2])) for r in rows]
-    )
-    return len(rows)
+    """Rebuild every knowledge base's full-text table from the chunks table (repairs any drift)."""
+    return keyword.rebuild(conn)
 
 
 def delete_document(conn: Connection, doc_id: str) -> None:
@@ -332,36 +318,44 @@ def fts_search(
 ) -> list[Any]:
     """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better).
 
+    Each knowledge base has its own full-text table (``keyword``), so its scores come from its
+    own statistics; the knowledge bases' best are merged by score, then document and position.
     FTS5 ranks every match, but joining every match to its chunk row costs more than ranking:
-    so the best ``limit`` (plus slack, for ties) come from the full-text index alone, and only
-    those are joined and filtered to the knowledge bases asked for. When the filter leaves too
-    few (other knowledge bases hold the best matches), the look goes deeper, then falls back to
-    filtering every match.
+    so a table's best ``limit`` (plus slack, for ties) come from it alone, and only those are
+    joined. When ``doc_ids`` leaves too few, the look goes deeper, then falls back to filtering
+    every match.
     """
+    found: list[Any] = []
+    for kb, table in keyword.tables(conn, kbs).items():
+        found += _fts_search_one(conn, table, expression, kb, doc_ids, limit)
+    found.sort(key=lambda r: (-r["score"], r["document_id"], r["position"]))
+    return found[:limit]
+
+
+def _fts_search_one(
+    conn: Connection, table: str, expression: str, kb: str, doc_ids: Sequence[str] | None, limit: int
+) -> list[Any]:
     depth = limit + _FTS_SLACK
     while depth <= _FTS_MAX_DEPTH:
-        top = conn.execute(
-            "SELECT rowid, -rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?", (expression, depth)
-        ).fetchall()
-        rows = _chunk_rows(conn, {row[0]: row[1] for row in top}, kbs, doc_ids)
+        top = keyword.ranked(conn, table, expression, depth)
+        rows = _chunk_rows(conn, dict(top), [kb], doc_ids)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
         depth *= 8
-    scope, params = _scope(kbs, doc_ids)
+    scope, params = _scope([kb], doc_ids)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-               -bm25(chunks_fts) AS score
-        FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d ON d.id = c.document_id
-        WHERE chunks_fts MATCH ? AND {scope}
-        ORDER BY bm25(chunks_fts), c.document_id, c.position
+               -bm25({table}) AS score
+        FROM {table} JOIN chunks c ON c.id = {table}.rowid JOIN documents d ON d.id = c.document_id
+        WHERE {table} MATCH ? AND {scope}
+        ORDER BY bm25({table}), c.document_id, c.position
         LIMIT ?"""
-    return conn.execute(sql, [expression, *params, limit]).fetchall()
+    return [dict(row) for row in conn.execute(sql, [expression, *params, limit])]
 
 
-def fts_matches_more_than(conn: Connection, expression: str, count: int) -> bool:
-    """Whether more than ``count`` chunks (in any knowledge base) match: a bounded, unranked walk."""
-    sql = "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)"
-    return conn.execute(sql, (expression, count + 1)).fetchone()[0] > count
+def fts_matches_more_than(conn: Connection, expression: str, count: int, kbs: Sequence[str] | None = None) -> bool:
+    """Whether more than ``count`` chunks (of ``kbs``, or any knowledge base) match: a bounded walk."""
+    return keyword.matches_more_than(conn, expression, count, kbs)
 
 
 def _chunk_rows(
@@ -452,19 +446,8 @@ def invocations(conn: Connection, limit: int) -> list[Any]:
 
 
 def verify_fts(conn: Connection) -> list[str]:
-    """Problems of the whole full-text index: internal integrity, and rowids ⇔ chunk ids."""
-    problems: list[str] = []
-    try:
-        conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 0)")
-    except database_errors() as exc:
-        problems.append(f"full-text index: {exc}")
-    indexed = {row[0] for row in conn.execute("SELECT rowid FROM chunks_fts")}
-    chunk_ids = {row[0] for row in conn.execute("SELECT id FROM chunks")}
-    if indexed - chunk_ids:
-        problems.append(f"full-text index: {len(indexed - chunk_ids)} entries without a chunk")
-    if chunk_ids - indexed:
-        problems.append(f"full-text index: {len(chunk_ids - indexed)} chunks not indexed")
-    return problems
+    """Problems of every knowledge base's full-text table: integrity, and rowids ⇔ chunk ids."""
+    return keyword.verify(conn)
 
 
 def has_fts5(conn: Connection) -> bool:

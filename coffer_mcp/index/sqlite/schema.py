@@ -1,13 +1,16 @@
 """The index schema, as named migrations recorded in the database.
 
 ``PRAGMA user_version`` is the number of migrations applied; the ``migrations`` table keeps
-their names and times. Everything here is derived from the files under ``knowledge/`` except
+their names and times. A migration is SQL, or a function when it has to read rows to write them. Everything here is derived from the files under ``knowledge/`` except
 ``audit_log`` and ``mcp_invocations``, which are history, not index.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from coffer_mcp.errors import StoreError
+from coffer_mcp.index.sqlite import keyword
 from coffer_mcp.index.sqlite.db import Connection
 
 __all__ = ["MIGRATIONS", "migrate"]
@@ -65,7 +68,7 @@ CREATE TABLE chunks (
 );
 CREATE INDEX chunks_by_kb ON chunks (kb);
 
--- The full-text index: contentless (the text lives once, in chunks), one column holding the
+-- The full-text index (one table per knowledge base since 0006_keyword_per_kb): contentless (the text lives once, in chunks), one column holding the
 -- chunk's headings and text as fts.search_text() renders them (CJK runs as bigrams). Rows are
 -- added and removed by index.queries, which hands FTS5 the same rendering on delete.
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
@@ -147,12 +150,25 @@ CREATE TABLE ann_changes (
 CREATE INDEX ann_changes_by_partition ON ann_changes (model_id, kb, seq);
 """
 
-MIGRATIONS: list[tuple[str, str]] = [
+
+
+def _keyword_per_kb(conn: Connection) -> None:
+    """One full-text table per knowledge base (``index/sqlite/keyword.py``), filled from the
+    chunks, in place of ``chunks_fts``: BM25 statistics of a knowledge base's own chunks."""
+    conn.execute("CREATE TABLE keyword_tables (kb TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE)")
+    keyword.fill(conn)
+    conn.execute("DROP TABLE chunks_fts")
+
+
+Migration = str | Callable[[Connection], None]
+
+MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_core", _CORE),
     ("0002_vectors", _VECTORS),
     ("0003_lookup_indexes", _LOOKUP_INDEXES),
     ("0004_drop_kind", _DROP_KIND),
     ("0005_ann", _ANN),
+    ("0006_keyword_per_kb", _keyword_per_kb),
 ]
 
 
@@ -171,9 +187,12 @@ def migrate(conn: Connection) -> None:
                 hint="Upgrade coffer-mcp, or delete coffer.db and run 'coffer kb reindex --all' "
                 "(the index is rebuilt from the files).",
             )
-        for name, sql in MIGRATIONS[current:]:
-            for statement in _statements(sql):
-                conn.execute(statement)
+        for name, step in MIGRATIONS[current:]:
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _statements(step):
+                    conn.execute(statement)
             conn.execute("INSERT INTO migrations (name) VALUES (?)", (name,))
         conn.execute(f"PRAGMA user_version = {known}")
         conn.execute("COMMIT")
