@@ -319,8 +319,8 @@ class PostgresIndex:
         return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, doc_ids, limit)]
 
     @_mapped
-    def matches_more_than(self, term: str, count: int) -> bool:
-        return keyword.matches_more_than(self.conn, term, count)
+    def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
+        return keyword.matches_more_than(self.conn, term, count, kbs)
 
     @_mapped
     def substring_search(

@@ -5,14 +5,18 @@ Ranking must match the SQLite index, so this is not ``ts_rank`` but FTS5's own `
     score(chunk) = Σ over the query's phrases  idf · tf · (k1 + 1) / (tf + k1 · (1 - b + b · dl / avgdl))
     idf = ln((N - n + 0.5) / (n + 0.5)), or 1e-6 when that is ≤ 0;  k1 = 1.2, b = 0.75
 
-with ``N`` the chunks of the whole index (every knowledge base, as FTS5 counts its rows), ``n``
-those holding the phrase, ``dl`` a chunk's length in tokens and ``avgdl`` the mean length; each
-phrase counts once per occurrence in the query (FTS5 scores ``"a" AND "a"`` twice). Terms are cut
+with ``N`` the chunks of the chunk's knowledge base (the SQLite index has a FTS5 table per
+knowledge base, and FTS5 counts its rows), ``n`` those of them holding the phrase, ``dl`` a chunk's
+length in tokens and ``avgdl`` the knowledge base's mean length; each phrase counts once per
+occurrence in the query (FTS5 scores ``"a" AND "a"`` twice). A knowledge base's scores so depend on
+its own chunks only; a multi-KB search merges the knowledge bases' scores as they are (the same
+formula over each one's own statistics). Terms are cut
 from ``fts.search_text`` by ``tokens.terms``, FTS5's tokenizer rebuilt in Python, and each query
 term goes through the same function, as a quoted phrase in an FTS5 ``MATCH`` does.
 
-``postings`` holds (term, chunk, tf, dl); ``keyword_stats`` per knowledge base its chunks and
-tokens (a row per knowledge base, so writers of different ones never wait on each other). A phrase
+``postings`` holds (kb, term, chunk, tf, dl), keyed so that a term's postings in one knowledge base
+are one index range; ``keyword_stats`` per knowledge base its chunks and tokens (a row per knowledge
+base, so writers of different ones never wait on each other). A phrase
 of several tokens (``हिन्दी`` is three, as FTS5 splits at vowel signs) matches where its tokens are
 adjacent: postings keep no positions, so such a phrase is checked by re-tokenizing the chunks
 holding all its tokens (exact, slower; only text with separating marks yields such phrases).
@@ -47,7 +51,8 @@ _MAX_DEPTH = 4096
 
 _PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
 
-# Every matching chunk's BM25, in one statement (one snapshot of postings and statistics).
+# Every matching chunk's BM25 in the knowledge bases %(kbs)s, in one statement (one snapshot of
+# postings and statistics), each from its knowledge base's own N, avgdl and document frequencies.
 # %(terms)s: one term per single-token phrase (NULL for the others); %(hit_*)s: the matches of the
 # multi-token phrases, found in Python. Arithmetic in FTS5's order, so scores agree to the last bits:
 # each row carries its phrase's match count (df), so one pass over the postings gives every row its
@@ -60,23 +65,26 @@ _SCORED = """
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
 ), stats AS (
-    SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(tokens), 0)::float8 AS tokens FROM keyword_stats
+    SELECT kb, chunks::float8 AS n, tokens::float8 AS tokens FROM keyword_stats WHERE kb = ANY(%(kbs)s::text[])
 ), hits AS (
-    SELECT q.i, p.chunk_id, p.tf, p.dl, p.df FROM q
-    CROSS JOIN LATERAL (SELECT chunk_id, tf, dl, count(*) OVER () AS df FROM postings WHERE term = q.term) p
+    SELECT q.i, s.kb, p.chunk_id, p.tf, p.dl, p.df FROM q CROSS JOIN stats s
+    CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, dl, count(*) OVER () AS df FROM postings WHERE kb = s.kb AND term = q.term
+    ) p
     UNION ALL
-    SELECT e.i, e.chunk_id, e.tf, e.dl, count(*) OVER (PARTITION BY e.i)
-    FROM unnest(%(hit_i)s::int[], %(hit_chunk)s::bigint[], %(hit_tf)s::int[], %(hit_dl)s::int[])
-        AS e(i, chunk_id, tf, dl)
+    SELECT e.i, e.kb, e.chunk_id, e.tf, e.dl, count(*) OVER (PARTITION BY e.i, e.kb)
+    FROM unnest(%(hit_i)s::int[], %(hit_kb)s::text[], %(hit_chunk)s::bigint[], %(hit_tf)s::int[], %(hit_dl)s::int[])
+        AS e(i, kb, chunk_id, tf, dl)
 ), weighted AS (
-    SELECT h.chunk_id, h.tf, h.dl, (s.n - h.df + 0.5::float8) / (h.df + 0.5::float8) AS x
-    FROM hits h CROSS JOIN stats s
+    SELECT h.chunk_id, h.tf, h.dl, (s.n - h.df + 0.5::float8) / (h.df + 0.5::float8) AS x,
+           s.tokens / nullif(s.n, 0) AS avgdl
+    FROM hits h JOIN stats s ON s.kb = h.kb
 ), scored AS (
     SELECT w.chunk_id, count(*) AS matched,
            sum(CASE WHEN w.x > 1 THEN ln(w.x) ELSE 1e-6::float8 END * (w.tf::float8 * (1.2::float8 + 1.0::float8))
                / (w.tf::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * w.dl::float8
-                                                 / (s.tokens / nullif(s.n, 0))))) AS score
-    FROM weighted w CROSS JOIN stats s
+                                                 / w.avgdl))) AS score
+    FROM weighted w
     GROUP BY w.chunk_id
 )
 """
@@ -114,8 +122,8 @@ def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk
                             %(lengths)s::int[]) AS u(position, heading_path, headings, text, length)
                 RETURNING id, position, length
             ), indexed AS (
-                INSERT INTO postings (term, chunk_id, tf, dl)
-                SELECT p.term, new.id, p.tf, new.length
+                INSERT INTO postings (kb, term, chunk_id, tf, dl)
+                SELECT %(kb)s, p.term, new.id, p.tf, new.length
                 FROM unnest(%(terms)s::text[], %(at)s::int[], %(tfs)s::int[]) AS p(term, position, tf)
                 JOIN new ON new.position = p.position
             )
@@ -175,13 +183,13 @@ def search(
 ) -> list[dict[str, Any]]:
     """Chunks matching the terms (all, or any), best BM25 first, then by document and position.
 
-    As on SQLite, the best ``limit`` (plus slack for ties) of the whole index are ranked first and
-    only those joined and filtered to the scope; when the scope leaves too few, the look goes
-    deeper, then falls back to ranking inside the scope.
+    Only the postings of ``kbs`` are read, each scored with its knowledge base's statistics. The
+    best ``limit`` (plus slack for ties) are ranked first and only those joined; when ``doc_ids``
+    leaves too few, the look goes deeper, then falls back to ranking inside the scope.
     """
     if operator not in ("AND", "OR"):
         raise ValueError(operator)
-    params = _phrases(conn, query_terms, operator)
+    params = _phrases(conn, query_terms, operator, kbs)
     if params is None or limit <= 0:
         return []
     depth = limit + _SLACK
@@ -204,21 +212,27 @@ def search(
     return conn.execute(sql, {**params, **scope_params, "limit": limit}).fetchall()
 
 
-def matches_more_than(conn: Connection, term: str, count: int) -> bool:
-    """Whether more than ``count`` chunks (in any knowledge base) hold the term: a bounded walk."""
+def matches_more_than(conn: Connection, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
+    """Whether more than ``count`` chunks (of ``kbs``, or any knowledge base) hold the term: a bounded
+    walk, one index range per knowledge base."""
     phrase = terms(term)
     if not phrase:
         return False
+    if kbs is None:
+        kbs = [row["kb"] for row in conn.execute("SELECT kb FROM keyword_stats ORDER BY kb")]
     if len(phrase) > 1:
-        return len(_phrase_hits(conn, phrase)) > count
+        return len(_phrase_hits(conn, phrase, kbs)) > count
     row = conn.execute(
-        "SELECT count(*) AS n FROM (SELECT 1 FROM postings WHERE term = %s LIMIT %s) AS found",
-        (_key(phrase[0]), count + 1),
+        """SELECT count(*) AS n FROM (
+               SELECT 1 FROM unnest(%(kbs)s::text[]) AS k(kb)
+               CROSS JOIN LATERAL (SELECT 1 FROM postings WHERE kb = k.kb AND term = %(term)s LIMIT %(n)s) AS p
+               LIMIT %(n)s) AS found""",
+        {"kbs": list(kbs), "term": _key(phrase[0]), "n": count + 1},
     ).fetchone()
     return row is not None and row["n"] > count
 
 
-def _phrases(conn: Connection, query_terms: Sequence[str], operator: str) -> dict[str, Any] | None:
+def _phrases(conn: Connection, query_terms: Sequence[str], operator: str, kbs: Sequence[str]) -> dict[str, Any] | None:
     """The statement's parameters for the query's phrases, or None when nothing can match.
 
     As in FTS5, a term with no token (only separators) matches nothing: it empties an AND and
@@ -231,23 +245,26 @@ def _phrases(conn: Connection, query_terms: Sequence[str], operator: str) -> dic
     if not phrases:
         return None
     single: list[str | None] = []
-    hit_i, hit_chunk, hit_tf, hit_dl = [], [], [], []
-    found: dict[tuple[str, ...], list[tuple[int, int, int]]] = {}
+    hit_i, hit_kb, hit_chunk, hit_tf, hit_dl = [], [], [], [], []
+    found: dict[tuple[str, ...], list[tuple[str, int, int, int]]] = {}
     for i, phrase in enumerate(phrases, 1):
         if len(phrase) == 1:
             single.append(_key(phrase[0]))
             continue
         single.append(None)
         if tuple(phrase) not in found:
-            found[tuple(phrase)] = _phrase_hits(conn, phrase)
-        for chunk_id, tf, dl in found[tuple(phrase)]:
+            found[tuple(phrase)] = _phrase_hits(conn, phrase, kbs)
+        for kb, chunk_id, tf, dl in found[tuple(phrase)]:
             hit_i.append(i)
+            hit_kb.append(kb)
             hit_chunk.append(chunk_id)
             hit_tf.append(tf)
             hit_dl.append(dl)
     return {
         "terms": single,
+        "kbs": list(kbs),
         "hit_i": hit_i,
+        "hit_kb": hit_kb,
         "hit_chunk": hit_chunk,
         "hit_tf": hit_tf,
         "hit_dl": hit_dl,
@@ -255,14 +272,16 @@ def _phrases(conn: Connection, query_terms: Sequence[str], operator: str) -> dic
     }
 
 
-def _phrase_hits(conn: Connection, phrase: list[str]) -> list[tuple[int, int, int]]:
-    """``(chunk id, occurrences, length)`` of the chunks where the phrase's tokens are adjacent."""
+def _phrase_hits(conn: Connection, phrase: list[str], kbs: Sequence[str]) -> list[tuple[str, int, int, int]]:
+    """``(kb, chunk id, occurrences, length)`` of the chunks of ``kbs`` where the phrase's tokens are
+    adjacent."""
     distinct = sorted({_key(term) for term in phrase})
     rows = conn.execute(
-        """SELECT id, headings, text, length FROM chunks WHERE id IN (
-               SELECT chunk_id FROM postings WHERE term = ANY(%s::text[]) GROUP BY chunk_id HAVING count(*) = %s)
+        """SELECT id, kb, headings, text, length FROM chunks WHERE id IN (
+               SELECT chunk_id FROM postings WHERE kb = ANY(%s::text[]) AND term = ANY(%s::text[])
+               GROUP BY chunk_id HAVING count(*) = %s)
            ORDER BY id""",
-        (distinct, len(distinct)),
+        (list(kbs), distinct, len(distinct)),
     ).fetchall()
     hits = []
     width = len(phrase)
@@ -270,7 +289,7 @@ def _phrase_hits(conn: Connection, phrase: list[str]) -> list[tuple[int, int, in
         tokens = terms(search_text(f"{row['headings']}\n{row['text']}"))
         occurrences = sum(tokens[at : at + width] == phrase for at in range(len(tokens) - width + 1))
         if occurrences:
-            hits.append((row["id"], occurrences, row["length"]))
+            hits.append((row["kb"], row["id"], occurrences, row["length"]))
     return hits
 
 
@@ -389,10 +408,10 @@ def rebuild(conn: Connection, batch: int = 1000) -> int:
         conn.execute(
             """WITH measured AS (
                    UPDATE chunks SET length = m.length FROM unnest(%s::bigint[], %s::int[]) AS m(id, length)
-                   WHERE chunks.id = m.id RETURNING chunks.id, chunks.length
+                   WHERE chunks.id = m.id RETURNING chunks.id, chunks.kb, chunks.length
                )
-               INSERT INTO postings (term, chunk_id, tf, dl)
-               SELECT p.term, p.chunk_id, p.tf, measured.length
+               INSERT INTO postings (kb, term, chunk_id, tf, dl)
+               SELECT measured.kb, p.term, p.chunk_id, p.tf, measured.length
                FROM unnest(%s::text[], %s::bigint[], %s::int[]) AS p(term, chunk_id, tf)
                JOIN measured ON measured.id = p.chunk_id""",
             (ids, lengths, *terms_of),

@@ -81,7 +81,8 @@ CREATE INDEX chunks_by_kb ON chunks (kb);
 
 -- The keyword index (index/postgres/keyword.py): one row per (term, chunk) with the term's count
 -- and the chunk's length in tokens, so BM25 needs no join; and per knowledge base the number of
--- chunks and of tokens, from which BM25's N and average length (over the whole index) come.
+-- chunks and of tokens, from which BM25's N and average length come (per knowledge base since
+-- 0002_keyword_per_kb).
 CREATE TABLE postings (
     term text COLLATE "C" NOT NULL,
     chunk_id bigint NOT NULL,
@@ -126,8 +127,20 @@ CREATE TABLE mcp_invocations (
 );
 """
 
+_KEYWORD_PER_KB = """
+-- BM25 statistics per knowledge base (index/postgres/keyword.py): a posting carries its chunk's
+-- knowledge base, and a term's postings in one knowledge base are one range of the primary key.
+ALTER TABLE postings ADD COLUMN kb text COLLATE "C";
+UPDATE postings p SET kb = c.kb FROM chunks c WHERE c.id = p.chunk_id;
+DELETE FROM postings WHERE kb IS NULL;
+ALTER TABLE postings ALTER COLUMN kb SET NOT NULL;
+ALTER TABLE postings DROP CONSTRAINT postings_pkey;
+ALTER TABLE postings ADD PRIMARY KEY (kb, term, chunk_id) INCLUDE (tf, dl);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
+    ("0002_keyword_per_kb", _KEYWORD_PER_KB),
 ]
 
 _EXTENSION_HINT = (

@@ -3,7 +3,8 @@
 ``SqliteIndex`` implements ``index.port.Index`` over ``coffer.db``. Each thread gets its own
 connection (SQLite connections are not shared across threads here); the schema is migrated once,
 by the first connection. The SQL itself lives in ``queries`` (documents, chunks, keyword search,
-history), ``keyword`` (one FTS5 table per knowledge base: BM25 from its own statistics), ``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
+history), ``keyword`` (one FTS5 table per knowledge base: BM25 from its own statistics),
+``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
 Big knowledge bases search their vectors through HNSW graphs kept beside the file (``ann``).
 """
 

@@ -137,11 +137,9 @@ def rebuild(conn: Connection) -> int:
 
 def verify(conn: Connection) -> list[str]:
     """Problems of the full-text tables: their integrity, and rowids ⇔ chunk ids, per knowledge base."""
-    problems: list[str] = []
     mapped = tables(conn)
     with_chunks = {row[0] for row in conn.execute("SELECT DISTINCT kb FROM chunks")}
-    for kb in sorted(with_chunks - set(mapped)):
-        problems.append(f"full-text index of {kb!r}: missing")
+    problems = [f"full-text index of {kb!r}: missing" for kb in sorted(with_chunks - set(mapped))]
     for kb, table in mapped.items():
         problems += [f"full-text index of {kb!r}: {problem}" for problem in _verify_table(conn, kb, table)]
     stray = _stray(conn) - set(mapped.values())
@@ -168,7 +166,8 @@ def _verify_table(conn: Connection, kb: str, table: str) -> list[str]:
 
 
 def _exists(conn: Connection, table: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is not None
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    return row is not None
 
 
 def _stray(conn: Connection) -> set[str]:

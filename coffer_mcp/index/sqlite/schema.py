@@ -1,8 +1,9 @@
 """The index schema, as named migrations recorded in the database.
 
 ``PRAGMA user_version`` is the number of migrations applied; the ``migrations`` table keeps
-their names and times. A migration is SQL, or a function when it has to read rows to write them. Everything here is derived from the files under ``knowledge/`` except
-``audit_log`` and ``mcp_invocations``, which are history, not index.
+their names and times. A migration is SQL, or a function when it has to read rows to write them.
+Everything here is derived from the files under ``knowledge/`` except ``audit_log`` and
+``mcp_invocations``, which are history, not index.
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ CREATE TABLE chunks (
 );
 CREATE INDEX chunks_by_kb ON chunks (kb);
 
--- The full-text index (one table per knowledge base since 0006_keyword_per_kb): contentless (the text lives once, in chunks), one column holding the
--- chunk's headings and text as fts.search_text() renders them (CJK runs as bigrams). Rows are
--- added and removed by index.queries, which hands FTS5 the same rendering on delete.
+-- The full-text index (replaced by one table per knowledge base in 0006_keyword_per_kb):
+-- contentless (the text lives once, in chunks), one column holding the chunk's headings and text
+-- as fts.search_text() renders them (CJK runs as bigrams).
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
@@ -149,7 +150,6 @@ CREATE TABLE ann_changes (
 );
 CREATE INDEX ann_changes_by_partition ON ann_changes (model_id, kb, seq);
 """
-
 
 
 def _keyword_per_kb(conn: Connection) -> None:
