@@ -22,6 +22,7 @@ from coffer_mcp.index.fts import analyze
 from coffer_mcp.index.port import DocumentRow, Index, pack_vector
 from coffer_mcp.index.postgres import PostgresIndex
 from coffer_mcp.index.sqlite import SqliteIndex
+from coffer_mcp.index.sqlite import keyword as sqlite_keyword
 from coffer_mcp.models import Chunk
 from coffer_mcp.store.kbconfig import KbConfig
 from tests.index.corpus import QUERIES, passages
@@ -517,6 +518,129 @@ def test_a_phrase_of_several_tokens_matches_where_they_are_adjacent_as_in_fts5(
     assert sqlite_found == pg_found == [("doc-01", 4), ("doc-01", 2), ("doc-01", 0), ("doc-01", 1)]
     assert pg_scores == pytest.approx(sqlite_scores, rel=1e-9)
     assert sqlite_more == pg_more == [True, False]
+
+
+# -- per-knowledge-base statistics (issue 17) ----------------------------------------------------
+
+
+def scores(index: Index, query: str, kbs: tuple[str, ...], operator: str = "OR") -> list[tuple[str, int, float]]:
+    return [(r.document_id, r.position, r.score) for r in search(index, query, operator, kbs=kbs, limit=100)]
+
+
+NOTES = [
+    "servers keep backups of the database",
+    "a database server answers queries",
+    "backups are restored weekly",
+    "nothing about it here",
+]
+
+
+def test_a_knowledge_bases_scores_do_not_move_when_another_one_gets_documents(index: Index) -> None:
+    kb(index, "notes")
+    kb(index, "other")
+    add(index, doc("doc-01", "notes"), *NOTES)
+    before = {query: scores(index, query, ("notes",)) for query in ("database backups", "server", "weekly restored")}
+    for i in range(30):
+        add(index, doc(f"doc-{i + 10:02d}", "other"), "database database backups server", f"server {i} restored")
+    after = {query: scores(index, query, ("notes",)) for query in before}
+    assert after == before  # to the last bit
+    assert before["database backups"][0][2] > 0
+    assert [index.matches_more_than("server", n, ["notes"]) for n in (1, 2)] == [True, False]
+    assert index.matches_more_than("server", 2)
+    assert index.matches_more_than("server", 2, ["notes", "other"])
+
+
+def test_scores_are_the_same_whatever_the_order_the_index_was_built_in(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    builds = []
+    for name in BACKENDS:
+        for order in (1, -1):
+            (tmp_path / f"{name}{order}").mkdir()
+            index = open_backend(name, tmp_path / f"{name}{order}", request)
+            kb(index, "notes")
+            kb(index, "other")
+            steps = [("notes", i, text) for i, text in enumerate(NOTES)] + [("other", 9, "database server")]
+            for kb_name, i, text in steps[::order]:
+                add(index, doc(f"doc-{i:02d}", kb_name), text, "filler words")
+            with index.transaction():  # a document deleted leaves no trace in the statistics
+                index.delete_document("doc-09")
+            builds.append({q: scores(index, q, ("notes",)) for q in ("database backups", "server", "restored")})
+            if name == "postgres" and order == 1:
+                _drop_postgres_tables(index)
+            index.close()
+    assert all(build == builds[0] for build in builds[1:2]), builds
+    for build in builds[2:]:
+        for query, rows in build.items():
+            assert [r[:2] for r in rows] == [r[:2] for r in builds[0][query]]
+            assert [r[2] for r in rows] == pytest.approx([r[2] for r in builds[0][query]], rel=1e-9)
+
+
+def _drop_postgres_tables(index: Index) -> None:
+    """Empty the session database so that the next index of the same URL starts afresh."""
+    conn: Any = index.conn  # type: ignore[attr-defined]
+    conn.execute("DROP SCHEMA public CASCADE")
+    conn.execute("CREATE SCHEMA public")
+
+
+def test_a_multi_kb_search_merges_each_knowledge_bases_own_scores(index: Index) -> None:
+    kb(index, "notes")
+    kb(index, "other")
+    add(index, doc("doc-01", "notes"), *NOTES)
+    add(index, doc("doc-02", "other"), "database", "database backups", "servers", *[f"filler {i}" for i in range(6)])
+    for query in ("database backups", "server"):
+        alone = scores(index, query, ("notes",)) + scores(index, query, ("other",))
+        merged = scores(index, query, ("notes", "other"))
+        assert merged == sorted(alone, key=lambda r: (-r[2], r[0], r[1]))
+        assert {r[0] for r in merged} == {"doc-01", "doc-02"}
+        assert scores(index, query, ("notes", "other"))[:2] == merged[:2]
+        limited = search(index, query, "OR", kbs=("notes", "other"), limit=2)
+        assert [(r.document_id, r.position, r.score) for r in limited] == merged[:2]
+
+
+def _to_previous_schema(index: Index) -> None:
+    """Turn a current index into one at the schema before per-KB statistics (a shared index)."""
+    conn: Any = index.conn  # type: ignore[attr-defined]
+    if isinstance(index, SqliteIndex):
+        tokenizer = "porter unicode61 remove_diacritics 2"
+        conn.execute(f"CREATE VIRTUAL TABLE chunks_fts USING fts5(body, content='', tokenize='{tokenizer}')")
+        rows = conn.execute("SELECT id, headings, text FROM chunks").fetchall()
+        conn.executemany(
+            "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
+            [(r[0], sqlite_keyword.body(r[1], r[2])) for r in rows],
+        )
+        for table in sqlite_keyword.tables(conn).values():
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("DROP TABLE keyword_tables")
+        conn.execute("DELETE FROM migrations WHERE name = '0006_keyword_per_kb'")
+        conn.execute("PRAGMA user_version = 5")
+        return
+    conn.execute("ALTER TABLE postings DROP CONSTRAINT postings_pkey")
+    conn.execute("ALTER TABLE postings DROP COLUMN kb")
+    conn.execute("ALTER TABLE postings ADD PRIMARY KEY (term, chunk_id) INCLUDE (tf, dl)")
+    conn.execute("DELETE FROM migrations WHERE name = '0002_keyword_per_kb'")
+
+
+def test_an_index_with_the_shared_keyword_index_migrates_to_per_kb_statistics(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    for name in BACKENDS:
+        (tmp_path / name).mkdir()
+        index = open_backend(name, tmp_path / name, request)
+        kb(index, "notes")
+        kb(index, "other")
+        add(index, doc("doc-01", "notes"), *NOTES)
+        add(index, doc("doc-02", "other"), "database", "database backups", "servers", "filler")
+        expected = {kbs: scores(index, "database backups", kbs) for kbs in (("notes",), ("other",), ("notes", "other"))}
+        _to_previous_schema(index)
+        index.close()
+        migrated = open_backend(name, tmp_path / name, request)
+        assert {kbs: scores(migrated, "database backups", kbs) for kbs in expected} == expected
+        assert migrated.check_shared() == []
+        if isinstance(migrated, SqliteIndex):
+            names = {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            assert "chunks_fts" not in names
+        migrated.close()
 
 
 # -- PostgreSQL only ---------------------------------------------------------------------------
