@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from coffer_mcp import Coffer
 from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.retrieval import search
+from coffer_mcp.settings import load_settings
 
 CORPUS = {
     "hnsw.md": "# HNSW\n\nHierarchical navigable small world graphs index vectors for nearest neighbour search.",
@@ -169,3 +174,53 @@ def test_grep_gives_the_same_hits_with_and_without_ripgrep(coffer: Coffer, corpu
     fast = coffer.grep("notes", "(?i)the|向量", 100)
     assert slow.engine == "python"
     assert [(h.path, h.line_number, h.line) for h in slow.hits] == [(h.path, h.line_number, h.line) for h in fast.hits]
+
+
+def test_a_knowledge_bases_scores_depend_on_its_own_documents_only(
+    coffer: Coffer, notes: str, home: Path, backend_settings: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 17: BM25 statistics per knowledge base. Another knowledge base's documents, a multi-KB
+    # search and a rebuild of the index from the files leave a knowledge base's scores as they were.
+    monkeypatch.setattr(search, "COMMON_MATCHES", 3)  # "database" is common in "other", not in notes
+    texts = {
+        "backups.md": "# Backups\n\nBackups of the database are taken nightly and restored weekly.",
+        "server.md": "# Server\n\nThe database server answers queries.",
+        "sqlite.md": "# SQLite\n\nAn embedded database lives in one file.",
+        "cats.md": "# Cats\n\nCats sleep most of the day.",
+    }
+    for name, text in texts.items():
+        coffer.add_document(notes, name, text)
+
+    def scored(searcher: Coffer, kbs: str | list[str] = notes) -> list[tuple[str, str, float]]:
+        passages = searcher.search(kbs, "database backups weekly", 20).passages
+        return [(p.kb, p.chunk_id, p.score) for p in passages]
+
+    before = scored(coffer)
+    assert len(before) == 3
+    coffer.create_kb("other")
+    for i in range(8):
+        coffer.add_document("other", f"o{i}.md", f"# Other {i}\n\nThe database database holds backups, item {i}.")
+    assert scored(coffer) == before
+    merged = scored(coffer, [notes, "other"])
+    assert [row for row in merged if row[0] == notes] == before
+    assert merged == sorted(merged, key=lambda row: -row[2])
+    alone = {row[1]: row[2] for row in scored(coffer, "other")}
+    assert all(alone[chunk] == score for kb, chunk, score in merged if kb == "other")
+
+    _delete_index(coffer, home)
+    with Coffer(load_settings(home=home, **backend_settings)) as rebuilt:
+        rebuilt.reindex_all()
+        assert scored(rebuilt) == before
+
+
+def _delete_index(coffer: Coffer, home: Path) -> None:
+    """Throw the whole index away (coffer.db, or the PostgreSQL tables): the files stay."""
+    index: Any = coffer.index
+    if isinstance(index, SqliteIndex):
+        coffer.close()
+        for path in index.path.parent.glob(index.path.name + "*"):
+            path.unlink()
+        return
+    index.conn.execute("DROP SCHEMA public CASCADE")
+    index.conn.execute("CREATE SCHEMA public")
+    coffer.close()
