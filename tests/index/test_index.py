@@ -70,3 +70,26 @@ def test_match_expressions_quote_every_term() -> None:
     assert match_expression(['a"b', "OR"], "AND") == '"a""b" AND "OR"'
     with pytest.raises(ValueError, match="NOT"):
         match_expression(["x"], "NOT")
+
+
+def test_a_missing_or_stray_full_text_table_is_reported_and_repaired(tmp_path: Path) -> None:
+    from coffer_mcp.index.sqlite import SqliteIndex, keyword
+    from tests.index.test_port import add, doc, kb, search
+
+    index = SqliteIndex(tmp_path / "coffer.db")
+    kb(index, "notes")
+    kb(index, "odd 'name\"; DROP TABLE chunks; --")  # never put into SQL
+    add(index, doc("doc-01", "notes"), "alpha beta")
+    add(index, doc("doc-02", "odd 'name\"; DROP TABLE chunks; --"), "alpha gamma")
+    tables = keyword.tables(index.conn)
+    assert sorted(tables) == ["notes", "odd 'name\"; DROP TABLE chunks; --"]
+    before = search(index, "alpha")
+    index.conn.execute(f"DROP TABLE {tables['notes']}")
+    index.conn.execute("CREATE VIRTUAL TABLE fts_99 USING fts5(body, content='')")
+    problems = index.check_shared()
+    assert "full-text index of 'notes': missing" in problems, problems
+    assert "full-text index: 1 tables of no knowledge base" in problems, problems
+    index.repair_shared()
+    assert index.check_shared() == []
+    assert search(index, "alpha") == before
+    index.close()
