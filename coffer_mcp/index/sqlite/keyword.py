@@ -116,14 +116,20 @@ def matches_more_than(conn: Connection, expression: str, count: int, kbs: Sequen
 # -- building and checking -----------------------------------------------------------------------
 
 
-def fill(conn: Connection) -> int:
-    """Create and fill the table of every knowledge base that has chunks, from ``chunks``."""
+def fill(conn: Connection, batch: int = 2000) -> int:
+    """Create and fill the table of every knowledge base that has chunks, from ``chunks`` (in
+    batches: a million chunks' text is never in memory at once)."""
     kbs = [row[0] for row in conn.execute("SELECT DISTINCT kb FROM chunks ORDER BY kb")]
     done = 0
     for kb in kbs:
-        rows = conn.execute("SELECT id, headings, text FROM chunks WHERE kb = ? ORDER BY id", (kb,)).fetchall()
-        index_rows(conn, kb, ((row[0], row[1], row[2]) for row in rows))
-        done += len(rows)
+        after = -1
+        while True:
+            sql = "SELECT id, headings, text FROM chunks WHERE kb = ? AND id > ? ORDER BY id LIMIT ?"
+            rows = conn.execute(sql, (kb, after, batch)).fetchall()
+            if not rows:
+                break
+            index_rows(conn, kb, ((row[0], row[1], row[2]) for row in rows))
+            after, done = rows[-1][0], done + len(rows)
     return done
 
 
