@@ -646,6 +646,21 @@ def test_an_index_with_the_shared_keyword_index_migrates_to_per_kb_statistics(
 # -- PostgreSQL only ---------------------------------------------------------------------------
 
 
+def test_postings_filed_under_another_knowledge_base_are_reported_and_mended(postgres_url: str) -> None:
+    index = PostgresIndex(postgres_url)
+    kb(index, "notes")
+    kb(index, "other")
+    ids = add(index, doc("doc-01", "notes"), "alpha beta")
+    before = search(index, "alpha")
+    index.conn.execute("UPDATE postings SET kb = 'other' WHERE chunk_id = %s", (ids[0],))
+    assert search(index, "alpha") == []
+    assert any("without a chunk" in problem for problem in index.check_shared())
+    index.repair_shared()
+    assert index.check_shared() == []
+    assert search(index, "alpha") == before
+    index.close()
+
+
 def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(postgres_url: str) -> None:
     from coffer_mcp.index.postgres.schema import MIGRATIONS
 

@@ -360,9 +360,9 @@ def check(conn: Connection) -> list[str]:
     orphans = _count(
         conn,
         "SELECT count(DISTINCT chunk_id) AS n FROM postings p "
-        "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id)",
+        "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id AND c.kb = p.kb)",
     )
-    if orphans:
+    if orphans:  # or filed under another knowledge base than their chunk's
         problems.append(f"keyword index: {orphans} entries without a chunk")
     missing = _count(
         conn,
