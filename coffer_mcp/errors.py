@@ -15,7 +15,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     ├── InvalidArgumentError            invalid_argument | invalid_url (a URL that does not parse)
     │   ├── InvalidNameError            invalid_name
     │   ├── InvalidPatternError         invalid_pattern
-    │   ├── ConfirmationRequiredError   confirmation_required
+    │   ├── ConfirmationRequiredError   confirmation_required | confirmation_declined
     │   ├── PathNotAllowedError         path_not_allowed
     │   └── UrlRefusedError             url_refused
     ├── FetchError                      fetch_failed
@@ -104,7 +104,9 @@ ERROR_CODES: dict[str, str] = {
     "the argument, the hint what it allows",
     "invalid_name": "a knowledge-base name breaking the naming rule",
     "invalid_pattern": "a regex that does not compile",
-    "confirmation_required": "a destructive call without `confirm=true`",
+    "confirmation_required": "a destructive call without `confirm=true`, from a client that cannot ask the user",
+    "confirmation_declined": "the user declined or dismissed the confirmation the client showed for a destructive "
+    "call; nothing was changed",
     "path_not_allowed": "a path outside `allowed_dirs` (the hint lists them, or how to allow one)",
     "url_refused": "a URL the SSRF guard refuses: another scheme, a private, local or metadata address, "
     "credentials or a backslash in it",

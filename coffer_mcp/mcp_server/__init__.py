@@ -7,7 +7,10 @@ a ``CofferError`` keeps its code, arguments that break the input schema (or that
 declare) are ``invalid_argument``, an unknown tool is ``unknown_tool``, and any other exception
 is ``internal_error`` with its traceback on stderr. Every call is logged in ``mcp_invocations``;
 every write is audited with ``agent:<client name>`` as the actor. Documents are also MCP
-resources, ``coffer://<kb>/<document id>``.
+resources, ``coffer://<kb>/<document id>``. Prompts (``_prompts``), completions of their
+arguments and of the resource template (``_completions``), log messages for the user
+(``_client_log``, ``_notices``) and confirmations asked of the user (``_confirm``) complete the
+surface.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError
+from coffer_mcp.mcp_server._client_log import forward_core_logs
+from coffer_mcp.mcp_server._completions import DOCUMENT_TEMPLATE, register_completions
+from coffer_mcp.mcp_server._prompts import PROMPTS, register_prompts
 from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
 from coffer_mcp.mcp_server._runner import Runner
 from coffer_mcp.mcp_server._server import CofferServer
 from coffer_mcp.services import Coffer
 
-__all__ = ["CORE_TOOLS", "READ_TOOLS", "TOOL_NAMES", "build_server", "build_unconfigured_server"]
+__all__ = ["CORE_TOOLS", "PROMPTS", "READ_TOOLS", "TOOL_NAMES", "build_server", "build_unconfigured_server"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,8 @@ def build_server(service: Coffer, *, curation: bool | None = None, read_only: bo
     curation = settings.curation_tools if curation is None else curation
     register_tools(server, run, curation=curation, read_only=read_only)
     _register_resources(server, service)
+    register_prompts(server, service, read_only=read_only)
+    register_completions(server, service)
     return server
 
 
@@ -72,7 +80,7 @@ def build_unconfigured_server(error: ConfigError, *, curation: bool = True, read
 
 
 def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError | None = None) -> CofferServer:
-    return CofferServer(
+    server = CofferServer(
         run,
         TOOL_NAMES,
         refusal=refusal,
@@ -82,11 +90,14 @@ def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError
         instructions=instructions,
         log_level=log_level,
     )
+    server.serve_log_levels()
+    forward_core_logs()
+    return server
 
 
 def _register_resources(server: MCPServer, service: Coffer) -> None:
     @server.resource(
-        "coffer://{kb}/{doc_id}",
+        DOCUMENT_TEMPLATE,
         name="document",
         mime_type="text/markdown",
         description="A knowledge-base document's Markdown body.",

@@ -135,9 +135,14 @@ def update_knowledge_base(
 def delete_knowledge_base(
     job: Job,
     name: KbName,
-    confirm: Annotated[bool, Field(description="Must be true.")],
+    confirm: Annotated[
+        bool, Field(description="true once the user agreed; a client that can ask the user is asked instead.")
+    ] = False,
 ) -> DeleteResult:
-    """Delete a knowledge base and all its documents (files and index). Cannot be undone."""
+    """Delete a knowledge base and all its documents (files and index). Cannot be undone.
+
+    Coffer asks the user through the client if it can; otherwise ask the user, then pass confirm=true.
+    """
     if confirm is not True:
         raise ConfirmationRequiredError(
             f"Deleting '{name}' needs confirm=true.",

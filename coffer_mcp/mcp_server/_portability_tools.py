@@ -55,11 +55,14 @@ def restore_kb_snapshot(
     job: Job,
     kb: KbName,
     snapshot_id: Annotated[str, Field(description="From coffer__list_snapshots.", max_length=64)],
-    confirm: Annotated[bool, Field(description="Must be true.")],
+    confirm: Annotated[
+        bool, Field(description="true once the user agreed; a client that can ask the user is asked instead.")
+    ] = False,
 ) -> RestoreResult:
     """Put a knowledge base back to a snapshot, all or nothing.
 
-    The current state is snapshotted first, so this can be undone.
+    The current state is snapshotted first, so this can be undone. Coffer asks the user through
+    the client if it can; otherwise ask the user, then pass confirm=true.
     """
     if confirm is not True:
         raise ConfirmationRequiredError(

@@ -7,7 +7,9 @@ one body in a ``_*_tools`` module and one entry here.
 A body is a plain synchronous function ``body(job, **arguments)``: its parameters after ``job``
 are the tool's input schema and its docstring the description. ``tool_function`` turns it into
 the async function the SDK registers, whose call runs the body on a worker thread through the
-``Runner`` (logging, progress, errors).
+``Runner`` (logging, progress, errors). A tool that writes warns the user when it left documents
+without vectors (``_notices``); a tool with a ``question`` asks the user before it runs, when the
+client can be asked (``_confirm``).
 """
 
 from __future__ import annotations
@@ -17,16 +19,22 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
+
+from coffer_mcp.errors import CofferError
 
 from coffer_mcp.mcp_server import _core_tools as core
 from coffer_mcp.mcp_server import _curation_tools as curation
 from coffer_mcp.mcp_server import _portability_tools as portability
 from coffer_mcp.mcp_server._common import ADD, CHANGE, CREATE, FETCH, READ
-from coffer_mcp.mcp_server._runner import Runner
+from coffer_mcp.mcp_server._confirm import CONFIRMATION, Question, confirmation_parameter, settle
+from coffer_mcp.mcp_server._confirm import delete_kb_question as _delete_kb_question
+from coffer_mcp.mcp_server._confirm import restore_question as _restore_question
+from coffer_mcp.mcp_server._notices import reporting_degraded
+from coffer_mcp.mcp_server._runner import Job, Runner
 
 __all__ = [
     "CORE_TOOLS",
@@ -71,6 +79,7 @@ class ToolEntry:
         toolset: The switch that offers it.
         access: What it may change.
         annotations: Its MCP annotations where it is offered with writes allowed.
+        question: For a destructive tool, what to ask the user before it runs (see ``_confirm``).
     """
 
     name: str
@@ -78,6 +87,7 @@ class ToolEntry:
     toolset: ToolSet
     access: Access
     annotations: ToolAnnotations
+    question: Question | None = None
 
     def offered(self, *, curation: bool, read_only: bool) -> bool:
         """Whether a server with these switches lists this tool."""
@@ -105,7 +115,14 @@ TOOLS: tuple[ToolEntry, ...] = (
     ToolEntry("coffer__check_sources", curation.check_sources, _CURATION, Access.REFRESH, CHANGE),
     ToolEntry("coffer__create_knowledge_base", curation.create_knowledge_base, _CURATION, _WRITE, CREATE),
     ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _WRITE, CHANGE),
-    ToolEntry("coffer__delete_knowledge_base", curation.delete_knowledge_base, _CURATION, _WRITE, CHANGE),
+    ToolEntry(
+        "coffer__delete_knowledge_base",
+        curation.delete_knowledge_base,
+        _CURATION,
+        _WRITE,
+        CHANGE,
+        question=_delete_kb_question,
+    ),
     ToolEntry("coffer__reindex_knowledge_base", curation.reindex_knowledge_base, _CURATION, _WRITE, ADD),
     # CHANGE: with follow=true, documents whose file left the followed folder are removed.
     ToolEntry("coffer__ingest_path", curation.ingest_path, _CURATION, _WRITE, CHANGE),
@@ -114,7 +131,14 @@ TOOLS: tuple[ToolEntry, ...] = (
     ToolEntry("coffer__list_snapshots", portability.list_kb_snapshots, _PORTABILITY, _READ, READ),
     ToolEntry("coffer__export_knowledge_base", portability.export_knowledge_base, _PORTABILITY, _WRITE, ADD),
     ToolEntry("coffer__snapshot_knowledge_base", portability.snapshot_knowledge_base, _PORTABILITY, _WRITE, CREATE),
-    ToolEntry("coffer__restore_snapshot", portability.restore_kb_snapshot, _PORTABILITY, _WRITE, CHANGE),
+    ToolEntry(
+        "coffer__restore_snapshot",
+        portability.restore_kb_snapshot,
+        _PORTABILITY,
+        _WRITE,
+        CHANGE,
+        question=_restore_question,
+    ),
 )
 
 TOOL_NAMES = tuple(entry.name for entry in TOOLS)
@@ -143,13 +167,32 @@ def tool_function(entry: ToolEntry, run: Runner) -> Callable[..., Awaitable[Any]
     parameters, returns = _interface(entry.body)
 
     async def tool(ctx: Context, **arguments: Any) -> Any:
-        return await run(ctx, entry.name, lambda job: entry.body(job, **arguments))
+        if entry.question is not None:
+            refusal = settle(arguments.pop(CONFIRMATION), arguments)
+            if refusal is not None:
+                return await run(ctx, entry.name, lambda job: _refuse(refusal))
+        return await run(ctx, entry.name, lambda job: _run_body(entry, job, arguments))
 
+    if entry.question is not None:  # the user's answer comes in a parameter of its own, before ctx
+        *named, context = parameters
+        asked = confirmation_parameter(entry.name, entry.question, lambda: run.service, named)
+        parameters = (*named, asked, context)
     tool.__name__ = tool.__qualname__ = entry.body.__name__  # names the SDK's argument model
     tool.__doc__ = _description(entry.body)
     tool.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
     tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}
     return tool
+
+
+def _run_body(entry: ToolEntry, job: Job, arguments: dict[str, Any]) -> Any:
+    if entry.access is Access.READ:
+        return entry.body(job, **arguments)
+    kb = arguments.get("kb", arguments.get("name"))
+    return reporting_degraded(job, kb if isinstance(kb, str) else None, lambda: entry.body(job, **arguments))
+
+
+def _refuse(error: CofferError) -> NoReturn:
+    raise error
 
 
 _CONTEXT = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)

@@ -18,10 +18,11 @@ import anyio.from_thread
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, LoggingLevel, TextContent
 from pydantic import BaseModel
 
 from coffer_mcp.errors import CofferError
+from coffer_mcp.mcp_server._client_log import CALL_LOG, NOWHERE, ClientLog
 from coffer_mcp.mcp_server._wire import compact_json, tool_result
 
 if TYPE_CHECKING:
@@ -44,12 +45,14 @@ class Job:
         actor: ``agent:<client name>``, recorded in the audit log.
         ctx: The MCP request context (progress goes through it).
         writes: False on a read-only server: a tool offered there (``check_sources``) must not change anything.
+        log: Where the call's log messages for the user go (``notify``).
     """
 
     service: Coffer
     actor: str
     ctx: Context
     writes: bool = True
+    log: ClientLog = NOWHERE
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         """Report progress (if the client asked for it) and stop here if the call was cancelled.
@@ -59,6 +62,10 @@ class Job:
         """
         anyio.from_thread.check_cancelled()
         anyio.from_thread.run(self.ctx.report_progress, done, total, message or None)
+
+    def notify(self, level: LoggingLevel, message: str) -> None:
+        """Tell the user something about this call through the client's log (if it wants that level)."""
+        self.log.send(level, message)
 
 
 class Runner:
@@ -79,10 +86,11 @@ class Runner:
         if self.service is None:  # the unconfigured server refuses every call before it gets here
             raise RuntimeError(f"{tool} ran without a configured service")
         client = client_name(ctx)
-        job = Job(service=self.service, actor=f"agent:{client}", ctx=ctx, writes=self.writes)
+        job = Job(service=self.service, actor=f"agent:{client}", ctx=ctx, writes=self.writes, log=ClientLog.of(ctx))
         started = time.perf_counter()
 
         def work() -> T | CallToolResult:
+            CALL_LOG.set(job.log)  # this worker's copy of the context: the core's log records go to this client
             outcome, code = "cancelled", None  # only a cancellation leaves the try without setting these
             try:
                 result = call(job)

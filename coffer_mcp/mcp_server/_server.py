@@ -15,11 +15,12 @@ from typing import Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult, Resource, Tool
+from mcp.types import CallToolResult, InputRequiredResult, Resource, SetLevelRequestParams, Tool
 from pydantic import ValidationError
 
 from coffer_mcp.errors import CofferError, NotFoundError
 from coffer_mcp.mcp_server._arguments import invalid_arguments, unknown_arguments
+from coffer_mcp.mcp_server._client_log import set_level
 from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
 from coffer_mcp.mcp_server._wire import input_schema
 
@@ -55,6 +56,12 @@ class CofferServer(MCPServer):
             tool.model_copy(update={"input_schema": input_schema(tool.input_schema)})
             for tool in await super().list_tools()
         ]
+
+    def serve_log_levels(self) -> None:
+        """Answer ``logging/setLevel`` (and so declare the logging capability); see ``_client_log``."""
+        # The SDK deprecates logging as of 2026-07-28 and offers no decorator for it; clients of the
+        # earlier versions (most, today) still set a level, and the conformance suite checks it.
+        self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
     def add_tool(self, *args: Any, **kwargs: Any) -> None:
         super().add_tool(*args, **kwargs)
