@@ -71,11 +71,11 @@ UNASKED = _Unasked()
 def delete_kb_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
     name = str(arguments["name"])
     service.open_kb(name)  # an unknown name is refused without asking anyone
+    service.refresh(name)  # count the documents there are, not those the index knew of
     count = service.index.document_counts().get(name, 0)
-    documents = "1 document" if count == 1 else f"{count} documents"
     return (
-        f"Delete the knowledge base '{name}' and its {documents}? Their files and index entries are removed; "
-        "this cannot be undone."
+        f"Delete the knowledge base '{name}' and its {_documents(count)}? Their files and index entries are "
+        "removed; this cannot be undone."
     )
 
 
@@ -89,10 +89,14 @@ def restore_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
         )
     note = f" ('{info.note}')" if info.note else ""
     return (
-        f"Put the knowledge base '{kb}' back to its snapshot of {info.created_at}{note}, {info.documents} documents? "
+        f"Put the knowledge base '{kb}' back to its snapshot of {info.created_at}{note}, {_documents(info.documents)}? "
         "Documents added or edited since then go back to that state. The current state is snapshotted first, so "
         "this can be undone."
     )
+
+
+def _documents(count: int) -> str:
+    return "1 document" if count == 1 else f"{count} documents"
 
 
 def can_ask(ctx: Context) -> bool:
@@ -100,12 +104,12 @@ def can_ask(ctx: Context) -> bool:
     connection can carry the question (2026-07-28 carries it in the call's result)."""
     try:
         capabilities = ctx.client_capabilities
-        elicitation = capabilities.elicitation if capabilities is not None else None
-        if elicitation is None or (elicitation.form is None and elicitation.url is not None):
-            return False  # none, or URL mode only (a bare ``elicitation: {}`` means form)
-        return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or ctx.session.can_send_request
     except ValueError:  # no request: called directly, not by a client
         return False
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+        return False  # none, or URL mode only (a bare ``elicitation: {}`` means form)
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or ctx.session.can_send_request
 
 
 def confirmation_parameter(

@@ -25,7 +25,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 from coffer_mcp.errors import CofferError
-
 from coffer_mcp.mcp_server import _core_tools as core
 from coffer_mcp.mcp_server import _curation_tools as curation
 from coffer_mcp.mcp_server import _portability_tools as portability
