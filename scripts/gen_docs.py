@@ -1,4 +1,4 @@
-"""The lists in the docs, generated from the code: tools, error codes, audit events, settings.
+"""The lists in the docs, generated from the code: tools, prompts, error codes, audit events, settings.
 
 A Markdown file marks each generated list as a region::
 
@@ -264,12 +264,33 @@ def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+# -- prompts -----------------------------------------------------------------------------------
+
+
+def prompts() -> str:
+    from coffer_mcp.mcp_server._prompts import PROMPTS, sdk_prompt
+
+    rows = []
+    for entry in PROMPTS:
+        prompt = sdk_prompt(entry, None)
+        arguments = [
+            f"`{a.name}`"
+            + ("" if a.required else " (optional)")
+            + (f": {_sentence(a.description)}" if a.description else "")
+            for a in prompt.arguments or []
+        ]
+        writes = " Not on a read-only server." if entry.writes else ""
+        rows.append([f"`{entry.name}`", entry.title, (prompt.description or "") + writes, "; ".join(arguments)])
+    return table(["prompt", "title", "what it does", "arguments"], rows)
+
+
 # -- regions -----------------------------------------------------------------------------------
 
 GENERATORS: dict[str, Callable[[], str]] = {
     "tools-core": tools_of("core"),
     "tools-curation": tools_of("curation"),
     "tools-portability": tools_of("portability"),
+    "prompts": prompts,
     "error-codes": error_codes,
     "viewer-error-codes": viewer_error_codes,
     "audit-events": audit_events,

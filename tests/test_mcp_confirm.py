@@ -61,8 +61,10 @@ async def test_the_user_is_asked_and_their_yes_deletes_the_knowledge_base(
     assert structured(result)["deleted"] is True
     assert not pantry.exists()
     assert user.questions == [
-        "Delete the knowledge base 'pantry' and its 2 documents? Their files and index entries are removed; "
-        "this cannot be undone."
+        (
+            "Delete the knowledge base 'pantry' and its 2 documents? Their files and index entries are removed; "
+            "this cannot be undone."
+        )
     ]
     [asked] = user.asked
     assert asked.requested_schema["properties"]["confirm"]["type"] == "boolean"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import LoggingMessageNotificationParams
 
@@ -47,14 +48,14 @@ def service(home: Path, backend_settings: dict[str, str], embedder: HashEmbedder
         yield coffer
 
 
-async def set_level(client, level: str) -> None:  # noqa: ANN001 - a Client
+async def set_level(client: Client, level: str) -> None:
     # The SDK deprecates logging as of 2026-07-28; clients of the handshake versions still set it.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         await client.set_logging_level(level)
 
 
-async def add_note(client, name: str = "fermentation.md") -> dict:  # noqa: ANN001 - a Client
+async def add_note(client: Client, name: str = "fermentation.md") -> dict:
     return structured(
         await client.call_tool("coffer__add_document", {"kb": "notes", "filename": name, "content": NOTE})
     )
@@ -90,6 +91,21 @@ async def test_a_document_skipped_while_the_provider_cools_down_is_reported_too(
     notices = messages.of("coffer")
     assert notices[0].startswith("1 document of 'notes' could not be embedded")
     assert "'notes' has 2 waiting" in notices[1]
+
+
+async def test_switching_vectors_on_while_the_provider_is_down_is_reported(
+    service: Coffer, home: Path, embedder: HashEmbedder
+) -> None:
+    service.create_kb("plain")
+    service.add_document("plain", "a.md", NOTE)
+    service.add_document("plain", "b.md", "# Other\n\nsomething else entirely")
+    embedder.failing = True
+    messages = Messages()
+    async with open_client("legacy", service, home, logging_callback=messages) as client:
+        updated = await client.call_tool("coffer__update_knowledge_base", {"name": "plain", "vector": True})
+    assert structured(updated)["documents_degraded"] == 2
+    [notice] = messages.of("coffer")
+    assert notice.startswith("2 documents of 'plain' could not be embedded")
 
 
 async def test_nothing_is_said_when_embedding_works(service: Coffer, home: Path) -> None:

@@ -21,7 +21,9 @@ SOURDOUGH = "# Sourdough baking\n\nA starter of flour and water ferments for day
 STARTER = "# Starter care\n\nFeed the sourdough starter flour and water every day; a ripe starter doubles.\n"
 GRAPHS = "# Graph indexes\n\nHNSW graphs answer nearest neighbour queries; recall trades against latency.\n"
 DOCUMENT_TEMPLATE = ResourceTemplateReference(type="ref/resource", uri="coffer://{kb}/{doc_id}")
-PASSAGE = re.compile(r'<passage kb="([^"]+)" document_id="([^"]+)" position="(\d+)"[^>]*>\n(.*?)\n</passage>', re.S)
+PASSAGE = re.compile(
+    r'<passage kb="([^"]+)" document_id="([^"]+)" position="(\d+)"[^>]*>\n(.*?)\n</passage>', re.DOTALL
+)
 
 
 def prompt(name: str) -> PromptReference:

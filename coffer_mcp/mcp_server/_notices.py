@@ -24,10 +24,10 @@ T = TypeVar("T")
 
 def reporting_degraded(job: Job, kb: str | None, call: Callable[[], T]) -> T:
     """Run ``call`` (a write to ``kb``); warn the user when it left more documents without vectors."""
-    before = degraded_documents(job.service, kb)
+    before = degraded_documents(job.service, kb) or 0  # None: no vectors wanted (yet), so none missing
     result = call()
     after = degraded_documents(job.service, kb)
-    if before is not None and after is not None and after > before:
+    if after is not None and after > before:
         job.notify("warning", degraded_message(kb or "", after - before, after))
     return result
 
