@@ -100,6 +100,16 @@ async def test_the_research_prompt_searches_only_the_knowledge_bases_asked_for(
     assert {kb for kb, *_ in PASSAGE.findall(both.messages[0].content.text)} == {"papers", "kitchen"}
 
 
+async def test_the_research_prompt_passes_on_what_the_search_says_about_the_question(
+    coffer: Coffer, home: Path, kitchen: dict[str, str]
+) -> None:
+    hint = coffer.search("*", "the", 8).hint
+    async with open_client("memory", coffer, home) as client:
+        text = (await client.get_prompt("research", {"question": "the"})).messages[0].content.text
+    assert hint
+    assert f"found nothing ({hint})" in text
+
+
 async def test_a_prompt_on_an_unknown_knowledge_base_is_refused_with_the_existing_ones_named(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:

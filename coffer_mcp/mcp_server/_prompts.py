@@ -51,10 +51,11 @@ def research(
         f' heading="{_attr(" > ".join(p.heading_path))}">\n{_inside(p.text)}\n</passage>'
         for p in found.passages
     )
+    note = f" ({found.hint})" if found.hint else ""
     first = (
-        f"A {found.strategy} search for the question over {kbs} found these passages:\n\n{passages}"
+        f"A {found.strategy} search for the question over {kbs} found these passages{note}:\n\n{passages}"
         if found.passages
-        else f"A {found.strategy} search for the question over {kbs} found nothing: try other words or a grep."
+        else f"A {found.strategy} search for the question over {kbs} found nothing{note}: try other words or a grep."
     )
     return [
         UserMessage(
