@@ -47,7 +47,7 @@ def research(
     found = service.search(selector, question, RESEARCH_PASSAGES)
     kbs = ", ".join(found.knowledge_bases)
     passages = "\n\n".join(
-        f'<passage kb="{p.kb}" document_id="{p.document_id}" position="{p.position}" title="{_attr(p.title)}"'
+        f'<passage kb="{p.kb}" document_id="{p.document_id}" position="{p.position}" title="{_attr(p.title or "")}"'
         f' heading="{_attr(" > ".join(p.heading_path))}">\n{_inside(p.text)}\n</passage>'
         for p in found.passages
     )
@@ -113,7 +113,9 @@ def summarize_document(
         if document.has_more
         else ""
     )
-    resource = TextResourceContents(uri=f"coffer://{kb}/{doc_id}", mime_type="text/markdown", text=document.markdown)
+    resource = TextResourceContents(
+        uri=f"coffer://{kb}/{doc_id}", mime_type="text/markdown", text=document.markdown or ""
+    )
     return [
         UserMessage(EmbeddedResource(type="resource", resource=resource)),
         UserMessage(
