@@ -136,13 +136,10 @@ def delete_knowledge_base(
     job: Job,
     name: KbName,
     confirm: Annotated[
-        bool, Field(description="true once the user agreed; a client that can ask the user is asked instead.")
+        bool, Field(description="true once the user agreed (if the client can, Coffer asks them itself).")
     ] = False,
 ) -> DeleteResult:
-    """Delete a knowledge base and all its documents (files and index). Cannot be undone.
-
-    Coffer asks the user through the client if it can; otherwise ask the user, then pass confirm=true.
-    """
+    """Delete a knowledge base and all its documents (files and index). Cannot be undone."""
     if confirm is not True:
         raise ConfirmationRequiredError(
             f"Deleting '{name}' needs confirm=true.",

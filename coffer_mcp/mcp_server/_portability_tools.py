@@ -56,13 +56,12 @@ def restore_kb_snapshot(
     kb: KbName,
     snapshot_id: Annotated[str, Field(description="From coffer__list_snapshots.", max_length=64)],
     confirm: Annotated[
-        bool, Field(description="true once the user agreed; a client that can ask the user is asked instead.")
+        bool, Field(description="true once the user agreed (if the client can, Coffer asks them itself).")
     ] = False,
 ) -> RestoreResult:
     """Put a knowledge base back to a snapshot, all or nothing.
 
-    The current state is snapshotted first, so this can be undone. Coffer asks the user through
-    the client if it can; otherwise ask the user, then pass confirm=true.
+    The current state is snapshotted first, so this can be undone.
     """
     if confirm is not True:
         raise ConfirmationRequiredError(
