@@ -7,13 +7,21 @@ both the return type and the published JSON schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.timeutil import parse_time
 
 __all__ = [
+    "FILTER_HINT",
+    "FILTER_KEYS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
     "Chunk",
     "ChunkView",
     "DeleteResult",
@@ -35,6 +43,7 @@ __all__ = [
     "Progress",
     "ReconversionSkip",
     "ReindexResult",
+    "SearchFilters",
     "SearchResult",
     "SourceCheck",
     "SourceReport",
@@ -43,6 +52,11 @@ __all__ = [
     "StrategyChoice",
     "VectorIndexInfo",
     "VerifyReport",
+    "check_tags",
+    "clean_tag",
+    "filter_problems",
+    "tag_key",
+    "unique_tags",
 ]
 
 SourceMode = Literal["converted", "edited"]
@@ -71,6 +85,185 @@ _HEADINGS = "Headings of the enclosing sections, outermost first (MCP: below the
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
+
+
+# -- tags and filters ------------------------------------------------------------------------------
+
+MAX_TAGS = 100
+MAX_TAG_CHARS = 100
+MAX_FORMATS = 50
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FORMAT = re.compile(r"[a-z0-9][a-z0-9._+-]{0,19}")
+
+
+def clean_tag(value: object) -> str:
+    """A tag as documents keep it: control characters, surrounding space and a leading ``#`` removed.
+
+    Numbers count as tags (``tags: [2024]`` in YAML); anything else, or nothing left, is ``""``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    return _CONTROL.sub("", str(value)).strip().lstrip("#").strip()
+
+
+def tag_key(tag: str) -> str:
+    """What tags match by: ``Project-X`` and ``project-x`` are one tag."""
+    return tag.casefold()
+
+
+def unique_tags(tags: Iterable[object]) -> list[str]:
+    """Cleaned tags without empty ones or repeats (the first spelling of a tag is kept), in order."""
+    kept: dict[str, str] = {}
+    for value in tags:
+        tag = clean_tag(value)
+        if tag and len(tag) <= MAX_TAG_CHARS:
+            kept.setdefault(tag_key(tag), tag)
+    return list(kept.values())
+
+
+def check_tags(tags: object) -> list[str]:
+    """Tags a caller gives a document, cleaned (``unique_tags``).
+
+    Raises:
+        InvalidArgumentError: not a list of non-empty strings of at most ``MAX_TAG_CHARS``, or too many.
+    """
+    hint = f"Pass a list of up to {MAX_TAGS} short words or phrases, e.g. ['project-x', 'draft']; [] removes them."
+    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+        raise InvalidArgumentError("tags must be a list of strings.", hint=hint)
+    values = list(tags)
+    bad = [v for v in values if not isinstance(v, str) or not clean_tag(v) or len(clean_tag(v)) > MAX_TAG_CHARS]
+    if bad:
+        raise InvalidArgumentError(f"{str(bad[0])[:40]!r} is not a tag (1-{MAX_TAG_CHARS} characters).", hint=hint)
+    if len(values) > MAX_TAGS:
+        raise InvalidArgumentError(f"{len(values)} tags given; the limit is {MAX_TAGS}.", hint=hint)
+    return unique_tags(values)
+
+
+FILTER_KEYS = (
+    "tags",
+    "path_prefix",
+    "formats",
+    "created_after",
+    "created_before",
+    "updated_after",
+    "updated_before",
+)
+FILTER_HINT = (
+    "filters takes tags (a list: documents carrying all of them), path_prefix (of the path a document was "
+    "ingested from), formats (a list of original formats: pdf, docx, md, ...), and created_after, "
+    "created_before, updated_after, updated_before (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z); "
+    "all of them must hold."
+)
+_Time = Annotated[str | None, Field(description="ISO 8601 date or time.")]
+
+
+class SearchFilters(BaseModel):
+    """Which documents a search or a listing covers: every filter given must hold (they combine with AND).
+
+    ``*_after`` bounds are inclusive and ``*_before`` bounds exclusive, so ``created_after=2025-01-01``
+    with ``created_before=2025-02-01`` is January. Times are compared in UTC (a date is its midnight,
+    a time without an offset is UTC); a document whose frontmatter time is unreadable matches no bound.
+    """
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        defer_build=True,
+        json_schema_extra={
+            "description": "All filters given must hold. *_after is inclusive, *_before exclusive; times in UTC."
+        },
+    )
+
+    tags: list[str] = Field(
+        default_factory=list, max_length=MAX_TAGS, description="Documents carrying all of these (case-insensitive)."
+    )
+    path_prefix: str | None = Field(
+        default=None, min_length=1, max_length=4096, description="Documents ingested from a path starting so."
+    )
+    formats: list[str] = Field(
+        default_factory=list, max_length=MAX_FORMATS, description="Original formats, any of: pdf, docx, md, ..."
+    )
+    created_after: _Time = None
+    created_before: _Time = None
+    updated_after: _Time = None
+    updated_before: _Time = None
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for item in value:
+                if not isinstance(item, str) or not clean_tag(item) or len(clean_tag(item)) > MAX_TAG_CHARS:
+                    raise ValueError(f"{str(item)[:40]!r} is not a tag (1-{MAX_TAG_CHARS} characters)")
+            return [tag_key(tag) for tag in unique_tags(value)]
+        return value
+
+    @field_validator("formats", mode="before")
+    @classmethod
+    def _formats(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            names = [item.strip().lstrip(".").lower() if isinstance(item, str) else item for item in value]
+            for name in names:
+                if not isinstance(name, str) or not _FORMAT.fullmatch(name):
+                    raise ValueError(f"{str(name)[:40]!r} is not a format (a file extension such as pdf or md)")
+            return list(dict.fromkeys(names))
+        return value
+
+    @field_validator("path_prefix")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None and _CONTROL.search(value):
+            raise ValueError("a path prefix holds no control characters")
+        return value
+
+    @field_validator("created_after", "created_before", "updated_after", "updated_before")
+    @classmethod
+    def _time(cls, value: str | None) -> str | None:
+        return None if value is None else parse_time(value)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> SearchFilters:
+        for field in ("created", "updated"):
+            after, before = getattr(self, f"{field}_after"), getattr(self, f"{field}_before")
+            if after is not None and before is not None and after >= before:
+                raise ValueError(f"{field}_after must be earlier than {field}_before")
+        return self
+
+    def active(self) -> bool:
+        """Whether any filter is set (an empty ``SearchFilters`` lets every document through)."""
+        return any(getattr(self, key) for key in FILTER_KEYS)
+
+    @classmethod
+    def parse(cls, value: SearchFilters | Mapping[str, Any] | None) -> SearchFilters | None:
+        """``value`` checked: a ``SearchFilters``, a mapping of its keys, or None (no filter).
+
+        Raises:
+            InvalidArgumentError: an unknown key or a bad value; the message names each.
+        """
+        if value is None or isinstance(value, SearchFilters):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidArgumentError("filters must be an object.", hint=FILTER_HINT)
+        try:
+            return cls.model_validate(dict(value))
+        except ValidationError as exc:
+            raise InvalidArgumentError(f"Invalid filters: {filter_problems(exc)}.", hint=FILTER_HINT) from None
+
+
+def filter_problems(exc: ValidationError, prefix: str = "") -> str:
+    """What is wrong in a ``SearchFilters`` validation failure, one clause per key."""
+    problems: dict[str, str] = {}
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        name = prefix + (loc[0] if loc else "filters")
+        if name in problems:
+            continue
+        if error["type"] == "extra_forbidden":
+            problems[name] = f"'{name[:60]}' is not a filter"
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems[name] = f"'{name}': {message}" if loc else message
+    return "; ".join(problems.values())
 
 
 class KnowledgeBaseSummary(_Model):
@@ -141,6 +334,7 @@ class DocumentInfo(_Model):
     title: str
     original_filename: str
     original_format: str
+    tags: list[str] = Field(default_factory=list)
     source_mode: SourceMode
     content_sha256: str | None = Field(default=None, description="SHA-256 of the Markdown body (details).")
     source_sha256: str | None = Field(default=None, description="SHA-256 of the original file (details).")
@@ -193,6 +387,7 @@ class IngestResult(_Model):
     path: str
     original_filename: str
     chunk_count: int
+    tags: list[str] = Field(default_factory=list)
     note: str | None = Field(default=None, description="What Coffer decided for you, e.g. the format it assumed.")
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
+    DocumentFilter,
     DocumentRow,
     Index,
     IndexDiagnosis,
     InvocationRow,
     KbCounts,
     PassageRow,
+    Where,
+    as_filter,
     pack_vector,
 )
 from coffer_mcp.settings import Settings
@@ -22,12 +25,15 @@ from coffer_mcp.settings import Settings
 __all__ = [
     "AuditRow",
     "ChunkRow",
+    "DocumentFilter",
     "DocumentRow",
     "Index",
     "IndexDiagnosis",
     "InvocationRow",
     "KbCounts",
     "PassageRow",
+    "Where",
+    "as_filter",
     "open_index",
     "pack_vector",
 ]

@@ -15,6 +15,9 @@ Conventions every implementation keeps:
   distance`` for vector).
 - Vectors are addressed by the embedding model's identity; a stored vector travels as packed
   float32 in the machine's byte order (``pack_vector``), the form exports read and imports write.
+- Searches and listings take a ``DocumentFilter`` and apply it inside their query: a search for
+  ``limit`` rows returns ``limit`` rows whenever that many match, however many better matches the
+  filter leaves out. Scores do not depend on it.
 """
 
 from __future__ import annotations
@@ -22,20 +25,23 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
-from coffer_mcp.models import Chunk, SourceMode
+from coffer_mcp.models import Chunk, SearchFilters, SourceMode
 
 __all__ = [
     "AuditRow",
     "ChunkRow",
+    "DocumentFilter",
     "DocumentRow",
     "Index",
     "IndexDiagnosis",
     "InvocationRow",
     "KbCounts",
     "PassageRow",
+    "Where",
+    "as_filter",
     "pack_vector",
 ]
 
@@ -51,9 +57,10 @@ def pack_vector(vector: Sequence[float]) -> bytes:
 class DocumentRow:
     """One document as the index knows it: its frontmatter's fields, and index bookkeeping.
 
-    ``file_stamp`` is the file's stamp when it was indexed and ``chunk_params`` what its chunks
-    were made with (both decide whether it must be indexed again); ``embedding_model`` is the
-    model its vectors came from, ``embed_pending`` whether an embedding is owed.
+    ``tags`` are the frontmatter's (``store.frontmatter_tags``). ``file_stamp`` is the file's stamp
+    when it was indexed and ``chunk_params`` what its chunks were made with (both decide whether it
+    must be indexed again); ``embedding_model`` is the model its vectors came from,
+    ``embed_pending`` whether an embedding is owed.
     """
 
     id: str
@@ -70,6 +77,7 @@ class DocumentRow:
     created_at: str
     updated_at: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
     file_stamp: str = ""
     chunk_params: str = ""
     embed_pending: bool = False
@@ -79,6 +87,57 @@ class DocumentRow:
     def source_url(self) -> str | None:
         url = self.metadata.get("source_url")
         return str(url) if url else None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentFilter:
+    """The documents a search or a listing may return: every condition set must hold.
+
+    ``tags`` are tag keys (``models.tag_key``): a document must carry all of them. ``formats`` are
+    lower-case original formats, any of which will do. Times are ``timeutil.parse_time`` text,
+    compared with the documents' own times read the same way; ``*_after`` is inclusive and
+    ``*_before`` exclusive. Empty fields set no condition.
+    """
+
+    document_ids: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    formats: tuple[str, ...] = ()
+    created_after: str | None = None
+    created_before: str | None = None
+    updated_after: str | None = None
+    updated_before: str | None = None
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) for f in fields(self))
+
+    @classmethod
+    def of(cls, filters: SearchFilters | None, document_ids: Sequence[str] | None = None) -> DocumentFilter:
+        """The filter of a caller's ``SearchFilters`` (already checked), within ``document_ids`` if given."""
+        ids = tuple(document_ids or ())
+        if filters is None:
+            return cls(document_ids=ids)
+        return cls(
+            document_ids=ids,
+            tags=tuple(filters.tags),
+            path_prefix=filters.path_prefix,
+            formats=tuple(filters.formats),
+            created_after=filters.created_after,
+            created_before=filters.created_before,
+            updated_after=filters.updated_after,
+            updated_before=filters.updated_before,
+        )
+
+
+Where = DocumentFilter | Sequence[str] | None
+"""What a search is restricted to: a filter, some document ids (the older form), or nothing."""
+
+
+def as_filter(where: Where) -> DocumentFilter:
+    """``where`` as a ``DocumentFilter`` (a sequence of document ids restricts to those)."""
+    if isinstance(where, DocumentFilter):
+        return where
+    return DocumentFilter(document_ids=tuple(where or ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +269,11 @@ class Index(Protocol):
         """Every document of a knowledge base, oldest first (optionally only those with a source path)."""
         ...
 
-    def list_documents(self, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list[DocumentRow], int]:
-        """A page of documents, oldest first, filtered by a case-insensitive title substring; and the total."""
+    def list_documents(
+        self, kb: str, title_filter: str, limit: int, offset: int, where: Where = None
+    ) -> tuple[list[DocumentRow], int]:
+        """A page of documents, oldest first, filtered by a case-insensitive title substring and ``where``;
+        and the total."""
         ...
 
     def recent_documents(self, limit: int) -> list[DocumentRow]:
@@ -251,10 +313,11 @@ class Index(Protocol):
         terms: Sequence[str],
         operator: Operator,
         kbs: Sequence[str],
-        doc_ids: Sequence[str] | None,
+        where: Where,
         limit: int,
     ) -> list[PassageRow]:
-        """Chunks matching the analyzed terms (all, or any), best BM25 first; none for no terms.
+        """Chunks of documents ``where`` lets through matching the analyzed terms (all, or any), best BM25
+        first; none for no terms.
 
         A term of several words is a phrase: its words adjacent, in order.
         """
@@ -269,7 +332,7 @@ class Index(Protocol):
         terms: Sequence[str],
         operator: Operator,
         kbs: Sequence[str],
-        doc_ids: Sequence[str] | None,
+        where: Where,
         limit: int,
         scan_limit: int,
     ) -> list[PassageRow]:
@@ -319,9 +382,9 @@ class Index(Protocol):
         ...
 
     def knn(
-        self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+        self, identity: str, query: Sequence[float], kbs: Sequence[str], where: Where, limit: int
     ) -> list[PassageRow]:
-        """The ``limit`` chunks nearest to ``query`` (score ``1 - cosine distance``).
+        """The ``limit`` chunks nearest to ``query`` among those ``where`` lets through (score ``1 - cosine distance``).
 
         Raises:
             ValueError: ``identity`` is stored with another dimension than the query's.

@@ -12,7 +12,7 @@ from typing import Any
 
 from coffer_mcp.convert import derive_title
 from coffer_mcp.index import DocumentRow
-from coffer_mcp.store import KbPaths, body_sha256, file_stamp, parse_document, read_store_file
+from coffer_mcp.store import KbPaths, body_sha256, file_stamp, frontmatter_tags, parse_document, read_store_file
 from coffer_mcp.timeutil import from_epoch_ns
 
 __all__ = ["Truth", "read_truth", "text_field", "truth_of"]
@@ -66,6 +66,7 @@ def _derive_row(
         created_at=text_field(meta.get("created_at")) or mtime,
         updated_at=mtime if edited_outside else (text_field(meta.get("updated_at")) or mtime),
         metadata=meta,
+        tags=frontmatter_tags(meta),
         file_stamp=file_stamp(stat),
     )
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from coffer_mcp.index import Index, PassageRow
+from coffer_mcp.index import Index, PassageRow, Where
 from coffer_mcp.index.fts import analyze
 from coffer_mcp.models import Passage
 
@@ -47,10 +47,8 @@ RRF_K = 60
 VECTOR_WEIGHT = 0.4
 
 
-def keyword_search(
-    index: Index, kbs: Sequence[str], query: str, top_k: int, doc_ids: Sequence[str] | None = None
-) -> list[Passage]:
-    """The ``top_k`` best chunks for ``query`` across ``kbs``, best first."""
+def keyword_search(index: Index, kbs: Sequence[str], query: str, top_k: int, where: Where = None) -> list[Passage]:
+    """The ``top_k`` best chunks for ``query`` across ``kbs`` (of the documents ``where`` lets through), best first."""
     terms = analyze(query)
     if terms.only_stopwords:  # a phrase, or nothing to rank by: never a substring scan for "the"
         plans = [("fts", terms.index_terms(), False)]
@@ -58,7 +56,7 @@ def keyword_search(
         plans = [("fts", terms.index_terms(), True), ("substring", terms.substring_terms(), not terms.words)]
     for source, plan_terms, widen in plans:
         if plan_terms:
-            rows = _and_then_or(index, source, plan_terms, kbs, doc_ids, top_k, widen=widen)
+            rows = _and_then_or(index, source, plan_terms, kbs, where, top_k, widen=widen)
             if rows:
                 return [to_passage(row) for row in rows]
     return []
@@ -93,21 +91,21 @@ def _and_then_or(
     source: str,
     terms: list[str],
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: Where,
     top_k: int,
     *,
     widen: bool = True,
 ) -> list[PassageRow]:
     """AND first; widen to OR only when AND finds fewer than ``top_k`` (AND hits stay first)."""
-    rows = _run(index, source, terms, "AND", kbs, doc_ids, top_k)
+    rows = _run(index, source, terms, "AND", kbs, where, top_k)
     if not widen or len(rows) >= top_k or len(terms) == 1:
         return rows
     seen = {row.chunk_id for row in rows}
     depth = top_k + len(rows)
     rare = _rare_terms(index, terms, kbs) if source == "fts" else None
-    wider = _run(index, source, rare, "OR", kbs, doc_ids, depth) if rare else []
+    wider = _run(index, source, rare, "OR", kbs, where, depth) if rare else []
     if len(wider) < depth:  # the rare terms alone cannot fill the list: every term is needed
-        wider = _run(index, source, terms, "OR", kbs, doc_ids, depth)
+        wider = _run(index, source, terms, "OR", kbs, where, depth)
     rows.extend(row for row in wider if row.chunk_id not in seen)
     return rows[:top_k]
 
@@ -131,12 +129,12 @@ def _run(
     terms: list[str],
     operator: Literal["AND", "OR"],
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: Where,
     limit: int,
 ) -> list[PassageRow]:
     if source == "substring":
-        return index.substring_search(terms, operator, kbs, doc_ids, limit, SUBSTRING_SCAN_LIMIT)
-    return index.keyword_search(terms, operator, kbs, doc_ids, limit)
+        return index.substring_search(terms, operator, kbs, where, limit, SUBSTRING_SCAN_LIMIT)
+    return index.keyword_search(terms, operator, kbs, where, limit)
 
 
 def vector_search(
@@ -145,17 +143,15 @@ def vector_search(
     query_vector: Sequence[float],
     kbs: Sequence[str],
     top_k: int,
-    doc_ids: Sequence[str] | None = None,
+    where: Where = None,
 ) -> list[Passage]:
-    """The ``top_k`` chunks nearest to ``query_vector`` among ``model``'s vectors (none if it has none).
+    """The ``top_k`` chunks nearest to ``query_vector`` among ``model``'s vectors of the documents
+    ``where`` lets through (none if it has none).
 
     Raises:
         ValueError: the model's stored vectors have another dimension than the query's.
     """
-    # Restricting to documents happens after the KNN: look further so enough survive.
-    depth = top_k if not doc_ids else min(top_k * 20, 4096)
-    rows = index.knn(model, query_vector, kbs, doc_ids, depth)
-    return [to_passage(row) for row in rows[:top_k]]
+    return [to_passage(row) for row in index.knn(model, query_vector, kbs, where, top_k)]
 
 
 def fuse_rrf(ranked_lists: Sequence[Sequence[Passage]], top_k: int, k: int = RRF_K) -> list[Passage]:

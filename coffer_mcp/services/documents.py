@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ from coffer_mcp.errors import (
     InvalidArgumentError,
     SourceConflictError,
 )
-from coffer_mcp.index import DocumentRow
+from coffer_mcp.index import DocumentFilter, DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import index_document
 from coffer_mcp.indexing.truth import read_truth, truth_of
@@ -40,6 +40,8 @@ from coffer_mcp.models import (
     DocumentPage,
     IngestResult,
     Progress,
+    SearchFilters,
+    check_tags,
 )
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
@@ -79,8 +81,18 @@ class DocumentService:
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def list_documents(self, kb: str, q_filter: str = "", limit: int = 50, offset: int = 0) -> DocumentPage:
-        """A page of a knowledge base's documents, oldest first, optionally filtered by title."""
+    def list_documents(
+        self,
+        kb: str,
+        q_filter: str = "",
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
+    ) -> DocumentPage:
+        """A page of a knowledge base's documents, oldest first, optionally filtered by title and ``filters``
+        (``SearchFilters``, or a mapping of its keys)."""
+        where = DocumentFilter.of(SearchFilters.parse(filters))
         if (
             not _is_int(limit)
             or not _is_int(offset)
@@ -93,7 +105,7 @@ class DocumentService:
             )
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
-        rows, total = self.index.list_documents(kb, q_filter.strip(), limit, offset)
+        rows, total = self.index.list_documents(kb, q_filter.strip(), limit, offset, where)
         return DocumentPage(documents=[_info(paths, row) for row in rows], total=total, limit=limit, offset=offset)
 
     def read_document(
@@ -167,13 +179,17 @@ class DocumentService:
         replace: bool = False,
         actor: str = "cli",
         source_path: str | None = None,
+        tags: Sequence[str] | None = None,
     ) -> IngestResult:
         """Ingest one file's bytes (or text) as a document.
 
         Re-upload semantics: a document is matched by ``source_path`` for path ingests, else by
         ``original_filename``. Identical bytes ⇒ no-op (``unchanged``); changed bytes ⇒ updated in
         place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
+        ``tags`` are kept in the frontmatter (None keeps a re-uploaded document's own; given with
+        identical bytes, they replace its tags).
         """
+        chosen = None if tags is None else check_tags(tags)
         paths, _ = self.registry.open_kb(kb)
         name, note = _filename(filename), None
         if isinstance(content, str):
@@ -181,7 +197,9 @@ class DocumentService:
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
         self.registry.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
-        result = self.ingest_bytes(paths, name, data, replace=replace, actor=actor, source_path=source_path)
+        result = self.ingest_bytes(
+            paths, name, data, replace=replace, actor=actor, source_path=source_path, tags=chosen
+        )
         return result.model_copy(update={"note": note}) if note else result
 
     def ingest_bytes(
@@ -196,19 +214,47 @@ class DocumentService:
         source_url: str | None = None,
         batch: bool = False,
         keep_edits: bool = False,
+        tags: list[str] | None = None,
     ) -> IngestResult:
         """Ingest without a full reconcile: only the matching document's file is checked.
 
         A document is matched by ``source_path``, else ``source_url``, else ``original_filename``.
         In a ``batch`` the folders are synced once by the caller, before it answers. With
         ``keep_edits``, a matching document edited in Coffer is never replaced (checked under the
-        lock, so an edit made meanwhile wins too).
+        lock, so an edit made meanwhile wins too). ``tags`` (checked) replace the document's own;
+        None keeps them.
 
         Raises:
             SourceConflictError: ``keep_edits``, and the matching document was edited in Coffer.
         """
+        result = self._ingest(
+            paths,
+            name,
+            data,
+            replace=replace,
+            actor=actor,
+            source=(source_path, source_url),
+            batch=batch,
+            keep_edits=keep_edits,
+            tags=tags,
+        )
+        return self._retag(paths, result, tags, actor)  # after the lock: retagging takes it
+
+    def _ingest(
+        self,
+        paths: KbPaths,
+        name: str,
+        data: bytes,
+        *,
+        replace: bool,
+        actor: str,
+        source: tuple[str | None, str | None],
+        batch: bool,
+        keep_edits: bool,
+        tags: list[str] | None,
+    ) -> IngestResult:
         source_sha = hashlib.sha256(data).hexdigest()
-        source = (source_path, source_url)
+        source_path, source_url = source
         # Decide before converting: an identical or refused re-upload costs no conversion.
         match = self._match(paths.name, name, *source)
         early = self._reupload(paths, name, match, source_sha, replace)
@@ -241,6 +287,7 @@ class DocumentService:
                 updated_at=now,
                 source_path=source_path,
                 source_url=source_url,
+                tags=list(existing.tags) if tags is None and existing is not None else tags,
             ).to_dict()
             _write_original(paths, doc_id, conversion.original_format, data, existing, sync_dir=not batch)
             atomic_write(
@@ -314,40 +361,45 @@ class DocumentService:
             source_mode=row.source_mode,
             original_filename=row.original_filename,
             chunk_count=chunks,
+            tags=list(row.tags),
         )
 
-    def edit_document(self, kb: str, doc_id: str, content: str, *, actor: str = "cli") -> IngestResult:
-        """Replace a document's Markdown body; it becomes ``source_mode: edited``.
+    def _retag(self, paths: KbPaths, result: IngestResult, tags: list[str] | None, actor: str) -> IngestResult:
+        """An unchanged re-upload's answer, after giving its document ``tags`` when they differ."""
+        if tags is None or result.status != "unchanged" or _same_tags(result.tags, tags):
+            return result
+        return self.edit_document(paths.name, result.document_id, None, tags=tags, actor=actor)
 
-        The title follows the new body's first H1 when it has one. An identical body is a no-op.
+    def edit_document(
+        self, kb: str, doc_id: str, content: str | None = None, *, tags: Sequence[str] | None = None, actor: str = "cli"
+    ) -> IngestResult:
+        """Replace a document's Markdown body (it becomes ``source_mode: edited``), its tags, or both.
+
+        The title follows the new body's first H1 when it has one. ``tags`` replace the document's
+        tags in its frontmatter (``[]`` removes them); without ``tags`` they are kept, and without
+        ``content`` the body is. Nothing new is a no-op (``unchanged``).
         """
         paths, _ = self.registry.open_kb(kb)
         _check_id(kb, doc_id)
-        body = clean_markdown(content)
-        if not body:
-            raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
-        size = len(body.encode("utf-8"))
-        if size > self.registry.settings.max_document_bytes:
-            raise IngestRejectedError(
-                "too_large",
-                f"The new content is {size:,} bytes; the limit is {self.registry.settings.max_document_bytes:,}.",
-                hint="Split the document, or raise max_document_bytes in config.yaml.",
-            )
+        chosen = None if tags is None else check_tags(tags)
+        if content is None and chosen is None:
+            raise InvalidArgumentError("Nothing to change.", hint="Pass the new content, the new tags, or both.")
+        body = None if content is None else self._new_body(content)
         with self.registry.writing(paths):
             config = self.registry.config(kb)
             truth = read_truth(paths, doc_id)
             if truth is None:
                 raise _missing(kb, doc_id)
-            if truth.row.content_sha256 == body_sha256(body):
+            same_body = body is None or truth.row.content_sha256 == body_sha256(body)
+            if same_body and (chosen is None or _same_tags(truth.row.tags, chosen)):
                 return self._ingest_result(paths, doc_id, "unchanged")
-            metadata = DocumentMeta.updated(
-                truth.row.metadata,
-                id=doc_id,
-                title=first_heading(body) or truth.row.title,
-                content_sha256=body_sha256(body),
-                source_mode="edited",
-                updated_at=utc_now(),
-            )
+            body = truth.body if body is None else body
+            changes: dict[str, Any] = {"id": doc_id, "updated_at": utc_now()}
+            if not same_body:
+                changes.update(
+                    title=first_heading(body) or truth.row.title, content_sha256=body_sha256(body), source_mode="edited"
+                )
+            metadata = _with_tags(DocumentMeta.updated(truth.row.metadata, **changes), chosen)
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
             self.registry.wrote(paths)
             index_document(
@@ -358,9 +410,30 @@ class DocumentService:
                 truth=truth_of(paths, doc_id, metadata, body),
                 embedder=self.registry.embedder,
             )
+            details: dict[str, Any] = {} if same_body else {"source_mode": "edited"}
+            if chosen is not None:
+                details["tags"] = chosen
             with self.index.transaction():
-                self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, {"source_mode": "edited"})
+                self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details)
             return self._ingest_result(paths, doc_id, "updated")
+
+    def _new_body(self, content: str) -> str:
+        """An edit's new body, cleaned and checked.
+
+        Raises:
+            IngestRejectedError: it is empty, or larger than ``max_document_bytes``.
+        """
+        body = clean_markdown(content)
+        if not body:
+            raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
+        size = len(body.encode("utf-8"))
+        if size > self.registry.settings.max_document_bytes:
+            raise IngestRejectedError(
+                "too_large",
+                f"The new content is {size:,} bytes; the limit is {self.registry.settings.max_document_bytes:,}.",
+                hint="Split the document, or raise max_document_bytes in config.yaml.",
+            )
+        return body
 
     def delete_document(self, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
         """Remove a document's Markdown, its original and its rows."""
@@ -393,13 +466,16 @@ class DocumentService:
         actor: str = "cli",
         progress: Progress | None = None,
         within: Sequence[Path] | None = None,
+        tags: Sequence[str] | None = None,
     ) -> DirectoryIngestResult:
         """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
 
         Each file is its own transaction: one bad file is reported and the rest go on, and a
         cancelled call stops between files with every finished file committed. Symbolic links are
         not followed; with ``within``, a file whose real path leaves those folders is refused.
+        ``tags`` are given to every document ingested (None keeps a re-ingested document's own).
         """
+        chosen = None if tags is None else check_tags(tags)
         root = Path(check_path_text(path)).expanduser()
         if not root.exists():
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
@@ -414,7 +490,7 @@ class DocumentService:
         items = []
         try:
             for done, file in enumerate(files, 1):
-                items.append(self.ingest_file(paths, file, replace=replace, actor=actor, within=within))
+                items.append(self.ingest_file(paths, file, replace=replace, actor=actor, within=within, tags=chosen))
                 if progress:
                     progress(done, len(files), file.name)
         finally:
@@ -433,6 +509,7 @@ class DocumentService:
         actor: str,
         within: Sequence[Path] | None,
         keep_edits: bool = False,
+        tags: list[str] | None = None,
     ) -> DirectoryIngestItem:
         """Ingest one file of a folder (its folder synced by the caller); a failure is reported, not raised."""
         try:
@@ -446,6 +523,7 @@ class DocumentService:
                 source_path=str(file),
                 batch=True,
                 keep_edits=keep_edits,
+                tags=tags,
             )
         except (CofferError, OSError) as exc:
             if isinstance(exc, CofferError):
@@ -560,6 +638,20 @@ def _check_page(offset: int, limit: int | None, unit: str, around: int | None, w
         )
 
 
+def _same_tags(have: Sequence[str], want: Sequence[str]) -> bool:
+    """Whether two tag lists are the same, spelling and order included (a change of either is written)."""
+    return list(have) == list(want)
+
+
+def _with_tags(metadata: dict[str, Any], tags: list[str] | None) -> dict[str, Any]:
+    """``metadata`` with ``tags`` (None: as it was; empty: without the key)."""
+    if tags is None:
+        return metadata
+    if tags:
+        return {**metadata, "tags": tags}
+    return {key: value for key, value in metadata.items() if key != "tags"}
+
+
 def _check_id(kb: str, doc_id: str) -> None:
     if not isinstance(doc_id, str) or not is_document_id(doc_id):
         raise _missing(kb, doc_id)
@@ -588,6 +680,7 @@ def _info(paths: KbPaths, row: DocumentRow) -> DocumentInfo:
         title=row.title,
         original_filename=row.original_filename,
         original_format=row.original_format,
+        tags=list(row.tags),
         source_mode=row.source_mode,
         content_sha256=row.content_sha256,
         source_sha256=row.source_sha256,

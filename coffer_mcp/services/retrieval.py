@@ -9,12 +9,13 @@ result says which strategy actually ran.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from coffer_mcp.errors import EmbeddingError, InvalidArgumentError
-from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchResult, StrategyChoice
+from coffer_mcp.index import DocumentFilter
+from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchFilters, SearchResult, StrategyChoice
 from coffer_mcp.retrieval.grep import LineMatch, grep_dirs
 from coffer_mcp.retrieval.search import fuse_convex, keyword_search, lone_stopword, stopword_only_hint, vector_search
 from coffer_mcp.services.registry import Registry
@@ -67,13 +68,17 @@ class RetrievalService:
         *,
         document_ids: Sequence[str] | None = None,
         strategy: StrategyChoice = "auto",
+        filters: SearchFilters | Mapping[str, Any] | None = None,
     ) -> SearchResult:
         """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases.
 
-        ``strategy`` other than ``auto`` forces one (benchmarks, debugging); a vector strategy
-        that cannot run still degrades to keyword.
+        ``filters`` (``SearchFilters``, or a mapping of its keys) restricts the documents, inside
+        the index's queries: ``top_k`` passages come back whenever that many match. ``strategy``
+        other than ``auto`` forces one (benchmarks, debugging); a vector strategy that cannot run
+        still degrades to keyword.
         """
         query = _check_query(query, top_k)
+        where = DocumentFilter.of(SearchFilters.parse(filters), document_ids)
         registry = self.registry
         if strategy not in STRATEGIES:
             raise InvalidArgumentError(
@@ -88,35 +93,31 @@ class RetrievalService:
         vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword" or not vector_kbs:
-            return self._keyword_result(names, query, top_k, document_ids)
+            return self._keyword_result(names, query, top_k, where)
         try:
-            near = self._vector_passages(vector_kbs, query, _depth(top_k, wanted), document_ids)
+            near = self._vector_passages(vector_kbs, query, _depth(top_k, wanted), where)
         except EmbeddingError as exc:
             log.info("search degrades to keyword: %s", exc)
-            return self._keyword_result(names, query, top_k, document_ids)
+            return self._keyword_result(names, query, top_k, where)
         if wanted == "vector":
             return SearchResult(strategy="vector", passages=near[:top_k], knowledge_bases=names)
-        keyword = keyword_search(registry.index, names, query, _depth(top_k, wanted), document_ids)
+        keyword = keyword_search(registry.index, names, query, _depth(top_k, wanted), where)
         fused = fuse_convex(keyword, near, top_k)
         hint = stopword_only_hint(query, found=bool(keyword))
         return SearchResult(strategy="hybrid", passages=fused, knowledge_bases=names, hint=hint)
 
-    def _keyword_result(
-        self, names: list[str], query: str, top_k: int, document_ids: Sequence[str] | None
-    ) -> SearchResult:
-        passages = keyword_search(self.registry.index, names, query, top_k, document_ids)
+    def _keyword_result(self, names: list[str], query: str, top_k: int, where: DocumentFilter) -> SearchResult:
+        passages = keyword_search(self.registry.index, names, query, top_k, where)
         hint = stopword_only_hint(query, found=bool(passages))
         return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names, hint=hint)
 
-    def _vector_passages(
-        self, kbs: list[str], query: str, depth: int, document_ids: Sequence[str] | None
-    ) -> list[Passage]:
+    def _vector_passages(self, kbs: list[str], query: str, depth: int, where: DocumentFilter) -> list[Passage]:
         """Nearest chunks among the current model's vectors (none yet if nothing was embedded)."""
         embedder = self.registry.embedder
         assert embedder is not None  # the caller checked
         query_vector = embedder.embed_query(query)
         try:
-            return vector_search(self.registry.index, embedder.identity, query_vector, kbs, depth, document_ids)
+            return vector_search(self.registry.index, embedder.identity, query_vector, kbs, depth, where)
         except ValueError as exc:
             raise EmbeddingError(str(exc), hint="Run 'coffer kb reindex --all' after changing the model.") from exc
 

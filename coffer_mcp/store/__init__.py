@@ -1,6 +1,6 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
-from coffer_mcp.store.document import DocumentMeta
+from coffer_mcp.store.document import DocumentMeta, frontmatter_tags
 from coffer_mcp.store.files import (
     atomic_write,
     file_stamp,
@@ -61,6 +61,7 @@ __all__ = [
     "document_files",
     "file_lock",
     "file_stamp",
+    "frontmatter_tags",
     "fsync_dir",
     "held_here",
     "is_document_id",

@@ -8,12 +8,15 @@ a re-conversion rewrites an existing file: it sets its own fields in that file's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["DocumentMeta"]
+from coffer_mcp.models import MAX_TAGS, unique_tags
 
-_OPTIONAL = ("source_path", "source_url")
+__all__ = ["DocumentMeta", "frontmatter_tags"]
+
+_OPTIONAL = ("source_path", "source_url", "tags")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,7 @@ class DocumentMeta:
     updated_at: str
     source_path: str | None = None
     source_url: str | None = None
+    tags: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Other keys of the file's frontmatter, kept as they are."""
 
@@ -52,3 +56,18 @@ class DocumentMeta:
         if unknown:
             raise ValueError(f"not document fields: {sorted(unknown)}")
         return {**frontmatter, **values}
+
+
+def frontmatter_tags(frontmatter: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tags a frontmatter gives its document, however they were written by hand.
+
+    ``tags`` may be a list (``[a, b]``, or one item per line) or one string of tags separated by
+    commas or, without commas, by spaces (``a, b`` or ``a b``); a leading ``#`` is dropped and a
+    tag differing from an earlier one only by case is the same tag. Other shapes give no tags.
+    """
+    value = frontmatter.get("tags")
+    if isinstance(value, str):
+        value = value.split(",") if "," in value else value.split()
+    if not isinstance(value, list):
+        return ()
+    return tuple(unique_tags(value)[:MAX_TAGS])

@@ -31,6 +31,8 @@ from coffer_mcp.index.port import (
     KbCounts,
     Operator,
     PassageRow,
+    Where,
+    as_filter,
 )
 from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
@@ -260,8 +262,10 @@ class PostgresIndex:
         return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
 
     @_mapped
-    def list_documents(self, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list[DocumentRow], int]:
-        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset)
+    def list_documents(
+        self, kb: str, title_filter: str, limit: int, offset: int, where: Where = None
+    ) -> tuple[list[DocumentRow], int]:
+        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where))
         return [_document(row) for row in rows], total
 
     @_mapped
@@ -311,12 +315,12 @@ class PostgresIndex:
         terms: Sequence[str],
         operator: Operator,
         kbs: Sequence[str],
-        doc_ids: Sequence[str] | None,
+        where: Where,
         limit: int,
     ) -> list[PassageRow]:
         if not terms:
             return []
-        return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, doc_ids, limit)]
+        return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, as_filter(where), limit)]
 
     @_mapped
     def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
@@ -328,11 +332,11 @@ class PostgresIndex:
         terms: Sequence[str],
         operator: Operator,
         kbs: Sequence[str],
-        doc_ids: Sequence[str] | None,
+        where: Where,
         limit: int,
         scan_limit: int,
     ) -> list[PassageRow]:
-        rows = keyword.substring_search(self.conn, terms, operator, kbs, doc_ids, limit, scan_limit)
+        rows = keyword.substring_search(self.conn, terms, operator, kbs, as_filter(where), limit, scan_limit)
         return [_passage(row) for row in rows]
 
     # -- vectors -----------------------------------------------------------------------------------
@@ -385,12 +389,13 @@ class PostgresIndex:
 
     @_mapped
     def knn(
-        self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+        self, identity: str, query: Sequence[float], kbs: Sequence[str], where: Where, limit: int
     ) -> list[PassageRow]:
         table = vectors.model_table(self.conn, identity, len(query), create=False)
         if table is None:
             return []
-        rows = vectors.knn(self.conn, table, query, kbs, doc_ids, limit, iterative=self._iterative_scans())
+        scope = as_filter(where)
+        rows = vectors.knn(self.conn, table, query, kbs, scope, limit, iterative=self._iterative_scans())
         return [_passage(row) for row in rows]
 
     def _iterative_scans(self) -> bool:
@@ -473,6 +478,7 @@ def _document(row: dict[str, Any]) -> DocumentRow:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         metadata=json.loads(row["metadata"] or "{}"),
+        tags=tuple(json.loads(row["tags"] or "[]")),
         file_stamp=row["file_stamp"],
         chunk_params=row["chunk_params"],
         embed_pending=bool(row["embed_pending"]),

@@ -31,7 +31,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from coffer_mcp.index.fts import search_text
+from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection, clean
+from coffer_mcp.index.postgres.filters import scope
 from coffer_mcp.index.postgres.tokens import term_counts, terms
 from coffer_mcp.models import Chunk
 
@@ -178,35 +180,36 @@ def search(
     query_terms: Sequence[str],
     operator: str,
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: DocumentFilter,
     limit: int,
 ) -> list[dict[str, Any]]:
     """Chunks matching the terms (all, or any), best BM25 first, then by document and position.
 
     Only the postings of ``kbs`` are read, each scored with its knowledge base's statistics. The
-    best ``limit`` (plus slack for ties) are ranked first and only those joined; when ``doc_ids``
-    leaves too few, the look goes deeper, then falls back to ranking inside the scope.
+    best ``limit`` (plus slack for ties) are ranked first and only those joined and filtered; when
+    ``where`` leaves too few, the look goes deeper, then falls back to ranking inside the scope
+    (with a document filter, after one look).
     """
     if operator not in ("AND", "OR"):
         raise ValueError(operator)
     params = _phrases(conn, query_terms, operator, kbs)
     if params is None or limit <= 0:
         return []
-    depth = limit + _SLACK
-    while depth <= _MAX_DEPTH:
+    depth, deepest = limit + _SLACK, (limit + _SLACK if where else _MAX_DEPTH)
+    while depth <= deepest:
         top = conn.execute(
             _SCORED + "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s "
             "ORDER BY score DESC, chunk_id LIMIT %(depth)s",
             {**params, "depth": depth},
         ).fetchall()
-        rows = _passages(conn, {row["chunk_id"]: row["score"] for row in top}, kbs, doc_ids)
+        rows = _passages(conn, {row["chunk_id"]: row["score"] for row in top}, kbs, where)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
         depth *= 8
-    scope, scope_params = _scope(kbs, doc_ids)
+    clause, scope_params = scope(kbs, where)
     sql = (
         _SCORED + f"SELECT {_PASSAGE}, s.score FROM scored s JOIN chunks c ON c.id = s.chunk_id "
-        f"JOIN documents d ON d.id = c.document_id WHERE s.matched >= %(need)s AND {scope} "
+        f"JOIN documents d ON d.id = c.document_id WHERE s.matched >= %(need)s AND {clause} "
         "ORDER BY s.score DESC, c.document_id, c.position LIMIT %(limit)s"
     )
     return conn.execute(sql, {**params, **scope_params, "limit": limit}).fetchall()
@@ -293,24 +296,16 @@ def _phrase_hits(conn: Connection, phrase: list[str], kbs: Sequence[str]) -> lis
     return hits
 
 
-def _scope(kbs: Sequence[str], doc_ids: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
-    clause, params = "c.kb = ANY(%(kbs)s::text[])", {"kbs": list(kbs)}
-    if doc_ids:
-        clause += " AND c.document_id = ANY(%(doc_ids)s::text[])"
-        params["doc_ids"] = list(doc_ids)
-    return clause, params
-
-
 def _passages(
-    conn: Connection, scores: dict[int, float], kbs: Sequence[str], doc_ids: Sequence[str] | None
+    conn: Connection, scores: dict[int, float], kbs: Sequence[str], where: DocumentFilter
 ) -> list[dict[str, Any]]:
     """Passage rows for the given chunk ids inside the scope, best score first."""
     if not scores:
         return []
-    scope, params = _scope(kbs, doc_ids)
+    clause, params = scope(kbs, where)
     rows = conn.execute(
         f"SELECT {_PASSAGE} FROM chunks c JOIN documents d ON d.id = c.document_id "
-        f"WHERE c.id = ANY(%(ids)s::bigint[]) AND {scope}",
+        f"WHERE c.id = ANY(%(ids)s::bigint[]) AND {clause}",
         {**params, "ids": list(scores)},
     ).fetchall()
     found = [{**row, "score": scores[row["id"]]} for row in rows]
@@ -322,7 +317,7 @@ def substring_search(
     query_terms: Sequence[str],
     operator: str,
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: DocumentFilter,
     limit: int,
     scan_limit: int,
 ) -> list[dict[str, Any]]:
@@ -332,7 +327,7 @@ def substring_search(
         raise ValueError(operator)
     if not query_terms:
         return []
-    scope, params = _scope(kbs, doc_ids)
+    clause, params = scope(kbs, where)
     lowered = {f"t{i}": term.lower() for i, term in enumerate(query_terms)}
     tests = f" {operator} ".join(f"strpos(h.text, %({name})s) > 0" for name in lowered)
     counts = " + ".join(
@@ -344,7 +339,7 @@ def substring_search(
             SELECT {_PASSAGE}, 1000.0::float8 * ({counts}) / (length(c.text) + 1) AS score
             FROM chunks c JOIN documents d ON d.id = c.document_id
             CROSS JOIN LATERAL (SELECT ascii_lower(c.headings || ' ' || c.text) AS text) h
-            WHERE {scope} AND ({tests})
+            WHERE {clause} AND ({tests})
             ORDER BY c.id
             LIMIT %(scan_limit)s) AS found
         ORDER BY score DESC, document_id, position LIMIT %(limit)s"""

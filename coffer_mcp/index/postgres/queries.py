@@ -11,10 +11,12 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
+from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres import keyword, vectors
 from coffer_mcp.index.postgres.connection import Connection, clean
-from coffer_mcp.models import Chunk
-from coffer_mcp.timeutil import utc_now
+from coffer_mcp.index.postgres.filters import document_condition
+from coffer_mcp.models import Chunk, tag_key
+from coffer_mcp.timeutil import time_key, utc_now
 
 __all__ = [
     "DOC_COLUMNS",
@@ -62,9 +64,12 @@ DOC_COLUMNS = (
     "created_at",
     "updated_at",
     "metadata",
+    "tags",
     "file_stamp",
     "chunk_params",
 )
+_JSON_COLUMNS = ("metadata", "tags")
+_STORED = (*DOC_COLUMNS, "created_key", "updated_key")
 
 
 # -- knowledge bases ---------------------------------------------------------------------------
@@ -101,6 +106,7 @@ def delete_kb(conn: Connection, name: str) -> None:
     vectors.delete_kb_vectors(conn, name)
     _delete_chunks(conn, "kb = %s", (name,))
     conn.execute("DELETE FROM keyword_stats WHERE kb = %s", (name,))
+    conn.execute("DELETE FROM document_tags WHERE document_id IN (SELECT id FROM documents WHERE kb = %s)", (name,))
     conn.execute("DELETE FROM documents WHERE kb = %s", (name,))
     conn.execute("DELETE FROM knowledge_bases WHERE name = %s", (name,))
 
@@ -159,17 +165,19 @@ def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> l
 
 
 def list_documents(
-    conn: Connection, kb: str, title_filter: str, limit: int, offset: int
+    conn: Connection, kb: str, title_filter: str, limit: int, offset: int, where: DocumentFilter
 ) -> tuple[list[dict[str, Any]], int]:
-    """A page of documents, oldest first, filtered by a title substring (ASCII case folded, as SQLite)."""
-    where, params = "kb = %s", [kb]
+    """A page of documents, oldest first, filtered by a title substring (ASCII case folded, as SQLite)
+    and ``where``."""
+    condition, params = document_condition(where)
+    condition, params = f"d.kb = %(kb)s AND {condition}", {**params, "kb": kb}
     if title_filter:
-        where += " AND strpos(ascii_lower(title), ascii_lower(%s)) > 0"
-        params.append(clean(title_filter))
-    total = _one(conn, f"SELECT count(*) AS n FROM documents WHERE {where}", params)
+        condition += " AND strpos(ascii_lower(d.title), ascii_lower(%(title)s)) > 0"
+        params["title"] = clean(title_filter)
+    total = _one(conn, f"SELECT count(*) AS n FROM documents d WHERE {condition}", params)
     rows = conn.execute(
-        f"SELECT * FROM documents WHERE {where} ORDER BY created_at, id LIMIT %s OFFSET %s",
-        [*params, _limit(limit), max(offset, 0)],
+        f"SELECT d.* FROM documents d WHERE {condition} ORDER BY d.created_at, d.id LIMIT %(limit)s OFFSET %(offset)s",
+        {**params, "limit": _limit(limit), "offset": max(offset, 0)},
     ).fetchall()
     return rows, total
 
@@ -184,18 +192,28 @@ def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
-    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``)."""
-    values = [json.dumps(row[c], ensure_ascii=False) if c == "metadata" else clean(row[c]) for c in DOC_COLUMNS]
-    updates = ", ".join(f"{c} = excluded.{c}" for c in DOC_COLUMNS[1:])
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``), and its tags."""
+    row = {**row, "tags": list(row["tags"])}
+    row.update(created_key=time_key(row["created_at"]), updated_key=time_key(row["updated_at"]))
+    values = [json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else clean(row[c]) for c in _STORED]
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _STORED[1:])
     conn.execute(
-        f"INSERT INTO documents ({', '.join(DOC_COLUMNS)}) VALUES ({', '.join(['%s'] * len(DOC_COLUMNS))}) "
+        f"INSERT INTO documents ({', '.join(_STORED)}) VALUES ({', '.join(['%s'] * len(_STORED))}) "
         f"ON CONFLICT (id) DO UPDATE SET {updates}",
         values,
     )
+    conn.execute("DELETE FROM document_tags WHERE document_id = %s", (row["id"],))
+    if row["tags"]:
+        conn.execute(
+            "INSERT INTO document_tags (tag, document_id) SELECT DISTINCT unnest(%s::text[]), %s "
+            "ON CONFLICT DO NOTHING",
+            ([clean(tag_key(tag)) for tag in row["tags"]], row["id"]),
+        )
 
 
 def delete_document(conn: Connection, doc_id: str) -> None:
     _delete_chunks(conn, "document_id = %s", (doc_id,))
+    conn.execute("DELETE FROM document_tags WHERE document_id = %s", (doc_id,))
     conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
 
 
@@ -303,7 +321,7 @@ def invocations(conn: Connection, limit: int) -> list[Any]:
     return conn.execute(sql, (limit,)).fetchall()
 
 
-def _one(conn: Connection, sql: str, params: Sequence[Any]) -> int:
+def _one(conn: Connection, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
     row = conn.execute(sql, params).fetchone()
     assert row is not None
     return int(next(iter(row.values())))

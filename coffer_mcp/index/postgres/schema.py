@@ -138,9 +138,28 @@ ALTER TABLE postings DROP CONSTRAINT postings_pkey;
 ALTER TABLE postings ADD PRIMARY KEY (kb, term, chunk_id) INCLUDE (tf, dl);
 """
 
+_FILTERS = """
+-- Tags, and what searches and listings filter by (index/postgres/filters.py): ``tags`` as the
+-- frontmatter spells them (JSON), ``document_tags`` one row per tag key (case-folded) for lookups,
+-- and the document's times in one comparable form (``created_key``, ``updated_key``: UTC, ms).
+ALTER TABLE documents ADD COLUMN tags text NOT NULL DEFAULT '[]';
+ALTER TABLE documents ADD COLUMN created_key text COLLATE "C";
+ALTER TABLE documents ADD COLUMN updated_key text COLLATE "C";
+CREATE TABLE document_tags (
+    tag text COLLATE "C" NOT NULL,
+    document_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (tag, document_id)
+);
+CREATE INDEX document_tags_by_document ON document_tags (document_id);
+-- Rows indexed before know neither: with their file stamps forgotten, the next read of each
+-- knowledge base reads its files again and rewrites the rows (not the chunks: no content changed).
+UPDATE documents SET file_stamp = '';
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
+    ("0003_filters", _FILTERS),
 ]
 
 _EXTENSION_HINT = (

@@ -5,7 +5,9 @@ dimension, registered in ``embedding_models``, so vectors of two models are neve
 A table has an HNSW index (cosine) when the dimension allows one (pgvector indexes up to 2,000;
 beyond, KNN is an exact scan). A knowledge-base filter would starve a plain HNSW scan (it stops
 after ``ef_search`` candidates, most from other knowledge bases), so KNN runs with pgvector 0.8's
-iterative scan, which keeps walking the graph until ``limit`` rows pass the filter.
+iterative scan, which keeps walking the graph until ``limit`` rows pass the filter. That walk is
+bounded (``hnsw.max_scan_tuples``): when a narrow document filter leaves it short, the exact scan of
+the filtered chunks answers instead, so ``limit`` rows come back whenever that many pass.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection
+from coffer_mcp.index.postgres.filters import filtered_chunks
 from coffer_mcp.timeutil import utc_now
 
 __all__ = [
@@ -177,7 +181,7 @@ def knn(
     table: str,
     query: Sequence[float],
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: DocumentFilter,
     limit: int,
     *,
     iterative: bool,
@@ -187,19 +191,32 @@ def knn(
         return []
     scope = "kb = ANY(%(kbs)s::text[])"
     params: dict[str, Any] = {"query": list(map(float, query)), "kbs": list(kbs), "limit": limit}
-    if doc_ids:
-        scope += " AND chunk_id IN (SELECT id FROM chunks WHERE document_id = ANY(%(doc_ids)s::text[]))"
-        params["doc_ids"] = list(doc_ids)
-    sql = f"""
-        SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-               1.0::float8 - v.distance AS score
-        FROM (SELECT chunk_id, embedding <=> %(query)s::float8[]::vector AS distance FROM {table}
-              WHERE {scope}
-              ORDER BY embedding <=> %(query)s::float8[]::vector LIMIT %(limit)s) v
-        JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
-        ORDER BY v.distance, c.document_id, c.position"""
+    if where:
+        chunks, chunk_params = filtered_chunks(kbs, where)
+        scope += f" AND chunk_id IN ({chunks})"
+        params.update(chunk_params)
     with conn.transaction():  # SET LOCAL lasts until its end
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(limit, 40), _EF_SEARCH_MAX)),))
         if iterative:
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        return conn.execute(sql, params).fetchall()
+        rows = conn.execute(_knn_sql(table, scope, exact=False), params).fetchall()
+        if len(rows) < limit and where:  # the graph's walk ended first: scan the filtered chunks
+            rows = conn.execute(_knn_sql(table, scope, exact=True), params).fetchall()
+        return rows
+
+
+def _knn_sql(table: str, scope: str, *, exact: bool) -> str:
+    """The KNN statement; ``exact`` keeps the HNSW index out (``OFFSET 0`` fences the ordering off it)."""
+    distance = "embedding <=> %(query)s::float8[]::vector"
+    nearest = (
+        f"SELECT chunk_id, distance FROM (SELECT chunk_id, {distance} AS distance FROM {table} WHERE {scope} "
+        "OFFSET 0) AS scanned ORDER BY distance LIMIT %(limit)s"
+        if exact
+        else f"SELECT chunk_id, {distance} AS distance FROM {table} WHERE {scope} ORDER BY {distance} LIMIT %(limit)s"
+    )
+    return f"""
+        SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
+               1.0::float8 - v.distance AS score
+        FROM ({nearest}) v
+        JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
+        ORDER BY v.distance, c.document_id, c.position"""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -22,21 +23,27 @@ from coffer_mcp.index.fts import match_expression
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
+    DocumentFilter,
     DocumentRow,
     IndexDiagnosis,
     InvocationRow,
     KbCounts,
     Operator,
     PassageRow,
+    Where,
+    as_filter,
 )
 from coffer_mcp.index.sqlite import queries as q
 from coffer_mcp.index.sqlite import vectors
-from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache
+from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache, Partition
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.sqlite.schema import migrate
 from coffer_mcp.models import Chunk
 
 __all__ = ["SqliteIndex", "database_errors"]
+
+MAX_FILTERED_CANDIDATES = 10_000
+"""The most ANN candidates a filtered search asks a graph for before it scans the filtered chunks."""
 
 
 class SqliteIndex:
@@ -155,8 +162,10 @@ class SqliteIndex:
     def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
         return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
 
-    def list_documents(self, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list[DocumentRow], int]:
-        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset)
+    def list_documents(
+        self, kb: str, title_filter: str, limit: int, offset: int, where: Where = None
+    ) -> tuple[list[DocumentRow], int]:
+        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where))
         return [_document(row) for row in rows], total
 
     def recent_documents(self, limit: int) -> list[DocumentRow]:
@@ -197,12 +206,12 @@ class SqliteIndex:
         terms: Sequence[str],
         operator: Operator,
         kbs: Sequence[str],
-        doc_ids: Sequence[str] | None,
+        where: Where,
         limit: int,
     ) -> list[PassageRow]:
         if not terms:
             return []
-        rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, doc_ids, limit)
+        rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, as_filter(where), limit)
         return [_passage(row) for row in rows]
 
     def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
@@ -213,11 +222,11 @@ class SqliteIndex:
         terms: Sequence[str],
         operator: Operator,
         kbs: Sequence[str],
-        doc_ids: Sequence[str] | None,
+        where: Where,
         limit: int,
         scan_limit: int,
     ) -> list[PassageRow]:
-        rows = q.substring_search(self.conn, terms, operator, kbs, doc_ids, limit, scan_limit)
+        rows = q.substring_search(self.conn, terms, operator, kbs, as_filter(where), limit, scan_limit)
         return [_passage(row) for row in rows]
 
     # -- vectors -----------------------------------------------------------------------------------
@@ -250,23 +259,45 @@ class SqliteIndex:
         return {} if table is None else vectors.stored_vectors(self.conn, table, chunk_ids)
 
     def knn(
-        self, identity: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
+        self, identity: str, query: Sequence[float], kbs: Sequence[str], where: Where, limit: int
     ) -> list[PassageRow]:
-        conn = self.conn
+        conn, scope = self.conn, as_filter(where)
         table = vectors.model_table(conn, identity, len(query), create=False)
         if table is None:
             return []
         parts, scan = self.ann.ready(conn, table, kbs)
         if not parts:  # every knowledge base scanned: one query, exactly as without graphs
-            return [_passage(row) for row in vectors.knn(conn, table, query, kbs, doc_ids, limit)]
+            return [_passage(row) for row in vectors.knn(conn, table, query, kbs, scope, limit)]
         graphed = [part.kb for part in parts]
-        rows = list(vectors.knn(conn, table, query, scan, doc_ids, limit)) if scan else []
-        if doc_ids:  # a few documents of a big knowledge base: score every chunk of them
-            rows += vectors.knn_in_documents(conn, table, query, graphed, doc_ids, limit)
+        rows = list(vectors.knn(conn, table, query, scan, scope, limit)) if scan else []
+        if scope:
+            rows += self._filtered_ann(table, query, parts, scope, limit)
         else:
             rows += vectors.rescore(conn, table, query, self.ann.candidates(parts, query, limit), graphed, limit)
         rows.sort(key=lambda row: (row["distance"], row["document_id"], row["position"]))
         return [_passage(row) for row in rows[:limit]]
+
+    def _filtered_ann(
+        self, table: str, query: Sequence[float], parts: list[Partition], where: DocumentFilter, limit: int
+    ) -> list[Any]:
+        """The nearest chunks ``where`` lets through in graphed partitions: always ``limit`` when there are.
+
+        A filter that leaves no more chunks than a graph's threshold is answered by the scan of
+        those chunks (exact, and as fast as a knowledge base that small). A wider one asks the
+        graph for more candidates, as many more as the filter leaves out, keeps those it lets
+        through; when they are too few, the scan of the filtered chunks answers instead.
+        """
+        conn, graphed = self.conn, [part.kb for part in parts]
+        matching = q.count_chunks(conn, graphed, where)
+        if matching <= max(self.ann.threshold, limit):
+            return list(vectors.knn(conn, table, query, graphed, where, limit))
+        total = sum(part.size() for part in parts)
+        wanted = min(MAX_FILTERED_CANDIDATES, math.ceil(2 * limit * total / matching))
+        candidates = self.ann.candidates(parts, query, limit, count=wanted)
+        rows = vectors.rescore(conn, table, query, candidates, graphed, limit, where)
+        if len(rows) < limit:
+            return list(vectors.knn(conn, table, query, graphed, where, limit))
+        return rows
 
     def vector_status(self, kb: str) -> dict[str, dict[str, Any]]:
         return {
@@ -347,6 +378,7 @@ def _document(row: Any) -> DocumentRow:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         metadata=json.loads(row["metadata"] or "{}"),
+        tags=tuple(json.loads(row["tags"] or "[]")),
         file_stamp=row["file_stamp"],
         chunk_params=row["chunk_params"],
         embed_pending=bool(row["embed_pending"]),

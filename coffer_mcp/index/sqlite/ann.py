@@ -75,6 +75,10 @@ class Partition:
     stale: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def size(self) -> int:
+        """How many vectors the partition holds, about (the graph's, the changed ones, the delta's)."""
+        return len(self.graph) - len(self.dead) + len(self.delta)
+
     def usable(self) -> bool:
         return not self.stale and len(self.delta) <= DELTA_MAX and len(self.dead) <= len(self.graph) // 2
 
@@ -138,10 +142,15 @@ class AnnCache:
             due = [kb for kb in due if now - self._failed.get((model_id, kb), -RETRY_SECONDS) >= RETRY_SECONDS]
         return parts, scan, due
 
-    def candidates(self, parts: Sequence[Partition], query: Sequence[float], limit: int) -> list[int]:
-        """Chunk ids near ``query`` in these partitions: the graph's (minus changed ones) and the delta's."""
+    def candidates(
+        self, parts: Sequence[Partition], query: Sequence[float], limit: int, *, count: int | None = None
+    ) -> list[int]:
+        """Chunk ids near ``query`` in these partitions: the graph's (minus changed ones) and the delta's.
+
+        Each partition proposes ``max(2 * limit, 64)`` of them, or ``count`` (a filtered search).
+        """
         vector = hnsw.as_query(query)
-        count = max(2 * limit, MIN_CANDIDATES)
+        count = max(2 * limit, MIN_CANDIDATES, count or 0)
         found: dict[int, None] = {}
         for part in parts:
             with part.lock:

@@ -7,10 +7,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.sqlite import keyword, vectors
 from coffer_mcp.index.sqlite.db import Connection, database_errors
-from coffer_mcp.models import Chunk
-from coffer_mcp.timeutil import utc_now
+from coffer_mcp.index.sqlite.filters import document_condition, scope
+from coffer_mcp.models import Chunk, tag_key
+from coffer_mcp.timeutil import time_key, utc_now
 
 __all__ = [
     "DOC_COLUMNS",
@@ -19,6 +21,7 @@ __all__ = [
     "chunk_texts",
     "chunk_window",
     "clear_kb_embeddings",
+    "count_chunks",
     "delete_document",
     "delete_kb",
     "doc_stamps",
@@ -63,9 +66,12 @@ DOC_COLUMNS = (
     "created_at",
     "updated_at",
     "metadata",
+    "tags",
     "file_stamp",
     "chunk_params",
 )
+_JSON_COLUMNS = ("metadata", "tags")
+_STORED = (*DOC_COLUMNS, "created_key", "updated_key")
 
 
 @contextmanager
@@ -114,6 +120,7 @@ def delete_kb(conn: Connection, name: str) -> None:
     vectors.delete_kb_vectors(conn, name)
     _delete_chunks(conn, "kb = ?", (name,))
     keyword.drop(conn, name)
+    conn.execute("DELETE FROM document_tags WHERE document_id IN (SELECT id FROM documents WHERE kb = ?)", (name,))
     conn.execute("DELETE FROM documents WHERE kb = ?", (name,))
     conn.execute("DELETE FROM knowledge_bases WHERE name = ?", (name,))
 
@@ -212,13 +219,20 @@ def document_chunk_count(conn: Connection, doc_id: str) -> int:
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
-    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``)."""
-    values = [json.dumps(row[c], ensure_ascii=False) if c == "metadata" else row[c] for c in DOC_COLUMNS]
-    updates = ", ".join(f"{c} = excluded.{c}" for c in DOC_COLUMNS[1:])
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``), and its tags."""
+    row = {**row, "tags": list(row["tags"])}
+    row.update(created_key=time_key(row["created_at"]), updated_key=time_key(row["updated_at"]))
+    values = [json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else row[c] for c in _STORED]
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _STORED[1:])
     conn.execute(
-        f"INSERT INTO documents ({', '.join(DOC_COLUMNS)}) VALUES ({', '.join('?' * len(DOC_COLUMNS))}) "
+        f"INSERT INTO documents ({', '.join(_STORED)}) VALUES ({', '.join('?' * len(_STORED))}) "
         f"ON CONFLICT (id) DO UPDATE SET {updates}",
         values,
+    )
+    conn.execute("DELETE FROM document_tags WHERE document_id = ?", (row["id"],))
+    conn.executemany(
+        "INSERT OR IGNORE INTO document_tags (tag, document_id) VALUES (?, ?)",
+        [(tag_key(tag), row["id"]) for tag in row["tags"]],
     )
 
 
@@ -280,18 +294,22 @@ def rebuild_fts(conn: Connection) -> int:
 
 def delete_document(conn: Connection, doc_id: str) -> None:
     _delete_chunks(conn, "document_id = ?", (doc_id,))
+    conn.execute("DELETE FROM document_tags WHERE document_id = ?", (doc_id,))
     conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
 
 
-def list_documents(conn: Connection, kb: str, title_filter: str, limit: int, offset: int) -> tuple[list, int]:
-    """A page of documents, oldest first, filtered by a case-insensitive title substring."""
-    where, params = "kb = ?", [kb]
+def list_documents(
+    conn: Connection, kb: str, title_filter: str, limit: int, offset: int, where: DocumentFilter
+) -> tuple[list, int]:
+    """A page of documents, oldest first, filtered by a case-insensitive title substring and ``where``."""
+    condition, params = document_condition(where)
+    condition, params = f"d.kb = ? AND {condition}", [kb, *params]
     if title_filter:
-        where += " AND instr(lower(title), lower(?)) > 0"
+        condition += " AND instr(lower(d.title), lower(?)) > 0"
         params.append(title_filter)
-    total = conn.execute(f"SELECT count(*) FROM documents WHERE {where}", params).fetchone()[0]
+    total = conn.execute(f"SELECT count(*) FROM documents d WHERE {condition}", params).fetchone()[0]
     rows = conn.execute(
-        f"SELECT * FROM documents WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+        f"SELECT d.* FROM documents d WHERE {condition} ORDER BY d.created_at, d.id LIMIT ? OFFSET ?",
         [*params, limit, offset],
     ).fetchall()
     return rows, total
@@ -300,54 +318,51 @@ def list_documents(conn: Connection, kb: str, title_filter: str, limit: int, off
 # -- retrieval ---------------------------------------------------------------------------------
 
 
-def _scope(kbs: Sequence[str], doc_ids: Sequence[str] | None) -> tuple[str, list[Any]]:
-    clause = f"c.kb IN ({', '.join('?' * len(kbs))})"
-    params: list[Any] = list(kbs)
-    if doc_ids:
-        clause += f" AND c.document_id IN ({', '.join('?' * len(doc_ids))})"
-        params.extend(doc_ids)
-    return clause, params
+def count_chunks(conn: Connection, kbs: Sequence[str], where: DocumentFilter) -> int:
+    """How many chunks of ``kbs`` ``where`` lets through."""
+    clause, params = scope(kbs, where)
+    sql = f"SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE {clause}"
+    return conn.execute(sql, params).fetchone()[0]
 
 
 _FTS_SLACK = 16
 _FTS_MAX_DEPTH = 4096
 
 
-def fts_search(
-    conn: Connection, expression: str, kbs: Sequence[str], doc_ids: Sequence[str] | None, limit: int
-) -> list[Any]:
+def fts_search(conn: Connection, expression: str, kbs: Sequence[str], where: DocumentFilter, limit: int) -> list[Any]:
     """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better).
 
     Each knowledge base has its own full-text table (``keyword``), so its scores come from its
     own statistics; the knowledge bases' best are merged by score, then document and position.
     FTS5 ranks every match, but joining every match to its chunk row costs more than ranking:
     so a table's best ``limit`` (plus slack, for ties) come from it alone, and only those are
-    joined. When ``doc_ids`` leaves too few, the look goes deeper, then falls back to filtering
-    every match.
+    joined and filtered. When ``where`` leaves too few, the look goes deeper, then falls back to
+    filtering every match inside the query. With a document filter, which may leave out nearly
+    every match, one look at the best matches comes before that fallback.
     """
     found: list[Any] = []
     for kb, table in keyword.tables(conn, kbs).items():
-        found += _fts_search_one(conn, table, expression, kb, doc_ids, limit)
+        found += _fts_search_one(conn, table, expression, kb, where, limit)
     found.sort(key=lambda r: (-r["score"], r["document_id"], r["position"]))
     return found[:limit]
 
 
 def _fts_search_one(
-    conn: Connection, table: str, expression: str, kb: str, doc_ids: Sequence[str] | None, limit: int
+    conn: Connection, table: str, expression: str, kb: str, where: DocumentFilter, limit: int
 ) -> list[Any]:
-    depth = limit + _FTS_SLACK
-    while depth <= _FTS_MAX_DEPTH:
+    depth, deepest = limit + _FTS_SLACK, (limit + _FTS_SLACK if where else _FTS_MAX_DEPTH)
+    while depth <= deepest:
         top = keyword.ranked(conn, table, expression, depth)
-        rows = _chunk_rows(conn, dict(top), [kb], doc_ids)
+        rows = _chunk_rows(conn, dict(top), [kb], where)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
         depth *= 8
-    scope, params = _scope([kb], doc_ids)
+    clause, params = scope([kb], where)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
                -bm25({table}) AS score
         FROM {table} JOIN chunks c ON c.id = {table}.rowid JOIN documents d ON d.id = c.document_id
-        WHERE {table} MATCH ? AND {scope}
+        WHERE {table} MATCH ? AND {clause}
         ORDER BY bm25({table}), c.document_id, c.position
         LIMIT ?"""
     return [dict(row) for row in conn.execute(sql, [expression, *params, limit])]
@@ -359,16 +374,16 @@ def fts_matches_more_than(conn: Connection, expression: str, count: int, kbs: Se
 
 
 def _chunk_rows(
-    conn: Connection, scores: dict[int, float], kbs: Sequence[str], doc_ids: Sequence[str] | None
+    conn: Connection, scores: dict[int, float], kbs: Sequence[str], where: DocumentFilter
 ) -> list[dict[str, Any]]:
     """Passage rows for the given chunk ids inside the scope, best score first."""
     if not scores:
         return []
-    scope, params = _scope(kbs, doc_ids)
+    clause, params = scope(kbs, where)
     rows = conn.execute(
         f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE c.id IN ({", ".join("?" * len(scores))}) AND {scope}""",
+            WHERE c.id IN ({", ".join("?" * len(scores))}) AND {clause}""",
         [*scores, *params],
     ).fetchall()
     found = [{**dict(zip(row.keys(), row, strict=True)), "score": scores[row["id"]]} for row in rows]
@@ -380,7 +395,7 @@ def substring_search(
     terms: Sequence[str],
     operator: str,
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: DocumentFilter,
     limit: int,
     scan_limit: int,
 ) -> list[Any]:
@@ -388,7 +403,7 @@ def substring_search(
 
     Scans at most ``scan_limit`` matching chunks; ranks by occurrences per 1,000 characters.
     """
-    scope, params = _scope(kbs, doc_ids)
+    clause, params = scope(kbs, where)
     haystack = "lower(c.headings || ' ' || c.text)"
     tests = [f"instr({haystack}, ?) > 0" for _ in terms]
     counts = " + ".join(f"(length({haystack}) - length(replace({haystack}, ?, ''))) / length(?)" for _ in terms)
@@ -398,7 +413,7 @@ def substring_search(
             SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
                    1000.0 * ({counts}) / (length(c.text) + 1) AS score
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            WHERE {scope} AND ({f" {operator} ".join(tests)})
+            WHERE {clause} AND ({f" {operator} ".join(tests)})
             LIMIT ?)
         ORDER BY score DESC, document_id, position LIMIT ?"""
     count_params = [p for t in lowered for p in (t, t)]

@@ -151,6 +151,24 @@ CREATE TABLE ann_changes (
 CREATE INDEX ann_changes_by_partition ON ann_changes (model_id, kb, seq);
 """
 
+_FILTERS = """
+-- Tags, and what searches and listings filter by (index/sqlite/filters.py): ``tags`` as the
+-- frontmatter spells them (JSON), ``document_tags`` one row per tag key (case-folded) for lookups,
+-- and the document's times in one comparable form (``created_key``, ``updated_key``: UTC, ms).
+ALTER TABLE documents ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE documents ADD COLUMN created_key TEXT;
+ALTER TABLE documents ADD COLUMN updated_key TEXT;
+CREATE TABLE document_tags (
+    tag TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    PRIMARY KEY (tag, document_id)
+) WITHOUT ROWID;
+CREATE INDEX document_tags_by_document ON document_tags (document_id);
+-- Rows indexed before know neither: with their file stamps forgotten, the next read of each
+-- knowledge base reads its files again and rewrites the rows (not the chunks: no content changed).
+UPDATE documents SET file_stamp = '';
+"""
+
 
 def _keyword_per_kb(conn: Connection) -> None:
     """One full-text table per knowledge base (``index/sqlite/keyword.py``), filled from the
@@ -169,6 +187,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0004_drop_kind", _DROP_KIND),
     ("0005_ann", _ANN),
     ("0006_keyword_per_kb", _keyword_per_kb),
+    ("0007_filters", _FILTERS),
 ]
 
 

@@ -8,8 +8,10 @@ are simply due for embedding again, into the new model's table. Tables are keyed
 partitioned by knowledge base, so a KNN query only visits the knowledge bases asked for.
 
 Every write of a (model, KB) that has an ANN graph is logged in the same transaction
-(``ann_rows.log_changes``), so every process's graph can catch up (``ann``). ``rescore`` and
-``knn_in_documents`` score chosen chunks exactly, with the same expression as the scan.
+(``ann_rows.log_changes``), so every process's graph can catch up (``ann``). ``rescore`` scores
+chosen chunks exactly, with the same expression as the scan. A document filter restricts the scan
+itself (vec0 takes ``chunk_id IN (subquery)`` inside its KNN), so it returns ``limit`` rows
+whenever that many chunks pass the filter.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.sqlite import ann_rows
 from coffer_mcp.index.sqlite.db import Connection
+from coffer_mcp.index.sqlite.filters import filtered_chunks, scope
 from coffer_mcp.timeutil import utc_now
 
 __all__ = [
@@ -31,7 +35,6 @@ __all__ = [
     "drop_orphans",
     "embedded_chunk_count",
     "knn",
-    "knn_in_documents",
     "model_id",
     "model_table",
     "orphans",
@@ -191,25 +194,24 @@ def knn(
     table: str,
     query: Sequence[float],
     kbs: Sequence[str],
-    doc_ids: Sequence[str] | None,
+    where: DocumentFilter,
     limit: int,
 ) -> list[Any]:
-    """The ``limit`` nearest chunks, with passage columns and ``score`` = 1 - cosine distance."""
+    """The ``limit`` nearest chunks ``where`` lets through, with passage columns and ``score`` = 1 - cosine distance."""
     marks = ", ".join("?" * len(kbs))
     # vec0 answers k per partition; the outer query keeps the overall best.
     nearest = f"""
         SELECT chunk_id, distance FROM {table}
         WHERE embedding MATCH ? AND k = ? AND kb IN ({marks})"""
     params: list[Any] = [serialize(query), limit, *kbs]
-    scope = ""
-    if doc_ids:
-        scope = f"AND c.document_id IN ({', '.join('?' * len(doc_ids))})"
-        params.extend(doc_ids)
+    if where:  # inside the scan: vec0 skips every other chunk, and still finds ``limit``
+        chunks, chunk_params = filtered_chunks(kbs, where)
+        nearest += f" AND chunk_id IN ({chunks})"
+        params.extend(chunk_params)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
                1.0 - v.distance AS score, v.distance
         FROM ({nearest}) v JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
-        WHERE 1 {scope}
         ORDER BY v.distance, c.document_id, c.position
         LIMIT ?"""
     return conn.execute(sql, [*params, limit]).fetchall()
@@ -219,45 +221,32 @@ _PASSAGE_COLUMNS = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.tex
 
 
 def rescore(
-    conn: Connection, table: str, query: Sequence[float], chunk_ids: Sequence[int], kbs: Sequence[str], limit: int
+    conn: Connection,
+    table: str,
+    query: Sequence[float],
+    chunk_ids: Sequence[int],
+    kbs: Sequence[str],
+    limit: int,
+    where: DocumentFilter | None = None,
 ) -> list[Any]:
-    """The ``limit`` nearest of these chunks of ``kbs``, scored exactly as ``knn`` scores (ANN candidates).
+    """The ``limit`` nearest of these chunks of ``kbs`` that ``where`` lets through, scored exactly as
+    ``knn`` scores (ANN candidates).
 
     Only live chunks with a stored vector of this model come back: a candidate deleted since
     the graph was built is dropped here.
     """
     if not chunk_ids:
         return []
-    where = f"c.id IN ({', '.join('?' * len(chunk_ids))})"
-    return _scored(conn, table, query, where, [*chunk_ids], kbs, limit)
-
-
-def knn_in_documents(
-    conn: Connection, table: str, query: Sequence[float], kbs: Sequence[str], doc_ids: Sequence[str], limit: int
-) -> list[Any]:
-    """The ``limit`` nearest chunks of these documents, every chunk of them scored exactly."""
-    where = f"c.document_id IN ({', '.join('?' * len(doc_ids))})"
-    return _scored(conn, table, query, where, [*doc_ids], kbs, limit)
-
-
-def _scored(
-    conn: Connection,
-    table: str,
-    query: Sequence[float],
-    where: str,
-    params: list[Any],
-    kbs: Sequence[str],
-    limit: int,
-) -> list[Any]:
+    clause, params = scope(kbs, where or DocumentFilter())
     # vec_distance_cosine is the function vec0's scan applies: the same floats, the same order.
     sql = f"""
         SELECT *, 1.0 - distance AS score FROM (
             SELECT {_PASSAGE_COLUMNS}, vec_distance_cosine(v.embedding, ?) AS distance
             FROM chunks c JOIN {table} v ON v.chunk_id = c.id JOIN documents d ON d.id = c.document_id
-            WHERE {where} AND c.kb IN ({", ".join("?" * len(kbs))}))
+            WHERE c.id IN ({", ".join("?" * len(chunk_ids))}) AND {clause})
         ORDER BY distance, document_id, position
         LIMIT ?"""
-    return conn.execute(sql, [serialize(query), *params, *kbs, limit]).fetchall()
+    return conn.execute(sql, [serialize(query), *chunk_ids, *params, limit]).fetchall()
 
 
 def current_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> dict[int, tuple[str, bytes]]:
