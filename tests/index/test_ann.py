@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import subprocess
@@ -11,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from coffer_mcp.index.port import DocumentRow, PassageRow
+import coffer_mcp.index.sqlite as sqlite_index
+from coffer_mcp.index.port import DocumentFilter, DocumentRow, PassageRow
 from coffer_mcp.index.sqlite import SqliteIndex, ann
 from coffer_mcp.models import Chunk
 
@@ -132,6 +134,50 @@ def test_a_search_restricted_to_documents_scores_all_their_chunks(db: Path) -> N
         assert ranked(index.knn(MODEL, query, ["big"], docs, 10)) == ranked(
             scan(db).knn(MODEL, query, ["big"], docs, 300)[:10]
         )
+
+
+def tag_every_third(index: SqliteIndex, kb: str) -> DocumentFilter:
+    """Tag every third document of ``kb`` 'kept'; the filter that keeps them."""
+    with index.transaction():
+        for row in index.documents(kb)[::3]:
+            index.upsert_document(dataclasses.replace(row, tags=("kept",)))
+    return DocumentFilter(tags=("kept",))
+
+
+def assert_filtered_like_the_scan(index: SqliteIndex, db: Path, where: DocumentFilter, limit: int = 10) -> None:
+    exact = scan(db)
+    kept = {row.id for row in exact.documents("big") if "kept" in row.tags} if where.tags else None
+    for query in queries(3):
+        near = index.knn(MODEL, query, ["big"], where, limit)
+        assert len(near) == limit
+        assert kept is None or {row.document_id for row in near} <= kept
+        assert ranked(near) == ranked(exact.knn(MODEL, query, ["big"], where, limit))
+
+
+def test_a_filter_leaving_few_chunks_of_a_graphed_knowledge_base_scans_them(db: Path) -> None:
+    index = SqliteIndex(db, ann_threshold=200, ann_background=False)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    assert uses_graph(index, "big")
+    assert_filtered_like_the_scan(index, db, tag_every_third(index, "big"))  # 100 chunks: below the threshold
+
+
+def test_a_wide_filter_searches_the_graph_deeper_and_keeps_what_it_lets_through(db: Path) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    assert_filtered_like_the_scan(index, db, tag_every_third(index, "big"))
+    assert uses_graph(index, "big")
+
+
+def test_a_filtered_search_scans_when_the_graphs_candidates_hold_too_few(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    where = tag_every_third(index, "big")
+    monkeypatch.setattr(ann, "MIN_CANDIDATES", 1)
+    monkeypatch.setattr(sqlite_index, "MAX_FILTERED_CANDIDATES", 1)  # 20 candidates, about 7 of them kept
+    assert_filtered_like_the_scan(index, db, where)
 
 
 def test_a_deleted_chunk_never_comes_back(db: Path) -> None:

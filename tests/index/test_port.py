@@ -19,7 +19,7 @@ import pytest
 
 from coffer_mcp.errors import StoreError
 from coffer_mcp.index.fts import analyze
-from coffer_mcp.index.port import DocumentRow, Index, pack_vector
+from coffer_mcp.index.port import DocumentFilter, DocumentRow, Index, pack_vector
 from coffer_mcp.index.postgres import PostgresIndex
 from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.index.sqlite import keyword as sqlite_keyword
@@ -164,6 +164,138 @@ def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filt
     assert [d.id for d in index.recent_documents(3)] == ["doc-20", "doc-16", "doc-15"]
     assert index.ids_outside("notes", ["doc-10", "doc-20", "nope"]) == {"doc-20"}
     assert index.document_counts() == {"notes": 7, "other": 1}
+
+
+# -- tags and filters --------------------------------------------------------------------------
+
+
+def listed(index: Index, where: DocumentFilter, kb_name: str = "notes") -> list[str]:
+    rows, total = index.list_documents(kb_name, "", 100, 0, where)
+    assert total == len(rows)
+    return [row.id for row in rows]
+
+
+def test_tags_are_kept_with_the_document_replaced_with_it_and_deleted_with_it(index: Index) -> None:
+    kb(index, "notes")
+    kb(index, "other")
+    row = doc("doc-01", "notes", tags=("Draft", "Projekt Ü"))
+    with index.transaction():
+        index.upsert_document(row)
+        index.upsert_document(doc("doc-02", "other", tags=("draft",)))
+    assert index.get_document("notes", "doc-01") == row
+    assert listed(index, DocumentFilter(tags=("draft",))) == ["doc-01"]  # keys are case-folded
+    assert listed(index, DocumentFilter(tags=("projekt ü",))) == ["doc-01"]
+    with index.transaction():
+        index.upsert_document(dataclasses.replace(row, tags=("final",)))
+    assert listed(index, DocumentFilter(tags=("draft",))) == []
+    assert listed(index, DocumentFilter(tags=("final",))) == ["doc-01"]
+    with index.transaction():
+        index.delete_document("doc-01")
+        index.upsert_document(doc("doc-01", "notes"))  # the same id again, untagged
+    assert listed(index, DocumentFilter(tags=("final",))) == []
+    with index.transaction():
+        index.delete_kb("other")
+        index.upsert_kb("other", KbConfig(created_at="t", updated_at="t"), "s")
+        index.upsert_document(doc("doc-02", "other"))
+    assert listed(index, DocumentFilter(tags=("draft",)), "other") == []
+
+
+def test_every_filter_key_restricts_the_listing_and_they_combine_with_and(index: Index) -> None:
+    kb(index, "notes")
+    with index.transaction():
+        index.upsert_document(
+            doc(
+                "doc-11",
+                "notes",
+                tags=("a", "b"),
+                original_format="pdf",
+                source_path="/home/u/papers/x.pdf",
+                created_at="2025-01-10T00:00:00Z",
+                updated_at="2025-03-01T00:00:00.000Z",
+            )
+        )
+        index.upsert_document(
+            doc(
+                "doc-12",
+                "notes",
+                tags=("a",),
+                original_format="MD",
+                source_path="/home/u/notes/y.md",
+                created_at="2025-02-10",  # a hand-written date: its midnight, UTC
+                updated_at="2025-02-11T10:00:00+02:00",
+            )
+        )
+        index.upsert_document(doc("doc-13", "notes", created_at="not a time", updated_at="2025-04-01T00:00:00Z"))
+    assert listed(index, DocumentFilter()) == ["doc-11", "doc-12", "doc-13"]
+    assert listed(index, DocumentFilter(tags=("a",))) == ["doc-11", "doc-12"]
+    assert listed(index, DocumentFilter(tags=("a", "b"))) == ["doc-11"]  # all of them
+    assert listed(index, DocumentFilter(path_prefix="/home/u/notes/")) == ["doc-12"]
+    assert listed(index, DocumentFilter(path_prefix="/home/u/")) == ["doc-11", "doc-12"]
+    assert listed(index, DocumentFilter(formats=("md",))) == ["doc-12", "doc-13"]  # any of them, any case
+    assert listed(index, DocumentFilter(formats=("pdf", "docx"))) == ["doc-11"]
+    assert listed(index, DocumentFilter(created_after="2025-02-10T00:00:00.000Z")) == ["doc-12"]  # inclusive
+    assert listed(index, DocumentFilter(created_before="2025-02-10T00:00:00.000Z")) == ["doc-11"]  # exclusive
+    assert listed(index, DocumentFilter(updated_after="2025-02-11T08:00:00.000Z")) == ["doc-11", "doc-12", "doc-13"]
+    assert listed(index, DocumentFilter(updated_after="2025-02-11T08:00:00.001Z")) == ["doc-11", "doc-13"]
+    assert listed(index, DocumentFilter(updated_before="2025-03-01T00:00:00.000Z")) == ["doc-12"]
+    assert listed(index, DocumentFilter(document_ids=("doc-11", "doc-13"))) == ["doc-11", "doc-13"]
+    both = DocumentFilter(tags=("a",), formats=("md",), created_after="2025-01-01T00:00:00.000Z")
+    assert listed(index, both) == ["doc-12"]
+    assert listed(index, DocumentFilter(tags=("b",), formats=("md",))) == []
+    page, total = index.list_documents("notes", "title", 1, 1, DocumentFilter(tags=("a",)))
+    assert ([row.id for row in page], total) == (["doc-12"], 2)
+
+
+def test_a_filtered_keyword_search_returns_limit_rows_though_better_matches_are_filtered_out(index: Index) -> None:
+    kb(index, "notes")
+    for i in range(60):  # the best matches of the whole index carry no tag
+        add(index, doc(f"doc-{i:02d}", "notes"), "lock lock lock")
+    for i in range(60, 72):
+        add(index, doc(f"doc-{i:02d}", "notes", tags=("kept",)), f"one lock among many other words, number {i}")
+    where = DocumentFilter(tags=("kept",))
+    rows = index.keyword_search(analyze("lock").index_terms(), "AND", ["notes"], where, 10)
+    assert len(rows) == 10
+    assert {row.document_id for row in rows} <= {f"doc-{i}" for i in range(60, 72)}
+    assert [row.score for row in rows] == sorted((row.score for row in rows), reverse=True)
+    unfiltered = {(r.document_id, r.position): r.score for r in search(index, "lock", limit=100)}
+    assert all(unfiltered[(r.document_id, r.position)] == r.score for r in rows)  # filters leave scores alone
+    assert len(index.substring_search(["ock"], "AND", ["notes"], where, 10, 1000)) == 10
+    assert index.keyword_search(["lock"], "AND", ["notes"], DocumentFilter(tags=("nope",)), 10) == []
+
+
+def test_a_filtered_knn_returns_limit_rows_though_nearer_vectors_are_filtered_out(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    crowd = add(index, doc("doc-01", "notes"), *[f"crowd {i}" for i in range(300)])
+    few = add(index, doc("doc-02", "notes", original_format="pdf"), *[f"few {i}" for i in range(12)])
+    with index.transaction():  # every vector nearest to the query is filtered out
+        index.store_vectors("m:2", 2, "notes", [(c, unit(1, i / 1000)) for i, c in enumerate(crowd)])
+        index.store_vectors("m:2", 2, "notes", [(c, unit(-1, i / 10)) for i, c in enumerate(few)])
+    near = index.knn("m:2", [1.0, 0.0], ["notes"], DocumentFilter(formats=("pdf",)), 10)
+    assert found(near) == [("doc-02", i) for i in range(11, 1, -1)]  # the least far first
+    assert len(near) == 10
+    assert [row.score for row in near] == sorted((row.score for row in near), reverse=True)
+    assert index.knn("m:2", [1.0, 0.0], ["notes"], DocumentFilter(formats=("docx",)), 10) == []
+
+
+def test_a_filtered_knn_through_pgvectors_hnsw_falls_back_to_the_exact_scan_when_its_walk_ends_short(
+    request: pytest.FixtureRequest,
+) -> None:
+    index = PostgresIndex(request.getfixturevalue("postgres_url"))
+    try:
+        kb(index, "notes", vector=True)
+        crowd = add(index, doc("doc-01", "notes"), *[f"crowd {i}" for i in range(300)])
+        few = add(index, doc("doc-02", "notes", tags=("far",)), *[f"few {i}" for i in range(12)])
+        with index.transaction():
+            index.store_vectors("m:2", 2, "notes", [(c, unit(1, i / 1000)) for i, c in enumerate(crowd)])
+            index.store_vectors("m:2", 2, "notes", [(c, unit(-1, i / 10)) for i, c in enumerate(few)])
+        # The HNSW index answers (no other plan gives the order), and its iterative walk gives up
+        # after 20 vectors: all of the crowd.
+        for setting in ("enable_seqscan = off", "enable_sort = off", "hnsw.max_scan_tuples = 20"):
+            index.conn.execute(f"SET {setting}")
+        near = index.knn("m:2", [1.0, 0.0], ["notes"], DocumentFilter(tags=("far",)), 10)
+        assert found(near) == [("doc-02", i) for i in range(11, 1, -1)]
+    finally:
+        index.close()
 
 
 # -- chunks and keyword search -----------------------------------------------------------------
