@@ -46,16 +46,19 @@ def configure(chunk_size=512):
 # Pinned tool contract: names, parameters, and annotations (readOnly, destructive, idempotent).
 CONTRACT = {
     "coffer__list_knowledge_bases": ([], (True, None, None)),
-    "coffer__search_knowledge": (["kb", "query", "top_k"], (True, None, None)),
+    "coffer__search_knowledge": (["kb", "query", "top_k", "filters"], (True, None, None)),
     "coffer__grep_knowledge": (["kb", "pattern", "max_matches", "ignore_case", "fixed_strings"], (True, None, None)),
     "coffer__read_document": (
         ["kb", "doc_id", "offset", "limit", "unit", "around_position", "window", "details"],
         (True, None, None),
     ),
-    "coffer__add_document": (["kb", "filename", "content", "replace", "content_encoding"], (False, False, True)),
-    "coffer__edit_document": (["kb", "doc_id", "content"], (False, True, True)),
+    "coffer__add_document": (
+        ["kb", "filename", "content", "replace", "content_encoding", "tags"],
+        (False, False, True),
+    ),
+    "coffer__edit_document": (["kb", "doc_id", "content", "tags"], (False, True, True)),
     "coffer__delete_document": (["kb", "doc_id"], (False, True, True)),
-    "coffer__list_documents": (["kb", "q", "limit", "offset", "details"], (True, None, None)),
+    "coffer__list_documents": (["kb", "q", "limit", "offset", "details", "filters"], (True, None, None)),
     "coffer__create_knowledge_base": (["name", "description", "vector"], (False, False, False)),
     "coffer__delete_knowledge_base": (["name", "confirm"], (False, True, True)),
     "coffer__knowledge_base_metrics": (["kb"], (True, None, None)),

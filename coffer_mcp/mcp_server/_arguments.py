@@ -4,6 +4,8 @@ The SDK validates arguments with pydantic before a tool body runs; its message i
 report (type names, a documentation URL). Here each refused argument is named, with what the
 published input schema allows, so the model can correct the call from the error alone. The
 schema is the one ``tools/list`` publishes, so what is refused and what is advertised agree.
+A refused part of an argument is named by its path: ``'filters' has no key 'tag'``,
+``'filters' key 'created_after' is refused: ...``, ``'tags' item 0 must be ...``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from pydantic import ValidationError
 
 from coffer_mcp.errors import InvalidArgumentError
 from coffer_mcp.mcp_server._common import NO_NUL
+from coffer_mcp.models import FILTER_HINT
 
 __all__ = ["describe", "invalid_arguments", "unknown_arguments"]
 
 _SHOWN_VALUE = 40  # characters of a refused value echoed back
+_HINTS = {"filters": FILTER_HINT}  # arguments whose schema says less than a sentence can
 
 
 def unknown_arguments(
@@ -44,18 +48,21 @@ def unknown_arguments(
 def invalid_arguments(tool: str, schema: Mapping[str, Any], exc: ValidationError) -> InvalidArgumentError:
     """The SDK's validation failure as one error naming each refused argument and what it allows."""
     properties = schema.get("properties", {})
-    problems: dict[str, str] = {}
+    problems: dict[tuple[Any, ...], str] = {}
     for error in exc.errors(include_url=False):
-        name = str(error["loc"][0]) if error["loc"] else ""
-        if name not in problems:  # a union reports one error per member; the schema covers them all
-            problems[name] = _problem(error, properties.get(name, {}))
-    message = "; ".join(f"'{name}' {problem}" for name, problem in problems.items())
+        name, *rest = tuple(error["loc"]) or ("",)
+        steps, part = _locate(properties.get(str(name), {}), rest, schema.get("$defs", {}))
+        loc = (name, *steps)
+        if loc not in problems:  # a union reports one error per member; the schema covers them all
+            problems[loc] = _problem(error, loc, part)
+    names = list(dict.fromkeys(str(loc[0]) for loc in problems))
+    message = "; ".join(problems.values())
     hints = [
-        _advice(name, properties[name], required=name in schema.get("required", ()))
-        for name in problems
+        _HINTS.get(name) or _advice(name, properties[name], required=name in schema.get("required", ()))
+        for name in names
         if name in properties
     ]
-    noun = "argument" if len(problems) == 1 else "arguments"
+    noun = "argument" if len(names) == 1 else "arguments"
     hint = " ".join(hints) or f"See the input schema of {tool} in tools/list."
     return InvalidArgumentError(f"Invalid {noun} for {tool}: {message}.", hint=hint)
 
@@ -69,6 +76,8 @@ def describe(prop: Mapping[str, Any]) -> str:
     if "enum" in prop or "const" in prop:
         return "one of " + ", ".join(json.dumps(value) for value in prop.get("enum", [prop.get("const")]))
     kind = prop.get("type")
+    if "$ref" in prop or kind == "object":
+        return "an object"
     if kind in ("integer", "number"):
         return ("an integer" if kind == "integer" else "a number") + _range(prop.get("minimum"), prop.get("maximum"))
     if kind == "boolean":
@@ -80,10 +89,48 @@ def describe(prop: Mapping[str, Any]) -> str:
     return "a value of the documented type"
 
 
-def _problem(error: Mapping[str, Any], prop: Mapping[str, Any]) -> str:
+def _where(loc: tuple[Any, ...]) -> str:
+    """How a message names the refused argument or part of one: 'filters' key 'tags' item 0."""
+    name, *steps = loc
+    path = "".join(f" item {step}" if isinstance(step, int) else f" key '{str(step)[:_SHOWN_VALUE]}'" for step in steps)
+    return f"'{name}'{path}"
+
+
+def _locate(prop: Mapping[str, Any], path: list[Any], defs: Mapping[str, Any]) -> tuple[list[Any], Mapping[str, Any]]:
+    """The steps of ``path`` into an argument (an object's key, a list's item) and the schema there.
+
+    Pydantic also names the member of a union that refused the value (``kb.str``): such a step,
+    which is no key of the schema, is left out, and the union's schema stays. An unknown key
+    (refused as not accepted) is kept, with no schema.
+    """
+    steps: list[Any] = []
+    for step in path:
+        options = [prop, *prop.get("anyOf", ())]
+        options = [defs.get(str(o["$ref"]).rsplit("/", 1)[-1], {}) if "$ref" in o else o for o in options]
+        if isinstance(step, int):
+            found = next((o["items"] for o in options if "items" in o), {})
+        elif any("properties" in o for o in options):
+            found = next((o["properties"][step] for o in options if step in o.get("properties", {})), {})
+        elif "anyOf" in prop:
+            continue  # a union member's name
+        else:
+            found = {}
+        steps.append(step)
+        prop = found
+    return steps, prop
+
+
+def _problem(error: Mapping[str, Any], loc: tuple[Any, ...], prop: Mapping[str, Any]) -> str:
+    where = _where(loc)
     if error["type"] == "missing":
-        return "is required"
-    return f"must be {describe(prop)}, not {_shown(error.get('input'))}"
+        return f"{where} is required"
+    if error["type"] == "extra_forbidden" and len(loc) > 1:
+        return f"{_where(loc[:-1])} has no key '{str(loc[-1])[:_SHOWN_VALUE]}'"
+    if error["type"] == "value_error":  # a check of the value itself: its message says what is wrong
+        return f"{where} is refused: " + str(error["msg"]).removeprefix("Value error, ")
+    if not prop:
+        return f"{where} is refused: {error['msg']}"
+    return f"{where} must be {describe(prop)}, not {_shown(error.get('input'))}"
 
 
 def _advice(name: str, prop: Mapping[str, Any], *, required: bool) -> str:

@@ -11,6 +11,7 @@ from typing import Annotated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from coffer_mcp.models import MAX_TAG_CHARS, MAX_TAGS, SearchFilters
 from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.store.paths import MAX_PATH_CHARS
 
@@ -23,10 +24,12 @@ __all__ = [
     "NO_NUL",
     "READ",
     "DocId",
+    "Filters",
     "FsPath",
     "KbName",
     "KbSelector",
     "Offset",
+    "Tags",
 ]
 
 # Offsets and positions: far beyond any document or listing a knowledge base can hold, and well
@@ -38,6 +41,15 @@ NO_NUL = r"^[^\x00]*$"
 KbName = Annotated[str, Field(max_length=64)]
 KbSelector = Annotated[str | list[str], Field(description="A knowledge base name, a list of names, or '*' for all.")]
 DocId = Annotated[str, Field(max_length=64)]
+
+Filters = Annotated[
+    SearchFilters | None,
+    Field(description="Only documents matching every filter given: tags, path_prefix, formats, created/updated range."),
+]
+Tags = Annotated[
+    Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]], Field(max_length=MAX_TAGS)] | None,
+    Field(description="Tags kept in the document's frontmatter (replacing its own); search filters match them."),
+]
 
 # Annotate further for a description: ``Annotated[Offset, Field(description=...)]``.
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]

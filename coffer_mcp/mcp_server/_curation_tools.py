@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from coffer_mcp.errors import ConfirmationRequiredError
 from coffer_mcp.mcp_server import _lean as lean
-from coffer_mcp.mcp_server._common import DocId, FsPath, KbName, Offset
+from coffer_mcp.mcp_server._common import DocId, Filters, FsPath, KbName, Offset
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.models import (
     DeleteResult,
@@ -62,12 +62,13 @@ def list_documents(
     limit: Annotated[int, Field(ge=1, le=MCP_MAX_LIST_LIMIT)] = 50,
     offset: Offset = 0,
     details: Annotated[bool, Field(description="Also each document's kb, hashes and file path.")] = False,
+    filters: Filters = None,
 ) -> DocumentPage:
-    """List a knowledge base's documents (id, title, filename, dates), oldest first.
+    """List a knowledge base's documents (id, title, filename, tags, dates), oldest first.
 
-    total counts those matching q; next page: offset += limit.
+    total counts those matching q and filters; next page: offset += limit.
     """
-    page = job.service.list_documents(kb, q, limit, offset)
+    page = job.service.list_documents(kb, q, limit, offset, filters=filters)
     return page if details else lean.document_page(page)
 
 
