@@ -104,6 +104,7 @@ def _locate(prop: Mapping[str, Any], path: list[Any], defs: Mapping[str, Any]) -
     (refused as not accepted) is kept, with no schema.
     """
     steps: list[Any] = []
+    found: Mapping[str, Any]
     for step in path:
         options = [prop, *prop.get("anyOf", ())]
         options = [defs.get(str(o["$ref"]).rsplit("/", 1)[-1], {}) if "$ref" in o else o for o in options]
