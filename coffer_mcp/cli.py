@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from pydantic import BaseModel
 
 from coffer_mcp import __version__
-from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, reword
+from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, InvalidArgumentError, reword
 from coffer_mcp.models import StrategyChoice
 from coffer_mcp.settings import Settings, load_settings
 
@@ -192,7 +192,37 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep following the folders: 'coffer serve' applies their changes as they happen",
     )
+    p.add_argument(
+        "--tag", dest="tags", action="append", metavar="TAG", help="tag every document ingested (repeatable)"
+    )
     p.set_defaults(handler=_kb_ingest)
+
+
+def _add_tag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+    p.add_argument("doc_id")
+    p.add_argument("tags", nargs="*", metavar="TAG", help="the document's tags from now on (they replace its own)")
+    p.add_argument("--clear", action="store_true", help="remove every tag of the document")
+    p.set_defaults(handler=_kb_tag)
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    """The filter options of ``search`` and ``documents``: the MCP tools' ``filters``, one flag per key."""
+    group = p.add_argument_group("filters", "only documents matching all of these")
+    group.add_argument(
+        "--tag", dest="tags", action="append", metavar="TAG", help="carrying this tag (repeat: all of them)"
+    )
+    group.add_argument("--path-prefix", metavar="PATH", help="ingested from a path that starts with this")
+    group.add_argument(
+        "--format",
+        dest="formats",
+        action="append",
+        metavar="EXT",
+        help="of this original format, e.g. pdf (repeat: any of them)",
+    )
+    for field in ("created", "updated"):
+        group.add_argument(f"--{field}-after", metavar="TIME", help=f"{field} at or after this ISO 8601 date or time")
+        group.add_argument(f"--{field}-before", metavar="TIME", help=f"{field} before this ISO 8601 date or time")
 
 
 def _add_unfollow(p: argparse.ArgumentParser) -> None:
@@ -254,6 +284,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="force a retrieval strategy (default: the knowledge base's own)",
     )
+    _add_filters(p)
     p.set_defaults(handler=_kb_search)
 
 
@@ -280,6 +311,7 @@ def _add_documents(p: argparse.ArgumentParser) -> None:
     p.add_argument("--q", default="", help="only titles containing this")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--offset", type=int, default=0)
+    _add_filters(p)
     p.set_defaults(handler=_kb_documents)
 
 
@@ -418,12 +450,17 @@ def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    if args.follow and args.tags:
+        raise InvalidArgumentError(
+            "--tag tags the files of one ingest, not a followed folder's later ones.",
+            hint="Ingest without --follow to tag the files, or tag documents later with 'coffer kb tag'.",
+        )
     with _service(settings, args) as coffer:
         if args.follow:
             results = [coffer.follow_folder(args.name, path, progress=_progress(args)) for path in args.paths]
         else:
             results = [
-                coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args))
+                coffer.ingest_path(args.name, path, replace=args.replace, progress=_progress(args), tags=args.tags)
                 for path in args.paths
             ]
     items = [item for result in results for item in result.items]
@@ -574,8 +611,45 @@ def _kb_snapshot_delete(args: argparse.Namespace, settings: Settings) -> None:
 
 def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
-        result = coffer.search(_selector(args.name), " ".join(args.query), args.top_k, strategy=args.strategy)
+        result = coffer.search(
+            _selector(args.name), " ".join(args.query), args.top_k, strategy=args.strategy, filters=_filters(args)
+        )
     _emit(args, result, _render_search)
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The filters the options ask for (``_add_filters``), or None; the core checks them."""
+    given = {
+        "tags": args.tags,
+        "path_prefix": _path_prefix(args.path_prefix),
+        "formats": args.formats,
+        **{
+            f"{field}_{side}": getattr(args, f"{field}_{side}")
+            for field in ("created", "updated")
+            for side in ("after", "before")
+        },
+    }
+    return {key: value for key, value in given.items() if value is not None} or None
+
+
+def _path_prefix(text: str | None) -> str | None:
+    """A path prefix as documents record their source: absolute, ``~`` expanded (a final ``/`` kept)."""
+    if not text:
+        return text
+    path = os.path.expanduser(text)
+    if os.path.isabs(path):
+        return path
+    return os.path.abspath(path) + (os.sep if path.endswith(("/", os.sep)) else "")
+
+
+def _kb_tag(args: argparse.Namespace, settings: Settings) -> None:
+    if bool(args.tags) == args.clear:
+        raise InvalidArgumentError(
+            "Give the document's tags, or --clear to remove them.", hint="e.g. coffer kb tag notes DOC_ID draft"
+        )
+    with _service(settings, args) as coffer:
+        result = coffer.edit_document(args.name, args.doc_id, tags=args.tags)
+    _emit(args, result, lambda r: f"{r.status} {r.document_id}: tags {', '.join(r.tags) or '(none)'}")
 
 
 def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
@@ -611,12 +685,17 @@ def _kb_rm(args: argparse.Namespace, settings: Settings) -> None:
 
 def _kb_documents(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
-        page = coffer.list_documents(args.name, args.q, args.limit, args.offset)
+        page = coffer.list_documents(args.name, args.q, args.limit, args.offset, filters=_filters(args))
 
     def render(p) -> str:
-        rows = [[d.document_id, d.original_format, d.source_mode, d.title] for d in p.documents]
+        tagged = any(d.tags for d in p.documents)  # a TAGS column only when some document has tags
+        rows = [
+            [d.document_id, d.original_format, d.source_mode, *([", ".join(d.tags)] if tagged else []), d.title]
+            for d in p.documents
+        ]
         shown = f"{p.offset + 1}-{p.offset + len(p.documents)} of {p.total}" if p.documents else f"0 of {p.total}"
-        return _table(["ID", "FORMAT", "MODE", "TITLE"], rows) + f"\n({shown})"
+        headers = ["ID", "FORMAT", "MODE", *(["TAGS"] if tagged else []), "TITLE"]
+        return _table(headers, rows) + f"\n({shown})"
 
     _emit(args, page, render)
 
@@ -814,6 +893,7 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("read", "print a document's Markdown", _add_doc(_kb_read)),
     ("rm", "delete a document", _add_doc(_kb_rm)),
     ("documents", "list a knowledge base's documents", _add_documents),
+    ("tag", "set a document's tags (kept in its frontmatter)", _add_tag),
     ("reindex", "rebuild the index from the files", _add_reindex),
     ("verify", "check that files, index and vectors agree (exit 1 on drift)", _add_verify),
     ("export", "write a knowledge base to one verified pack file", _add_export),

@@ -195,6 +195,17 @@ ARG_WORDS: dict[str, dict[Surface, str]] = {
         "cli": "-F (--fixed-strings)",
         "web": "a literal search (fixed_strings=true)",
     },
+    "filters": {
+        "mcp": "filters takes tags (a list: documents carrying all of them), path_prefix (of the path a document "
+        "was ingested from), formats (a list of original formats: pdf, docx, md, ...), created_after, "
+        "created_before, updated_after and updated_before (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
+        "cli": "Filter with --tag TAG (repeated: all of them), --path-prefix PATH (of the path a document was "
+        "ingested from), --format EXT (repeated: any of them), --created-after, --created-before, --updated-after "
+        "and --updated-before TIME (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
+        "web": "Filter with tag (repeated: all of them), path_prefix (of the path a document was ingested from), "
+        "format (repeated: any of them), created_after, created_before, updated_after and updated_before "
+        "(ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
+    },
     # The viewer's HTTP API takes these as query parameters, under the MCP names.
     "limit=50": {"mcp": "limit=50", "cli": "--limit 50", "web": "limit=50"},
     "offset=0": {"mcp": "offset=0", "cli": "--offset 0", "web": "offset=0"},

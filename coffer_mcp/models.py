@@ -148,12 +148,7 @@ FILTER_KEYS = (
     "updated_after",
     "updated_before",
 )
-FILTER_HINT = (
-    "filters takes tags (a list: documents carrying all of them), path_prefix (of the path a document was "
-    "ingested from), formats (a list of original formats: pdf, docx, md, ...), and created_after, "
-    "created_before, updated_after, updated_before (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z); "
-    "all of them must hold."
-)
+FILTER_HINT = "{arg:filters}; all of them must hold."
 _Time = Annotated[str | None, Field(description="ISO 8601 date or time.")]
 
 

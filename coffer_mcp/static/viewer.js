@@ -1,7 +1,8 @@
 // The Coffer viewer: knowledge bases, documents, search; read-only, no build step.
 //
-// State lives in the URL hash (#/kb/NAME, #/kb/NAME/doc/ID, #/search/QUERY, #/kb/NAME/search/QUERY)
-// so Back works and a view can be bookmarked. Everything from the server is shown through
+// State lives in the URL hash (#/kb/NAME, #/kb/NAME/doc/ID, #/search/QUERY, #/kb/NAME/search/QUERY,
+// a search's filters after a "?": #/search/QUERY?tag=draft&format=pdf) so Back works and a view can
+// be bookmarked. Everything from the server is shown through
 // textContent or the DOM-building Markdown renderer: no server string is ever parsed as HTML.
 
 import { renderMarkdown } from "./markdown.js";
@@ -184,16 +185,49 @@ async function showDocument(kb, id) {
 
 // -- search ------------------------------------------------------------------------------------
 
-async function runSearch(kb, q) {
+// The search filters: each is the API's query parameter of the same name (the MCP tools' filters);
+// tag and format take several values, written comma-separated in their boxes.
+const FILTERS = ["tag", "format", "path_prefix", "created_after", "created_before", "updated_after", "updated_before"];
+const LISTED = new Set(["tag", "format"]);
+
+function filterParams() {
+  const params = new URLSearchParams();
+  for (const name of FILTERS) {
+    const value = $(`filter-${name}`).value.trim();
+    const values = LISTED.has(name) ? value.split(",").map((v) => v.trim()) : [value];
+    for (const one of values) if (one) params.append(name, one);
+  }
+  return params;
+}
+
+function showFilters(params) {
+  for (const name of FILTERS) {
+    $(`filter-${name}`).value = LISTED.has(name) ? params.getAll(name).join(", ") : (params.get(name) || "");
+  }
+  const active = FILTERS.some((name) => params.has(name));
+  $("search-filters").classList.toggle("active", active);
+  $("search-filters").querySelector("summary").textContent = active ? "Filters ●" : "Filters";
+}
+
+function describeFilters(params) {
+  return FILTERS.filter((name) => params.has(name))
+    .map((name) => `${name.replace("_", " ")} ${params.getAll(name).join(", ")}`).join(" · ");
+}
+
+async function runSearch(kb, q, filters) {
   $("search-input").value = q;
+  showFilters(filters);
   const path = kb ? `/knowledge_bases/${enc(kb)}/search` : "/search";
   const seq = ++state.mainSeq;
-  const result = await api(`${path}?q=${enc(q)}&top_k=10`);
+  const extra = filters.toString();
+  const result = await api(`${path}?q=${enc(q)}&top_k=10${extra ? `&${extra}` : ""}`);
   if (seq !== state.mainSeq) return;
   const box = $("results");
   const n = result.passages.length;
   const heading = make("h1", "", `${n} passage${n === 1 ? "" : "s"} for “${q}”`);
-  const scope = make("p", "facts", `${kb ? `in ${kb}` : "in all knowledge bases"} · ${result.strategy} search`);
+  const where = [kb ? `in ${kb}` : "in all knowledge bases", `${result.strategy} search`];
+  if (extra) where.push(`only ${describeFilters(filters)}`);
+  const scope = make("p", "facts", where.join(" · "));
   const list = make("ol", "passages");
   for (const passage of result.passages) list.append(passageItem(passage, q));
   box.replaceChildren(heading, scope, list);
@@ -246,8 +280,10 @@ async function act(button) {
 // -- routing -----------------------------------------------------------------------------------
 
 function parseHash() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const route = { kb: null, doc: null, q: null };
+  const hash = location.hash.replace(/^#\/?/, "");
+  const cut = hash.indexOf("?"); // the query is encoded: a "?" of its own is %3F
+  const parts = (cut < 0 ? hash : hash.slice(0, cut)).split("/").map(decodeURIComponent);
+  const route = { kb: null, doc: null, q: null, filters: new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1)) };
   if (parts[0] === "kb" && parts[1]) {
     route.kb = parts[1];
     if (parts[2] === "doc" && parts[3]) route.doc = parts[3];
@@ -257,11 +293,11 @@ function parseHash() {
 }
 
 async function route() {
-  const { kb, doc, q } = parseHash();
+  const { kb, doc, q, filters } = parseHash();
   try {
     if (kb !== state.kb) await selectKb(kb);
     if (doc) await showDocument(kb, doc);
-    else if (q) await runSearch(kb, q);
+    else if (q) await runSearch(kb, q, filters);
     else { state.mainSeq += 1; state.doc = null; show("welcome"); markActive(); }
   } catch (error) {
     fail(error);
@@ -286,10 +322,13 @@ function wire() {
     const q = $("search-input").value.trim();
     if (!q) return;
     const kb = $("search-scope").value;
-    const target = kb ? `#/kb/${enc(kb)}/search/${enc(q)}` : `#/search/${enc(q)}`;
+    const filters = filterParams().toString();
+    const target = (kb ? `#/kb/${enc(kb)}/search/${enc(q)}` : `#/search/${enc(q)}`) + (filters ? `?${filters}` : "");
+    $("search-filters").open = false;
     if (location.hash === target) route(); // the same search again: no hashchange fires
     else location.hash = target;
   });
+  $("clear-filters").addEventListener("click", () => showFilters(new URLSearchParams()));
   for (const id of ["open-doc", "reveal-doc"]) $(id).addEventListener("click", () => act($(id)));
   window.addEventListener("hashchange", route);
 }

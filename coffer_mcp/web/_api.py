@@ -7,10 +7,13 @@ was.
 
     GET  /api/v1/knowledge_bases                                 list knowledge bases
     GET  /api/v1/knowledge_bases/{kb}                            details and metrics
-    GET  /api/v1/knowledge_bases/{kb}/documents?q=&limit=&offset=
+    GET  /api/v1/knowledge_bases/{kb}/documents?q=&limit=&offset=&FILTERS
     GET  /api/v1/knowledge_bases/{kb}/documents/{id}?offset=&limit=   Markdown, metadata, path, folder
-    GET  /api/v1/knowledge_bases/{kb}/search?q=&top_k=           passages from one KB
-    GET  /api/v1/search?q=&top_k=&kb=&kb=                        passages from some KBs, or all
+    GET  /api/v1/knowledge_bases/{kb}/search?q=&top_k=&FILTERS   passages from one KB
+    GET  /api/v1/search?q=&top_k=&kb=&kb=&FILTERS                passages from some KBs, or all
+
+FILTERS are the MCP tools' ``filters`` as query parameters: ``tag=`` and ``format=`` (repeatable),
+``path_prefix=``, ``created_after=``, ``created_before=``, ``updated_after=``, ``updated_before=``.
     POST /api/v1/knowledge_bases/{kb}/open | /reveal             the KB folder
     POST /api/v1/knowledge_bases/{kb}/documents/{id}/open | /reveal
 """
@@ -51,6 +54,7 @@ from coffer_mcp.web._actions import (
 from coffer_mcp.web._params import (
     MAX_OFFSET,
     doc_id,
+    filters,
     kb_name,
     kb_selector,
     query_int,
@@ -153,7 +157,7 @@ class _Handlers:
         kb, title_filter = kb_name(request), query_text(request, "q")
         limit = query_int(request, "limit", default=50, low=1, high=MAX_PAGE_DOCUMENTS)
         offset = query_int(request, "offset", default=0, low=0, high=MAX_OFFSET)
-        return await _run(self.service.list_documents, kb, title_filter, limit, offset)
+        return await _run(self.service.list_documents, kb, title_filter, limit, offset, filters=filters(request))
 
     async def read_document(self, request: Request) -> Any:
         kb, doc = kb_name(request), doc_id(request)
@@ -166,7 +170,7 @@ class _Handlers:
     async def search(self, request: Request) -> Any:
         kbs, query = kb_selector(request), query_text(request, "q")
         top_k = query_int(request, "top_k", default=10, low=1, high=MAX_TOP_K)
-        return await _run(self.service.search, kbs, query, top_k)
+        return await _run(self.service.search, kbs, query, top_k, filters=filters(request))
 
     def kb_target(self, request: Request) -> Path:
         return kb_target(self.service, kb_name(request))

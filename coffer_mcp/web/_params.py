@@ -10,6 +10,7 @@ byte) ever reaches it in a shape that fails as a ``500``.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from starlette.requests import Request
 
@@ -18,7 +19,7 @@ from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 from coffer_mcp.store import is_document_id, validate_kb_name
 
-__all__ = ["MAX_KBS", "MAX_OFFSET", "doc_id", "kb_name", "kb_selector", "query_int", "query_text"]
+__all__ = ["MAX_KBS", "MAX_OFFSET", "doc_id", "filters", "kb_name", "kb_selector", "query_int", "query_text"]
 
 MAX_KBS = 100
 _INTEGER = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: no '+', '_', spaces or other scripts' digits
@@ -104,3 +105,47 @@ def kb_selector(request: Request) -> str | list[str]:
             hint="Leave 'kb' out to search every knowledge base.",
         )
     return [validate_kb_name(name) for name in names]
+
+
+# The query parameters of the filters, each a key of the core's ``SearchFilters`` (the MCP tools'
+# ``filters``); the repeatable ones are lists.
+_FILTER_LISTS = {"tag": "tags", "format": "formats"}
+_FILTER_TEXTS = ("path_prefix", "created_after", "created_before", "updated_after", "updated_before")
+MAX_FILTER_VALUES = 100
+
+
+def filters(request: Request) -> dict[str, Any] | None:
+    """The document filters of a search or listing: ``tag=`` and ``format=`` (repeatable),
+    ``path_prefix=``, ``created_after=``, ``created_before=``, ``updated_after=``, ``updated_before=``.
+
+    Empty values are left out; None when none is given. The core checks the values.
+
+    Raises:
+        InvalidArgumentError: a value too long or holding NUL, or too many of one parameter.
+    """
+    found: dict[str, Any] = {}
+    for name, key in _FILTER_LISTS.items():
+        values = [value for value in request.query_params.getlist(name) if value != ""]
+        if len(values) > MAX_FILTER_VALUES:
+            raise InvalidArgumentError(
+                f"{len(values)} '{name}' values given; the limit is {MAX_FILTER_VALUES}.",
+                hint="Filter by fewer values.",
+            )
+        for value in values:
+            _check_text(name, value, 4096)
+        if values:
+            found[key] = values
+    for name in _FILTER_TEXTS:
+        value = query_text(request, name, max_chars=4096)
+        if value:
+            found[name] = value
+    return found or None
+
+
+def _check_text(name: str, raw: str, max_chars: int) -> None:
+    if len(raw) > max_chars:
+        raise InvalidArgumentError(
+            f"'{name}' is {len(raw)} characters long; the limit is {max_chars}.", hint="Use a shorter value."
+        )
+    if "\x00" in raw:
+        raise InvalidArgumentError(f"'{name}' holds a NUL character.", hint="Send plain text.")
