@@ -10,7 +10,6 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from coffer_mcp import Coffer
 from tests.web.cdp import Page
 from tests.web.conftest import TOKEN
 from tests.web.support import make_coffer, running
@@ -99,7 +98,7 @@ def test_a_person_narrows_a_search_with_the_filter_panel(
     filtered: tuple[str, dict[str, list[str]]],
     tmp_path: Path,
 ) -> None:
-    url, ids = filtered
+    url = filtered[0]
     page = browser_page
     page.goto(f"{url}/?token={TOKEN}")
     page.wait_for(f"{count('#kb-list a')} === 1")
