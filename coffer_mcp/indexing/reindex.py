@@ -38,6 +38,7 @@ from coffer_mcp.store import (
     atomic_write,
     body_sha256,
     file_stamp,
+    frontmatter_tags,
     is_document_id,
     markdown_entries,
     parse_document,
@@ -245,7 +246,8 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
     """Give a Markdown file dropped into ``docs/`` by hand an id, frontmatter and an original.
 
     ``notes.md`` becomes ``docs/<ULID>.md`` (the original bytes are kept as ``raw/<ULID>.md``);
-    the hand-made file is removed only after both are written.
+    the hand-made file is removed only after both are written. A title and tags in its own
+    frontmatter are kept.
     """
     try:
         data = path.read_bytes()
@@ -270,6 +272,7 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
         converted_at=created,
         created_at=created,
         updated_at=created,
+        tags=list(frontmatter_tags(meta or {})) or None,
     ).to_dict()
     kb.raw.mkdir(parents=True, exist_ok=True)
     atomic_write(kb.raw / f"{doc_id}.md", data)

@@ -1,0 +1,338 @@
+"""Tags and filters end to end through a real MCP client: add and edit with tags, search and list with filters.
+
+Every test runs on both index backends (the ``coffer`` fixture); the main ones also over stdio, a
+real ``coffer serve``. The top_k tests give the filtered-out documents the best matches, so only
+filtering inside the index's queries can return top_k passages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.index.sqlite import SqliteIndex
+from coffer_mcp.store import DocumentMeta, parse_document, render_document
+from tests.fakes import HashEmbedder
+from tests.test_mcp_server import call, call_error, client_for, stdio_client
+
+pytestmark = pytest.mark.anyio
+
+SEARCH, LIST = "coffer__search_knowledge", "coffer__list_documents"
+
+
+@pytest.fixture(params=["memory", "stdio"])
+def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
+    return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
+
+
+def ids_of(result: dict[str, Any]) -> set[str]:
+    rows = result.get("passages", result.get("documents", []))
+    return {row["document_id"] for row in rows}
+
+
+def set_frontmatter(coffer: Coffer, kb: str, doc_id: str, **values: Any) -> None:
+    """Change a document's frontmatter by hand, as a person in an editor would (the body stays)."""
+    path = coffer.paths.kb(kb).doc(doc_id)
+    meta, body = parse_document(path.read_text(encoding="utf-8"))
+    assert meta is not None
+    meta = {**meta, **values}
+    path.write_text(render_document(meta, body), encoding="utf-8")
+
+
+# -- tags --------------------------------------------------------------------------------------
+
+
+async def test_tags_given_on_add_and_edit_are_kept_in_the_frontmatter_and_shown(connect, coffer: Coffer) -> None:
+    coffer.create_kb("notes")
+    async with connect() as client:
+        added = await call(
+            client, "coffer__add_document", kb="notes", filename="a.md", content="# A\n\nalpha", tags=["#Draft", "x y"]
+        )
+        doc_id = added["document_id"]
+        assert added["tags"] == ["Draft", "x y"]
+        listed = await call(client, LIST, kb="notes")
+        assert listed["documents"][0]["tags"] == ["Draft", "x y"]
+        read = await call(client, "coffer__read_document", kb="notes", doc_id=doc_id)
+        assert read["metadata"]["tags"] == ["Draft", "x y"]
+
+        retagged = await call(client, "coffer__edit_document", kb="notes", doc_id=doc_id, tags=["final", "FINAL"])
+        assert (retagged["status"], retagged["tags"], retagged["source_mode"]) == ("updated", ["final"], "converted")
+        again = await call(client, "coffer__edit_document", kb="notes", doc_id=doc_id, tags=["final"])
+        assert again["status"] == "unchanged"
+        edited = await call(client, "coffer__edit_document", kb="notes", doc_id=doc_id, content="# A\n\nnew body")
+        assert (edited["tags"], edited["source_mode"]) == (["final"], "edited")  # content alone keeps the tags
+
+        # Re-adding the same content with other tags retags it; without tags it keeps them.
+        readd = await call(
+            client, "coffer__add_document", kb="notes", filename="b.md", content="# B\n\nbeta", tags=["one"]
+        )
+        same = await call(
+            client, "coffer__add_document", kb="notes", filename="b.md", content="# B\n\nbeta", tags=["two"]
+        )
+        assert (same["document_id"], same["status"], same["tags"]) == (readd["document_id"], "updated", ["two"])
+        kept = await call(client, "coffer__add_document", kb="notes", filename="b.md", content="# B\n\nbeta")
+        assert (kept["status"], kept["tags"]) == ("unchanged", ["two"])
+
+        cleared = await call(client, "coffer__edit_document", kb="notes", doc_id=doc_id, tags=[])
+        assert cleared["tags"] == []
+        read = await call(client, "coffer__read_document", kb="notes", doc_id=doc_id)
+        assert "tags" not in read["metadata"]
+        nothing = await call_error(client, "coffer__edit_document", kb="notes", doc_id=doc_id)
+        assert (nothing["code"], nothing["hint"]) == (
+            "invalid_argument",
+            "Pass the new content, the new tags, or both.",
+        )
+    meta, _ = parse_document(coffer.paths.kb("notes").doc(readd["document_id"]).read_text(encoding="utf-8"))
+    assert meta is not None
+    assert meta["tags"] == ["two"]
+
+
+async def test_tags_written_by_hand_in_a_files_frontmatter_count(coffer: Coffer) -> None:
+    coffer.create_kb("notes")
+    listed = coffer.add_document("notes", "listed.md", "# Listed\n\nshared words").document_id
+    written = coffer.add_document("notes", "written.md", "# Written\n\nshared words").document_id
+    coffer.add_document("notes", "untagged.md", "# Untagged\n\nshared words")
+    set_frontmatter(coffer, "notes", listed, tags=["Beta", "alpha"])
+    set_frontmatter(coffer, "notes", written, tags="#beta, gamma")  # one string, as people write it
+    docs = coffer.paths.kb("notes").docs
+    (docs / "dropped.md").write_text("---\ntitle: Dropped\ntags: [beta]\n---\n\nshared words dropped\n")
+    async with client_for(coffer) as client:
+        found = await call(client, SEARCH, kb="notes", query="shared", filters={"tags": ["BETA"]})
+        assert len(found["passages"]) == 3
+        titles = {p["title"] for p in found["passages"]}
+        assert titles == {"Listed", "Written", "Dropped"}  # the dropped file was adopted with its tags
+        page = await call(client, LIST, kb="notes", filters={"tags": ["beta", "gamma"]})
+        assert ids_of(page) == {written}
+        assert page["documents"][0]["tags"] == ["beta", "gamma"]
+
+
+async def test_a_rebuild_from_the_files_restores_the_tags(home: Path, backend_settings: dict[str, str]) -> None:
+    settings = load_settings(home=home, **backend_settings)
+    with Coffer(settings) as first:
+        first.create_kb("notes")
+        doc_id = first.add_document("notes", "a.md", "# A\n\nwords", tags=["kept"]).document_id
+    (home / "coffer.db").unlink(missing_ok=True)
+    with Coffer(settings) as second:
+        second.reindex_all(force=True)
+        page = second.list_documents("notes", filters={"tags": ["kept"]})
+        assert [d.document_id for d in page.documents] == [doc_id]
+
+
+# -- each filter, and all together ---------------------------------------------------------------
+
+
+@pytest.fixture
+def library(coffer: Coffer, tmp_path: Path) -> dict[str, str]:
+    """Documents that differ in tags, source path, format and times; their ids by name."""
+    coffer.create_kb("lib")
+    source = tmp_path / "src"
+    for folder, name in (("papers", "p1.md"), ("papers", "p2.md"), ("notes", "n1.md")):
+        (source / folder).mkdir(parents=True, exist_ok=True)
+        (source / folder / name).write_text(f"# {name}\n\ncommon words in {name}\n", encoding="utf-8")
+    coffer.ingest_path("lib", source)
+    ids = {row.original_filename: row.id for row in coffer.index.documents("lib")}
+    ids["t.csv"] = coffer.add_document("lib", "t.csv", "word,count\ncommon,1\n").document_id
+    ids["u.md"] = coffer.add_document("lib", "u.md", "# u\n\ncommon words uploaded", tags=["x", "y"]).document_id
+    times = {
+        "p1.md": ("2024-01-05T00:00:00.000Z", "2024-06-01T00:00:00.000Z"),
+        "p2.md": ("2024-02-05T00:00:00.000Z", "2024-02-06T00:00:00.000Z"),
+        "n1.md": ("2024-03-05", "2024-03-06T10:00:00+02:00"),  # written by hand
+        "t.csv": ("2024-04-05T00:00:00.000Z", "2024-04-06T00:00:00.000Z"),
+        "u.md": ("2024-05-05T00:00:00.000Z", "2024-07-06T00:00:00.000Z"),
+    }
+    for name, (created, updated) in times.items():
+        set_frontmatter(coffer, "lib", ids[name], created_at=created, updated_at=updated)
+    set_frontmatter(coffer, "lib", ids["p1.md"], tags=["x"])
+    ids["root"] = str(source)
+    return ids
+
+
+FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
+    ({}, {"p1.md", "p2.md", "n1.md", "t.csv", "u.md"}),
+    ({"tags": ["x"]}, {"p1.md", "u.md"}),
+    ({"tags": ["x", "Y"]}, {"u.md"}),
+    ({"path_prefix": "{root}/papers/"}, {"p1.md", "p2.md"}),
+    ({"path_prefix": "{root}/"}, {"p1.md", "p2.md", "n1.md"}),
+    ({"formats": ["csv"]}, {"t.csv"}),
+    ({"formats": [".CSV", "md"]}, {"p1.md", "p2.md", "n1.md", "t.csv", "u.md"}),
+    ({"created_after": "2024-03-05"}, {"n1.md", "t.csv", "u.md"}),
+    ({"created_before": "2024-03-05T00:00:00Z"}, {"p1.md", "p2.md"}),
+    ({"updated_after": "2024-03-06T08:00:00Z"}, {"p1.md", "n1.md", "t.csv", "u.md"}),
+    ({"updated_before": "2024-03-06T08:00:00Z"}, {"p2.md"}),
+    ({"created_after": "2024-01-01", "created_before": "2024-02-01"}, {"p1.md"}),
+    ({"tags": ["x"], "path_prefix": "{root}/", "updated_after": "2024-05-01"}, {"p1.md"}),
+    ({"tags": ["x"], "formats": ["csv"]}, set()),
+]
+
+
+@pytest.mark.parametrize(("filters", "expected"), FILTER_CASES, ids=[json.dumps(f) for f, _ in FILTER_CASES])
+async def test_each_filter_key_restricts_search_and_list_and_they_combine_with_and(
+    coffer: Coffer, library: dict[str, str], filters: dict[str, Any], expected: set[str]
+) -> None:
+    filters = {
+        key: value.replace("{root}", library["root"]) if key == "path_prefix" else value
+        for key, value in filters.items()
+    }
+    wanted = {library[name] for name in expected}
+    async with client_for(coffer) as client:
+        found = await call(client, SEARCH, kb="lib", query="common", top_k=20, filters=filters)
+        page = await call(client, LIST, kb="lib", filters=filters)
+    assert ids_of(found) == wanted
+    assert ids_of(page) == wanted
+    assert page["total"] == len(wanted)
+
+
+# -- top_k comes back when filtered-out documents rank higher ------------------------------------
+
+
+def crowd(coffer: Coffer, kb: str, *, plain: int = 40, tagged: int = 8) -> set[str]:
+    """``plain`` untagged notes that match the query best, and ``tagged`` weaker tagged ones; their ids."""
+    for i in range(plain):
+        coffer.add_document(kb, f"plain-{i:02d}.md", f"# Plain {i}\n\nlock key lock key lock key {i}")
+    return {
+        coffer.add_document(
+            kb,
+            f"tagged-{i:02d}.md",
+            f"# Tagged {i}\n\none lock, then words about gardens and rivers {i}",
+            tags=["kept"],
+        ).document_id
+        for i in range(tagged)
+    }
+
+
+async def test_a_filtered_keyword_search_returns_top_k_though_every_better_match_is_filtered_out(
+    connect, coffer: Coffer
+) -> None:
+    coffer.create_kb("notes")
+    tagged = crowd(coffer, "notes")
+    async with connect() as client:
+        plain = await call(client, SEARCH, kb="notes", query="lock key", top_k=5)
+        assert not ids_of(plain) & tagged
+        found = await call(client, SEARCH, kb="notes", query="lock key", top_k=5, filters={"tags": ["kept"]})
+        page = await call(client, LIST, kb="notes", limit=3, filters={"tags": ["kept"]})
+    assert len(found["passages"]) == 5
+    assert ids_of(found) <= tagged
+    assert (len(page["documents"]), page["total"]) == (3, 8)
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture
+def vector_coffer(home: Path, embedder: HashEmbedder, backend_settings: dict[str, str]):
+    with Coffer(load_settings(home=home, **backend_settings), embedder=embedder) as service:
+        service.create_kb("v", vector=True)
+        yield service
+
+
+async def test_a_filtered_hybrid_and_vector_search_return_top_k_though_nearer_chunks_are_filtered_out(
+    vector_coffer: Coffer,
+) -> None:
+    tagged = crowd(vector_coffer, "v")
+    async with client_for(vector_coffer) as client:
+        found = await call(client, SEARCH, kb="v", query="lock key", top_k=5, filters={"tags": ["kept"]})
+    assert found["strategy"] == "hybrid"
+    assert len(found["passages"]) == 5
+    assert ids_of(found) <= tagged
+    near = vector_coffer.search("v", "lock key", 5, strategy="vector", filters={"tags": ["kept"]})
+    assert len(near.passages) == 5
+    assert {p.document_id for p in near.passages} <= tagged
+
+
+@pytest.mark.sqlite_only
+async def test_a_filtered_search_through_the_ann_graph_returns_top_k(
+    home: Path, embedder: HashEmbedder, index_backend: str
+) -> None:
+    index = SqliteIndex(home / "coffer.db", ann_threshold=1, ann_background=False)  # every KB has a graph
+    with Coffer(load_settings(home=home), embedder=embedder, index=index) as service:
+        service.create_kb("v", vector=True)
+        tagged = crowd(service, "v", plain=120, tagged=6)
+        service.search("v", "lock key", 5, strategy="vector")  # builds the graph
+        assert service.describe_kb("v").vector_index[embedder.identity].search == "ann"
+        async with client_for(service) as client:
+            found = await call(client, SEARCH, kb="v", query="lock key", top_k=5, filters={"tags": ["kept"]})
+        assert len(found["passages"]) == 5
+        assert ids_of(found) <= tagged
+        near = service.search("v", "lock key", 6, strategy="vector", filters={"tags": ["kept"]})
+        assert {p.document_id for p in near.passages} == tagged
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+BAD_FILTERS: list[tuple[Any, str]] = [
+    ({"tag": ["x"]}, "'filters' has no key 'tag'"),
+    ({"created_after": "yesterday"}, "'filters' key 'created_after' is refused: 'yesterday' is not an ISO 8601"),
+    ({"formats": ["p d f"]}, "'filters' key 'formats' is refused: 'p d f' is not a format"),
+    ({"tags": "x"}, "'filters' key 'tags' must be a list"),
+    ({"tags": [""]}, "'filters' key 'tags' is refused: '' is not a tag"),
+    ({"updated_after": "2025-02-01", "updated_before": "2025-01-01"}, "updated_after must be earlier"),
+    ("tags=x", "'filters' must be an object"),
+]
+
+
+@pytest.mark.parametrize(("filters", "said"), BAD_FILTERS, ids=[said for _, said in BAD_FILTERS])
+async def test_an_unknown_filter_key_or_a_bad_value_is_an_error_with_a_hint(
+    coffer: Coffer, filters: Any, said: str
+) -> None:
+    coffer.create_kb("notes")
+    async with client_for(coffer) as client:
+        for tool, arguments in ((SEARCH, {"query": "q"}), (LIST, {})):
+            error = await call_error(client, tool, kb="notes", filters=filters, **arguments)
+            assert error["code"] == "invalid_argument"
+            assert said in error["message"], error
+            assert "path_prefix" in error["hint"]
+            assert "ISO 8601" in error["hint"]
+
+
+async def test_an_unknown_argument_is_refused_not_ignored(coffer: Coffer) -> None:
+    coffer.create_kb("notes")
+    async with client_for(coffer) as client:
+        error = await call_error(client, SEARCH, kb="notes", query="q", filter={"tags": ["x"]})
+        tags = await call_error(client, "coffer__add_document", kb="notes", filename="a.md", content="a", tag="x")
+    assert error["message"] == "coffer__search_knowledge has no argument 'filter'."
+    assert "filters" in error["hint"]
+    assert "tags" in tags["hint"]
+
+
+def test_the_core_refuses_bad_filters_and_tags_for_every_surface(coffer: Coffer) -> None:
+    from coffer_mcp.errors import InvalidArgumentError
+
+    coffer.create_kb("notes")
+    with pytest.raises(InvalidArgumentError, match="'nope' is not a filter"):
+        coffer.search("notes", "q", filters={"nope": 1})
+    with pytest.raises(InvalidArgumentError, match="is not a tag"):
+        coffer.add_document("notes", "a.md", "a", tags=["ok", " # "])
+    with pytest.raises(InvalidArgumentError, match="a list of strings"):
+        coffer.add_document("notes", "a.md", "a", tags="draft")  # type: ignore[arg-type]
+    assert coffer.list_documents("notes").total == 0  # nothing was written
+
+
+def test_frontmatter_tags_are_read_however_they_are_written() -> None:
+    from coffer_mcp.store import frontmatter_tags
+
+    assert frontmatter_tags({"tags": ["a", "#B", "a", 2024, None, {"x": 1}, "  "]}) == ("a", "B", "2024")
+    assert frontmatter_tags({"tags": "one, two ,#three"}) == ("one", "two", "three")
+    assert frontmatter_tags({"tags": "one two"}) == ("one", "two")
+    assert frontmatter_tags({"tags": {"a": 1}}) == ()
+    assert frontmatter_tags({}) == ()
+    assert DocumentMeta(
+        id="X",
+        title="t",
+        original_filename="a.md",
+        original_format="md",
+        source_sha256="s",
+        content_sha256="c",
+        source_mode="converted",
+        conversion_engine="e",
+        converted_at=None,
+        created_at="t",
+        updated_at="t",
+        tags=["a"],
+    ).to_dict()["tags"] == ["a"]
