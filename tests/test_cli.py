@@ -296,3 +296,54 @@ def test_reindexing_twice_reports_no_embedding_when_no_vector_was_computed(home:
             reindexed = coffer(home, "kb", "reindex", "notes", env=env)
             assert reindexed.stdout.strip() == "notes: 2 documents, 2 indexed, 0 removed, 0 adopted, 0 embedded"
         assert len(server.requests) == embedded_at_ingest > 0
+
+
+def test_search_and_documents_take_the_filters_as_options_and_ingest_tags(run, tmp_path: Path) -> None:
+    papers, other = tmp_path / "papers", tmp_path / "other"
+    papers.mkdir()
+    other.mkdir()
+    (papers / "a.md").write_text("# Paper A\n\nlocks and keys\n", encoding="utf-8")
+    (other / "b.md").write_text("# Other B\n\nlocks again, locks everywhere\n", encoding="utf-8")
+    (other / "c.csv").write_text("word,count\nlocks,1\n", encoding="utf-8")
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(papers), "--tag", "Draft", "--tag", "paper")
+    run("kb", "ingest", "notes", str(other))
+    listing = run("kb", "documents", "notes")
+    assert re.search(r"TAGS\s+TITLE", listing)
+    assert "Draft, paper  Paper A" in listing
+
+    def titles(*argv: str) -> list[str]:
+        return [p["title"] for p in as_json(run("kb", "search", "notes", "locks", "--json", *argv))["passages"]]
+
+    assert set(titles()) == {"Paper A", "Other B", "c"}
+    assert titles("--tag", "draft") == ["Paper A"]
+    assert titles("--tag", "draft", "--tag", "nope") == []
+    assert titles("--path-prefix", f"{papers}/") == ["Paper A"]
+    assert titles("--format", "csv") == ["c"]
+    assert set(titles("--format", "md", "--format", "CSV")) == {"Paper A", "Other B", "c"}
+    assert titles("--created-before", "2000-01-01") == []
+    assert len(titles("--created-after", "2000-01-01", "--updated-before", "2999-12-31T00:00:00Z")) == 3
+    page = as_json(run("kb", "documents", "notes", "--json", "--tag", "PAPER"))
+    assert [d["title"] for d in page["documents"]] == ["Paper A"]
+    assert page["documents"][0]["tags"] == ["Draft", "paper"]
+
+    doc_id = page["documents"][0]["document_id"]
+    assert "tags final" in run("kb", "tag", "notes", doc_id, "final")
+    assert [d["tags"] for d in as_json(run("kb", "documents", "notes", "--json", "--tag", "final"))["documents"]] == [
+        ["final"]
+    ]
+    assert "tags (none)" in run("kb", "tag", "notes", doc_id, "--clear")
+    assert "TAGS" not in run("kb", "documents", "notes")
+
+
+def test_bad_filter_options_are_refused_in_command_line_words(run, tmp_path: Path) -> None:
+    run("kb", "create", "notes")
+    err = run("kb", "search", "notes", "q", "--created-after", "last week", code=1)
+    assert "'created_after': 'last week' is not an ISO 8601 date or time" in err
+    assert "hint: Filter with --tag TAG" in err
+    err = run("kb", "documents", "notes", "--format", "p d f", code=1)
+    assert "is not a format" in err
+    assert "Give the document's tags, or --clear" in run("kb", "tag", "notes", UNKNOWN_ID, code=1)
+    (tmp_path / "f").mkdir()
+    err = run("kb", "ingest", "notes", str(tmp_path / "f"), "--follow", "--tag", "x", code=1)
+    assert "--tag tags the files of one ingest" in err
