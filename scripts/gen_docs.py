@@ -224,7 +224,9 @@ def _bounds(prop: Mapping[str, Any]) -> str:
     if "anyOf" in prop:
         kinds = [option for option in prop["anyOf"] if option.get("type") != "null"]
         if any(option.get("type") == "array" for option in kinds):
-            return "one or a list"
+            return "one or a list" if len(kinds) > 1 else "a list"
+        if any("$ref" in option for option in kinds):
+            return "an object"
         return " or ".join(filter(None, (_bounds(option) for option in kinds)))
     if "enum" in prop:
         return " or ".join(_literal(value) for value in prop["enum"])
