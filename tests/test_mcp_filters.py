@@ -336,3 +336,37 @@ def test_frontmatter_tags_are_read_however_they_are_written() -> None:
         updated_at="t",
         tags=["a"],
     ).to_dict()["tags"] == ["a"]
+
+
+# -- an index made before tags existed -----------------------------------------------------------
+
+
+def undo_filters_migration(coffer: Coffer, index_backend: str) -> None:
+    """Put the index back as the schema before tags and filters left it (its rows written then)."""
+    conn: Any = coffer.index.conn  # type: ignore[attr-defined]
+    statements = [
+        "DROP TABLE document_tags",
+        "ALTER TABLE documents DROP COLUMN tags",
+        "ALTER TABLE documents DROP COLUMN created_key",
+        "ALTER TABLE documents DROP COLUMN updated_key",
+    ]
+    if index_backend == "sqlite":
+        statements += ["DELETE FROM migrations WHERE name = '0006_filters'", "PRAGMA user_version = 5"]
+    else:
+        statements.append("DELETE FROM migrations WHERE name = '0002_filters'")
+    for statement in statements:
+        conn.execute(statement)
+
+
+def test_an_index_made_before_tags_learns_them_from_the_files_on_the_next_read(
+    home: Path, backend_settings: dict[str, str], index_backend: str
+) -> None:
+    settings = load_settings(home=home, **backend_settings)
+    with Coffer(settings) as before:
+        before.create_kb("notes")
+        doc_id = before.add_document("notes", "a.md", "# A\n\nwords", tags=["kept"]).document_id
+        undo_filters_migration(before, index_backend)
+    with Coffer(settings) as after:  # migrates: the rows are read again from the files
+        page = after.list_documents("notes", filters={"tags": ["kept"], "created_after": "2000-01-01"})
+        assert [(d.document_id, d.tags) for d in page.documents] == [(doc_id, ["kept"])]
+        assert after.verify("notes").ok
