@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from coffer_mcp.errors import InvalidArgumentError
 from coffer_mcp.timeutil import parse_time
@@ -149,7 +149,20 @@ FILTER_KEYS = (
     "updated_before",
 )
 FILTER_HINT = "{arg:filters}; all of them must hold."
-_Time = Annotated[str | None, Field(description="ISO 8601 date or time.")]
+# Published as a plain string (null is accepted, and means no bound), so the schema stays small.
+_Time = Annotated[str | None, WithJsonSchema({"type": "string"})]
+
+
+def _lean_schema(schema: dict[str, Any]) -> None:
+    """The filters' JSON schema without pydantic's generated titles (every tool schema repeats it)."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        if prop.get("default", 0) is None:  # absent is the default
+            del prop["default"]
+    schema["description"] = (
+        "All given must hold. *_after is inclusive, *_before exclusive; times are ISO 8601 (UTC unless an offset)."
+    )
 
 
 class SearchFilters(BaseModel):
@@ -164,19 +177,17 @@ class SearchFilters(BaseModel):
         frozen=True,
         extra="forbid",
         defer_build=True,
-        json_schema_extra={
-            "description": "All filters given must hold. *_after is inclusive, *_before exclusive; times in UTC."
-        },
+        json_schema_extra=_lean_schema,
     )
 
     tags: list[str] = Field(
-        default_factory=list, max_length=MAX_TAGS, description="Documents carrying all of these (case-insensitive)."
+        default_factory=list, max_length=MAX_TAGS, description="Documents carrying all of them (any case)."
     )
-    path_prefix: str | None = Field(
-        default=None, min_length=1, max_length=4096, description="Documents ingested from a path starting so."
+    path_prefix: Annotated[str | None, WithJsonSchema({"type": "string", "maxLength": 4096})] = Field(
+        default=None, min_length=1, max_length=4096, description="Of the path documents were ingested from."
     )
     formats: list[str] = Field(
-        default_factory=list, max_length=MAX_FORMATS, description="Original formats, any of: pdf, docx, md, ..."
+        default_factory=list, max_length=MAX_FORMATS, description="Original formats (any of them): pdf, md, ..."
     )
     created_after: _Time = None
     created_before: _Time = None

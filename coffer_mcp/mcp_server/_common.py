@@ -44,11 +44,11 @@ DocId = Annotated[str, Field(max_length=64)]
 
 Filters = Annotated[
     SearchFilters | None,
-    Field(description="Only documents matching every filter given: tags, path_prefix, formats, created/updated range."),
+    Field(description="Only documents matching all of these filters."),
 ]
 Tags = Annotated[
     Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]], Field(max_length=MAX_TAGS)] | None,
-    Field(description="Tags kept in the document's frontmatter (replacing its own); search filters match them."),
+    Field(description="The document's tags, kept in its frontmatter (replacing its own)."),
 ]
 
 # Annotate further for a description: ``Annotated[Offset, Field(description=...)]``.
