@@ -160,9 +160,7 @@ def _lean_schema(schema: dict[str, Any]) -> None:
         prop.pop("title", None)
         if prop.get("default", 0) is None:  # absent is the default
             del prop["default"]
-    schema["description"] = (
-        "All given must hold. *_after is inclusive, *_before exclusive; times are ISO 8601 (UTC unless an offset)."
-    )
+    schema["description"] = "All given must hold. Times: ISO 8601, UTC unless offset; *_after inclusive, *_before not."
 
 
 class SearchFilters(BaseModel):
@@ -180,15 +178,11 @@ class SearchFilters(BaseModel):
         json_schema_extra=_lean_schema,
     )
 
-    tags: list[str] = Field(
-        default_factory=list, max_length=MAX_TAGS, description="Documents carrying all of them (any case)."
-    )
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Carrying all of them.")
     path_prefix: Annotated[str | None, WithJsonSchema({"type": "string", "maxLength": 4096})] = Field(
-        default=None, min_length=1, max_length=4096, description="Of the path documents were ingested from."
+        default=None, min_length=1, max_length=4096, description="Ingested from a path starting so."
     )
-    formats: list[str] = Field(
-        default_factory=list, max_length=MAX_FORMATS, description="Original formats (any of them): pdf, md, ..."
-    )
+    formats: list[str] = Field(default_factory=list, max_length=MAX_FORMATS, description="Any of these: pdf, md, ...")
     created_after: _Time = None
     created_before: _Time = None
     updated_after: _Time = None

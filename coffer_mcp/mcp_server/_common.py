@@ -42,13 +42,10 @@ KbName = Annotated[str, Field(max_length=64)]
 KbSelector = Annotated[str | list[str], Field(description="A knowledge base name, a list of names, or '*' for all.")]
 DocId = Annotated[str, Field(max_length=64)]
 
-Filters = Annotated[
-    SearchFilters | None,
-    Field(description="Only documents matching all of these filters."),
-]
+Filters = SearchFilters | None  # its schema describes itself
 Tags = Annotated[
     Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]], Field(max_length=MAX_TAGS)] | None,
-    Field(description="The document's tags, kept in its frontmatter (replacing its own)."),
+    Field(description="Kept in its frontmatter, replacing its own."),
 ]
 
 # Annotate further for a description: ``Annotated[Offset, Field(description=...)]``.
