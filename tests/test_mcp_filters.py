@@ -351,9 +351,9 @@ def undo_filters_migration(coffer: Coffer, index_backend: str) -> None:
         "ALTER TABLE documents DROP COLUMN updated_key",
     ]
     if index_backend == "sqlite":
-        statements += ["DELETE FROM migrations WHERE name = '0006_filters'", "PRAGMA user_version = 5"]
+        statements += ["DELETE FROM migrations WHERE name = '0007_filters'", "PRAGMA user_version = 6"]
     else:
-        statements.append("DELETE FROM migrations WHERE name = '0002_filters'")
+        statements.append("DELETE FROM migrations WHERE name = '0003_filters'")
     for statement in statements:
         conn.execute(statement)
 
