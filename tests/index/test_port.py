@@ -744,7 +744,11 @@ def _to_previous_schema(index: Index) -> None:
         for table in sqlite_keyword.tables(conn).values():
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DROP TABLE keyword_tables")
-        conn.execute("DELETE FROM migrations WHERE name = '0006_keyword_per_kb'")
+        # SQLite migrates by number: the migrations after it are undone too (tags and filters).
+        conn.execute("DROP TABLE document_tags")
+        for column in ("tags", "created_key", "updated_key"):
+            conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+        conn.execute("DELETE FROM migrations WHERE name IN ('0006_keyword_per_kb', '0007_filters')")
         conn.execute("PRAGMA user_version = 5")
         return
     conn.execute("ALTER TABLE postings DROP CONSTRAINT postings_pkey")
