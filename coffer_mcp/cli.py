@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_serve)
     doctor = commands.add_parser("doctor", help="check SQLite, sqlite-vec, ripgrep, the embedder and every KB")
     doctor.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    doctor.add_argument("--no-embed", action="store_true", help="do not make a test embedding")
+    doctor.add_argument("--no-embed", action="store_true", help="do not make a test embedding (nor a test reranking)")
     doctor.set_defaults(handler=_doctor)
     kb = commands.add_parser("kb", help="manage knowledge bases and their documents")
     kb_commands = kb.add_subparsers(title="kb commands", metavar="KB_COMMAND")
@@ -285,6 +285,7 @@ def _add_search(p: argparse.ArgumentParser) -> None:
         help="force a retrieval strategy (default: the knowledge base's own)",
     )
     _add_filters(p)
+    p.add_argument("--no-rerank", action="store_true", help="skip the configured reranker (compare the orders)")
     p.set_defaults(handler=_kb_search)
 
 
@@ -611,8 +612,9 @@ def _kb_snapshot_delete(args: argparse.Namespace, settings: Settings) -> None:
 
 def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
+        query, rerank = " ".join(args.query), not args.no_rerank
         result = coffer.search(
-            _selector(args.name), " ".join(args.query), args.top_k, strategy=args.strategy, filters=_filters(args)
+            _selector(args.name), query, args.top_k, strategy=args.strategy, filters=_filters(args), rerank=rerank
         )
     _emit(args, result, _render_search)
 
@@ -777,6 +779,7 @@ def _render_doctor(r) -> str:
         f"pgvector {r.sqlite_vec_version or 'NOT available'}",
         f"grep: {_grep_engine(r)}",
         f"embedder: {e.provider}" + (f" {e.identity}, {reach[e.reachable]}" if e.identity else " (none)"),
+        _reranker_line(r.reranker),
     ]
     for kb in r.knowledge_bases:
         vector = f"vector on ({kb.documents_degraded} degraded)" if kb.vector else "vector off"
@@ -784,6 +787,13 @@ def _render_doctor(r) -> str:
     lines += [f"note: {n}" for n in r.notes]
     lines += [f"problem: {p}" for p in r.problems] or ["no problems found"]
     return "\n".join(lines)
+
+
+def _reranker_line(rr) -> str:
+    if not rr.identity:
+        return f"reranker: {rr.provider}" + (" (off)" if rr.provider == "none" else "")
+    reach = {True: f"working ({rr.seconds}s)", False: "NOT working", None: "not checked"}[rr.reachable]
+    return f"reranker: {rr.identity}, {reach}; top {rr.candidates} passages within {rr.timeout_ms} ms"
 
 
 def _grep_engine(r) -> str:
@@ -939,7 +949,13 @@ def _render_search(result) -> str:
             + (f"   {where}\n" if where else "")
             + f"   {text}"
         )
-    return "\n".join(blocks) + f"\n(strategy: {result.strategy})"
+    return "\n".join(blocks) + f"\n(strategy: {result.strategy}{_rerank_note(result.rerank)})"
+
+
+def _rerank_note(info) -> str:
+    if info is None:
+        return ""
+    return f"; reranked by {info.model}" if info.applied else f"; not reranked: {info.reason}"
 
 
 def _key_values(model: BaseModel, exclude: set[str] | None = None) -> str:

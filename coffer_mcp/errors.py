@@ -31,6 +31,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     ├── ReconversionBlockedError        reconversion_blocked
     │   └── SourceConflictError         source_conflict
     ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
+    ├── RerankError                     rerank_unavailable (search keeps its order; doctor reports it)
     ├── ConfigError                     invalid_config
     ├── StoreError                      store_error | busy | schema_too_new
     │   └── SnapshotError               invalid_snapshot
@@ -76,6 +77,7 @@ __all__ = [
     "PackError",
     "PathNotAllowedError",
     "ReconversionBlockedError",
+    "RerankError",
     "SnapshotError",
     "SnapshotNotFoundError",
     "SourceConflictError",
@@ -141,6 +143,8 @@ ERROR_CODES: dict[str, str] = {
     "keyword",
     "embedding_cooling_down": "the embedding provider failed less than `cooldown_seconds` ago and is not called "
     "again until then",
+    "rerank_unavailable": "the reranker failed (down, unreachable, bad key, no model); searches keep the "
+    "unreranked order and say why (`coffer doctor` reports it)",
     "invalid_pack": "a pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed",
     "invalid_snapshot": "a snapshot whose files no longer match its manifest; nothing was changed",
     "busy": "another writer held the knowledge base's lock longer than `lock_timeout`",
@@ -361,6 +365,12 @@ class EmbeddingError(CofferError):
     """The embedding provider failed or is cooling down after a failure; search degrades to keyword."""
 
     code = "embedding_unavailable"
+
+
+class RerankError(CofferError):
+    """The reranker failed; search keeps the order it had and says why, ``coffer doctor`` reports it."""
+
+    code = "rerank_unavailable"
 
 
 class ConfigError(CofferError):

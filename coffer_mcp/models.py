@@ -43,6 +43,8 @@ __all__ = [
     "Progress",
     "ReconversionSkip",
     "ReindexResult",
+    "RerankInfo",
+    "RerankerStatus",
     "SearchFilters",
     "SearchResult",
     "SourceCheck",
@@ -406,6 +408,17 @@ class Passage(_Model):
     kb: str | None = Field(default=None, description="Its knowledge base (MCP: when several were searched).")
 
 
+class RerankInfo(_Model):
+    """Whether the configured reranker reordered a search's best passages, or why it did not."""
+
+    applied: bool
+    model: str | None = Field(default=None, description="The reranker that reordered the passages.")
+    candidates: int | None = Field(default=None, description="How many of the best passages it reordered.")
+    reason: str | None = Field(
+        default=None, description="Why not (timeout, busy, error: ...): the passages keep the unreranked order."
+    )
+
+
 class SearchResult(_Model):
     strategy: Strategy = Field(description="The retrieval strategy that actually ran.")
     passages: list[Passage]
@@ -413,6 +426,7 @@ class SearchResult(_Model):
     hint: str | None = Field(
         default=None, description="Set when the query itself limited what could be found (e.g. only common words)."
     )
+    rerank: RerankInfo | None = Field(default=None, description="Only when a reranker is configured.")
 
 
 class GrepHit(_Model):
@@ -478,6 +492,16 @@ class EmbedderStatus(_Model):
     error: str | None = None
 
 
+class RerankerStatus(_Model):
+    provider: str
+    identity: str | None = Field(description="The reranker, or None when none is configured.")
+    reachable: bool | None = Field(description="A test reranking succeeded (None: not checked).")
+    candidates: int | None = Field(default=None, description="How many passages a search gives it at most.")
+    timeout_ms: int | None = Field(default=None, description="How long a search waits for it at most.")
+    seconds: float | None = Field(default=None, description="How long the test reranking took.")
+    error: str | None = None
+
+
 class DoctorReport(_Model):
     coffer_version: str
     home: str
@@ -493,6 +517,7 @@ class DoctorReport(_Model):
     )
     ripgrep_version: str | None = Field(default=None, description="What `rg --version` says, e.g. 15.2.0.")
     embedder: EmbedderStatus
+    reranker: RerankerStatus
     knowledge_bases: list[KnowledgeBaseDetails]
     problems: list[str] = Field(description="What does not work and needs fixing, in plain words (exit 1).")
     notes: list[str] = Field(default_factory=list, description="What works, but could work better (no failure).")

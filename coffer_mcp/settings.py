@@ -37,6 +37,13 @@ ENV_VARS: dict[str, str] = {
     "COFFER_EMBEDDING_BASE_URL": "embedding_base_url",
     "COFFER_EMBEDDING_API_KEY_ENV": "embedding_api_key_env",
     "COFFER_EMBEDDING_DIMENSIONS": "embedding_dimensions",
+    "COFFER_RERANK_PROVIDER": "rerank_provider",
+    "COFFER_RERANK_MODEL": "rerank_model",
+    "COFFER_RERANK_MODEL_PATH": "rerank_model_path",
+    "COFFER_RERANK_URL": "rerank_url",
+    "COFFER_RERANK_API_KEY_ENV": "rerank_api_key_env",
+    "COFFER_RERANK_CANDIDATES": "rerank_candidates",
+    "COFFER_RERANK_TIMEOUT_MS": "rerank_timeout_ms",
     "COFFER_READ_ONLY": "read_only",
     "COFFER_ALLOWED_DIRS": "allowed_dirs",
     "COFFER_HTTP_TOKEN": "http_token",
@@ -60,6 +67,8 @@ _EMBEDDING_KEYS = (
     "service",
     "service_idle_seconds",
 )
+# ... and the reranker's: ``rerank: {provider: http, url: ...}``.
+_RERANK_KEYS = ("provider", "model", "model_path", "url", "api_key_env", "candidates", "timeout_ms")
 
 
 class Settings(BaseModel):
@@ -151,6 +160,32 @@ class Settings(BaseModel):
     embed_on_read_seconds: float = Field(
         default=2.0, ge=0, description="How long a read may spend embedding documents that are due."
     )
+    # -- the optional reranker (coffer_mcp/rerank/) --
+    rerank_provider: Literal["none", "fastembed", "http"] = Field(
+        default="none",
+        description="Rerank a search's best passages: none (off), fastembed (an in-process ONNX cross-encoder) or "
+        "http (a Jina/Cohere-style /rerank endpoint).",
+    )
+    rerank_model: str | None = Field(
+        default=None, description="fastembed: the cross-encoder; http: the model sent with each request."
+    )
+    rerank_model_path: Path | None = Field(default=None, description="fastembed: a local model folder.")
+    rerank_url: str | None = Field(default=None, description="http: the endpoint's full URL.")
+    rerank_api_key_env: str = Field(
+        default="COFFER_RERANK_API_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The NAME of the environment variable holding the reranker's API key (never the key).",
+    )
+    rerank_api_key: SecretStr | None = Field(default=None, exclude=True, description="Resolved from the env var.")
+    rerank_candidates: int = Field(
+        default=30, ge=1, le=200, description="How many of a search's best passages are reranked at most."
+    )
+    rerank_timeout_ms: int = Field(
+        default=2000,
+        ge=1,
+        le=60_000,
+        description="How long a search waits for the reranker; past it the passages keep the unreranked order.",
+    )
     # -- the ANN index (index/sqlite/ann.py) --
     ann_min_chunks: int = Field(
         default=20_000,
@@ -194,10 +229,17 @@ class Settings(BaseModel):
             return "auto" if value else "off"
         return value
 
-    @field_validator("embedding_model_path", mode="before")
+    @field_validator("embedding_model_path", "rerank_model_path", mode="before")
     @classmethod
     def _expand_model_path(cls, value: Any) -> Any:
         return Path(value).expanduser() if isinstance(value, (str, Path)) and str(value) else None
+
+    @field_validator("rerank_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080/v1/rerank")
+        return value
 
     @field_validator("allowed_dirs", mode="before")
     @classmethod
@@ -249,6 +291,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     key_env = merged.get("embedding_api_key_env") or "OPENAI_API_KEY"
     if environ.get(key_env):
         merged["embedding_api_key"] = environ[key_env]
+    rerank_key_env = merged.get("rerank_api_key_env") or "COFFER_RERANK_API_KEY"
+    if environ.get(rerank_key_env):
+        merged["rerank_api_key"] = environ[rerank_key_env]
     _check_database_url(from_file, config_file)
     try:
         settings = Settings(**merged)
@@ -261,6 +306,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             _where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file) for e in errors
         )
         raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
+    _check_rerank(settings)
     if settings.index_backend == "postgres" and settings.database_url is None:
         raise ConfigError(
             "The postgres index backend needs the server's address.",
@@ -268,6 +314,21 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             "or ~/.pgpass), or go back to the embedded index (index_backend: sqlite).",
         )
     return settings
+
+
+def _check_rerank(settings: Settings) -> None:
+    """Rerank settings that cannot work whatever the environment (the reranker's factory checks them too)."""
+    if settings.rerank_provider == "http" and not settings.rerank_url:
+        raise ConfigError(
+            "The http reranker needs the endpoint's URL.",
+            hint="Set COFFER_RERANK_URL (e.g. http://127.0.0.1:8080/v1/rerank), or rerank provider to none.",
+        )
+    if settings.rerank_provider == "fastembed" and settings.rerank_model_path and not settings.rerank_model:
+        raise ConfigError(
+            f"rerank model_path is set ({settings.rerank_model_path}) but rerank model is not.",
+            hint="Also set COFFER_RERANK_MODEL to the name of the cross-encoder the folder holds (e.g. "
+            "Xenova/ms-marco-MiniLM-L-6-v2).",
+        )
 
 
 def _check_database_url(from_file: Mapping[str, Any], config_file: Path) -> None:
@@ -315,7 +376,8 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             hint=f"Write {path} as 'setting: value' lines (see docs/configuration.md).",
         )
     data.pop("home", None)  # the file lives in home; it cannot move it
-    return _flatten_embedding(data, path)
+    data = _flatten_group(data, path, "embedding", _EMBEDDING_KEYS, "provider: fastembed")
+    return _flatten_group(data, path, "rerank", _RERANK_KEYS, "provider: http, url: http://127.0.0.1:8080/v1/rerank")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -325,25 +387,26 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
-def _flatten_embedding(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    embedding = data.pop("embedding", None)
-    if embedding is None:
+def _flatten_group(data: dict[str, Any], path: Path, group: str, keys: tuple[str, ...], example: str) -> dict[str, Any]:
+    """``group: {key: value}`` in config.yaml as the flat settings ``group_key``."""
+    section = data.pop(group, None)
+    if section is None:
         return data
-    if not isinstance(embedding, dict):
+    if not isinstance(section, dict):
         raise ConfigError(
-            f"'embedding' in {path} must be a mapping.",
-            hint=f"Write it in {path} as e.g. embedding: {{provider: fastembed}}.",
+            f"'{group}' in {path} must be a mapping.",
+            hint=f"Write it in {path} as e.g. {group}: {{{example}}}.",
         )
-    if "api_key" in embedding:
+    if "api_key" in section:
         raise ConfigError(
-            f"{path} holds a plaintext embedding API key.",
+            f"{path} holds a plaintext {group} API key.",
             hint=f"Remove it from {path}; put the key in an environment variable and name that variable in "
             "api_key_env.",
         )
-    unknown = set(embedding) - set(_EMBEDDING_KEYS)
+    unknown = set(section) - set(keys)
     if unknown:
         raise ConfigError(
-            f"Unknown embedding settings in {path}: {', '.join(sorted(unknown))}.",
-            hint=f"Fix them in {path}; known: {', '.join(_EMBEDDING_KEYS)}.",
+            f"Unknown {group} settings in {path}: {', '.join(sorted(unknown))}.",
+            hint=f"Fix them in {path}; known: {', '.join(keys)}.",
         )
-    return {**data, **{f"embedding_{key}": value for key, value in embedding.items()}}
+    return {**data, **{f"{group}_{key}": value for key, value in section.items()}}

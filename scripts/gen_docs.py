@@ -73,6 +73,20 @@ SETTING_NOTES: dict[str, str] = {
     "embedding_dimensions": "openai: ask for vectors of this size (unset: the model's)",
     "embedding_batch_size": "texts per model call (fastembed memory grows with it: 64 long texts took 7 GB here)",
     "embedding_cooldown_seconds": "after a provider failure, fail fast for this long instead of calling it again",
+    "rerank_provider": "`none` (off), `fastembed` (an in-process ONNX cross-encoder) or `http` (a Jina/Cohere-style "
+    "`/rerank` endpoint); see [Reranking](#reranking)",
+    "rerank_model": "fastembed: the cross-encoder (unset: `Xenova/ms-marco-MiniLM-L-6-v2`); http: the `model` sent "
+    "with each request (unset: none sent)",
+    "rerank_model_path": "fastembed: a local ONNX model folder (`onnx/model.onnx` beside the tokenizer files); "
+    "requires `model` to name what it holds; nothing is downloaded",
+    "rerank_url": "http: the endpoint's full URL, e.g. `http://127.0.0.1:8080/v1/rerank` or "
+    "`https://api.jina.ai/v1/rerank`",
+    "rerank_api_key_env": "the name of the environment variable that holds the reranker's API key (sent as a bearer "
+    "token; never in `config.yaml`)",
+    "rerank_candidates": "how many of a search's best passages the reranker reorders at most (the rest keep their "
+    "place after them)",
+    "rerank_timeout_ms": "how long a search waits for the reranker; past it (or when the reranker fails or is still "
+    "busy) the passages keep the unreranked order and the result says why",
     "watch": "`coffer serve` (stdio and HTTP) watches followed folders and every knowledge base's `docs/` folder and "
     "applies their changes as they happen (see [guide.md](guide.md#following-a-folder)); `false`: changes are seen by "
     "reconcile-on-read and `coffer kb check-sources` only",
@@ -156,8 +170,11 @@ def settings() -> str:
 def _config_key(name: str) -> str:
     if name in _NOT_IN_CONFIG_FILE:
         return "—"
-    # config.yaml groups the embedding settings: ``embedding: {provider: ...}``.
-    return f"`{name.replace('embedding_', 'embedding.', 1) if name.startswith('embedding_') else name}`"
+    # config.yaml groups the embedding and rerank settings: ``embedding: {provider: ...}``.
+    for group in ("embedding", "rerank"):
+        if name.startswith(f"{group}_"):
+            return f"`{name.replace(f'{group}_', f'{group}.', 1)}`"
+    return f"`{name}`"
 
 
 def _default(name: str, field: Any) -> str:

@@ -16,7 +16,7 @@ TOOL_NAME = re.compile(r"coffer__[a-z_]+")
 # Layers, lowest first: a module may import its own layer and lower ones only.
 LAYERS = [
     {"errors", "models", "timeutil", "settings", "audit"},
-    {"store", "convert", "index", "embed", "fetch", "access"},
+    {"store", "convert", "index", "embed", "rerank", "fetch", "access"},
     {"indexing", "retrieval"},
     {"services", "portability"},
     {"mcp_server", "web", "cli", "__main__", "__init__"},
@@ -37,12 +37,12 @@ OWNERS = {
     "xlrd": ("convert",),
     "pptx": ("convert",),
     "bs4": ("convert",),
-    "fastembed": ("embed",),
+    "fastembed": ("embed", "rerank"),
     "openai": ("embed",),
     "starlette": ("web",),
     "uvicorn": ("web", "cli"),
     "httpcore": ("fetch",),
-    "httpx": ("fetch", "web"),
+    "httpx": ("fetch", "web", "rerank"),
     "watchfiles": ("services",),
 }
 

@@ -7,7 +7,7 @@ import time
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
 from coffer_mcp.index import IndexDiagnosis
-from coffer_mcp.models import DoctorReport, EmbedderStatus
+from coffer_mcp.models import DoctorReport, EmbedderStatus, RerankerStatus
 from coffer_mcp.retrieval.grep import rg_status
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.registry import Registry
@@ -25,9 +25,9 @@ class Diagnosis:
     def doctor(self, *, check_embedder: bool = True) -> DoctorReport:
         """What this installation can do: ``problems`` need fixing, ``notes`` could be better.
 
-        With ``check_embedder`` False no model is loaded and no provider called by the doctor
-        itself; describing each knowledge base is a read, which may embed due documents for up
-        to ``embed_on_read_seconds`` (``coffer doctor`` sets that to 0).
+        With ``check_embedder`` False no model is loaded and no provider (embedder or reranker)
+        called by the doctor itself; describing each knowledge base is a read, which may embed
+        due documents for up to ``embed_on_read_seconds`` (``coffer doctor`` sets that to 0).
         """
         try:
             index = self.registry.index.diagnose()
@@ -46,6 +46,9 @@ class Diagnosis:
         embedder = self._embedder_status(check_embedder)
         if embedder.error:
             problems.append(f"The embedder is not working: {embedder.error}")
+        reranker = self._reranker_status(check_embedder)
+        if reranker.error:
+            problems.append(f"The reranker is not working (searches keep their unreranked order): {reranker.error}")
         kbs = []
         for name in self.registry.sync():
             try:
@@ -72,6 +75,7 @@ class Diagnosis:
             ripgrep_source=rg.source,
             ripgrep_version=rg.version,
             embedder=embedder,
+            reranker=reranker,
             knowledge_bases=kbs,
             problems=problems,
             notes=[rg.note] if rg.note else [],
@@ -106,6 +110,33 @@ class Diagnosis:
             dimensions=len(vector),
             seconds=round(time.perf_counter() - started, 3),
         )
+
+    def _reranker_status(self, check: bool) -> RerankerStatus:
+        """The reranker's configuration and, with ``check``, whether a probe reranking works (no budget)."""
+        provider = self.registry.settings.rerank_provider
+        try:
+            reranker = self.registry.reranker
+        except ConfigError as exc:
+            return RerankerStatus(
+                provider=provider, identity=None, reachable=False, error=f"{exc.message} {exc.hint_for('cli')}".strip()
+            )
+        if reranker is None:
+            return RerankerStatus(provider=provider, identity=None, reachable=None)
+        status = RerankerStatus(
+            provider=provider,
+            identity=reranker.identity,
+            reachable=None,
+            candidates=reranker.candidates,
+            timeout_ms=reranker.timeout_ms,
+        )
+        if not check:
+            return status
+        try:
+            seconds = reranker.check()
+        except CofferError as exc:
+            error = f"{exc.message} {exc.hint_for('cli')}".strip()
+            return status.model_copy(update={"reachable": False, "error": error})
+        return status.model_copy(update={"reachable": True, "seconds": seconds})
 
     def record_invocation(
         self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None = None

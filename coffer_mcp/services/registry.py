@@ -30,6 +30,7 @@ from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion
 from coffer_mcp.indexing.reindex import Drift, chunk_params, detect_drift, index_document, index_progress, reconcile
 from coffer_mcp.models import Progress
+from coffer_mcp.rerank import BudgetedReranker, RerankConfig, make_reranker
 from coffer_mcp.services.activity import FollowActivity
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
@@ -53,7 +54,7 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
-__all__ = ["BASE_MODES", "VECTOR_MODES", "Registry", "embedding_config"]
+__all__ = ["BASE_MODES", "VECTOR_MODES", "Registry", "embedding_config", "rerank_config"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class Registry:
         self.activity = FollowActivity()
         self._embedder: Embedder | None = embedder
         self._embedder_made = embedder is not None
+        self._reranker: BudgetedReranker | None = None
+        self._reranker_made = False
 
     def prepare_home(self) -> None:
         """Create the home's folders (the index file comes with the first connection)."""
@@ -106,6 +109,25 @@ class Registry:
                     self._embedder = make_embedder(embedding_config(self.settings))
                     self._embedder_made = True
         return self._embedder
+
+    @property
+    def reranker(self) -> BudgetedReranker | None:
+        """The configured reranker, None when off (made on first use; a model loads on first rerank).
+
+        Raises:
+            ConfigError: The rerank settings cannot work.
+        """
+        if not self._reranker_made:
+            with self._guard:
+                if not self._reranker_made:
+                    self._reranker = make_reranker(rerank_config(self.settings))
+                    self._reranker_made = True
+        return self._reranker
+
+    def close_reranker(self) -> None:
+        """Close the reranker's connections, if one was made (it reconnects when used again)."""
+        if self._reranker is not None:
+            self._reranker.close()
 
     def modes(self, config: KbConfig) -> list[str]:
         """The retrieval modes a knowledge base answers with right now."""
@@ -396,6 +418,21 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
         cooldown_seconds=settings.embedding_cooldown_seconds,
         service=settings.embedding_service,
         service_idle_seconds=settings.embedding_service_idle_seconds,
+    )
+
+
+def rerank_config(settings: Settings) -> RerankConfig:
+    """The reranker's settings, taken from the global ones."""
+    key = settings.rerank_api_key
+    return RerankConfig(
+        provider=settings.rerank_provider,
+        model=settings.rerank_model,
+        model_path=settings.rerank_model_path,
+        cache_dir=None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models",
+        url=settings.rerank_url,
+        api_key=key.get_secret_value() if key is not None else None,
+        candidates=settings.rerank_candidates,
+        timeout_ms=settings.rerank_timeout_ms,
     )
 
 

@@ -4,6 +4,11 @@ A search resolves its strategy from the knowledge bases asked for: hybrid when a
 ``vector`` on and an embedder is configured, else keyword. If the query cannot be embedded (the
 provider is down or cooling down), the search degrades to keyword — never an error — and the
 result says which strategy actually ran.
+
+With a reranker configured (``rerank_provider``), the search ranks ``rerank_candidates`` passages
+(or ``top_k``, if more), lets the reranker reorder them within ``rerank_timeout_ms``, and keeps
+the best ``top_k``. A reranker that is slow, busy or failing leaves the order as it was; the
+result's ``rerank`` says which happened.
 """
 
 from __future__ import annotations
@@ -13,9 +18,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
-from coffer_mcp.errors import EmbeddingError, InvalidArgumentError
+from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError
 from coffer_mcp.index import DocumentFilter
-from coffer_mcp.models import GrepHit, GrepResult, Passage, SearchFilters, SearchResult, StrategyChoice
+from coffer_mcp.models import (
+    GrepHit,
+    GrepResult,
+    Passage,
+    RerankInfo,
+    SearchFilters,
+    SearchResult,
+    Strategy,
+    StrategyChoice,
+)
+from coffer_mcp.rerank import BudgetedReranker
 from coffer_mcp.retrieval.grep import LineMatch, grep_dirs
 from coffer_mcp.retrieval.search import fuse_convex, keyword_search, lone_stopword, stopword_only_hint, vector_search
 from coffer_mcp.services.registry import Registry
@@ -69,47 +84,69 @@ class RetrievalService:
         document_ids: Sequence[str] | None = None,
         strategy: StrategyChoice = "auto",
         filters: SearchFilters | Mapping[str, Any] | None = None,
+        rerank: bool = True,
     ) -> SearchResult:
         """Ranked passages for ``query`` from one, several or all (``"*"``) knowledge bases.
 
         ``filters`` (``SearchFilters``, or a mapping of its keys) restricts the documents, inside
         the index's queries: ``top_k`` passages come back whenever that many match. ``strategy``
         other than ``auto`` forces one (benchmarks, debugging); a vector strategy that cannot run
-        still degrades to keyword.
+        still degrades to keyword. ``rerank=False`` skips the configured reranker (benchmarks
+        compare the two).
         """
         query = _check_query(query, top_k)
         where = DocumentFilter.of(SearchFilters.parse(filters), document_ids)
-        registry = self.registry
         if strategy not in STRATEGIES:
             raise InvalidArgumentError(
                 f"strategy must be one of {', '.join(STRATEGIES)}, not {str(strategy)[:40]!r}.",
                 hint="Leave it out (auto) unless you compare strategies.",
             )
-        names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
+        names = self.registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         if lone_stopword(query):  # "the": nothing to rank by, by keyword or by vector
             return SearchResult(
                 strategy="keyword", passages=[], knowledge_bases=names, hint=stopword_only_hint(query, found=False)
             )
+        reranker, info = self._reranker() if rerank else (None, None)
+        depth = max(top_k, reranker.candidates) if reranker is not None else top_k
+        ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
+        if reranker is not None and len(passages) > 1:
+            passages, info = reranker.rerank(query, passages)
+        return SearchResult(strategy=ran, passages=passages[:top_k], knowledge_bases=names, hint=hint, rerank=info)
+
+    def _ranked(
+        self, names: list[str], query: str, strategy: StrategyChoice, top_k: int, depth: int, where: DocumentFilter
+    ) -> tuple[Strategy, list[Passage], str | None]:
+        """The strategy that ran, its best ``depth`` passages (``depth >= top_k``: room for a reranker), a hint."""
+        registry = self.registry
         vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword" or not vector_kbs:
-            return self._keyword_result(names, query, top_k, where)
+            return self._keyword(names, query, depth, where)
+        # The lists fused are as deep as without a reranker (when that is deep enough), so a
+        # reranker that falls back leaves the order a search without one gives.
+        fusion_depth = max(_depth(top_k, wanted), depth)
         try:
-            near = self._vector_passages(vector_kbs, query, _depth(top_k, wanted), where)
+            near = self._vector_passages(vector_kbs, query, fusion_depth, where)
         except EmbeddingError as exc:
             log.info("search degrades to keyword: %s", exc)
-            return self._keyword_result(names, query, top_k, where)
+            return self._keyword(names, query, depth, where)
         if wanted == "vector":
-            return SearchResult(strategy="vector", passages=near[:top_k], knowledge_bases=names)
-        keyword = keyword_search(registry.index, names, query, _depth(top_k, wanted), where)
-        fused = fuse_convex(keyword, near, top_k)
-        hint = stopword_only_hint(query, found=bool(keyword))
-        return SearchResult(strategy="hybrid", passages=fused, knowledge_bases=names, hint=hint)
+            return "vector", near[:depth], None
+        keyword = keyword_search(registry.index, names, query, fusion_depth, where)
+        return "hybrid", fuse_convex(keyword, near, depth), stopword_only_hint(query, found=bool(keyword))
 
-    def _keyword_result(self, names: list[str], query: str, top_k: int, where: DocumentFilter) -> SearchResult:
-        passages = keyword_search(self.registry.index, names, query, top_k, where)
-        hint = stopword_only_hint(query, found=bool(passages))
-        return SearchResult(strategy="keyword", passages=passages, knowledge_bases=names, hint=hint)
+    def _keyword(
+        self, names: list[str], query: str, depth: int, where: DocumentFilter
+    ) -> tuple[Strategy, list[Passage], str | None]:
+        passages = keyword_search(self.registry.index, names, query, depth, where)
+        return "keyword", passages, stopword_only_hint(query, found=bool(passages))
+
+    def _reranker(self) -> tuple[BudgetedReranker | None, RerankInfo | None]:
+        """The configured reranker, or None with why it cannot run (None, None when there is none)."""
+        try:
+            return self.registry.reranker, None
+        except ConfigError as exc:  # settings built without load_settings's checks: say so, still search
+            return None, RerankInfo(applied=False, reason=f"error: {exc.message}")
 
     def _vector_passages(self, kbs: list[str], query: str, depth: int, where: DocumentFilter) -> list[Passage]:
         """Nearest chunks among the current model's vectors (none yet if nothing was embedded)."""
