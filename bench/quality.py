@@ -12,6 +12,9 @@ the same process. Metrics follow BEIR / trec_eval conventions: nDCG@10 with line
 and a log2 discount, Recall@5, Recall@100, MRR@10.
 
 Adding a retrieval mode (``vector``, ``hybrid``) is one function registered in ``MODES``.
+With ``--rerank`` each of the keyword, vector and hybrid modes runs a second time through the
+reranker the ``COFFER_RERANK_*`` environment configures (``<mode>+rerank``); the report counts
+the queries it reranked and why it did not rerank the others (timeout, busy, error).
 With ``--backend sqlite,postgres`` every Coffer system runs once per index backend (PostgreSQL:
 a throwaway embedded server, ``bench._backends``), and each PostgreSQL system is compared with its
 SQLite twin: the nDCG@10 difference and how many queries got the same top 10.
@@ -208,17 +211,17 @@ SearchFn = Callable[[Coffer, str, int], list[Passage]]
 
 def keyword(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
     """Coffer's keyword search (FTS5 BM25 over chunks)."""
-    return coffer.search(KB, query, top_k=top_k, strategy="keyword").passages
+    return coffer.search(KB, query, top_k=top_k, strategy="keyword", rerank=False).passages
 
 
 def vector(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
     """Coffer's vector search (sqlite-vec KNN over chunk embeddings)."""
-    return coffer.search(KB, query, top_k=top_k, strategy="vector").passages
+    return coffer.search(KB, query, top_k=top_k, strategy="vector", rerank=False).passages
 
 
 def hybrid(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
     """Coffer's hybrid search as it ships (min-max-normalized scores, 0.6 keyword + 0.4 vector)."""
-    return coffer.search(KB, query, top_k=top_k, strategy="hybrid").passages
+    return coffer.search(KB, query, top_k=top_k, strategy="hybrid", rerank=False).passages
 
 
 def hybrid_rrf(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
@@ -229,6 +232,8 @@ def hybrid_rrf(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
 MODES: dict[str, SearchFn] = {"keyword": keyword, "vector": vector, "hybrid": hybrid, "hybrid-rrf": hybrid_rrf}
 """Coffer retrieval modes the benchmark can run; a new mode is one function added here."""
 VECTOR_MODES = {"vector", "hybrid", "hybrid-rrf"}
+RERANKABLE = ("keyword", "vector", "hybrid")
+"""Modes ``--rerank`` runs again through the configured reranker (they are ``Coffer.search`` strategies)."""
 
 
 @dataclass(slots=True)
@@ -282,6 +287,35 @@ def coffer_system(coffer: Coffer, ids: dict[str, str], mode: str, ingest_seconds
         "passage_depth": PASSAGE_DEPTH,
     }
     return System(name=name, search=search, ingest_seconds=ingest_seconds, details=details)
+
+
+def reranked_system(coffer: Coffer, ids: dict[str, str], mode: str, ingest_seconds: float, name: str) -> System:
+    """A System searching ``coffer`` with strategy ``mode`` through its reranker, counting what happened."""
+    outcomes: dict[str, int] = {}  # a plain dict: dataclasses.asdict rebuilds a Counter wrongly
+
+    def search(query: str) -> list[str]:
+        result = coffer.search(KB, query, top_k=PASSAGE_DEPTH, strategy=mode)  # type: ignore[arg-type]
+        info = result.rerank
+        outcome = "reranked" if info is not None and info.applied else _why_not(info)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        return rank_documents(ids[p.document_id] for p in result.passages)
+
+    reranker = coffer.registry.reranker
+    assert reranker is not None  # parse_args checked that one is configured
+    system = coffer_system(coffer, ids, mode, ingest_seconds, name)
+    details = {
+        **system.details,
+        "reranker": reranker.identity,
+        "rerank_candidates": reranker.candidates,
+        "rerank_timeout_ms": reranker.timeout_ms,
+        "rerank_outcomes": outcomes,  # filled in as the queries run
+    }
+    return System(name=name, search=search, ingest_seconds=ingest_seconds, details=details)
+
+
+def _why_not(info: Any) -> str:
+    """``timeout``, ``busy``, ``error`` or ``nothing to rerank`` (fewer than two passages)."""
+    return "nothing to rerank" if info is None else str(info.reason).split(":", 1)[0]
 
 
 def bm25_system(corpus: Sequence[Document], cjk: bool) -> System:
@@ -362,6 +396,7 @@ def run_coffer(
     chunk_size: int | None,
     backend: Backend | None = None,
     ann_min_chunks: int | None = None,
+    rerank: bool = False,
 ) -> list[Result]:
     """Index the corpus once with ``chunk_size`` on ``backend`` and evaluate each mode over it.
 
@@ -381,6 +416,10 @@ def run_coffer(
             _log(f"coffer-{mode}{suffix}: {len(dataset.queries)} queries")
             system = coffer_system(coffer, ids, mode, seconds, name=f"coffer-{mode}{suffix}")
             results.append(evaluate(system, dataset))
+            if rerank and mode in RERANKABLE:
+                _log(f"coffer-{mode}+rerank{suffix}: {len(dataset.queries)} queries")
+                system = reranked_system(coffer, ids, mode, seconds, name=f"coffer-{mode}+rerank{suffix}")
+                results.append(evaluate(system, dataset))
         vector_modes = [mode for mode in modes if mode in VECTOR_MODES]
         if ann_min_chunks and vector_modes:
             settings = load_settings(os.environ, home=coffer.settings.home, ann_min_chunks=ann_min_chunks)
@@ -400,13 +439,16 @@ def run_benchmark(
     chunk_sizes: Sequence[int | None],
     backends: Sequence[Backend] = (),
     ann_min_chunks: int | None = None,
+    rerank: bool = False,
 ) -> list[Result]:
     """Every Coffer mode at every chunk size on every backend (default: SQLite), then the bm25s baseline."""
     results = [
         result
         for backend in backends or [Backend()]
         for size in chunk_sizes
-        for result in run_coffer(dataset, modes, size, backend, ann_min_chunks if backend.name == "sqlite" else None)
+        for result in run_coffer(
+            dataset, modes, size, backend, ann_min_chunks if backend.name == "sqlite" else None, rerank
+        )
     ]
     cjk = is_mostly_cjk(f"{doc.title} {doc.text}" for doc in dataset.corpus)
     _log(f"{BASELINE}: indexing and {len(dataset.queries)} queries")
@@ -558,7 +600,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="also run the vector modes with this ann_min_chunks (1: through the ANN graph)",
     )
+    parser.add_argument(
+        "--rerank",
+        action="store_true",
+        help="also run the keyword, vector and hybrid modes through the reranker COFFER_RERANK_* configures",
+    )
     args = parser.parse_args(argv)
+    if args.rerank and os.environ.get("COFFER_RERANK_PROVIDER", "none") == "none":
+        parser.error("--rerank needs a reranker: set COFFER_RERANK_PROVIDER (http or fastembed) and its settings")
     args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     unknown = [mode for mode in args.modes if mode not in MODES]
     if unknown:
@@ -580,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     fingerprint = source_fingerprint()  # before the run: the sources may change while it runs
     with contextlib.ExitStack() as stack:
         backends = [stack.enter_context(open_backend(name, args.postgres_url)) for name in args.backends]
-        results = run_benchmark(dataset, args.modes, chunk_sizes, backends, args.ann_min_chunks)
+        results = run_benchmark(dataset, args.modes, chunk_sizes, backends, args.ann_min_chunks, args.rerank)
         described = [backend.describe() for backend in backends]
     command = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
     data = report(dataset, results, command, args.data, fingerprint, described)
@@ -596,6 +645,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(markdown_table(results))
     if data["backend_agreement"]:
         print("\n" + agreement_table(data["backend_agreement"]))
+    for result in results:
+        if "rerank_outcomes" in result.details:
+            outcomes = ", ".join(f"{why} {count}" for why, count in sorted(result.details["rerank_outcomes"].items()))
+            print(f"\n{result.name}: {result.details['reranker']}, {outcomes} (of {len(dataset.queries)} queries)")
     print(f"\nwritten to {out}")
     return data
 

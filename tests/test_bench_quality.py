@@ -22,6 +22,7 @@ from bench.quality import (
     recall_at_k,
     to_markdown,
 )
+from tests.rerank.fake_rerank_server import fake_rerank_server
 
 # -- metrics -------------------------------------------------------------------------------------
 
@@ -194,3 +195,35 @@ def test_an_unknown_backend_is_refused_with_the_available_ones(capsys: pytest.Ca
     with pytest.raises(SystemExit):
         main(["--data", "nowhere", "--backend", "sqlite,oracle"])
     assert "oracle" in capsys.readouterr().err
+
+
+def test_with_rerank_each_mode_runs_again_through_the_configured_reranker_and_counts_what_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, out = write_beir(tmp_path / "tiny"), tmp_path / "results" / "tiny.json"
+    with fake_rerank_server() as server:
+        for variable, value in {"COFFER_RERANK_PROVIDER": "http", "COFFER_RERANK_URL": server.url}.items():
+            monkeypatch.setenv(variable, value)
+        main(["--data", str(data), "--split", "test", "--rerank", "--out", str(out)])
+        asked = len(server.requests)
+
+    written = json.loads(out.read_text(encoding="utf-8"))
+    systems = {s["name"]: s for s in written["systems"]}
+    assert list(systems) == ["coffer-keyword", "coffer-keyword+rerank", "bm25s"]
+    reranked = systems["coffer-keyword+rerank"]
+    assert reranked["details"]["reranker"] == f"http:127.0.0.1:{server.port}/v1/rerank"
+    assert reranked["details"]["rerank_candidates"] == 30
+    outcomes = reranked["details"]["rerank_outcomes"]
+    assert sum(outcomes.values()) == 4
+    assert outcomes.get("reranked", 0) == asked  # each query with two or more passages asked once
+    assert reranked["metrics"]["ndcg@10"] == pytest.approx(1.0)
+    assert "coffer-keyword+rerank: http:" in capsys.readouterr().out
+
+
+def test_rerank_without_a_configured_reranker_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("COFFER_RERANK_PROVIDER", raising=False)
+    with pytest.raises(SystemExit):
+        main(["--data", "nowhere", "--rerank"])
+    assert "COFFER_RERANK_PROVIDER" in capsys.readouterr().err
