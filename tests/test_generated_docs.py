@@ -59,7 +59,10 @@ def test_the_check_names_a_region_whose_markers_were_deleted(copy: Path) -> None
 def test_every_setting_has_a_row_with_its_key_environment_variable_and_a_meaning() -> None:
     rows = {row.split(" | ")[0].strip("| `") for row in gen_docs.settings().splitlines()[2:]}
     fields = {name for name, field in Settings.model_fields.items() if not field.exclude}
-    keys = {"—" if name == "home" else name.replace("embedding_", "embedding.", 1) for name in fields}
+    keys = {
+        "—" if name == "home" else name.replace("embedding_", "embedding.", 1).replace("rerank_", "rerank.", 1)
+        for name in fields
+    }
     assert rows == keys
     assert "snapshot_retention" in rows
 
