@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench._measure import percentile
+from bench._measure import percentile, source_fingerprint
 from bench.quality import KB, coffer_index, load_dataset
 from coffer_mcp import Coffer, load_settings
 
@@ -71,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--run", type=parse_run, action="append", required=True, help="TIMEOUT_MS,URL (repeatable)")
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
+    fingerprint = source_fingerprint()
+    load_before = os.getloadavg()[0]
     dataset = load_dataset(args.data, args.split, args.limit_queries)
     queries = list(dataset.queries.values())
     rows = []
@@ -101,7 +103,11 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        report = {"dataset": dataset.name, "split": args.split, "queries": len(queries), "top_k": args.top_k}
+        report: dict[str, Any] = {"dataset": dataset.name, "split": args.split, "queries": len(queries)}
+        report |= {"top_k": args.top_k, "candidates": args.candidates, "coffer_source_sha256": fingerprint}
+        report["command"] = " ".join(["python -m bench.rerank_overhead", *(sys.argv[1:] if argv is None else argv)])
+        report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
+        report["cpu_count"] = os.cpu_count()
         report["runs"] = rows
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return rows
