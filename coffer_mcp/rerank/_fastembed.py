@@ -8,8 +8,8 @@ Where the model comes from, as for the embedder:
 3. Otherwise a download from Hugging Face (``HF_ENDPOINT``), only after a 5-second probe shows the
    hub answers (fastembed would retry for 39 seconds), and never with ``HF_HUB_OFFLINE=1``.
 
-The first search's reranking loads the model on the reranker's own thread: searches meanwhile
-keep their unreranked order ("busy"), none waits for the load beyond its budget.
+The first search's reranking loads the model on the reranker's own thread: until it is loaded
+searches keep their unreranked order (``timeout``, then ``busy``); none waits beyond its budget.
 """
 
 from __future__ import annotations

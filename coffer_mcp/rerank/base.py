@@ -124,7 +124,7 @@ class BudgetedReranker:
             return list(passages), self._failed(shorten(exc), "")
         try:
             scores = future.result(timeout=self.timeout_ms / 1000)
-        except TimeoutError:
+        except concurrent.futures.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
             return list(passages), self._fell_back("timeout")
         except CofferError as exc:
             return list(passages), self._failed(exc.message, exc.hint)
