@@ -118,6 +118,9 @@ class FakeRerankServer:
 def _handler(server: FakeRerankServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # The headers and the body go out in two writes: without TCP_NODELAY the body waits for
+        # the client's delayed ACK of the headers, 40 ms on Linux, on every answer.
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
