@@ -17,15 +17,13 @@ nothing here writes to stdout, which belongs to the MCP protocol in stdio mode.
 
 from __future__ import annotations
 
-import http.client
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coffer_mcp.embed.base import normalized, shorten
+from coffer_mcp.embed.base import normalized
+from coffer_mcp.embed.fastembed_models import download, open_cached, open_directory
 from coffer_mcp.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -34,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MODEL", "FastEmbedEmbedder"]
 
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
-HUB_PROBE_SECONDS = 5.0
 
 
 class FastEmbedEmbedder:
@@ -127,7 +124,7 @@ class FastEmbedEmbedder:
         if self.model_path is not None:
             model = self._open_directory(TextEmbedding, options)
         else:
-            model = _open_cached(TextEmbedding, self.model_name, options) or self._download(TextEmbedding, options)
+            model = open_cached(TextEmbedding, self.model_name, options) or self._download(TextEmbedding, options)
         self._check_dimensions(model.embedding_size)
         return model
 
@@ -141,42 +138,27 @@ class FastEmbedEmbedder:
             )
 
     def _open_directory(self, text_embedding: type[TextEmbedding], options: dict[str, Any]) -> TextEmbedding:
-        path = self.model_path
-        assert path is not None
+        assert self.model_path is not None
         hint = (
             f"Check embedding model_path: it must be a directory holding the ONNX export of {self.model_name} "
             "(model.onnx, tokenizer.json, config.json, ...), and the embedding model must name the model it holds."
         )
-        if not path.is_dir():
-            raise EmbeddingError(f"The fastembed model directory {path} does not exist.", hint=hint)
-        try:
-            return text_embedding(self.model_name, specific_model_path=str(path), **options)
-        except Exception as exc:  # onnxruntime and tokenizers raise their own, unrelated types
-            raise EmbeddingError(f"Could not load {self.model_name} from {path}: {shorten(exc)}", hint=hint) from exc
+        return open_directory(
+            text_embedding,
+            self.model_name,
+            self.model_path,
+            options,
+            what="fastembed model",
+            error=EmbeddingError,
+            hint=hint,
+        )
 
     def _download(self, text_embedding: type[TextEmbedding], options: dict[str, Any]) -> TextEmbedding:
-        from huggingface_hub import constants
-
-        offline_hint = (
+        hint = (
             f"Set embedding model_path to a local copy of {self.model_name} (works offline), or let Coffer "
             "download it once while Hugging Face is reachable (HF_ENDPOINT selects a mirror)."
         )
-        if constants.HF_HUB_OFFLINE:
-            raise EmbeddingError(
-                f"{self.model_name} is not in fastembed's cache and HF_HUB_OFFLINE forbids downloading it.",
-                hint=offline_hint,
-            )
-        problem = _unreachable(constants.ENDPOINT)
-        if problem:
-            raise EmbeddingError(
-                f"{self.model_name} is not in fastembed's cache and {constants.ENDPOINT} cannot be reached "
-                f"to download it: {problem}",
-                hint=offline_hint,
-            )
-        try:
-            return text_embedding(self.model_name, **options)
-        except Exception as exc:  # requests, httpx, huggingface_hub and onnxruntime errors alike
-            raise EmbeddingError(f"Could not download {self.model_name}: {shorten(exc)}", hint=offline_hint) from exc
+        return download(text_embedding, self.model_name, options, error=EmbeddingError, hint=hint)
 
     def _check_dimensions(self, size: int) -> None:
         if self.expected_dimensions is not None and self.expected_dimensions != size:
@@ -184,32 +166,6 @@ class FastEmbedEmbedder:
                 f"{self.model_name} makes {size}-dimensional vectors, not {self.expected_dimensions}.",
                 hint=f"fastembed models have a fixed size: unset embedding dimensions or set it to {size}.",
             )
-
-
-def _open_cached(text_embedding: type[TextEmbedding], model_name: str, options: dict[str, Any]) -> TextEmbedding | None:
-    """The model from fastembed's cache, or None when it is not there; never touches the network."""
-    from loguru import logger
-
-    # A cache miss is the normal first run, yet fastembed logs it as two ERROR lines.
-    logger.disable("fastembed")
-    try:
-        return text_embedding(model_name, local_files_only=True, **options)
-    except (ValueError, OSError):
-        return None
-    finally:
-        logger.enable("fastembed")
-
-
-def _unreachable(endpoint: str) -> str | None:
-    """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts)."""
-    request = urllib.request.Request(endpoint, method="HEAD")  # noqa: S310 - the hub's own https URL
-    try:
-        with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 - the same request
-            return None
-    except urllib.error.HTTPError:
-        return None
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
-        return shorten(exc)
 
 
 def _batches(texts: Sequence[str], size: int) -> Iterator[list[str]]:

@@ -14,15 +14,13 @@ searches keep their unreranked order (``timeout``, then ``busy``); none waits be
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from coffer_mcp.embed.fastembed_models import download, open_cached, open_directory
 from coffer_mcp.errors import RerankError
 from coffer_mcp.rerank.base import shorten
 
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MODEL", "FastEmbedReranker"]
 
 DEFAULT_MODEL = "Xenova/ms-marco-MiniLM-L-6-v2"
-HUB_PROBE_SECONDS = 5.0
 BATCH_SIZE = 32
 LOAD_RETRY_SECONDS = 60.0
 
@@ -118,7 +115,7 @@ class FastEmbedReranker:
             return self._open_directory(TextCrossEncoder, self.model_path, options)
         if self.cache_dir is not None:
             options["cache_dir"] = str(self.cache_dir)
-        return _open_cached(TextCrossEncoder, self.model_name, options) or self._download(TextCrossEncoder, options)
+        return open_cached(TextCrossEncoder, self.model_name, options) or self._download(TextCrossEncoder, options)
 
     def _check_model_name(self, cross_encoder: type[TextCrossEncoder]) -> None:
         supported = {entry["model"].lower() for entry in cross_encoder.list_supported_models()}
@@ -136,59 +133,13 @@ class FastEmbedReranker:
             f"Check rerank model_path: it must be a directory holding the ONNX export of {self.model_name} "
             "(onnx/model.onnx, tokenizer.json, config.json, ...), and rerank model must name the model it holds."
         )
-        if not path.is_dir():
-            raise RerankError(f"The reranker model directory {path} does not exist.", hint=hint)
-        try:
-            return cross_encoder(self.model_name, specific_model_path=str(path), **options)
-        except Exception as exc:  # onnxruntime and tokenizers raise their own, unrelated types
-            raise RerankError(f"Could not load {self.model_name} from {path}: {shorten(exc)}", hint=hint) from exc
+        return open_directory(
+            cross_encoder, self.model_name, path, options, what="reranker model", error=RerankError, hint=hint
+        )
 
     def _download(self, cross_encoder: type[TextCrossEncoder], options: dict[str, Any]) -> TextCrossEncoder:
-        from huggingface_hub import constants
-
         hint = (
             f"Set rerank model_path to a local copy of {self.model_name} (works offline), or let Coffer download "
             "it once while Hugging Face is reachable (HF_ENDPOINT selects a mirror)."
         )
-        if constants.HF_HUB_OFFLINE:
-            raise RerankError(
-                f"{self.model_name} is not in fastembed's cache and HF_HUB_OFFLINE forbids downloading it.", hint=hint
-            )
-        problem = _unreachable(constants.ENDPOINT)
-        if problem:
-            raise RerankError(
-                f"{self.model_name} is not in fastembed's cache and {constants.ENDPOINT} cannot be reached to "
-                f"download it: {problem}",
-                hint=hint,
-            )
-        try:
-            return cross_encoder(self.model_name, **options)
-        except Exception as exc:  # requests, huggingface_hub and onnxruntime errors alike
-            raise RerankError(f"Could not download {self.model_name}: {shorten(exc)}", hint=hint) from exc
-
-
-def _open_cached(
-    cross_encoder: type[TextCrossEncoder], model_name: str, options: dict[str, Any]
-) -> TextCrossEncoder | None:
-    """The model from fastembed's cache, or None when it is not there; never touches the network."""
-    from loguru import logger
-
-    logger.disable("fastembed")  # a cache miss is the normal first run, yet fastembed logs it as errors
-    try:
-        return cross_encoder(model_name, local_files_only=True, **options)
-    except (ValueError, OSError):
-        return None
-    finally:
-        logger.enable("fastembed")
-
-
-def _unreachable(endpoint: str) -> str | None:
-    """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts)."""
-    request = urllib.request.Request(endpoint, method="HEAD")  # noqa: S310 - the hub's own https URL
-    try:
-        with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 - the same request
-            return None
-    except urllib.error.HTTPError:
-        return None
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
-        return shorten(exc)
+        return download(cross_encoder, self.model_name, options, error=RerankError, hint=hint)

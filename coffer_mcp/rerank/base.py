@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from coffer_mcp.embed.base import shorten as shorten_error
 from coffer_mcp.errors import CofferError, RerankError
 from coffer_mcp.models import Passage, RerankInfo
 
@@ -188,7 +189,4 @@ def _text(passage: Passage) -> str:
 
 def shorten(exc: BaseException, limit: int = 200) -> str:
     """One line naming the exception, short enough for a search result or a status report."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if not text.startswith(type(exc).__name__):
-        text = f"{type(exc).__name__}: {text}"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten_error(exc, limit)

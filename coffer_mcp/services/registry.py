@@ -401,6 +401,12 @@ class Registry:
         self._configs.pop(name, None)
 
 
+def _model_cache(settings: Settings) -> Path | None:
+    """Where fastembed keeps downloaded models: the home (the temp dir may be emptied by a reboot),
+    unless the user chose a cache folder for fastembed (None: fastembed's own)."""
+    return None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models"
+
+
 def embedding_config(settings: Settings) -> EmbeddingConfig:
     """The embedder's settings, taken from the global ones."""
     key = settings.embedding_api_key
@@ -408,9 +414,7 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
         provider=settings.embedding_provider,
         model=settings.embedding_model,
         model_path=settings.embedding_model_path,
-        # Downloaded models live in the home (the temp dir may be emptied by a reboot), unless the
-        # user chose a cache folder for fastembed.
-        cache_dir=None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models",
+        cache_dir=_model_cache(settings),
         base_url=settings.embedding_base_url,
         api_key=key.get_secret_value() if key is not None else None,
         dimensions=settings.embedding_dimensions,
@@ -428,7 +432,7 @@ def rerank_config(settings: Settings) -> RerankConfig:
         provider=settings.rerank_provider,
         model=settings.rerank_model,
         model_path=settings.rerank_model_path,
-        cache_dir=None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models",
+        cache_dir=_model_cache(settings),
         url=settings.rerank_url,
         api_key=key.get_secret_value() if key is not None else None,
         candidates=settings.rerank_candidates,
