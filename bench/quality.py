@@ -248,7 +248,11 @@ class System:
 
 @contextmanager
 def coffer_index(
-    corpus: Sequence[Document], chunk_size: int | None = None, vector: bool = False, backend: Backend | None = None
+    corpus: Sequence[Document],
+    chunk_size: int | None = None,
+    vector: bool = False,
+    backend: Backend | None = None,
+    chunk_overlap: int | None = None,
 ) -> Iterator[tuple[Coffer, dict[str, str], float]]:
     """A fresh Coffer home holding the corpus: yields (coffer, document id -> corpus id, seconds).
 
@@ -260,7 +264,7 @@ def coffer_index(
         tempfile.TemporaryDirectory(prefix="coffer-bench-") as home,
         Coffer(load_settings(os.environ, home=home, **index)) as coffer,
     ):
-        coffer.create_kb(KB, chunk_size=chunk_size, vector=vector)
+        coffer.create_kb(KB, chunk_size=chunk_size, chunk_overlap=chunk_overlap, vector=vector)
         ids: dict[str, str] = {}
         started = time.perf_counter()
         for done, doc in enumerate(corpus, start=1):
