@@ -71,7 +71,14 @@ def capture(dataset: Dataset, chunk_size: int, overlap: int, vector: bool) -> di
             ranked[qid] = {
                 strategy: [
                     (ids[p.document_id], p.position, p.score)
-                    for p in coffer.search(KB, text, PASSAGE_DEPTH, strategy=strategy, rerank=False).passages  # type: ignore[arg-type]
+                    for p in coffer.search(
+                        KB,
+                        text,
+                        PASSAGE_DEPTH,
+                        strategy=strategy,
+                        rerank=False,
+                        per_document=False,  # type: ignore[arg-type]
+                    ).passages
                 ]
                 for strategy in strategies
             }
@@ -138,9 +145,23 @@ def with_rest(beta: float) -> Callable[[Sequence[Hit]], list[str]]:
     return rank
 
 
+def with_second(beta: float) -> Callable[[Sequence[Hit]], list[str]]:
+    """Documents by best passage score + ``beta`` x their second best passage's score."""
+
+    def rank(hits: Sequence[Hit]) -> list[str]:
+        scores: dict[str, list[float]] = {}
+        for doc, _, score in hits:
+            scores.setdefault(doc, []).append(score)
+        total = {doc: s[0] + beta * (s[1] if len(s) > 1 else 0.0) for doc, s in scores.items()}
+        return sorted(total, key=lambda doc: -total[doc])
+
+    return rank
+
+
 AGGREGATIONS: dict[str, Callable[[Sequence[Hit]], list[str]]] = {
     "max": by_best,
     **{f"max+{beta:g}*rest": with_rest(beta) for beta in BETAS},
+    **{f"max+{beta:g}*second": with_second(beta) for beta in BETAS},
 }
 
 

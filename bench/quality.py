@@ -225,8 +225,12 @@ def hybrid(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
 
 
 def hybrid_rrf(coffer: Coffer, query: str, top_k: int) -> list[Passage]:
-    """The usual baseline fusion, for comparison: reciprocal rank fusion, K = 60."""
-    return fuse_rrf([keyword(coffer, query, top_k), vector(coffer, query, top_k)], top_k)
+    """The usual baseline fusion, for comparison: reciprocal rank fusion, K = 60 (of passages as they rank)."""
+    lists = [
+        coffer.search(KB, query, top_k=top_k, strategy=strategy, rerank=False, per_document=False).passages
+        for strategy in ("keyword", "vector")
+    ]
+    return fuse_rrf(lists, top_k)
 
 
 MODES: dict[str, SearchFn] = {"keyword": keyword, "vector": vector, "hybrid": hybrid, "hybrid-rrf": hybrid_rrf}

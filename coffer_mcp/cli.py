@@ -286,6 +286,11 @@ def _add_search(p: argparse.ArgumentParser) -> None:
     )
     _add_filters(p)
     p.add_argument("--no-rerank", action="store_true", help="skip the configured reranker (compare the orders)")
+    p.add_argument(
+        "--all-passages",
+        action="store_true",
+        help="the best passages as they rank, several of one document if so (default: one per document first)",
+    )
     p.set_defaults(handler=_kb_search)
 
 
@@ -614,7 +619,13 @@ def _kb_search(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         query, rerank = " ".join(args.query), not args.no_rerank
         result = coffer.search(
-            _selector(args.name), query, args.top_k, strategy=args.strategy, filters=_filters(args), rerank=rerank
+            _selector(args.name),
+            query,
+            args.top_k,
+            strategy=args.strategy,
+            filters=_filters(args),
+            rerank=rerank,
+            per_document=not args.all_passages,
         )
     _emit(args, result, _render_search)
 
@@ -944,10 +955,11 @@ def _render_search(result) -> str:
         text = " ".join(p.text.split())
         text = text if len(text) <= 300 else text[:297] + "..."
         where = " > ".join(p.heading_path)
+        more = f"\n   also matches at #{', #'.join(map(str, p.more_positions))}" if p.more_positions else ""
         blocks.append(
             f"{rank}. {p.title}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
             + (f"   {where}\n" if where else "")
-            + f"   {text}"
+            + f"   {text}{more}"
         )
     return "\n".join(blocks) + f"\n(strategy: {result.strategy}{_rerank_note(result.rerank)})"
 

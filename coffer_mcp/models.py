@@ -406,6 +406,10 @@ class Passage(_Model):
         default=None, description="Stable id of the chunk: '<document_id>:<position>' (not over MCP)."
     )
     kb: str | None = Field(default=None, description="Its knowledge base (MCP: when several were searched).")
+    more_positions: list[int] = Field(
+        default_factory=list,
+        description="Positions of the document's other matching passages, best first (read with around_position).",
+    )
 
 
 class RerankInfo(_Model):

@@ -17,6 +17,13 @@ comparison): on SciFact both beat either list alone (0.728 vs 0.725 nDCG@10 at R
 when the embedding model does not know the documents' language (English MiniLM on Chinese, a
 common misconfiguration), RRF K=60 fell from keyword's 0.977 to 0.596 while this stays at 0.975:
 a keyword leader can only be displaced by passages the vector list also ranks well.
+
+A search answers one passage per document first (``by_document``): a document ranks where its
+best passage ranks, and that passage lists where its other matches are (``more_positions``).
+Only when fewer documents than ``top_k`` match do further passages of those documents fill the
+answer. Adding the other passages' scores to a document's (all of them, or the second best) was
+measured no better on SciFact, and worse when all of them count (``bench.chunking``, see
+docs/benchmarks.md, "Chunk size and per-document ranking").
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ __all__ = [
     "COMMON_MATCHES",
     "RRF_K",
     "VECTOR_WEIGHT",
+    "by_document",
     "fuse_convex",
     "fuse_rrf",
     "keyword_search",
@@ -45,6 +53,7 @@ SUBSTRING_SCAN_LIMIT = 5000
 COMMON_MATCHES = 4096
 RRF_K = 60
 VECTOR_WEIGHT = 0.4
+MORE_POSITIONS = 10
 
 
 def keyword_search(index: Index, kbs: Sequence[str], query: str, top_k: int, where: Where = None) -> list[Passage]:
@@ -188,6 +197,30 @@ def fuse_convex(
             first.setdefault(key, passage)
     best = sorted(combined, key=lambda key: (-combined[key], key))[:top_k]
     return [first[key].model_copy(update={"score": round(combined[key], 6)}) for key in best]
+
+
+def by_document(passages: Sequence[Passage], top_k: int) -> list[Passage]:
+    """At most ``top_k`` of ``passages`` (best first), one per document first.
+
+    Each document is represented by its best passage, in their order, carrying the positions of
+    the document's other passages, best first, in ``more_positions``. When fewer than ``top_k``
+    documents are found, the next passages of those documents follow, best first, and leave that
+    list.
+    """
+    groups: dict[tuple[str | None, str], list[Passage]] = {}
+    for passage in passages:
+        groups.setdefault((passage.kb, passage.document_id), []).append(passage)
+    chosen = list(groups)[:top_k]
+    room = top_k - len(chosen)
+    seconds = {id(p) for key in chosen for p in groups[key][1:]} if room else set()
+    extra = [p for p in passages if id(p) in seconds][:room]  # best first, as they ranked
+    shown = {id(p) for p in extra}
+    firsts = []
+    for key in chosen:
+        best, *others = groups[key]
+        more = [p.position for p in others if id(p) not in shown][:MORE_POSITIONS]
+        firsts.append(best.model_copy(update={"more_positions": more}))
+    return firsts + extra
 
 
 def to_passage(row: PassageRow) -> Passage:
