@@ -34,6 +34,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import bm25s
+import Stemmer
+
 from bench.quality import (
     BASELINE,
     KB,
@@ -56,6 +59,7 @@ Ranked = dict[str, dict[str, list[Hit]]]
 
 SERVICE_FUSION_DEPTH = 100  # what the service fuses for top_k 10 (retrieval.MIN_FUSION_DEPTH)
 BETAS = (0.05, 0.1, 0.2, 0.3, 0.5)
+GAMMAS = (0.2, 0.3, 0.5)
 
 
 # -- capture -------------------------------------------------------------------------------------
@@ -165,6 +169,43 @@ AGGREGATIONS: dict[str, Callable[[Sequence[Hit]], list[str]]] = {
 }
 
 
+def with_document(documents: dict[str, float], gamma: float) -> Callable[[Sequence[Hit]], list[str]]:
+    """Documents by ``(1 - gamma)`` x their best passage + ``gamma`` x a document-level BM25, each min-max normalized.
+
+    ``documents`` is one query's whole-document BM25 scores (bm25s: what a document-level index
+    would add), for the documents it ranks first.
+    """
+
+    def rank(hits: Sequence[Hit]) -> list[str]:
+        best: dict[str, float] = {}
+        for doc, _, value in hits:
+            best.setdefault(doc, value)
+        total: dict[str, float] = {}
+        for weight, scores in ((1 - gamma, best), (gamma, documents)):
+            if not scores:
+                continue
+            low, high = min(scores.values()), max(scores.values())
+            for doc, value in scores.items():
+                total[doc] = total.get(doc, 0.0) + weight * ((value - low) / (high - low) if high > low else 1.0)
+        return sorted(total, key=lambda doc: -total[doc])
+
+    return rank
+
+
+def document_bm25(dataset: Dataset, depth: int = 100) -> dict[str, dict[str, float]]:
+    """Every query's bm25s scores over whole documents (``title + text``, English analysis), ``depth`` deep."""
+    tokenizer = bm25s.tokenization.Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
+    retriever = bm25s.BM25()
+    texts = [f"{doc.title} {doc.text}" for doc in dataset.corpus]
+    retriever.index(tokenizer.tokenize(texts, return_as="tuple", show_progress=False), show_progress=False)
+    scores = {}
+    for qid, text in dataset.queries.items():
+        tokens = tokenizer.tokenize([text], update_vocab=False, return_as="ids", show_progress=False)
+        hits, values = retriever.retrieve(tokens, k=min(depth, len(texts)), show_progress=False, n_threads=1)
+        scores[qid] = {dataset.corpus[i].id: float(v) for i, v in zip(hits[0], values[0], strict=True)}
+    return scores
+
+
 def distinct_in_first(hits: Sequence[Hit], n: int = 10) -> int:
     return len({doc for doc, _, _ in hits[:n]})
 
@@ -178,7 +219,12 @@ def score(dataset: Dataset, ranked: dict[str, list[str]]) -> dict[str, float]:
     return {"ndcg@10": statistics.fmean(ndcg), "recall@100": statistics.fmean(recall)}
 
 
-def analyse(dataset: Dataset, data: dict[str, Any], alphas: Sequence[float]) -> list[dict[str, Any]]:
+def analyse(
+    dataset: Dataset,
+    data: dict[str, Any],
+    alphas: Sequence[float],
+    documents: dict[str, dict[str, float]] | None = None,
+) -> list[dict[str, Any]]:
     """Every (strategy, depth, aggregation) over one capture, with nDCG@10 and Recall@100."""
     ranked: Ranked = data["ranked"]
     lists: dict[str, dict[str, list[Hit]]] = {}
@@ -193,8 +239,11 @@ def analyse(dataset: Dataset, data: dict[str, Any], alphas: Sequence[float]) -> 
     rows = []
     for name, hits in lists.items():
         distinct = statistics.fmean(distinct_in_first(h) for h in hits.values())
-        for aggregation, rank in AGGREGATIONS.items():
-            metrics = score(dataset, {qid: rank(h) for qid, h in hits.items()})
+        aggregations = {name: (lambda qid, h, rank=rank: rank(h)) for name, rank in AGGREGATIONS.items()}
+        for gamma in GAMMAS if documents else ():
+            aggregations[f"max+doc-bm25({gamma:g})"] = lambda qid, h, g=gamma: with_document(documents[qid], g)(h)
+        for aggregation, rank in aggregations.items():
+            metrics = score(dataset, {qid: rank(qid, h) for qid, h in hits.items()})
             rows.append(
                 {
                     "chunk_size": data["chunk_size"],
@@ -222,14 +271,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--cache", type=Path, required=True, help="folder keeping each configuration's passages")
     parser.add_argument("--alpha", action="append", type=float, default=None, help="hybrid vector weights to try")
     parser.add_argument("--out", type=Path, default=None, help="JSON output")
+    parser.add_argument(
+        "--document-bm25",
+        action="store_true",
+        help="also rank with whole-document BM25 (bm25s, English) as document-level evidence",
+    )
     args = parser.parse_args(argv)
     dataset = load_dataset(args.data, args.split)
     vector = os.environ.get("COFFER_EMBEDDING_PROVIDER", "none") not in ("", "none")
     alphas = args.alpha or [VECTOR_WEIGHT]
+    documents = document_bm25(dataset) if args.document_bm25 else None
     rows = []
     for config in args.config:
         size, overlap = parse_config(config)
-        rows.extend(analyse(dataset, captured(dataset, size, overlap, vector, args.cache), alphas))
+        rows.extend(analyse(dataset, captured(dataset, size, overlap, vector, args.cache), alphas, documents))
     cjk = is_mostly_cjk(f"{doc.title} {doc.text}" for doc in dataset.corpus)
     baseline = evaluate(bm25_system(dataset.corpus, cjk), dataset).metrics["ndcg@10"]
     for row in rows:
