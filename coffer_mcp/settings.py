@@ -92,8 +92,8 @@ class Settings(BaseModel):
     rg_path: str | None = Field(
         default=None, description="The ripgrep binary; unset looks for rg on PATH, empty disables ripgrep."
     )
-    chunk_size: int = Field(default=512, ge=64, le=8192, description="Default for new KBs.")
-    chunk_overlap: int = Field(default=64, ge=0, le=4096, description="Default for new KBs.")
+    chunk_size: int = Field(default=1024, ge=64, le=8192, description="Default for new KBs.")
+    chunk_overlap: int = Field(default=128, ge=0, le=4096, description="Default for new KBs.")
     curation_tools: bool = True
     read_only: bool = Field(default=False, description="Expose no tool that writes (MCP).")
     allowed_dirs: list[Path] = Field(

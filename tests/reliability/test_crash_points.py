@@ -179,4 +179,5 @@ def check_scenario(coffer: Coffer, scenario: str, names: list[str], where: str) 
             assert coffer.list_documents(cp.KB).total == 3, where
     if scenario == "update_kb":
         details = coffer.describe_kb(cp.KB)
-        assert (details.chunk_size, details.chunk_overlap) in ((512, 64), (128, 16)), where
+        defaults = (coffer.settings.chunk_size, coffer.settings.chunk_overlap)
+        assert (details.chunk_size, details.chunk_overlap) in (defaults, (128, 16)), where
