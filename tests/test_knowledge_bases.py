@@ -67,6 +67,17 @@ def test_updating_the_description_keeps_the_documents(coffer: Coffer, notes: str
     assert (updated.description, updated.document_count) == ("new words", 1)
 
 
+def test_a_smaller_chunk_size_alone_shrinks_an_overlap_that_would_no_longer_fit(coffer: Coffer) -> None:
+    coffer.create_kb("kb", chunk_size=1024, chunk_overlap=128)
+    coffer.add_document("kb", "a.md", "# A\n\n" + "word " * 400)
+
+    assert (coffer.update_kb("kb", chunk_size=512).chunk_overlap, coffer.describe_kb("kb").chunk_size) == (128, 512)
+    smaller = coffer.update_kb("kb", chunk_size=256)  # 128 is not below half of 256
+
+    assert (smaller.chunk_size, smaller.chunk_overlap) == (256, 64)
+    assert smaller.chunk_count >= 8
+
+
 @pytest.mark.sqlite_only  # counts the rows of every SQLite table
 def test_deleting_a_knowledge_base_leaves_no_file_and_no_index_row(coffer: Coffer, notes: str, home: Path) -> None:
     coffer.create_kb("keep")

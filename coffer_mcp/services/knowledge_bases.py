@@ -154,11 +154,15 @@ class KnowledgeBaseService:
         """Change a knowledge base's settings.
 
         New chunking parameters re-chunk its documents; turning ``vector`` on embeds them (with
-        progress), turning it off drops its vectors.
+        progress), turning it off drops its vectors. A smaller ``chunk_size`` given alone keeps
+        the overlap, unless it would no longer be below half the size: then the overlap shrinks
+        in proportion (1,024/128 to 256 gives 256/32).
         """
         kb, _ = self.registry.open_kb(name)
         with self.registry.writing(kb):
             old = self.registry.config(name)
+            if chunk_size is not None and chunk_overlap is None and 2 * old.chunk_overlap >= chunk_size:
+                chunk_overlap = old.chunk_overlap * chunk_size // old.chunk_size
             changes = {
                 "description": description,
                 "chunk_size": chunk_size,
