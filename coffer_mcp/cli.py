@@ -207,7 +207,7 @@ def _add_tag(p: argparse.ArgumentParser) -> None:
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
-    """The filter options of ``search`` and ``documents``: the MCP tools' ``filters``, one flag per key."""
+    """The filter options of ``search``, ``grep`` and ``documents``: the MCP tools' ``filters``, one flag per key."""
     group = p.add_argument_group("filters", "only documents matching all of these")
     group.add_argument(
         "--tag", dest="tags", action="append", metavar="TAG", help="carrying this tag (repeat: all of them)"
@@ -300,6 +300,7 @@ def _add_grep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-matches", type=int, default=50)
     p.add_argument("-i", "--ignore-case", action="store_true")
     p.add_argument("-F", "--fixed-strings", action="store_true")
+    _add_filters(p)
     p.set_defaults(handler=_kb_grep)
 
 
@@ -673,6 +674,7 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
             args.max_matches,
             ignore_case=args.ignore_case,
             fixed_strings=args.fixed_strings,
+            filters=_filters(args),
         )
 
     def render(r) -> str:

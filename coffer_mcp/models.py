@@ -419,7 +419,8 @@ class RerankInfo(_Model):
     model: str | None = Field(default=None, description="The reranker that reordered the passages.")
     candidates: int | None = Field(default=None, description="How many of the best passages it reordered.")
     reason: str | None = Field(
-        default=None, description="Why not (timeout, busy, error: ...): the passages keep the unreranked order."
+        default=None,
+        description="Why not (timeout, busy, error: ..., cooldown: ...): the passages keep the unreranked order.",
     )
 
 

@@ -44,6 +44,7 @@ ENV_VARS: dict[str, str] = {
     "COFFER_RERANK_API_KEY_ENV": "rerank_api_key_env",
     "COFFER_RERANK_CANDIDATES": "rerank_candidates",
     "COFFER_RERANK_TIMEOUT_MS": "rerank_timeout_ms",
+    "COFFER_RERANK_COOLDOWN_SECONDS": "rerank_cooldown_seconds",
     "COFFER_READ_ONLY": "read_only",
     "COFFER_ALLOWED_DIRS": "allowed_dirs",
     "COFFER_HTTP_TOKEN": "http_token",
@@ -68,7 +69,7 @@ _EMBEDDING_KEYS = (
     "service_idle_seconds",
 )
 # ... and the reranker's: ``rerank: {provider: http, url: ...}``.
-_RERANK_KEYS = ("provider", "model", "model_path", "url", "api_key_env", "candidates", "timeout_ms")
+_RERANK_KEYS = ("provider", "model", "model_path", "url", "api_key_env", "candidates", "timeout_ms", "cooldown_seconds")
 
 
 class Settings(BaseModel):
@@ -185,6 +186,12 @@ class Settings(BaseModel):
         ge=1,
         le=60_000,
         description="How long a search waits for the reranker; past it the passages keep the unreranked order.",
+    )
+    rerank_cooldown_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="After 3 timeouts or errors in a row, searches leave the reranker alone this long, then try "
+        "it again (0: never).",
     )
     # -- the ANN index (index/sqlite/ann.py) --
     ann_min_chunks: int = Field(

@@ -87,6 +87,8 @@ SETTING_NOTES: dict[str, str] = {
     "place after them)",
     "rerank_timeout_ms": "how long a search waits for the reranker; past it (or when the reranker fails or is still "
     "busy) the passages keep the unreranked order and the result says why",
+    "rerank_cooldown_seconds": "after 3 timeouts or errors in a row, searches leave the reranker alone for this long "
+    "(their `rerank.reason` says `cooldown: …`), then the next one tries it again; `0`: never",
     "watch": "`coffer serve` (stdio and HTTP) watches followed folders and every knowledge base's `docs/` folder and "
     "applies their changes as they happen (see [guide.md](guide.md#following-a-folder)); `false`: changes are seen by "
     "reconcile-on-read and `coffer kb check-sources` only",

@@ -298,7 +298,7 @@ def test_reindexing_twice_reports_no_embedding_when_no_vector_was_computed(home:
         assert len(server.requests) == embedded_at_ingest > 0
 
 
-def test_search_and_documents_take_the_filters_as_options_and_ingest_tags(run, tmp_path: Path) -> None:
+def test_search_grep_and_documents_take_the_filters_as_options_and_ingest_tags(run, tmp_path: Path) -> None:
     papers, other = tmp_path / "papers", tmp_path / "other"
     papers.mkdir()
     other.mkdir()
@@ -323,6 +323,9 @@ def test_search_and_documents_take_the_filters_as_options_and_ingest_tags(run, t
     assert set(titles("--format", "md", "--format", "CSV")) == {"Paper A", "Other B", "c"}
     assert titles("--created-before", "2000-01-01") == []
     assert len(titles("--created-after", "2000-01-01", "--updated-before", "2999-12-31T00:00:00Z")) == 3
+    grepped = as_json(run("kb", "grep", "notes", "locks", "--json", "--path-prefix", f"{other}/", "--format", "md"))
+    assert [hit["line"] for hit in grepped["hits"]] == ["locks again, locks everywhere"]
+    assert run("kb", "grep", "notes", "locks", "--tag", "nope") == "no matches\n"
     page = as_json(run("kb", "documents", "notes", "--json", "--tag", "PAPER"))
     assert [d["title"] for d in page["documents"]] == ["Paper A"]
     assert page["documents"][0]["tags"] == ["Draft", "paper"]
@@ -343,6 +346,9 @@ def test_bad_filter_options_are_refused_in_command_line_words(run, tmp_path: Pat
     assert "hint: Filter with --tag TAG" in err
     err = run("kb", "documents", "notes", "--format", "p d f", code=1)
     assert "is not a format" in err
+    err = run("kb", "grep", "notes", "q", "--updated-before", "soon", code=1)
+    assert "'updated_before': 'soon' is not an ISO 8601 date or time" in err
+    assert "hint: Filter with --tag TAG" in err
     assert "Give the document's tags, or --clear" in run("kb", "tag", "notes", UNKNOWN_ID, code=1)
     (tmp_path / "f").mkdir()
     err = run("kb", "ingest", "notes", str(tmp_path / "f"), "--follow", "--tag", "x", code=1)

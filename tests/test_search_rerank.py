@@ -8,7 +8,9 @@ an unreranked one by its order alone.
 from __future__ import annotations
 
 import os
+import re
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -143,6 +145,31 @@ async def test_a_reranker_slower_than_the_budget_is_not_waited_for_and_the_resul
         rerank_server.release()
     assert order(found, names) == KEYWORD_ORDER
     assert found["rerank"] == {"applied": False, "reason": "timeout"}
+
+
+async def test_after_three_timeouts_searches_leave_the_reranker_alone_for_the_cooldown_and_say_so(
+    home: Path, names: dict[str, str], rerank_server: FakeRerankServer
+) -> None:
+    rerank_server.hold()
+    with open_coffer(home, rerank_server, COFFER_RERANK_TIMEOUT_MS="300") as coffer:
+        try:
+            async with client_for(coffer) as client:
+                with anyio.fail_after(WAIT):
+                    found = [await call(client, "coffer__search_knowledge", kb="notes", query=QUERY) for _ in range(4)]
+        finally:
+            rerank_server.release()
+            for thread in [t for t in threading.enumerate() if t.name == "coffer-rerank"]:
+                thread.join(WAIT)  # the held requests end before their client closes
+    assert [order(result, names) for result in found] == [KEYWORD_ORDER] * 4
+    assert [result["rerank"] for result in found[:3]] == [{"applied": False, "reason": "timeout"}] * 3
+    assert found[3]["rerank"]["applied"] is False
+    said = re.fullmatch(
+        r"cooldown: not tried for (\d+) more seconds after 3 timeouts or errors in a row \(the last: timeout\)",
+        found[3]["rerank"]["reason"],
+    )
+    assert said is not None, found[3]["rerank"]
+    assert 0 < int(said[1]) <= 30
+    assert len(rerank_server.requests) == 3  # the fourth search did not ask
 
 
 async def test_a_failing_reranker_leaves_the_order_and_the_result_says_why(

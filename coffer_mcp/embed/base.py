@@ -4,6 +4,7 @@ Providers (``_fastembed``, ``_openai``) import their library on first use, raise
 with a specific hint where they recognise a failure, and may raise anything else where they do
 not: ``CooldownEmbedder`` maps the rest at this boundary and keeps a failed provider from being
 called again for ``cooldown_seconds``, so a dead provider costs one failure, not one per document.
+The pause itself is ``Cooldown``, which the reranker's budget uses too.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from coffer_mcp.errors import EmbeddingError
 
-__all__ = ["CooldownEmbedder", "Embedder", "EmbeddingConfig", "normalized", "shorten"]
+__all__ = ["Cooldown", "CooldownEmbedder", "Embedder", "EmbeddingConfig", "Pause", "normalized", "shorten"]
 
 COOLING_DOWN = "embedding_cooling_down"
 _T = TypeVar("_T")
+_F = TypeVar("_F")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,66 @@ class Embedder(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Pause(Generic[_F]):
+    """A ``Cooldown``'s pause: the seconds it has left, the failures in a row behind it, the last one."""
+
+    seconds_left: float
+    failures: int
+    last: _F
+
+
+class Cooldown(Generic[_F]):
+    """Pauses calls to a failing provider: after ``after`` failures in a row, for ``seconds``.
+
+    Every failure from the ``after``-th on starts the pause again, so once it ends one call goes
+    through, and if that fails too the next pause begins at once; a success ends the streak.
+    The caller asks ``pause()`` before each call and reports how it went. Thread-safe.
+
+    Args:
+        seconds: How long a pause lasts (0: never pause).
+        after: How many failures in a row start one.
+        clock: Monotonic seconds; tests may pass their own.
+    """
+
+    def __init__(self, seconds: float, *, after: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.after = max(1, after)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._last: _F | None = None
+        self._paused_at: float | None = None
+
+    def pause(self) -> Pause[_F] | None:
+        """The pause calls are in now, or None: they may go ahead."""
+        with self._lock:
+            if self._paused_at is None or self._last is None:
+                return None
+            left = self._paused_at + self.seconds - self._clock()
+            return Pause(left, self._failures, self._last) if left > 0 else None
+
+    @property
+    def last_failure(self) -> _F | None:
+        """The last failure since the last success, if any."""
+        with self._lock:
+            return self._last
+
+    def failed(self, failure: _F) -> Pause[_F] | None:
+        """Count a failure; the pause it starts (again), if any."""
+        with self._lock:
+            self._failures += 1
+            self._last = failure
+            if self._failures < self.after or self.seconds <= 0:
+                return None
+            self._paused_at = self._clock()
+            return Pause(self.seconds, self._failures, failure)
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._failures, self._last, self._paused_at = 0, None, None
+
+
 class CooldownEmbedder:
     """Wraps a provider: maps its failures to ``EmbeddingError`` and fails fast while cooling down.
 
@@ -112,12 +174,8 @@ class CooldownEmbedder:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.provider = provider
-        self._cooldown = cooldown_seconds
         self._hint = hint
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._failed_at: float | None = None
-        self._failure: EmbeddingError | None = None
+        self._cooldown: Cooldown[EmbeddingError] = Cooldown(cooldown_seconds, clock=clock)
 
     def __repr__(self) -> str:
         return f"CooldownEmbedder({self.identity!r}, cooling_down={self.cooling_down})"
@@ -129,14 +187,13 @@ class CooldownEmbedder:
     @property
     def cooling_down(self) -> bool:
         """True while calls are refused after a failure."""
-        with self._lock:
-            return self._remaining() > 0
+        return self._cooldown.pause() is not None
 
     @property
     def last_error(self) -> str | None:
         """The message of the failure that started the current cooldown, if any."""
-        with self._lock:
-            return None if self._failure is None else self._failure.message
+        failure = self._cooldown.last_failure
+        return None if failure is None else failure.message
 
     def dimensions(self) -> int:
         return self._call(self.provider.dimensions)
@@ -152,38 +209,27 @@ class CooldownEmbedder:
         try:
             result = call()
         except EmbeddingError as exc:
-            self._record(exc)
+            self._cooldown.failed(exc)
             raise
         # Providers run third-party and native code whose exception types are open-ended; whatever
         # they raise must reach callers as an EmbeddingError, which they answer by degrading to
         # keyword search. KeyboardInterrupt and friends (BaseException) still propagate.
         except Exception as exc:
             error = EmbeddingError(f"Embedding with {self.identity} failed: {shorten(exc)}", hint=self._hint)
-            self._record(error)
+            self._cooldown.failed(error)
             raise error from exc
-        with self._lock:
-            self._failed_at = self._failure = None
+        self._cooldown.succeeded()
         return result
 
     def _refuse_while_cooling_down(self) -> None:
-        with self._lock:
-            remaining, failure = self._remaining(), self._failure
-        if remaining > 0 and failure is not None:
+        pause = self._cooldown.pause()
+        if pause is not None:
             raise EmbeddingError(
-                f"Embedding with {self.identity} is paused for {math.ceil(remaining)} more seconds after a "
-                f"failure: {failure.message}",
+                f"Embedding with {self.identity} is paused for {math.ceil(pause.seconds_left)} more seconds after a "
+                f"failure: {pause.last.message}",
                 code=COOLING_DOWN,
-                hint=f"{failure.hint} It is retried automatically when the pause ends.".strip(),
+                hint=f"{pause.last.hint} It is retried automatically when the pause ends.".strip(),
             )
-
-    def _record(self, error: EmbeddingError) -> None:
-        with self._lock:
-            self._failed_at, self._failure = self._clock(), error
-
-    def _remaining(self) -> float:
-        if self._failed_at is None:
-            return 0.0
-        return self._failed_at + self._cooldown - self._clock()
 
 
 def normalized(vector: Sequence[float]) -> list[float]:

@@ -276,6 +276,10 @@ class Index(Protocol):
         and the total."""
         ...
 
+    def document_ids(self, kb: str, where: Where) -> list[str]:
+        """The ids of every document of ``kb`` that ``where`` lets through (a filtered grep's files)."""
+        ...
+
     def recent_documents(self, limit: int) -> list[DocumentRow]:
         """The most recently updated documents of every knowledge base."""
         ...

@@ -76,13 +76,17 @@ def grep_knowledge(
     max_matches: Annotated[int, Field(ge=1, le=MAX_MATCHES_LIMIT)] = 50,
     ignore_case: bool = False,
     fixed_strings: bool = False,
+    filters: Filters = None,
 ) -> GrepResult:
     """Find the lines of documents' Markdown that match: identifiers, error messages, exact phrases.
 
     line_number counts body lines: coffer__read_document(unit='lines', offset=line_number-1) reads from there; 0
-    is a match in the frontmatter. truncated=true when more lines matched or time ran out.
+    is a match in the frontmatter. truncated=true when more lines matched or time ran out. filters narrows the
+    documents as in coffer__search_knowledge.
     """
-    found = job.service.grep(kb, pattern, max_matches, ignore_case=ignore_case, fixed_strings=fixed_strings)
+    found = job.service.grep(
+        kb, pattern, max_matches, ignore_case=ignore_case, fixed_strings=fixed_strings, filters=filters
+    )
     return lean.grep_result(found)
 
 

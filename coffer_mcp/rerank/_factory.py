@@ -21,7 +21,12 @@ def make_reranker(config: RerankConfig) -> BudgetedReranker | None:
     """
     if config.provider == "none":
         return None
-    return BudgetedReranker(_provider(config), candidates=config.candidates, timeout_ms=config.timeout_ms)
+    return BudgetedReranker(
+        _provider(config),
+        candidates=config.candidates,
+        timeout_ms=config.timeout_ms,
+        cooldown_seconds=config.cooldown_seconds,
+    )
 
 
 def _provider(config: RerankConfig) -> Reranker:

@@ -5,20 +5,24 @@ cross-encoder), which the vectors of a bi-encoder cannot do; search uses the sco
 best candidates. It is optional and never in the way: ``BudgetedReranker`` runs the provider on a
 daemon thread and waits at most ``timeout_ms`` for it. Past the budget, on any failure, or while
 the provider is still busy with earlier calls, the passages keep the order search gave them and
-the result says why.
+the result says why. After ``FAILURES_BEFORE_COOLDOWN`` timeouts or failures in a row the provider
+is left alone for ``cooldown_seconds`` (the embedder's ``Cooldown``), so a reranker that times
+out on every query does not make every search wait the whole budget.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from coffer_mcp.embed.base import Cooldown, Pause
 from coffer_mcp.embed.base import shorten as shorten_error
 from coffer_mcp.errors import CofferError, RerankError
 from coffer_mcp.models import Passage, RerankInfo
@@ -29,6 +33,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CANDIDATES = 30
 DEFAULT_TIMEOUT_MS = 2000
+DEFAULT_COOLDOWN_SECONDS = 30.0
+# One slow answer (a model still loading, a busy server) is no reason to stop asking; three in a
+# row are a pattern, and each costs a search the whole budget.
+FAILURES_BEFORE_COOLDOWN = 3
+MAX_REASON_CHARS = 240
 PROBE_QUERY = "Coffer doctor: is the reranker working?"
 
 
@@ -47,6 +56,8 @@ class RerankConfig:
         api_key: http only: the key itself (settings resolve it from the named env var).
         candidates: How many of a search's best passages are reranked at most.
         timeout_ms: How long a search waits for the reranker at most.
+        cooldown_seconds: After ``FAILURES_BEFORE_COOLDOWN`` timeouts or failures in a row,
+            searches leave the reranker alone this long (0: never).
         threads: fastembed onnxruntime threads (None: onnxruntime's default).
     """
 
@@ -58,6 +69,7 @@ class RerankConfig:
     api_key: str | None = field(default=None, repr=False)
     candidates: int = DEFAULT_CANDIDATES
     timeout_ms: int = DEFAULT_TIMEOUT_MS
+    cooldown_seconds: float = DEFAULT_COOLDOWN_SECONDS
     threads: int | None = None
 
 
@@ -92,13 +104,26 @@ class BudgetedReranker:
         candidates: How many of the best passages to rerank at most; the rest keep their place after them.
         timeout_ms: How long ``rerank`` waits for the provider. A call over the budget goes on in
             the background (it holds one of the provider's ``parallel`` slots until it ends).
+        cooldown_seconds: How long to leave the provider alone after ``FAILURES_BEFORE_COOLDOWN``
+            timeouts or failures in a row (0: never); a search that is let through then tries
+            it again, and a success ends the streak.
+        clock: Monotonic seconds, for the cooldown; tests may pass their own.
     """
 
-    def __init__(self, provider: Reranker, *, candidates: int, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        provider: Reranker,
+        *,
+        candidates: int,
+        timeout_ms: int,
+        cooldown_seconds: float = DEFAULT_COOLDOWN_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.provider = provider
         self.candidates = max(1, candidates)
         self.timeout_ms = max(1, timeout_ms)
         self._slots = threading.BoundedSemaphore(max(1, provider.parallel))
+        self._cooldown: Cooldown[str] = Cooldown(cooldown_seconds, after=FAILURES_BEFORE_COOLDOWN, clock=clock)
 
     def __repr__(self) -> str:
         return f"BudgetedReranker({self.identity!r}, candidates={self.candidates}, timeout_ms={self.timeout_ms})"
@@ -110,12 +135,15 @@ class BudgetedReranker:
     def rerank(self, query: str, passages: Sequence[Passage]) -> tuple[list[Passage], RerankInfo]:
         """The passages with the best ``candidates`` in the reranker's order, and what happened.
 
-        Never raises for the provider's sake: on a timeout, a failure or a busy provider the
-        passages come back as they were, with the reason. Scores are left as search gave them, so
-        a passage's score means the same whether or not the reranker ran.
+        Never raises for the provider's sake: on a timeout, a failure, a busy provider or one
+        cooling down the passages come back as they were, with the reason. Scores are left as
+        search gave them, so a passage's score means the same whether or not the reranker ran.
         """
         head, tail = list(passages[: self.candidates]), list(passages[self.candidates :])
         texts = [_text(p) for p in head]
+        pause = self._cooldown.pause()
+        if pause is not None:
+            return list(passages), self._paused(pause)
         if not self._slots.acquire(blocking=False):
             return list(passages), self._fell_back("busy")
         try:
@@ -126,6 +154,7 @@ class BudgetedReranker:
         try:
             scores = future.result(timeout=self.timeout_ms / 1000)
         except concurrent.futures.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
+            self._count_failure("timeout")
             return list(passages), self._fell_back("timeout")
         except CofferError as exc:
             return list(passages), self._failed(exc.message, exc.hint)
@@ -133,6 +162,7 @@ class BudgetedReranker:
             return list(passages), self._failed(shorten(exc), "")
         if len(scores) != len(head):
             return list(passages), self._failed(f"{len(scores)} scores for {len(head)} passages", "")
+        self._cooldown.succeeded()
         order = sorted(range(len(head)), key=lambda i: -scores[i])  # stable: ties keep search's order
         reranked = [head[i] for i in order] + tail
         return reranked, RerankInfo(applied=True, model=self.identity, candidates=len(head))
@@ -178,8 +208,29 @@ class BudgetedReranker:
     def _failed(self, message: str, hint: str) -> RerankInfo:
         """A failure is a configuration to fix: the operator's log says so, with the hint."""
         log.warning("reranking with %s failed: %s %s", self.identity, message, hint)
-        reason = f"error: {message}"
-        return RerankInfo(applied=False, reason=reason if len(reason) <= 240 else reason[:239] + "…")
+        reason = _clip(f"error: {message}")
+        self._count_failure(reason)
+        return RerankInfo(applied=False, reason=reason)
+
+    def _count_failure(self, reason: str) -> None:
+        pause = self._cooldown.failed(reason)
+        if pause is not None:
+            log.warning("searches leave the reranker %s alone: %s", self.identity, _cooling(pause))
+
+    def _paused(self, pause: Pause[str]) -> RerankInfo:
+        log.info("search keeps the unreranked order (%s): cooling down", self.identity)
+        return RerankInfo(applied=False, reason=_clip(f"cooldown: {_cooling(pause)}"))
+
+
+def _cooling(pause: Pause[str]) -> str:
+    return (
+        f"not tried for {math.ceil(pause.seconds_left)} more seconds after {pause.failures} timeouts or errors "
+        f"in a row (the last: {pause.last})"
+    )
+
+
+def _clip(reason: str) -> str:
+    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
 
 
 def _text(passage: Passage) -> str:

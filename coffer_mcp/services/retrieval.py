@@ -183,8 +183,14 @@ class RetrievalService:
         *,
         ignore_case: bool = False,
         fixed_strings: bool = False,
+        filters: SearchFilters | Mapping[str, Any] | None = None,
     ) -> GrepResult:
-        """Regex matches, line by line, over the Markdown files (no index involved)."""
+        """Regex matches, line by line, over the Markdown files.
+
+        ``filters`` (as in ``search``) narrows the files to the documents the index lets through;
+        without them no index is involved.
+        """
+        where = DocumentFilter.of(SearchFilters.parse(filters))
         registry = self.registry
         names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         dirs = {registry.paths.kb(name).docs: name for name in names}
@@ -197,10 +203,16 @@ class RetrievalService:
             ignore_case=ignore_case,
             fixed_strings=fixed_strings,
             rg_path=settings.rg_path,
+            only=self._files_of(names, where) if where else None,
         )
         offsets: dict[Path, int] = {}
         hits = [_hit(m, dirs[m.path.parent], offsets) for m in outcome.matches]
         return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+
+    def _files_of(self, names: list[str], where: DocumentFilter) -> list[Path]:
+        """The Markdown files of the documents of ``names`` that ``where`` lets through."""
+        registry = self.registry
+        return [registry.paths.kb(name).doc(i) for name in names for i in registry.index.document_ids(name, where)]
 
 
 def _hit(match: LineMatch, kb: str, offsets: dict[Path, int]) -> GrepHit:

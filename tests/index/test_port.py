@@ -170,8 +170,10 @@ def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filt
 
 
 def listed(index: Index, where: DocumentFilter, kb_name: str = "notes") -> list[str]:
+    """The ids a listing returns, checked against ``document_ids`` (a filtered grep's documents)."""
     rows, total = index.list_documents(kb_name, "", 100, 0, where)
     assert total == len(rows)
+    assert sorted(index.document_ids(kb_name, where)) == sorted(row.id for row in rows)
     return [row.id for row in rows]
 
 

@@ -170,6 +170,125 @@ def test_a_long_error_is_cut_short_in_the_result() -> None:
     assert len(info.reason) <= 240
 
 
+# -- the cooldown after failures in a row -------------------------------------------------------
+
+
+class Clock:
+    """Monotonic seconds that move only when a test moves them."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Flaky:
+    """A scorer that fails (a ``RerankError``) while ``failing`` is set, else scores by length."""
+
+    def __init__(self) -> None:
+        self.failing = True
+
+    def __call__(self, text: str) -> float:
+        if self.failing:
+            raise RerankError("model crashed")
+        return len(text)
+
+
+def settle() -> None:
+    """Wait for every reranking thread to end (each gives its slot back as it does)."""
+    for thread in [t for t in threading.enumerate() if t.name == "coffer-rerank"]:
+        thread.join(WAIT)
+
+
+def test_after_three_timeouts_in_a_row_searches_skip_the_reranker_at_once_and_say_so() -> None:
+    provider = Scripted(parallel=4)
+    provider.gate = threading.Event()
+    reranker = BudgetedReranker(provider, candidates=10, timeout_ms=50, cooldown_seconds=30, clock=Clock())
+    try:
+        reasons = [reranker.rerank("q", passages("a", "bb"))[1].reason for _ in range(3)]
+        reranked, info = reranker.rerank("q", passages("a", "bb"))
+    finally:
+        provider.gate.set()
+    settle()
+    assert reasons == ["timeout"] * 3
+    assert texts_of(reranked) == ["a", "bb"]
+    assert info.model_dump() == {
+        "applied": False,
+        "model": None,
+        "candidates": None,
+        "reason": "cooldown: not tried for 30 more seconds after 3 timeouts or errors in a row (the last: timeout)",
+    }
+    assert len(provider.calls) == 3  # the fourth search never reached the provider
+
+
+def test_after_the_cooldown_the_next_search_tries_again_and_a_success_ends_the_streak() -> None:
+    clock, scorer = Clock(), Flaky()
+    provider = Scripted(scorer, parallel=8)
+    reranker = BudgetedReranker(provider, candidates=10, timeout_ms=WAIT * 1000, cooldown_seconds=30, clock=clock)
+
+    def reason() -> str | None:
+        return reranker.rerank("q", passages("a", "bb"))[1].reason
+
+    assert [reason() for _ in range(3)] == ["error: model crashed"] * 3
+    clock.now += 29.5
+    assert reason() == (
+        "cooldown: not tried for 1 more seconds after 3 timeouts or errors in a row (the last: error: model crashed)"
+    )
+    clock.now += 0.5
+    scorer.failing = False
+    reranked, info = reranker.rerank("q", passages("a", "bb"))
+    assert (texts_of(reranked), info.applied, len(provider.calls)) == (["bb", "a"], True, 4)
+    scorer.failing = True
+    assert [reason() for _ in range(2)] == ["error: model crashed"] * 2  # a new streak: no pause yet
+    scorer.failing = False
+    assert reason() is None
+    assert len(provider.calls) == 7
+
+
+def test_a_failure_after_the_cooldown_starts_the_next_one_at_once() -> None:
+    clock = Clock()
+    provider = Scripted(Flaky(), parallel=8)
+    reranker = BudgetedReranker(provider, candidates=10, timeout_ms=WAIT * 1000, cooldown_seconds=30, clock=clock)
+    for _ in range(3):
+        reranker.rerank("q", passages("a", "bb"))
+    clock.now += 30
+    assert reranker.rerank("q", passages("a", "bb"))[1].reason == "error: model crashed"  # tried again
+    info = reranker.rerank("q", passages("a", "bb"))[1]
+    assert info.reason is not None
+    assert info.reason.startswith("cooldown: not tried for 30 more seconds after 4 timeouts or errors in a row")
+    assert len(provider.calls) == 4
+
+
+def test_a_busy_provider_neither_counts_towards_the_cooldown_nor_ends_the_streak() -> None:
+    clock, scorer = Clock(), Flaky()
+    provider = Scripted(scorer)  # one call at a time
+    reranker = BudgetedReranker(provider, candidates=10, timeout_ms=50, cooldown_seconds=30, clock=clock)
+    assert reranker.rerank("q", passages("a", "bb"))[1].reason == "error: model crashed"
+    settle()
+    provider.gate = threading.Event()
+    scorer.failing = False
+    try:
+        assert reranker.rerank("q", passages("a", "bb"))[1].reason == "timeout"  # holds the only slot
+        assert [reranker.rerank("q", passages("a", "bb"))[1].reason for _ in range(3)] == ["busy"] * 3
+    finally:
+        provider.gate.set()
+    settle()
+    provider.gate = None
+    scorer.failing = True
+    assert reranker.rerank("q", passages("a", "bb"))[1].reason == "error: model crashed"  # the third in a row
+    info = reranker.rerank("q", passages("a", "bb"))[1]
+    assert info.reason is not None
+    assert info.reason.startswith("cooldown: not tried for 30 more seconds after 3 timeouts or errors")
+
+
+def test_a_cooldown_of_zero_seconds_never_skips_the_reranker() -> None:
+    provider = Scripted(Flaky(), parallel=8)
+    reranker = BudgetedReranker(provider, candidates=10, timeout_ms=WAIT * 1000, cooldown_seconds=0)
+    reasons = [reranker.rerank("q", passages("a", "bb"))[1].reason for _ in range(5)]
+    assert (reasons, len(provider.calls)) == (["error: model crashed"] * 5, 5)
+
+
 def test_the_doctors_check_ignores_the_budget_and_maps_foreign_errors() -> None:
     provider = Scripted()
     assert BudgetedReranker(provider, candidates=10, timeout_ms=1).check() >= 0

@@ -16,7 +16,7 @@ URL = "http://127.0.0.1:8080/v1/rerank"
 def test_reranking_is_off_by_default(tmp_path: Path) -> None:
     settings = load_settings({}, home=tmp_path)
     assert settings.rerank_provider == "none"
-    assert (settings.rerank_candidates, settings.rerank_timeout_ms) == (30, 2000)
+    assert (settings.rerank_candidates, settings.rerank_timeout_ms, settings.rerank_cooldown_seconds) == (30, 2000, 30)
     assert rerank_config(settings).provider == "none"
 
 
@@ -27,22 +27,30 @@ def test_the_environment_configures_every_rerank_setting(tmp_path: Path) -> None
         "COFFER_RERANK_MODEL": "bge-reranker-v2-m3",
         "COFFER_RERANK_CANDIDATES": "12",
         "COFFER_RERANK_TIMEOUT_MS": "750",
+        "COFFER_RERANK_COOLDOWN_SECONDS": "2.5",
         "COFFER_RERANK_API_KEY": "sk-rerank",
     }
     config = rerank_config(load_settings(environ, home=tmp_path))
     assert (config.provider, config.url, config.model) == ("http", URL, "bge-reranker-v2-m3")
-    assert (config.candidates, config.timeout_ms, config.api_key) == (12, 750, "sk-rerank")
+    assert (config.candidates, config.timeout_ms, config.cooldown_seconds, config.api_key) == (
+        12,
+        750,
+        2.5,
+        "sk-rerank",
+    )
     assert "sk-rerank" not in repr(config)
 
 
 def test_config_yaml_groups_the_rerank_settings_and_the_key_comes_from_the_variable_it_names(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text(
-        f"rerank:\n  provider: http\n  url: {URL}\n  api_key_env: JINA_API_KEY\n  timeout_ms: 1500\n",
+        f"rerank:\n  provider: http\n  url: {URL}\n  api_key_env: JINA_API_KEY\n  timeout_ms: 1500\n"
+        "  cooldown_seconds: 0\n",
         encoding="utf-8",
     )
     settings = load_settings({"JINA_API_KEY": "jina-key", "COFFER_RERANK_API_KEY": "other"}, home=tmp_path)
     config = rerank_config(settings)
     assert (config.provider, config.url, config.timeout_ms, config.api_key) == ("http", URL, 1500, "jina-key")
+    assert config.cooldown_seconds == 0
     assert "jina-key" not in settings.model_dump_json()
 
 

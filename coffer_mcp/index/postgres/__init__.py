@@ -269,6 +269,10 @@ class PostgresIndex:
         return [_document(row) for row in rows], total
 
     @_mapped
+    def document_ids(self, kb: str, where: Where) -> list[str]:
+        return q.document_ids(self.conn, kb, as_filter(where))
+
+    @_mapped
     def recent_documents(self, limit: int) -> list[DocumentRow]:
         return [_document(row) for row in q.recent_documents(self.conn, limit)]
 

@@ -182,6 +182,13 @@ def list_documents(
     return rows, total
 
 
+def document_ids(conn: Connection, kb: str, where: DocumentFilter) -> list[str]:
+    condition, params = document_condition(where)
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        rows = cursor.execute(f"SELECT d.id FROM documents d WHERE d.kb = %(kb)s AND {condition}", {**params, "kb": kb})
+        return [row[0] for row in rows.fetchall()]
+
+
 def recent_documents(conn: Connection, limit: int) -> list[dict[str, Any]]:
     return conn.execute("SELECT * FROM documents ORDER BY updated_at DESC, id LIMIT %s", (_limit(limit),)).fetchall()
 

@@ -168,6 +168,9 @@ class SqliteIndex:
         rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where))
         return [_document(row) for row in rows], total
 
+    def document_ids(self, kb: str, where: Where) -> list[str]:
+        return q.document_ids(self.conn, kb, as_filter(where))
+
     def recent_documents(self, limit: int) -> list[DocumentRow]:
         return [_document(row) for row in q.recent_documents(self.conn, limit)]
 

@@ -181,6 +181,12 @@ def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> l
     return conn.execute(f"SELECT * FROM documents WHERE kb = ?{having} ORDER BY created_at, id", (kb,)).fetchall()
 
 
+def document_ids(conn: Connection, kb: str, where: DocumentFilter) -> list[str]:
+    condition, params = document_condition(where)
+    rows = conn.execute(f"SELECT d.id FROM documents d WHERE d.kb = ? AND {condition}", [kb, *params])
+    return [row[0] for row in rows]
+
+
 def recent_documents(conn: Connection, limit: int) -> list[Any]:
     return conn.execute("SELECT * FROM documents ORDER BY updated_at DESC, id LIMIT ?", (limit,)).fetchall()
 
