@@ -29,7 +29,7 @@ from typing import Any
 
 import coffer_mcp
 from bench._backends import open_backend
-from bench._corpus import load_vocabulary, make_queries, write_corpus
+from bench._corpus import CHUNK_OVERLAP, CHUNK_SIZE, load_vocabulary, make_queries, write_corpus
 from bench._measure import log, machine_info, source_fingerprint, summarize
 from bench._vectors import FakeEmbedder, fill_vectors, minilm
 from bench.scale import DEFAULT_MODEL, DEFAULT_VOCAB, KB, _has_content_word
@@ -68,7 +68,7 @@ def build(args: argparse.Namespace, root: Path, backend: Any, embedder: Embedder
     }
     out: dict[str, Any] = {"documents": info.documents, "settings": settings}
     with Coffer(settings["sqlite"]) as coffer:
-        coffer.create_kb(KB)
+        coffer.create_kb(KB, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         started = time.perf_counter()
         coffer.ingest_path(KB, root / "corpus")
         out["sqlite_ingest_seconds"] = time.perf_counter() - started

@@ -48,7 +48,7 @@ import anyio
 from mcp import Client
 from mcp.types import Implementation
 
-from bench._corpus import generate_document, load_vocabulary, make_queries
+from bench._corpus import CHUNK_OVERLAP, CHUNK_SIZE, generate_document, load_vocabulary, make_queries
 from bench._measure import cpu_model, log, proc_cpu_seconds, proc_memory, ram_gb, source_fingerprint, summarize
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.timeutil import utc_now
@@ -379,7 +379,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         log("following the folder (the initial ingest)")
         started = time.perf_counter()
         with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
-            coffer.create_kb("kb")
+            coffer.create_kb("kb", chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
             result = coffer.follow_folder("kb", folder)
             report["initial_follow"] = {
                 "seconds": round(time.perf_counter() - started, 1),

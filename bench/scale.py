@@ -39,6 +39,8 @@ import coffer_mcp
 from bench import _compare, _report
 from bench._backends import Backend, drop_index, open_backend, parse_backends
 from bench._corpus import (
+    CHUNK_OVERLAP,
+    CHUNK_SIZE,
     CorpusInfo,
     Vocabulary,
     grep_words,
@@ -148,7 +150,7 @@ def ingest(settings: Settings, corpus_dir: Path, info: CorpusInfo) -> tuple[dict
     """One ``ingest_path`` call over the corpus folder into a fresh keyword-only KB."""
     log(f"  ingest_path: {info.documents:,} documents")
     with Coffer(settings) as coffer:
-        coffer.create_kb(KB)
+        coffer.create_kb(KB, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         started = time.perf_counter()
         outcome = coffer.ingest_path(KB, corpus_dir, progress=_progress("ingested"))
         seconds = time.perf_counter() - started
@@ -170,7 +172,7 @@ def add_document_rate(home: Path, corpus_dir: Path, n: int, backend: Backend) ->
     log(f"  add_document loop: {n:,} documents")
     files = sorted(corpus_dir.glob("*.md"))[:n]
     with Coffer(load_settings(home=home, embedding_provider="none", **backend.new_index())) as coffer:
-        coffer.create_kb(KB)
+        coffer.create_kb(KB, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         started = time.perf_counter()
         for file in files:
             coffer.add_document(KB, file.name, file.read_text(encoding="utf-8"))
@@ -276,7 +278,7 @@ def grep_target(
         extra_mb = (grep_mb - docs_mb) * info.mb / docs_mb  # source MB grow by frontmatter once ingested
         log(f"  grep corpus: topping {docs_mb:.1f} MB up to {grep_mb:.0f} MB with a second KB")
         extra = write_corpus(root / "corpus-grep", vocab, args.seed, megabytes=extra_mb, start=info.documents)
-        coffer.create_kb(GREP_KB)
+        coffer.create_kb(GREP_KB, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         coffer.ingest_path(GREP_KB, extra.folder, progress=_progress("ingested"))
         kbs.append(GREP_KB)
     total_mb = sum(_folder_mb(coffer.paths.kb(name).docs) for name in kbs)

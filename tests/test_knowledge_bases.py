@@ -67,6 +67,13 @@ def test_updating_the_description_keeps_the_documents(coffer: Coffer, notes: str
     assert (updated.description, updated.document_count) == ("new words", 1)
 
 
+def test_a_small_chunk_size_alone_gets_an_overlap_that_fits(coffer: Coffer) -> None:
+    small = coffer.create_kb("small", chunk_size=200)  # the default overlap, 128, is not below 100
+
+    assert (small.chunk_size, small.chunk_overlap) == (200, 128 * 200 // 1024)
+    assert coffer.create_kb("large", chunk_size=2048).chunk_overlap == 128
+
+
 def test_a_smaller_chunk_size_alone_shrinks_an_overlap_that_would_no_longer_fit(coffer: Coffer) -> None:
     coffer.create_kb("kb", chunk_size=1024, chunk_overlap=128)
     coffer.add_document("kb", "a.md", "# A\n\n" + "word " * 400)

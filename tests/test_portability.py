@@ -306,7 +306,7 @@ def claim_a_newer_format(members: Members) -> Members:
 
 
 def disagree_with_kb_yaml(members: Members) -> Members:
-    return edit_manifest(members, lambda m: m["kb"]["config"].update(chunk_size=1024))
+    return edit_manifest(members, lambda m: m["kb"]["config"].update(chunk_size=2 * m["kb"]["config"]["chunk_size"]))
 
 
 TAMPERINGS = [

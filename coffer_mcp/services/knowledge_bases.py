@@ -62,16 +62,23 @@ class KnowledgeBaseService:
     ) -> KnowledgeBaseDetails:
         """Create an empty knowledge base.
 
+        A ``chunk_size`` given without ``chunk_overlap`` gets the default overlap, shrunk in
+        proportion when it would not be below half of that size.
+
         Raises:
             InvalidNameError: the name breaks the naming rule.
             KnowledgeBaseExistsError: a knowledge base of that name exists.
         """
         kb = self.registry.paths.kb(validate_kb_name(name))
         now = utc_now()
+        settings = self.registry.settings
+        size = chunk_size or settings.chunk_size
         config = make_kb_config(
             description=description,
-            chunk_size=chunk_size or self.registry.settings.chunk_size,
-            chunk_overlap=self.registry.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
+            chunk_size=size,
+            chunk_overlap=_fitting(settings.chunk_overlap, settings.chunk_size, size)
+            if chunk_overlap is None
+            else chunk_overlap,
             vector=vector,
             created_at=now,
             updated_at=now,
@@ -161,8 +168,8 @@ class KnowledgeBaseService:
         kb, _ = self.registry.open_kb(name)
         with self.registry.writing(kb):
             old = self.registry.config(name)
-            if chunk_size is not None and chunk_overlap is None and 2 * old.chunk_overlap >= chunk_size:
-                chunk_overlap = old.chunk_overlap * chunk_size // old.chunk_size
+            if chunk_size is not None and chunk_overlap is None:
+                chunk_overlap = _fitting(old.chunk_overlap, old.chunk_size, chunk_size)
             changes = {
                 "description": description,
                 "chunk_size": chunk_size,
@@ -266,3 +273,9 @@ def _disk_bytes(root: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_size
     return total
+
+
+def _fitting(overlap: int, size: int, new_size: int) -> int:
+    """``overlap`` (set for chunks of ``size``) for chunks of ``new_size``: kept while below half of
+    it, else shrunk in proportion (1,024/128 becomes 256/32)."""
+    return overlap if 2 * overlap < new_size else overlap * new_size // size
