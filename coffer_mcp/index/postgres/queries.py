@@ -276,11 +276,18 @@ def clear_kb_embeddings(conn: Connection, kb: str) -> None:
 
 
 def pending_documents(conn: Connection, kb: str, identity: str, *, limit: int = -1) -> list[str]:
-    """Documents of ``kb`` whose vectors are missing, failed, or from another model."""
+    """Documents of ``kb`` whose vectors are missing, failed, or from another model.
+
+    One index range per way of being due (``schema``, ``0005_pending_index``): the drift check
+    asks this of every read of a vector knowledge base, usually to find none.
+    """
     rows = conn.execute(
-        "SELECT id FROM documents WHERE kb = %s AND (embed_pending OR embedding_model IS DISTINCT FROM %s) "
-        "ORDER BY id LIMIT %s",
-        (kb, identity, _limit(limit)),
+        """SELECT id FROM documents WHERE kb = %(kb)s AND embed_pending
+           UNION SELECT id FROM documents WHERE kb = %(kb)s AND embedding_model IS NULL
+           UNION SELECT id FROM documents WHERE kb = %(kb)s AND embedding_model COLLATE "C" < %(model)s
+           UNION SELECT id FROM documents WHERE kb = %(kb)s AND embedding_model COLLATE "C" > %(model)s
+           ORDER BY id LIMIT %(limit)s""",
+        {"kb": kb, "model": identity, "limit": _limit(limit)},
     )
     return [row["id"] for row in rows]
 
