@@ -172,6 +172,62 @@ def test_a_rolled_back_write_leaves_the_committed_stamps_and_a_later_commit_is_s
     assert first.doc_stamps("notes") == stamps(("doc-01", "committed"))
 
 
+def test_stamps_read_inside_a_transaction_are_not_kept_for_after_it(
+    servers: tuple[PostgresIndex, PostgresIndex],
+) -> None:
+    first, second = servers
+    kb(first, "notes")
+    put(first, doc("doc-01"))
+    with first.transaction():
+        first.upsert_document(doc("doc-02"))
+        assert set(first.doc_stamps("notes")) == {"doc-01", "doc-02"}
+        first.upsert_document(doc("doc-03"))  # the knowledge base's generation moved once, already
+    assert set(first.doc_stamps("notes")) == {"doc-01", "doc-02", "doc-03"}
+    assert set(second.doc_stamps("notes")) == {"doc-01", "doc-02", "doc-03"}
+
+
+def test_a_write_after_a_rolled_back_savepoint_still_moves_the_generation(
+    servers: tuple[PostgresIndex, PostgresIndex],
+) -> None:
+    first, second = servers
+    kb(first, "notes")
+    put(first, doc("doc-01"))
+    assert second.doc_stamps("notes") == stamps(("doc-01", "stamp-doc-01"))
+
+    def written_then_rolled_back_to_a_savepoint() -> None:
+        with first.transaction():  # nested: a savepoint
+            first.upsert_document(doc("doc-01", stamp="rolled back"))
+            raise RuntimeError("abort")
+
+    with first.transaction():
+        with pytest.raises(RuntimeError, match="abort"):
+            written_then_rolled_back_to_a_savepoint()
+        first.upsert_document(doc("doc-01", stamp="committed"))
+    assert second.doc_stamps("notes") == stamps(("doc-01", "committed"))
+
+
+def test_a_transaction_moves_a_generation_once_however_many_documents_it_writes(
+    servers: tuple[PostgresIndex, PostgresIndex],
+) -> None:
+    # Once, not per row: a row updated again by the transaction that wrote it costs a walk over
+    # its versions, and deleting a big knowledge base would take quadratic time.
+    index, _ = servers
+    kb(index, "notes")
+    put(index, *(doc(f"doc-{n:02d}") for n in range(40)))
+
+    def last_generation() -> int:
+        row = index.conn.execute("SELECT last_value FROM kb_generations").fetchone()
+        assert row is not None
+        return int(row["last_value"])
+
+    before = last_generation()
+    delete(index, *(f"doc-{n:02d}" for n in range(0, 40, 2)))
+    assert last_generation() == before + 1
+    put(index, *(doc(f"doc-{n:02d}", stamp="again") for n in range(1, 40, 2)))
+    assert last_generation() == before + 2
+    assert index.doc_stamps("notes") == stamps(*((f"doc-{n:02d}", "again") for n in range(1, 40, 2)))
+
+
 def test_rows_written_by_plain_sql_as_an_older_coffer_writes_them_are_seen(
     servers: tuple[PostgresIndex, PostgresIndex],
 ) -> None:
@@ -228,6 +284,7 @@ def test_an_index_made_before_generations_migrates_and_then_sees_other_servers_w
         "DROP TRIGGER documents_restamped ON documents",
         "DROP TRIGGER documents_truncated ON documents",
         "DROP FUNCTION bump_kb_generation()",
+        "DROP FUNCTION bump_kb_generation_once(text)",
         "ALTER TABLE knowledge_bases DROP COLUMN generation",
         "DROP SEQUENCE kb_generations",
         "DELETE FROM migrations WHERE name = '0004_kb_generations'",

@@ -158,15 +158,27 @@ UPDATE documents SET file_stamp = '';
 
 _GENERATIONS = """
 -- Reconcile-on-read's stamps are cached per knowledge base (index/postgres/stamps.py) with the
--- ``generation`` they were read at. Every change to what the drift check reads of a knowledge
--- base's documents (a row added or deleted, its stamp or chunking parameters changed) gives the
--- knowledge base a new generation in the same transaction: by a trigger, so whoever writes the row
--- (another server, an older Coffer still running, a hand-made fix) cannot forget it, and a rollback
--- takes the new generation back with the rows. Generations come from a sequence: no value is ever
--- handed out twice, not even one a rolled-back transaction took, so an equal generation means the
--- rows are as they were read.
+-- ``generation`` they were read at. A transaction that changes what the drift check reads of a
+-- knowledge base's documents (a row added or deleted, its stamp or chunking parameters changed)
+-- gives the knowledge base a new generation: by a trigger, so whoever writes the row (another
+-- server, an older Coffer still running, a hand-made fix) cannot forget it, and a rollback takes
+-- the new generation back with the rows. Generations come from a sequence: no value is ever handed
+-- out twice, not even one a rolled-back transaction took, so an equal generation means the rows
+-- are as they were read. Once per knowledge base and transaction (a transaction-local setting
+-- remembers which were bumped): a row updated again in the transaction that wrote it costs a
+-- walk over its versions, so a bump per row made deleting 28,891 documents take 8 s instead of 0.3.
 CREATE SEQUENCE kb_generations;
 ALTER TABLE knowledge_bases ADD COLUMN generation bigint NOT NULL DEFAULT nextval('kb_generations');
+CREATE FUNCTION bump_kb_generation_once(kb_name text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    mark text := md5(kb_name) || ',';  -- fixed-length tokens: no name matches inside another's
+    bumped text := coalesce(current_setting('coffer.kb_generations_bumped', true), '');
+BEGIN
+    IF strpos(bumped, mark) = 0 THEN
+        UPDATE knowledge_bases SET generation = nextval('kb_generations') WHERE name = kb_name;
+        PERFORM set_config('coffer.kb_generations_bumped', bumped || mark, true);
+    END IF;
+END $$;
 CREATE FUNCTION bump_kb_generation() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
@@ -174,10 +186,10 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_OP <> 'INSERT' THEN
-        UPDATE knowledge_bases SET generation = nextval('kb_generations') WHERE name = OLD.kb;
+        PERFORM bump_kb_generation_once(OLD.kb);
     END IF;
     IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.kb IS DISTINCT FROM OLD.kb) THEN
-        UPDATE knowledge_bases SET generation = nextval('kb_generations') WHERE name = NEW.kb;
+        PERFORM bump_kb_generation_once(NEW.kb);
     END IF;
     RETURN NULL;
 END $$;

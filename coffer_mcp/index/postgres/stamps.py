@@ -11,7 +11,8 @@ deletes or restamps one of its documents (``schema``, ``0004_kb_generations``), 
 So stamps cached with the generation they were read at are the committed rows as long as the
 generation is unchanged, provided the generation is read *before* the rows (a write committed
 between the two leaves rows newer than their generation: read again next time, never stale) and
-only what was read outside a transaction is kept (inside one it may be rolled back).
+only what was read outside a transaction is kept (inside one it may yet be rolled back, or written
+again without the generation moving twice).
 """
 
 from __future__ import annotations
