@@ -1,10 +1,10 @@
 """Reconcile-on-read's document stamps, cached per knowledge base until its generation moves.
 
-The drift check runs before every read and compares every file's stamp with its row's
-(``indexing.reindex.detect_drift``). Reading those rows costs a round trip of every document of
-the knowledge base (28,891 rows: the difference between a keyword search's P95 of 68 and 279 ms,
-docs/benchmarks.md); here they are read again only when the knowledge base's ``generation`` has
-moved since, so an unchanged knowledge base costs one primary-key lookup.
+The drift check compares every file's stamp with its row's before a read
+(``indexing.reindex.detect_drift``). Reading the rows costs every document of the knowledge base
+(at 28,891 documents 70-80 ms of a 340 ms check; the rest is stat-ing the files); here they are
+read again only when the knowledge base's ``generation`` has moved since, so an unchanged
+knowledge base costs one primary-key lookup (0.3 ms).
 
 A trigger gives the knowledge base a new, never reused generation in every transaction that adds,
 deletes or restamps one of its documents (``schema``, ``0004_kb_generations``), whoever writes it.
