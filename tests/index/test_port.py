@@ -472,6 +472,31 @@ def test_embedding_bookkeeping_follows_the_documents(index: Index) -> None:
     assert index.pending_documents("notes", "m:2") == ["doc-01", "doc-02"]
 
 
+def test_a_document_is_due_for_embedding_when_pending_unembedded_or_embedded_by_any_other_model(
+    index: Index,
+) -> None:
+    kb(index, "notes", vector=True)
+    kb(index, "other", vector=True)
+    models = {"doc-01": "m:1", "doc-02": "m:2", "doc-03": "m:3", "doc-04": None, "doc-05": "M:2", "doc-06": "m:2 "}
+    for doc_id in models:
+        add(index, doc(doc_id, "notes"), "text")
+    add(index, doc("doc-07", "notes"), "text")
+    add(index, doc("doc-08", "other"), "text")
+    with index.transaction():
+        for doc_id, model in models.items():
+            index.set_embedding(doc_id, pending=False, model=model)
+        index.set_embedding("doc-07", pending=True, model="m:2")  # a failed re-embedding
+        index.set_embedding("doc-08", pending=True, model=None)
+    assert index.pending_documents("notes", "m:2") == ["doc-01", "doc-03", "doc-04", "doc-05", "doc-06", "doc-07"]
+    assert index.pending_documents("notes", "m:2", limit=2) == ["doc-01", "doc-03"]
+    assert index.pending_documents("notes", "m:1") == ["doc-02", "doc-03", "doc-04", "doc-05", "doc-06", "doc-07"]
+    with index.transaction():
+        for doc_id in ("doc-01", "doc-03", "doc-04", "doc-05", "doc-06", "doc-07"):
+            index.set_embedding(doc_id, pending=False, model="m:2")
+    assert index.pending_documents("notes", "m:2", limit=1) == []
+    assert index.pending_documents("other", "m:2") == ["doc-08"]
+
+
 # -- deletes, verification, repair -------------------------------------------------------------
 
 

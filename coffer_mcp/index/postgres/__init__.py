@@ -3,7 +3,8 @@
 ``PostgresIndex`` implements ``index.port.Index`` with the same semantics as ``SqliteIndex``, so
 several Coffer servers can share one index. Each thread gets its own connection (autocommit;
 ``transaction()`` is one atomic unit); the schema is migrated once per index object, under an
-advisory lock (``schema``). Keyword search ranks exactly as FTS5 does (``keyword``, ``tokens``),
+advisory lock (``schema``). The drift check's stamps are cached until another write, by any
+server, changes them (``stamps``). Keyword search ranks exactly as FTS5 does (``keyword``, ``tokens``),
 vectors live in one pgvector table per model (``vectors``).
 
 Every psycopg error leaves as a ``StoreError`` with a hint and without the password. A call that
@@ -38,6 +39,7 @@ from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused
 from coffer_mcp.index.postgres.schema import migrate
+from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
 
 __all__ = ["PostgresIndex"]
@@ -78,6 +80,7 @@ class PostgresIndex:
         self._guard = threading.Lock()
         self._migrated = False
         self._vector_version: str | None = None
+        self.stamps = StampCache()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -116,6 +119,7 @@ class PostgresIndex:
         if not (conn.broken or conn.closed):
             return False
         self._local.conn = None
+        self.stamps.forget()  # the server went away: its database may come back restored from a backup
         with self._guard:
             if conn in self._connections:
                 self._connections.remove(conn)
@@ -148,6 +152,7 @@ class PostgresIndex:
             self._connections.clear()
             self._local = threading.local()
             self._migrated = False
+        self.stamps.forget()
 
     @contextlib.contextmanager
     def lock(self, name: str, *, timeout: float) -> Iterator[None]:
@@ -241,7 +246,7 @@ class PostgresIndex:
 
     @_mapped
     def doc_stamps(self, kb: str) -> dict[str, tuple[str, str]]:
-        return q.doc_stamps(self.conn, kb)
+        return self.stamps.read(self.conn, kb)
 
     @_mapped
     def get_document(self, kb: str, doc_id: str) -> DocumentRow | None:

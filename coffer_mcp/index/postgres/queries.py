@@ -36,6 +36,7 @@ __all__ = [
     "get_document",
     "ids_outside",
     "kb_counts",
+    "kb_generation",
     "kb_stamps",
     "list_documents",
     "pending_documents",
@@ -77,6 +78,12 @@ _STORED = (*DOC_COLUMNS, "created_key", "updated_key")
 
 def kb_stamps(conn: Connection) -> dict[str, str]:
     return {row["name"]: row["config_stamp"] for row in conn.execute("SELECT name, config_stamp FROM knowledge_bases")}
+
+
+def kb_generation(conn: Connection, name: str) -> int | None:
+    """The knowledge base's generation: a new value whenever its documents' stamps change (``stamps``)."""
+    row = conn.execute("SELECT generation FROM knowledge_bases WHERE name = %s", (name,)).fetchone()
+    return None if row is None else int(row["generation"])
 
 
 def upsert_kb(conn: Connection, name: str, config: Any, stamp: str) -> None:
@@ -138,7 +145,7 @@ def document_counts(conn: Connection) -> dict[str, int]:
 
 
 def doc_stamps(conn: Connection, kb: str) -> dict[str, tuple[str, str]]:
-    """``{document_id: (file_stamp, chunk_params)}`` for the drift check (runs on every read)."""
+    """``{document_id: (file_stamp, chunk_params)}`` for the drift check (cached by ``stamps``)."""
     with conn.cursor(row_factory=tuple_row) as cursor:  # plain tuples: this runs over every document
         rows = cursor.execute("SELECT id, file_stamp, chunk_params FROM documents WHERE kb = %s", (kb,)).fetchall()
     return {doc_id: (stamp, params) for doc_id, stamp, params in rows}
@@ -276,11 +283,18 @@ def clear_kb_embeddings(conn: Connection, kb: str) -> None:
 
 
 def pending_documents(conn: Connection, kb: str, identity: str, *, limit: int = -1) -> list[str]:
-    """Documents of ``kb`` whose vectors are missing, failed, or from another model."""
+    """Documents of ``kb`` whose vectors are missing, failed, or from another model.
+
+    One index range per way of being due (``schema``, ``0005_pending_index``): the drift check
+    asks this of every read of a vector knowledge base, usually to find none.
+    """
     rows = conn.execute(
-        "SELECT id FROM documents WHERE kb = %s AND (embed_pending OR embedding_model IS DISTINCT FROM %s) "
-        "ORDER BY id LIMIT %s",
-        (kb, identity, _limit(limit)),
+        """SELECT id FROM documents WHERE kb = %(kb)s AND embed_pending
+           UNION SELECT id FROM documents WHERE kb = %(kb)s AND embedding_model IS NULL
+           UNION SELECT id FROM documents WHERE kb = %(kb)s AND embedding_model COLLATE "C" < %(model)s
+           UNION SELECT id FROM documents WHERE kb = %(kb)s AND embedding_model COLLATE "C" > %(model)s
+           ORDER BY id LIMIT %(limit)s""",
+        {"kb": kb, "model": identity, "limit": _limit(limit)},
     )
     return [row["id"] for row in rows]
 

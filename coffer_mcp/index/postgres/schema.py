@@ -156,10 +156,69 @@ CREATE INDEX document_tags_by_document ON document_tags (document_id);
 UPDATE documents SET file_stamp = '';
 """
 
+_GENERATIONS = """
+-- Reconcile-on-read's stamps are cached per knowledge base (index/postgres/stamps.py) with the
+-- ``generation`` they were read at. A transaction that changes what the drift check reads of a
+-- knowledge base's documents (a row added or deleted, its stamp or chunking parameters changed)
+-- gives the knowledge base a new generation: by a trigger, so whoever writes the row (another
+-- server, an older Coffer still running, a hand-made fix) cannot forget it, and a rollback takes
+-- the new generation back with the rows. Generations come from a sequence: no value is ever handed
+-- out twice, not even one a rolled-back transaction took, so an equal generation means the rows
+-- are as they were read. Once per knowledge base and transaction (a transaction-local setting
+-- remembers which were bumped): a row updated again in the transaction that wrote it costs a
+-- walk over its versions, so a bump per row made deleting 28,891 documents take 8 s instead of 0.3.
+CREATE SEQUENCE kb_generations;
+ALTER TABLE knowledge_bases ADD COLUMN generation bigint NOT NULL DEFAULT nextval('kb_generations');
+CREATE FUNCTION bump_kb_generation_once(kb_name text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    mark text := md5(kb_name) || ',';  -- fixed-length tokens: no name matches inside another's
+    bumped text := coalesce(current_setting('coffer.kb_generations_bumped', true), '');
+BEGIN
+    IF strpos(bumped, mark) = 0 THEN
+        UPDATE knowledge_bases SET generation = nextval('kb_generations') WHERE name = kb_name;
+        PERFORM set_config('coffer.kb_generations_bumped', bumped || mark, true);
+    END IF;
+END $$;
+CREATE FUNCTION bump_kb_generation() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE knowledge_bases SET generation = nextval('kb_generations');
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        PERFORM bump_kb_generation_once(OLD.kb);
+    END IF;
+    IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.kb IS DISTINCT FROM OLD.kb) THEN
+        PERFORM bump_kb_generation_once(NEW.kb);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER documents_added_or_deleted AFTER INSERT OR DELETE ON documents
+    FOR EACH ROW EXECUTE FUNCTION bump_kb_generation();
+-- Not for the embedding bookkeeping (embed_pending, embedding_model): the drift check reads none of it.
+CREATE TRIGGER documents_restamped AFTER UPDATE ON documents FOR EACH ROW
+    WHEN (OLD.id IS DISTINCT FROM NEW.id OR OLD.kb IS DISTINCT FROM NEW.kb
+          OR OLD.file_stamp IS DISTINCT FROM NEW.file_stamp OR OLD.chunk_params IS DISTINCT FROM NEW.chunk_params)
+    EXECUTE FUNCTION bump_kb_generation();
+CREATE TRIGGER documents_truncated AFTER TRUNCATE ON documents
+    FOR EACH STATEMENT EXECUTE FUNCTION bump_kb_generation();
+"""
+
+_PENDING = """
+-- Whether a knowledge base has documents due for embedding (queries.pending_documents) is asked
+-- by every drift check of a vector knowledge base: by index, not by reading every row (34 ms at
+-- 28,891 documents). A document is due when pending or embedded by another model than today's;
+-- "another" is a range below or above today's, in byte order whatever the database's collation.
+CREATE INDEX documents_by_embedding_model ON documents (kb, embedding_model COLLATE "C", id);
+CREATE INDEX documents_embed_pending ON documents (kb, id) WHERE embed_pending;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
     ("0003_filters", _FILTERS),
+    ("0004_kb_generations", _GENERATIONS),
+    ("0005_pending_index", _PENDING),
 ]
 
 _EXTENSION_HINT = (
