@@ -168,8 +168,9 @@ class KnowledgeBaseService:
         kb, _ = self.registry.open_kb(name)
         with self.registry.writing(kb):
             old = self.registry.config(name)
-            if chunk_size is not None and chunk_overlap is None:
-                chunk_overlap = _fitting(old.chunk_overlap, old.chunk_size, chunk_size)
+            if chunk_size is not None and chunk_overlap is None:  # said only when it changes
+                fitted = _fitting(old.chunk_overlap, old.chunk_size, chunk_size)
+                chunk_overlap = fitted if fitted != old.chunk_overlap else None
             changes = {
                 "description": description,
                 "chunk_size": chunk_size,
