@@ -679,6 +679,65 @@ def test_a_phrase_of_several_tokens_matches_where_they_are_adjacent_as_in_fts5(
     assert sqlite_more == pg_more == [True, False]
 
 
+def test_function_word_phrases_count_every_occurrence_as_fts5_does_overlapping_ones_too(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # "to be" occurs twice in "to be or not to be"; "to to" twice in "to to to" (the matches overlap).
+    texts = [
+        "to be or not to be",
+        "to to to, said the owl",
+        "be to, not to be: reversed once",
+        "tobe is one word",
+        *[f"filler {i} about owls" for i in range(8)],
+    ]
+    results = {}
+    for name in BACKENDS:
+        index = open_backend(name, tmp_path, request)
+        kb(index, "notes")
+        add(index, doc("doc-01", "notes"), *texts)
+        queries = ("to be", "to to", "not to be")
+        results[name] = {query: [(r.position, r.score) for r in search(index, query, "OR")] for query in queries}
+        index.close()
+    sqlite, postgres = results["sqlite"], results["postgres"]
+    assert [position for position, _ in sqlite["to be"]] == [0, 2]
+    assert [position for position, _ in sqlite["to to"]] == [1]
+    for query, expected in sqlite.items():
+        assert [p for p, _ in postgres[query]] == [p for p, _ in expected], query
+        assert [s for _, s in postgres[query]] == pytest.approx([s for _, s in expected], rel=1e-9), query
+
+
+def test_postgres_chunks_written_before_their_terms_were_kept_still_match_phrases(postgres_url: str) -> None:
+    index = PostgresIndex(postgres_url)
+    kb(index, "notes")
+    add(index, doc("doc-01", "notes"), "to be or not to be", "to to to", "be to be", "nothing here")
+    fresh = [(r.position, r.score) for query in ("to be", "to to") for r in search(index, query, "OR")]
+    index.conn.execute("UPDATE chunks SET terms = NULL")  # as rows indexed before 0006_chunk_terms
+    legacy = [(r.position, r.score) for query in ("to be", "to to") for r in search(index, query, "OR")]
+    index.close()
+    assert [position for position, _ in fresh] == [0, 2, 1]
+    assert legacy == fresh
+
+
+def test_an_and_query_is_ranked_from_each_knowledge_bases_own_rarest_term(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # "cell" is rare in alpha and common in beta, "membrane" the other way round.
+    results = {}
+    for name in BACKENDS:
+        index = open_backend(name, tmp_path, request)
+        for kb_name, rare, common in (("alpha", "cell", "membrane"), ("beta", "membrane", "cell")):
+            kb(index, kb_name)
+            both = [f"{rare} and {common} {'again ' * i}" for i in range(3)]
+            add(index, doc(f"{kb_name}-01", kb_name), *[f"{common} note {i}" for i in range(12)], *both)
+        rows = search(index, "cells membranes", "AND", kbs=("alpha", "beta"), limit=20)
+        results[name] = [(r.document_id, r.position, r.score) for r in rows]
+        index.close()
+    sqlite, postgres = results["sqlite"], results["postgres"]
+    assert len(sqlite) == 6
+    assert [(d, p) for d, p, _ in postgres] == [(d, p) for d, p, _ in sqlite]
+    assert [s for _, _, s in postgres] == pytest.approx([s for _, _, s in sqlite], rel=1e-9)
+
+
 # -- per-knowledge-base statistics (issue 17) ----------------------------------------------------
 
 

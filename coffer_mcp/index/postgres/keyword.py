@@ -17,9 +17,9 @@ term goes through the same function, as a quoted phrase in an FTS5 ``MATCH`` doe
 ``postings`` holds (kb, term, chunk, tf, dl), keyed so that a term's postings in one knowledge base
 are one index range; ``keyword_stats`` per knowledge base its chunks and tokens (a row per knowledge
 base, so writers of different ones never wait on each other). A phrase
-of several tokens (``हिन्दी`` is three, as FTS5 splits at vowel signs) matches where its tokens are
-adjacent: postings keep no positions, so such a phrase is checked by re-tokenizing the chunks
-holding all its tokens (exact, slower; only text with separating marks yields such phrases).
+of several tokens (a query of function words only, ``"for the"``, or ``हिन्दी``, three tokens as
+FTS5 splits at vowel signs) matches where its tokens are adjacent: postings keep no positions, so
+each chunk also keeps its terms in order (``chunks.terms``), searched in SQL.
 A term longer than ``_MAX_TERM_BYTES`` is stored by its hash (a B-tree entry has a size limit).
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ from coffer_mcp.index.fts import search_text
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection, clean
 from coffer_mcp.index.postgres.filters import scope
-from coffer_mcp.index.postgres.tokens import term_counts, terms
+from coffer_mcp.index.postgres.tokens import terms
 from coffer_mcp.models import Chunk
 
 __all__ = [
@@ -92,6 +93,42 @@ WITH q AS (
 """
 
 
+# The same scores for an AND of single-token phrases, read from the rarest term's postings: each
+# term's match count in each knowledge base first (an index-only count), then the chunks holding
+# the rarest one, then the other terms' postings of those chunks only, looked up by key. _SCORED
+# reads every posting of every term, so a query that pairs a rare word with a common one ("cells"
+# in 45,000 of 100,000 chunks) cost 60-100 ms where this costs 8-12 (docs/benchmarks.md). The
+# ``OFFSET 0`` keeps the planner from turning the lookups back into a join over all the postings.
+# Each chunk's phrases are summed in query order (``ORDER BY i``), as FTS5 sums them.
+_SCORED_AND = """
+WITH q AS (
+    SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
+), counted AS MATERIALIZED (
+    SELECT q.i, q.term, s.kb, s.chunks::float8 AS n, s.tokens::float8 / nullif(s.chunks, 0) AS avgdl,
+           (SELECT count(*) FROM postings p WHERE p.kb = s.kb AND p.term = q.term) AS df
+    FROM q CROSS JOIN keyword_stats s WHERE s.kb = ANY(%(kbs)s::text[])
+), candidates AS MATERIALIZED (
+    SELECT r.kb, array_agg(p.chunk_id) AS ids
+    FROM (SELECT DISTINCT ON (kb) kb, term FROM counted ORDER BY kb, df, i) r
+    CROSS JOIN LATERAL (SELECT chunk_id FROM postings WHERE kb = r.kb AND term = r.term) p
+    GROUP BY r.kb
+), weighted AS (
+    SELECT d.i, p.chunk_id, p.tf, p.dl, (d.n - d.df + 0.5::float8) / (d.df + 0.5::float8) AS x, d.avgdl
+    FROM counted d JOIN candidates c ON c.kb = d.kb
+    CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term AND chunk_id = ANY(c.ids) OFFSET 0
+    ) p
+), scored AS (
+    SELECT w.chunk_id, count(*) AS matched,
+           sum(CASE WHEN w.x > 1 THEN ln(w.x) ELSE 1e-6::float8 END * (w.tf::float8 * (1.2::float8 + 1.0::float8))
+               / (w.tf::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * w.dl::float8
+                                                 / w.avgdl)) ORDER BY w.i) AS score
+    FROM weighted w
+    GROUP BY w.chunk_id
+)
+"""
+
+
 # -- writing -----------------------------------------------------------------------------------
 
 _STATS_ADD = (
@@ -102,26 +139,28 @@ _STATS_ADD = (
 
 def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk]) -> int:
     """Insert a document's chunks with their postings and share of the statistics, in one statement."""
-    positions, paths, headings, texts, lengths = [], [], [], [], []
+    positions, paths, headings, texts, lengths, sequences = [], [], [], [], [], []
     terms_at: tuple[list[str], list[int], list[int]] = ([], [], [])
     for chunk in chunks:
         joined = "\n".join(chunk.heading_path)
-        counts, length = term_counts(search_text(f"{joined}\n{chunk.text}"))
+        counts, length, sequence = _analyzed(f"{joined}\n{chunk.text}")
         positions.append(chunk.position)
         paths.append(json.dumps(list(chunk.heading_path), ensure_ascii=False))
         headings.append(clean(joined))
         texts.append(clean(chunk.text))
         lengths.append(length)
+        sequences.append(sequence)
         for term, tf in counts.items():
             terms_at[0].append(_key(term))
             terms_at[1].append(chunk.position)
             terms_at[2].append(tf)
     conn.execute(
         f"""WITH new AS (
-                INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, length)
+                INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, length, terms)
                 SELECT nextval('chunk_ids'), %(doc)s, %(kb)s, u.*
                 FROM unnest(%(positions)s::int[], %(paths)s::text[], %(headings)s::text[], %(texts)s::text[],
-                            %(lengths)s::int[]) AS u(position, heading_path, headings, text, length)
+                            %(lengths)s::int[], %(sequences)s::text[])
+                    AS u(position, heading_path, headings, text, length, terms)
                 RETURNING id, position, length
             ), indexed AS (
                 INSERT INTO postings (kb, term, chunk_id, tf, dl)
@@ -138,6 +177,7 @@ def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk
             "headings": headings,
             "texts": texts,
             "lengths": lengths,
+            "sequences": sequences,
             "terms": terms_at[0],
             "at": terms_at[1],
             "tfs": terms_at[2],
@@ -164,6 +204,13 @@ def delete_chunks(conn: Connection, where: str, params: Sequence[Any]) -> list[i
         params,
     ).fetchone()
     return [] if row is None else list(row["ids"])
+
+
+def _analyzed(text: str) -> tuple[Counter[str], int, str]:
+    """A chunk's ``({term: occurrences}, length in tokens, its terms in order space-separated)`` from
+    its headings and text; the last as stored in ``chunks.terms`` for phrases (terms as postings keys)."""
+    found = terms(search_text(text))
+    return Counter(found), len(found), " ".join(_key(term) for term in found)
 
 
 def _key(term: str) -> str:
@@ -195,10 +242,12 @@ def search(
     params = _phrases(conn, query_terms, operator, kbs)
     if params is None or limit <= 0:
         return []
+    # Every phrase a single token, all required: read from the rarest one's postings.
+    scored = _SCORED_AND if operator == "AND" and len(params["terms"]) > 1 and None not in params["terms"] else _SCORED
     depth, deepest = limit + _SLACK, (limit + _SLACK if where else _MAX_DEPTH)
     while depth <= deepest:
         top = conn.execute(
-            _SCORED + "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s "
+            scored + "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s "
             "ORDER BY score DESC, chunk_id LIMIT %(depth)s",
             {**params, "depth": depth},
         ).fetchall()
@@ -208,7 +257,7 @@ def search(
         depth *= 8
     clause, scope_params = scope(kbs, where)
     sql = (
-        _SCORED + f"SELECT {_PASSAGE}, s.score FROM scored s JOIN chunks c ON c.id = s.chunk_id "
+        scored + f"SELECT {_PASSAGE}, s.score FROM scored s JOIN chunks c ON c.id = s.chunk_id "
         f"JOIN documents d ON d.id = c.document_id WHERE s.matched >= %(need)s AND {clause} "
         "ORDER BY s.score DESC, c.document_id, c.position LIMIT %(limit)s"
     )
@@ -277,20 +326,48 @@ def _phrases(conn: Connection, query_terms: Sequence[str], operator: str, kbs: S
 
 def _phrase_hits(conn: Connection, phrase: list[str], kbs: Sequence[str]) -> list[tuple[str, int, int, int]]:
     """``(kb, chunk id, occurrences, length)`` of the chunks of ``kbs`` where the phrase's tokens are
-    adjacent."""
-    distinct = sorted({_key(term) for term in phrase})
+    adjacent.
+
+    Found in SQL from each chunk's ``terms`` (its index terms in order, space-separated): spaces
+    doubled, ``" for  the "`` occurs in ``" of  the  for  the  cell "`` once per match, the matches
+    counted by ``replace``. That misses overlapping matches, possible only for a phrase that ends
+    the way it begins (``"the the"``), so those are counted here from the fetched terms. Chunks
+    written before ``terms`` existed (NULL) are tokenized again here, as all were before (2-3 s for
+    ``"for the"`` at 100,000 chunks, against ~0.2 s in SQL; docs/benchmarks.md).
+    """
+    keys = [_key(term) for term in phrase]
+    width = len(keys)
+    overlapping = any(keys[:k] == keys[-k:] for k in range(1, width))
     rows = conn.execute(
-        """SELECT id, kb, headings, text, length FROM chunks WHERE id IN (
-               SELECT chunk_id FROM postings WHERE kb = ANY(%s::text[]) AND term = ANY(%s::text[])
-               GROUP BY chunk_id HAVING count(*) = %s)
-           ORDER BY id""",
-        (list(kbs), distinct, len(distinct)),
+        """SELECT c.id, c.kb, c.length,
+                  (length(s.spaced) - length(replace(s.spaced, %(needle)s, ''))) / length(%(needle)s) AS occurrences,
+                  CASE WHEN %(overlapping)s THEN c.terms END AS terms,
+                  CASE WHEN c.terms IS NULL THEN c.headings END AS headings,
+                  CASE WHEN c.terms IS NULL THEN c.text END AS text
+           FROM chunks c CROSS JOIN LATERAL (SELECT ' ' || replace(c.terms, ' ', '  ') || ' ' AS spaced) s
+           WHERE c.id IN (
+               SELECT chunk_id FROM postings WHERE kb = ANY(%(kbs)s::text[]) AND term = ANY(%(terms)s::text[])
+               GROUP BY chunk_id HAVING count(*) = %(distinct)s)
+             AND (c.terms IS NULL OR strpos(s.spaced, %(needle)s) > 0)
+           ORDER BY c.id""",
+        {
+            "kbs": list(kbs),
+            "terms": sorted(set(keys)),
+            "distinct": len(set(keys)),
+            "needle": " " + "  ".join(keys) + " ",
+            "overlapping": overlapping,
+        },
     ).fetchall()
     hits = []
-    width = len(phrase)
     for row in rows:
-        tokens = terms(search_text(f"{row['headings']}\n{row['text']}"))
-        occurrences = sum(tokens[at : at + width] == phrase for at in range(len(tokens) - width + 1))
+        if row["occurrences"] is not None and not overlapping:
+            occurrences = row["occurrences"]
+        else:
+            if row["occurrences"] is None:  # written before 0006_chunk_terms
+                tokens = [_key(term) for term in terms(search_text(f"{row['headings']}\n{row['text']}"))]
+            else:
+                tokens = row["terms"].split(" ")
+            occurrences = sum(tokens[at : at + width] == keys for at in range(len(tokens) - width + 1))
         if occurrences:
             hits.append((row["kb"], row["id"], occurrences, row["length"]))
     return hits
@@ -391,25 +468,28 @@ def rebuild(conn: Connection, batch: int = 1000) -> int:
             break
         ids: list[int] = []
         lengths: list[int] = []
+        sequences: list[str] = []
         terms_of: tuple[list[str], list[int], list[int]] = ([], [], [])
         for row in rows:
-            counts, length = term_counts(search_text(f"{row['headings']}\n{row['text']}"))
+            counts, length, sequence = _analyzed(f"{row['headings']}\n{row['text']}")
             ids.append(row["id"])
             lengths.append(length)
+            sequences.append(sequence)
             for term, tf in counts.items():
                 terms_of[0].append(_key(term))
                 terms_of[1].append(row["id"])
                 terms_of[2].append(tf)
         conn.execute(
             """WITH measured AS (
-                   UPDATE chunks SET length = m.length FROM unnest(%s::bigint[], %s::int[]) AS m(id, length)
+                   UPDATE chunks SET length = m.length, terms = m.terms
+                   FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS m(id, length, terms)
                    WHERE chunks.id = m.id RETURNING chunks.id, chunks.kb, chunks.length
                )
                INSERT INTO postings (kb, term, chunk_id, tf, dl)
                SELECT measured.kb, p.term, p.chunk_id, p.tf, measured.length
                FROM unnest(%s::text[], %s::bigint[], %s::int[]) AS p(term, chunk_id, tf)
                JOIN measured ON measured.id = p.chunk_id""",
-            (ids, lengths, *terms_of),
+            (ids, lengths, sequences, *terms_of),
         )
         after, done = rows[-1]["id"], done + len(rows)
     conn.execute(

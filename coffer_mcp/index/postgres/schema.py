@@ -213,12 +213,21 @@ CREATE INDEX documents_by_embedding_model ON documents (kb, embedding_model COLL
 CREATE INDEX documents_embed_pending ON documents (kb, id) WHERE embed_pending;
 """
 
+_CHUNK_TERMS = """
+-- A chunk's index terms in order, space-separated (index/postgres/keyword.py): a phrase ("for the")
+-- is matched in SQL instead of by tokenizing every chunk holding its words again in Python. Rows
+-- written before stay NULL and are still checked that way until their document is indexed again
+-- ('coffer kb reindex --force', or an edit).
+ALTER TABLE chunks ADD COLUMN terms text;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
     ("0003_filters", _FILTERS),
     ("0004_kb_generations", _GENERATIONS),
     ("0005_pending_index", _PENDING),
+    ("0006_chunk_terms", _CHUNK_TERMS),
 ]
 
 _EXTENSION_HINT = (
