@@ -127,8 +127,8 @@ class Settings(BaseModel):
         default=1.0,
         ge=0,
         description=(
-            "Big knowledge bases: seconds between checks of every file's stamp (or 20 times a check's "
-            "cost, when longer)."
+            "Big knowledge bases: seconds between checks of every file's stamp, made in the background "
+            "(or 20 times a check's cost, when longer)."
         ),
     )
     reconcile_budget_ms: float = Field(

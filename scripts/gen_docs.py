@@ -56,11 +56,12 @@ SETTING_NOTES: dict[str, str] = {
     "oldest",
     "lock_timeout": "seconds a writer waits for another writer on the same knowledge base before failing with `busy`",
     "reconcile_lock_wait": "seconds a read waits for a busy writer before serving the index as it is",
-    "reconcile_interval": "for big knowledge bases: seconds between full file checks; a change to the `docs/` "
-    "folder itself (a file added, removed, or saved by an editor that writes a new file and renames it) still "
-    "triggers one at once, so only edits written in place wait up to this long — or 20 times the check's own cost "
-    "when that is longer (a 240 ms check at ~29,000 documents: 4.8 s), so that checks take at most 5 % of a busy "
-    "reader's time. `0` checks every file on every read",
+    "reconcile_interval": "for big knowledge bases: seconds between full file checks, which run in the background "
+    "(the read that finds one due is served at once); a change to the `docs/` folder itself (a file added, removed, "
+    "or saved by an editor that writes a new file and renames it) still triggers one at once, on that read, so only "
+    "edits written in place wait up to this long plus one check — or 20 times the check's own cost when that is "
+    "longer (a 240 ms check at ~29,000 documents: 4.8 s), so that checks take at most 5 % of a busy process's time. "
+    "`0` checks every file on every read",
     "reconcile_budget_ms": "a knowledge base whose full file check (one `stat` per document) uses more CPU than this "
     "counts as big (CPU time, so a busy machine does not make a small knowledge base look big)",
     "log_level": "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`; logs always go to stderr",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -198,6 +199,37 @@ def test_a_slow_full_check_is_spaced_out_so_that_it_takes_a_small_share_of_the_t
     assert not scans.fresh("notes", "stamp", settings)
     scans.record("notes", "stamp", time.monotonic(), 0.2)
     assert not scans.fresh("notes", "stamp", load_settings(home=home, reconcile_interval=0))
+
+
+def test_a_big_knowledge_base_is_checked_in_the_background_and_no_read_waits_for_it(home: Path) -> None:
+    # reconcile_budget_ms=0: every knowledge base counts as big. A writer holds the lock while a
+    # file is edited by hand: a check on the read path would wait for it (up to 60 s).
+    settings = load_settings(home=home, reconcile_budget_ms=0, reconcile_interval=0.05, reconcile_lock_wait=60)
+    with Coffer(settings) as coffer:
+        coffer.create_kb("notes")
+        ids = fill(coffer)
+        coffer.search("notes", "proxy")  # the first check runs on the read path and counts as big
+        path = home / "knowledge" / "notes" / "docs" / f"{ids['faq.md']}.md"
+        path.write_text(path.read_text(encoding="utf-8").replace("restart", "reboot"), encoding="utf-8")
+        paths, _ = coffer.registry.open_kb("notes")
+        holding, release, released_by_reader = threading.Event(), threading.Event(), []
+
+        def writer() -> None:
+            with coffer.registry.writing(paths):
+                holding.set()
+                released_by_reader.append(release.wait(30))
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        assert holding.wait(30)
+        time.sleep(0.1)  # past reconcile_interval: a check is due
+        coffer.search("notes", "reboot")  # asks for the check, is served the index as it is
+        release.set()
+        thread.join()
+        assert released_by_reader == [True], "the read waited for the writer"
+        assert coffer.registry.checks_done(30)
+        assert [p.document_id for p in coffer.search("notes", "reboot").passages] == [ids["faq.md"]]
+    assert not [t for t in threading.enumerate() if t.name == "coffer-file-checks"], "close() stops the checks"
 
 
 def test_a_big_knowledge_base_still_sees_files_added_or_saved_by_rename_at_once(home: Path) -> None:

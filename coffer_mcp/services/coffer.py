@@ -106,7 +106,8 @@ class Coffer:
         return Watcher(self.registry, self.follow).start()
 
     def close(self) -> None:
-        """Close every connection to the index, and the reranker's."""
+        """Stop the background file checks; close every connection to the index, and the reranker's."""
+        self.registry.close_checks()
         self.registry.close_reranker()
         self.registry.index.close()
 
