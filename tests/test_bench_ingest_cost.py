@@ -1,0 +1,43 @@
+"""The ingest-cost benchmark: both backends ingest the same documents, PostgreSQL's statements are timed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from bench.ingest_cost import main
+
+
+def test_ingest_cost_reports_both_backends_and_where_postgresql_spends_its_time(
+    tmp_path: Path, postgres_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    execute = psycopg.Connection.execute
+    out = tmp_path / "ingest.json"
+
+    main(
+        [
+            "--documents",
+            "12",
+            "--postgres-url",
+            postgres_server.get_uri(),
+            "--workdir",
+            str(tmp_path),
+            "--out",
+            str(out),
+        ]
+    )
+
+    data = json.loads(out.read_text(encoding="utf-8"))
+    sqlite, postgres = data["backends"]["sqlite"], data["backends"]["postgres"]
+    assert sqlite["documents"] == postgres["documents"] == 12
+    assert "statements_ms_per_doc" not in sqlite
+    statements = postgres["statements_ms_per_doc"]
+    assert any(key.startswith("WITH new AS ( INSERT INTO chunks") for key in statements)  # chunks and postings
+    assert statements["(COMMIT)"]["calls"] >= postgres["documents"]
+    assert 0 < postgres["in_statements_ms_per_doc"] < postgres["total_ms_per_doc"]
+    assert psycopg.Connection.execute is execute  # the timing is undone
+    assert "| postgres |" in capsys.readouterr().out
