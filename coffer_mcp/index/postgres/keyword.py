@@ -339,16 +339,21 @@ def _phrase_hits(conn: Connection, phrase: list[str], kbs: Sequence[str]) -> lis
     width = len(keys)
     overlapping = any(keys[:k] == keys[-k:] for k in range(1, width))
     rows = conn.execute(
-        """SELECT c.id, c.kb, c.length,
+        # The candidates as one sorted array: one index scan over them reads the chunks in
+        # order: 300 against 380 ms for "for the" (35,226 candidates) with a lookup per candidate.
+        """WITH candidates AS MATERIALIZED (
+               SELECT array_agg(chunk_id ORDER BY chunk_id) AS ids FROM (
+                   SELECT chunk_id FROM postings WHERE kb = ANY(%(kbs)s::text[]) AND term = ANY(%(terms)s::text[])
+                   GROUP BY chunk_id HAVING count(*) = %(distinct)s) AS holding_all
+           )
+           SELECT c.id, c.kb, c.length,
                   (length(s.spaced) - length(replace(s.spaced, %(needle)s, ''))) / length(%(needle)s) AS occurrences,
                   CASE WHEN %(overlapping)s THEN c.terms END AS terms,
                   CASE WHEN c.terms IS NULL THEN c.headings END AS headings,
                   CASE WHEN c.terms IS NULL THEN c.text END AS text
-           FROM chunks c CROSS JOIN LATERAL (SELECT ' ' || replace(c.terms, ' ', '  ') || ' ' AS spaced) s
-           WHERE c.id IN (
-               SELECT chunk_id FROM postings WHERE kb = ANY(%(kbs)s::text[]) AND term = ANY(%(terms)s::text[])
-               GROUP BY chunk_id HAVING count(*) = %(distinct)s)
-             AND (c.terms IS NULL OR strpos(s.spaced, %(needle)s) > 0)
+           FROM candidates, chunks c
+           CROSS JOIN LATERAL (SELECT ' ' || replace(c.terms, ' ', '  ') || ' ' AS spaced) s
+           WHERE c.id = ANY(candidates.ids) AND (c.terms IS NULL OR strpos(s.spaced, %(needle)s) > 0)
            ORDER BY c.id""",
         {
             "kbs": list(kbs),
