@@ -333,7 +333,7 @@ def _phrase_hits(conn: Connection, phrase: list[str], kbs: Sequence[str]) -> lis
     counted by ``replace``. That misses overlapping matches, possible only for a phrase that ends
     the way it begins (``"the the"``), so those are counted here from the fetched terms. Chunks
     written before ``terms`` existed (NULL) are tokenized again here, as all were before (2-3 s for
-    ``"for the"`` at 100,000 chunks, against ~0.2 s in SQL; docs/benchmarks.md).
+    ``"for the"`` at 100,000 chunks, against 0.3 s in SQL; docs/benchmarks.md).
     """
     keys = [_key(term) for term in phrase]
     width = len(keys)
