@@ -97,7 +97,7 @@ WITH q AS (
 # term's match count in each knowledge base first (an index-only count), then the chunks holding
 # the rarest one, then the other terms' postings of those chunks only, looked up by key. _SCORED
 # reads every posting of every term, so a query that pairs a rare word with a common one ("cells"
-# in 45,000 of 100,000 chunks) cost 60-100 ms where this costs 8-12 (docs/benchmarks.md). The
+# in 45,000 of 100,000 chunks) cost 60-100 ms where this costs 8-18 (docs/design.md). The
 # ``OFFSET 0`` keeps the planner from turning the lookups back into a join over all the postings.
 # Each chunk's phrases are summed in query order (``ORDER BY i``), as FTS5 sums them.
 _SCORED_AND = """
