@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -160,6 +161,14 @@ def source_fingerprint() -> str:
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def write_report(out: Path, data: dict[str, Any], tables: str) -> None:
+    """Write ``data`` as JSON to ``out`` (its folder made if missing), then print ``tables`` and where it went."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(tables)
+    print(f"\nwritten to {out}")
 
 
 def log(message: str) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from typing import Any
 import coffer_mcp
 from bench._backends import open_backend, parse_backends
 from bench._corpus import CHUNK_OVERLAP, CHUNK_SIZE, generate_document, load_vocabulary
-from bench._measure import log, machine_info, source_fingerprint
+from bench._measure import log, machine_info, source_fingerprint, write_report
 from bench.scale import DEFAULT_VOCAB
 from coffer_mcp import Coffer, load_settings
 
@@ -147,10 +146,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 if name == "postgres":
                     data["postgres"] = backend.describe()
             log(f"{name}: {data['backends'][name]['docs_per_s']:.0f} documents/s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(to_markdown(data))
-    print(f"\nwritten to {args.out}")
+    write_report(args.out, data, to_markdown(data))
     return data
 
 

@@ -16,7 +16,6 @@ operation and backend, and the ingest, rebuild and vector-fill times.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 import coffer_mcp
 from bench._backends import open_backend
 from bench._corpus import CHUNK_OVERLAP, CHUNK_SIZE, load_vocabulary, make_queries, write_corpus
-from bench._measure import log, machine_info, source_fingerprint, summarize
+from bench._measure import log, machine_info, source_fingerprint, summarize, write_report
 from bench._vectors import FakeEmbedder, fill_vectors, minilm
 from bench.scale import DEFAULT_MODEL, DEFAULT_VOCAB, KB, _has_content_word
 from coffer_mcp import Coffer, load_settings
@@ -196,10 +195,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "load_average": load,
             "latency_ms": {key: {name: stats[name] for name in BACKENDS} for key, stats in latency.items()},
         }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(to_markdown(data))
-    print(f"\nwritten to {args.out}")
+    write_report(args.out, data, to_markdown(data))
     return data
 
 

@@ -49,7 +49,7 @@ from bench._corpus import (
     regex_patterns,
     write_corpus,
 )
-from bench._measure import latency, log, machine_info, source_fingerprint
+from bench._measure import latency, log, machine_info, source_fingerprint, write_report
 from bench._serve import mcp_search_latency, serve_memory, startup_times
 from bench._vectors import DIMENSIONS, MINILM, FakeEmbedder, fill_vectors, held_out_vectors, minilm
 from coffer_mcp import Coffer, load_settings
@@ -578,10 +578,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         data["sources_changed_during_run"] = True
     data["targets"] = _report.targets(_compare.of_backend(sizes, args.backends[0]))
     data["ann_targets"] = _report.ann_targets(_compare.of_backend(sizes, "sqlite"))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(_compare.markdown(data))
-    print(f"\nwritten to {args.out}")
+    write_report(args.out, data, _compare.markdown(data))
     return data
 
 

@@ -19,6 +19,7 @@ from coffer_mcp.index.port import DocumentRow
 from coffer_mcp.index.postgres import PostgresIndex
 from coffer_mcp.models import Chunk
 from coffer_mcp.store.kbconfig import KbConfig
+from tests.index.test_port import doc as port_doc
 
 PARAMS = "512:64"
 
@@ -38,24 +39,7 @@ def kb(index: PostgresIndex, name: str) -> None:
 
 
 def doc(doc_id: str, kb_name: str = "notes", stamp: str | None = None, params: str = PARAMS) -> DocumentRow:
-    return DocumentRow(
-        id=doc_id,
-        kb=kb_name,
-        title=doc_id,
-        original_filename=f"{doc_id}.md",
-        original_format="md",
-        source_sha256="s" * 64,
-        content_sha256="c" * 64,
-        source_mode="converted",
-        source_path=None,
-        conversion_engine="markdown",
-        converted_at=None,
-        created_at="2025-01-01T00:00:00Z",
-        updated_at="2025-01-01T00:00:00Z",
-        metadata={},
-        file_stamp=stamp or f"stamp-{doc_id}",
-        chunk_params=params,
-    )
+    return port_doc(doc_id, kb_name, file_stamp=stamp or f"stamp-{doc_id}", chunk_params=params)
 
 
 def put(index: PostgresIndex, *rows: DocumentRow) -> None:
