@@ -277,7 +277,7 @@ class Registry:
         (``activity.docs_watched``), a big knowledge base's files are checked at most every
         ``WATCHED_RECHECK_SECONDS`` (what the watcher applies is seen as soon as it is applied).
         """
-        kb, _ = self.open_kb(name)
+        kb, config = self.open_kb(name)
         folder = path_stamp(kb.docs)
         watched = self.activity.docs_watched
         if self._scans.fresh(name, folder, self.settings, watched=watched):
@@ -285,7 +285,7 @@ class Registry:
         if self._scans.big_and_unchanged(name, folder, self.settings, watched=watched):
             self._checks.request(name)
             return
-        self.check_files(name)
+        self._check_files(kb, config, folder)
 
     def check_files(self, name: str) -> None:
         """Compare every file of a knowledge base with the index and reconcile what differs.
@@ -294,7 +294,10 @@ class Registry:
             KnowledgeBaseNotFoundError: no such knowledge base (or deleted meanwhile).
         """
         kb, config = self.open_kb(name)
-        folder = path_stamp(kb.docs)
+        self._check_files(kb, config, path_stamp(kb.docs))
+
+    def _check_files(self, kb: KbPaths, config: KbConfig, folder: str) -> None:
+        name = kb.name
         mark = unindexed_mark()
         started, cpu = time.monotonic(), time.thread_time()
         drift = detect_drift(self.index, kb, config, self.embedder if config.vector else None)
