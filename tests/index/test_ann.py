@@ -14,7 +14,7 @@ import pytest
 
 import coffer_mcp.index.sqlite as sqlite_index
 from coffer_mcp.index.port import DocumentFilter, DocumentRow, PassageRow
-from coffer_mcp.index.sqlite import SqliteIndex, ann
+from coffer_mcp.index.sqlite import SqliteIndex, ann, hnsw
 from coffer_mcp.models import Chunk
 
 MODEL = "test:random-32"
@@ -28,8 +28,11 @@ def unit(rng: random.Random) -> list[float]:
     return [v / norm for v in vector]
 
 
-def add_documents(index: SqliteIndex, kb: str, documents: int, chunks: int, seed: int) -> list[int]:
-    """``documents`` documents of ``chunks`` chunks each in ``kb``, every chunk with a random vector."""
+def add_documents(
+    index: SqliteIndex, kb: str, documents: int, chunks: int, seed: int, *, lengths: bool = False
+) -> list[int]:
+    """``documents`` documents of ``chunks`` chunks each in ``kb``, every chunk with a random vector
+    (a unit vector, or with ``lengths`` of any length, as some providers return them)."""
     rng = random.Random(seed)
     config = SimpleNamespace(
         description="", chunk_size=512, chunk_overlap=0, vector=True, created_at="t", updated_at="t"
@@ -58,7 +61,8 @@ def add_documents(index: SqliteIndex, kb: str, documents: int, chunks: int, seed
             index.replace_chunks(kb, doc_id, [Chunk(i, f"chunk {i} of {doc_id}") for i in range(chunks)])
     ids = [cid for doc in index.documents(kb) for cid, _ in index.chunk_texts(doc.id)]
     with index.transaction():
-        index.store_vectors(MODEL, DIMS, kb, [(cid, unit(rng)) for cid in ids])
+        length = (lambda: rng.uniform(0.05, 20.0)) if lengths else (lambda: 1.0)
+        index.store_vectors(MODEL, DIMS, kb, [(cid, [v * length() for v in unit(rng)]) for cid in ids])
         for d in range(documents):
             index.set_embedding(f"{kb}-{seed}-{d:04d}", pending=False, model=MODEL)
     return ids
@@ -106,6 +110,42 @@ def test_searches_through_a_graph_return_exactly_what_the_scan_returns(db: Path)
     assert_same_as_scan(index, db, ["big"])
     assert uses_graph(index, "big")
     assert len(list((db.parent / "coffer.db-ann").glob("*.usearch"))) == 1
+
+
+def test_vectors_of_any_length_get_the_scans_scores_from_the_graph(db: Path) -> None:
+    # The graph keeps each vector as stored, so re-scoring it is the scan's arithmetic on the same bytes.
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=3, lengths=True)
+    assert_same_as_scan(index, db, ["big"])
+    assert uses_graph(index, "big")
+
+
+def test_a_quantized_graph_of_an_older_release_answers_exactly_until_it_is_rebuilt_with_floats(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = db.parent / "coffer.db-ann"
+    monkeypatch.setattr(hnsw, "DTYPE", "i8")  # what releases before float32 graphs saved
+    old = graphed(db)
+    stored = len(add_documents(old, "big", 60, 5, seed=1))
+    old.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    old.close()
+    monkeypatch.undo()
+    (quantized,) = folder.glob("*.usearch")
+    quantized_size = quantized.stat().st_size
+    rebuilding = ann._try_lock(folder / "m1-big~.lock")  # another process is rebuilding it
+    assert rebuilding is not None
+    try:
+        meanwhile = SqliteIndex(db, ann_threshold=1)
+        assert_same_as_scan(meanwhile, db, ["big"])  # its ids, re-scored from the vector table
+        assert uses_graph(meanwhile, "big")
+        assert [path.name for path in folder.glob("*.usearch")] == [quantized.name]
+    finally:
+        ann._unlock(rebuilding)
+    later = graphed(db)
+    assert_same_as_scan(later, db, ["big"])
+    (rebuilt,) = folder.glob("*.usearch")
+    assert rebuilt.name != quantized.name
+    assert rebuilt.stat().st_size - quantized_size >= stored * DIMS * 3  # four bytes a dimension, not one
 
 
 def test_a_small_knowledge_base_keeps_the_scan(db: Path) -> None:

@@ -6,9 +6,11 @@ model's vectors of one knowledge base (a vec0 partition); it gets a graph once i
 has ``threshold`` chunks. Below that the scan runs, and results are exactly the scan's.
 
 - **Exact scores.** The graph proposes ``max(2 * limit, 64)`` candidates (plus the exact nearest
-  of the vectors written since it was built); SQL re-scores them with the stored float32 vectors
-  and the scan's own distance function (``vectors.rescore``), so scores and ties are the scan's,
-  and a chunk deleted since the graph was built cannot come back: it no longer joins.
+  of the vectors written since it was built), with their float32 vectors as stored (the graph
+  keeps them byte for byte; the delta too); SQL re-scores them with the scan's own distance
+  function (``vectors.rescore``), so scores and ties are the scan's, and a chunk deleted since
+  the graph was built cannot come back: it no longer joins. (A graph file of an older release,
+  quantized, proposes ids only: they are re-scored from the vec0 table until it is rebuilt.)
 - **The vec0 table is the truth; a graph file is a cache** beside coffer.db, in
   ``coffer.db-ann/``. SQLite records each file's name, size, SHA-256, vector count and ``seq``
   (``ann_rows``); a file that does not match (missing, truncated, garbage) is not used, and is
@@ -83,8 +85,13 @@ class Partition:
         return not self.stale and len(self.delta) <= DELTA_MAX and len(self.dead) <= len(self.graph) // 2
 
     def due(self) -> bool:
-        """Whether the graph should be rebuilt: too many vectors changed since it was built."""
-        return not self.usable() or len(self.dead) + len(self.delta) > max(COMPACT_MIN, COMPACT_SHARE * len(self.graph))
+        """Whether the graph should be rebuilt: quantized (an older release's), or too many vectors
+        changed since it was built."""
+        return (
+            not self.usable()
+            or not self.graph.exact
+            or len(self.dead) + len(self.delta) > max(COMPACT_MIN, COMPACT_SHARE * len(self.graph))
+        )
 
 
 class AnnCache:
@@ -144,21 +151,24 @@ class AnnCache:
 
     def candidates(
         self, parts: Sequence[Partition], query: Sequence[float], limit: int, *, count: int | None = None
-    ) -> list[int]:
-        """Chunk ids near ``query`` in these partitions: the graph's (minus changed ones) and the delta's.
+    ) -> dict[int, bytes | None]:
+        """Chunks near ``query`` in these partitions: the graph's (minus changed ones) and the delta's,
+        each with its stored float32 vector (None from a quantized graph).
 
         Each partition proposes ``max(2 * limit, 64)`` of them, or ``count`` (a filtered search).
         """
         vector = hnsw.as_query(query)
         count = max(2 * limit, MIN_CANDIDATES, count or 0)
-        found: dict[int, None] = {}
+        found: dict[int, bytes | None] = {}
         for part in parts:
             with part.lock:
                 # Dead chunks take places in the graph's answer: ask for that many more.
                 wanted = min(len(part.graph), count * len(part.graph) // max(1, len(part.graph) - len(part.dead)) + 1)
-                found.update((key, None) for key in part.graph.search(vector, wanted) if key not in part.dead)
-                found.update((key, None) for key in part.delta.search(vector, count))
-        return list(found)
+                keys = [key for key in part.graph.search(vector, wanted) if key not in part.dead]
+                stored = part.graph.vectors(keys) if part.graph.exact else [None] * len(keys)
+                found.update(zip(keys, stored, strict=True))
+                found.update((key, part.delta.vector(key)) for key in part.delta.search(vector, count))
+        return found
 
     def _current(self, conn: Connection, table: str, model_id: int, kb: str, row: FileRow | None) -> Partition | None:
         """The partition's graph as this process holds it, up to date; None without a usable file."""
@@ -303,13 +313,15 @@ class AnnCache:
     def _updated(self, conn: Connection, table: str, row: FileRow) -> tuple[hnsw.Builder, int] | None:
         """The recorded graph with the logged changes applied, and the seq it then stands at.
 
-        None when a fresh build is better: the file is unusable, most of it changed, or removed
-        vectors left too many vacant places in the graph.
+        None when a fresh build is better: the file is unusable or quantized, most of it changed, or
+        removed vectors left too many vacant places in the graph.
         """
         try:
             builder = hnsw.Builder.from_file(self.folder / row.name, _stamp(row))
         except ValueError:
             return None
+        if not builder.exact:
+            return None  # an older release's quantized graph: built again as float32
         with ann_rows.snapshot(conn):
             seq = ann_rows.head(conn)
             ids, _ = ann_rows.changes_since(conn, row.model_id, row.kb, row.seq)

@@ -17,7 +17,7 @@ whenever that many chunks pass the filter.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from coffer_mcp.index.port import DocumentFilter
@@ -224,29 +224,55 @@ def rescore(
     conn: Connection,
     table: str,
     query: Sequence[float],
-    chunk_ids: Sequence[int],
+    candidates: Mapping[int, bytes | None],
     kbs: Sequence[str],
     limit: int,
     where: DocumentFilter | None = None,
 ) -> list[Any]:
     """The ``limit`` nearest of these chunks of ``kbs`` that ``where`` lets through, scored exactly as
-    ``knn`` scores (ANN candidates).
+    ``knn`` scores (ANN candidates, each with its stored vector when the graph holds it).
 
-    Only live chunks with a stored vector of this model come back: a candidate deleted since
-    the graph was built is dropped here.
+    Only live chunks come back: a candidate whose chunk was deleted since the graph was built
+    does not join. (A vector removed or replaced since is not proposed with its old bytes: the
+    change log takes it out of the graph's answers, ``ann.Partition.dead``.)
     """
-    if not chunk_ids:
+    if not candidates:
         return []
     clause, params = scope(kbs, where or DocumentFilter())
+    if any(vector is None for vector in candidates.values()):
+        # From the vec0 table: each lookup walks its chunk blob's overflow pages (hnsw.py).
+        marks = ", ".join("?" * len(candidates))
+        sql = f"""
+            SELECT *, 1.0 - distance AS score FROM (
+                SELECT {_PASSAGE_COLUMNS}, vec_distance_cosine(v.embedding, ?) AS distance
+                FROM chunks c JOIN {table} v ON v.chunk_id = c.id JOIN documents d ON d.id = c.document_id
+                WHERE c.id IN ({marks}) AND {clause})
+            ORDER BY distance, document_id, position
+            LIMIT ?"""
+        return conn.execute(sql, [serialize(query), *candidates, *params, limit]).fetchall()
+    if where:  # only the candidates the filter lets through carry their vector into SQL
+        candidates = {key: candidates[key] for key in _passing(conn, list(candidates), clause, params)}
+        if not candidates:
+            return []
     # vec_distance_cosine is the function vec0's scan applies: the same floats, the same order.
     sql = f"""
+        WITH v (chunk_id, embedding) AS (VALUES {", ".join("(?, ?)" for _ in candidates)})
         SELECT *, 1.0 - distance AS score FROM (
             SELECT {_PASSAGE_COLUMNS}, vec_distance_cosine(v.embedding, ?) AS distance
-            FROM chunks c JOIN {table} v ON v.chunk_id = c.id JOIN documents d ON d.id = c.document_id
-            WHERE c.id IN ({", ".join("?" * len(chunk_ids))}) AND {clause})
+            FROM v CROSS JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
+            WHERE {clause})
         ORDER BY distance, document_id, position
         LIMIT ?"""
-    return conn.execute(sql, [serialize(query), *chunk_ids, *params, limit]).fetchall()
+    pairs = [item for pair in candidates.items() for item in pair]
+    return conn.execute(sql, [*pairs, serialize(query), *params, limit]).fetchall()
+
+
+def _passing(conn: Connection, chunk_ids: list[int], clause: str, params: Sequence[Any]) -> list[int]:
+    """Those of ``chunk_ids`` that are live and pass ``clause`` (a ``scope``)."""
+    sql = f"""
+        SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+        WHERE c.id IN ({", ".join("?" * len(chunk_ids))}) AND {clause}"""
+    return [row[0] for row in conn.execute(sql, [*chunk_ids, *params])]
 
 
 def current_vectors(conn: Connection, table: str, chunk_ids: Sequence[int]) -> dict[int, tuple[str, bytes]]:
