@@ -246,6 +246,12 @@ function passageItem(passage, q) {
   const text = make("p", "text");
   highlight(text, passage.text, q);
   li.append(text);
+  const more = passage.more_positions || [];
+  if (more.length) {
+    // One passage per document: say where the document's other matches are.
+    const label = `${more.length} more matching passage${more.length === 1 ? "" : "s"} in this document`;
+    li.append(make("p", "more", `${label} (#${more.join(", #")})`));
+  }
   return li;
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -174,6 +175,33 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
     page.wait_for(f"!document.querySelector('#toast').hidden && {text_of('#toast')}.includes('Opened')")
     shots.take("06-opened-in-editor")
 
+    assert page.console == [], page.console
+
+
+def test_a_search_result_says_where_the_documents_other_matches_are(browser_page: Page, tmp_path: Path) -> None:
+    # More matching documents than the viewer's ten results: one passage per document, the other
+    # matches of a document folded into its best passage, and the viewer says where they are.
+    tuning = "Hybrid weights decide how much the vector side counts against the keyword side. " * 14
+    long_doc = f"# Tuning hybrid vector search\n\nHybrid vector search, first words.\n\n## Weights\n\n{tuning}\n"
+    page = browser_page
+    with make_coffer(tmp_path / "home") as service:
+        service.create_kb("notes", "Notes")
+        service.add_document("notes", "tuning.md", long_doc)
+        for i in range(10):
+            service.add_document("notes", f"note-{i}.md", f"# Note {i}\n\nA hybrid vector search note, number {i}.\n")
+        with running(service, token=TOKEN) as url:
+            page.goto(f"{url}/?token={TOKEN}")
+            page.wait_for(f"{count('#kb-list a')} === 1")
+            page.evaluate("location.hash = '#/kb/notes/search/hybrid vector'")
+            page.wait_for(f"!document.querySelector('#results').hidden && {count('#results .passage')} === 10")
+            folded = page.evaluate(
+                "[...document.querySelectorAll('#results .passage')]"
+                ".filter(li => li.querySelector('.more'))"
+                ".map(li => [li.querySelector('.title').textContent, li.querySelector('.more').textContent])"
+            )
+    ((title, more),) = folded
+    assert title == "Tuning hybrid vector search"
+    assert re.fullmatch(r"2 more matching passages in this document \(#\d+, #\d+\)", more), more
     assert page.console == [], page.console
 
 
