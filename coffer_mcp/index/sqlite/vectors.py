@@ -266,17 +266,15 @@ def rescore(
     return rows[:limit]
 
 
-def _distances(
-    conn: Connection, query: Sequence[float], vectors: Mapping[int, bytes | None]
-) -> list[tuple[int, float]]:
-    """``(chunk_id, distance)`` of each vector, nearest first: vec_distance_cosine, the function vec0's
-    scan applies (the same floats, the same order)."""
-    if not vectors:
+def _distances(conn: Connection, query: Sequence[float], stored: Mapping[int, bytes | None]) -> list[tuple[int, float]]:
+    """``(chunk_id, distance)`` of each stored vector, nearest first: vec_distance_cosine, the
+    function vec0's scan applies (the same floats, the same order)."""
+    if not stored:
         return []
     sql = f"""
-        WITH v (chunk_id, embedding) AS (VALUES {", ".join("(?, ?)" for _ in vectors)})
+        WITH v (chunk_id, embedding) AS (VALUES {", ".join("(?, ?)" for _ in stored)})
         SELECT chunk_id, vec_distance_cosine(embedding, ?) FROM v"""
-    pairs = [item for pair in vectors.items() for item in pair]
+    pairs = [item for pair in stored.items() for item in pair]
     found = [(row[0], row[1]) for row in conn.execute(sql, [*pairs, serialize(query)])]
     return sorted(found, key=lambda pair: pair[1])
 
