@@ -13,11 +13,11 @@ cannot remove), so a changed graph is updated, not rebuilt.
 Vectors are stored as float32, as sqlite-vec stores them, byte for byte: the exact re-scoring of
 a search's candidates takes their vectors from the memory-mapped graph (``Graph.vectors``). Read
 from the vec0 table instead, each vector is found at its offset in a 1.5 MB chunk blob by walking
-that blob's overflow pages: 65 lookups took 20 ms P50 at 1M vectors, against 0.1 ms from the
-graph (docs/benchmarks.md, "Approximate nearest neighbours"). The price, at 1M vectors: a 1.7 GB
-file instead of 533 MB with ``i8``, a build 1.7x as long, and 1.1 s instead of 0.4 s to check
-the file's SHA-256 when a process first opens it. A graph saved in another type still answers
-(re-scored from the vec0 table) until it is rebuilt as float32.
+that blob's overflow pages: 100 lookups took 25-36 ms at 1M vectors, where the graph's memory
+map gives 65 in 0.1 ms (docs/benchmarks.md, "Re-scoring from the graph"). The price, at 1M
+vectors: a 1.7 GB file instead of 533 MB with ``i8``, a build 1.7x as long, and 1.1 s instead
+of 0.4 s to check the file's SHA-256 when a process first opens it. A graph saved in another
+type still answers (re-scored from the vec0 table) until it is rebuilt as float32.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = ["Builder", "Delta", "FileStamp", "Graph", "as_query", "open_graph"]
 DTYPE = "f32"
 CONNECTIVITY = 16  # HNSW "M": links per node (usearch's default)
 EXPANSION_ADD = 128  # efConstruction (usearch's default)
-EXPANSION_SEARCH = 256  # the least ef a search uses (recall@10 0.955 at 128, 0.993 at 256 over 1M vectors)
+EXPANSION_SEARCH = 256  # the least ef a search uses (recall@10 0.955 at 128, 0.993 at 256, i8 over 1M vectors)
 EXACT_BELOW = 2_000  # vectors: a graph this small is searched exhaustively
 
 
@@ -259,25 +259,20 @@ class Delta:
 
     def __init__(self, dimensions: int) -> None:
         self.dimensions = dimensions
-        self._rows: dict[int, Any] = {}
-        self._stored: dict[int, bytes] = {}
-        self._matrix: tuple[Any, Any] | None = None
+        self._stored: dict[int, bytes] = {}  # as sqlite-vec stores them
+        self._matrix: tuple[Any, Any] | None = None  # (keys, unit rows), made at the next search
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._stored)
 
     def put(self, rows: Sequence[tuple[int, bytes]]) -> None:
         if rows:
-            for (chunk_id, blob), vector in zip(
-                rows, _unit_rows([blob for _, blob in rows], self.dimensions), strict=True
-            ):
-                self._rows[chunk_id], self._stored[chunk_id] = vector, blob
+            self._stored.update(rows)
             self._matrix = None
 
     def discard(self, chunk_ids: Sequence[int]) -> None:
         for chunk_id in chunk_ids:
-            if self._rows.pop(chunk_id, None) is not None:
-                del self._stored[chunk_id]
+            if self._stored.pop(chunk_id, None) is not None:
                 self._matrix = None
 
     def vector(self, chunk_id: int) -> bytes:
@@ -287,10 +282,11 @@ class Delta:
     def search(self, query: Any, count: int) -> list[int]:
         import numpy as np
 
-        if not self._rows:
+        if not self._stored:
             return []
         if self._matrix is None:
-            self._matrix = (np.fromiter(self._rows, dtype=np.int64), np.stack(list(self._rows.values())))
+            keys = np.fromiter(self._stored, dtype=np.int64, count=len(self._stored))
+            self._matrix = (keys, _unit_rows(list(self._stored.values()), self.dimensions))
         keys, matrix = self._matrix
         scores = matrix @ query
         best = np.argsort(-scores, kind="stable")[:count]
