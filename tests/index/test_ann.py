@@ -139,6 +139,8 @@ def test_a_quantized_graph_of_an_older_release_answers_exactly_until_it_is_rebui
         assert_same_as_scan(meanwhile, db, ["big"])  # its ids, re-scored from the vector table
         assert uses_graph(meanwhile, "big")
         assert [path.name for path in folder.glob("*.usearch")] == [quantized.name]
+        meanwhile.ann.join()  # its background build found the lock taken and gave up
+        meanwhile.close()
     finally:
         ann._unlock(rebuilding)
     later = graphed(db)
