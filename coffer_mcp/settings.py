@@ -198,7 +198,9 @@ class Settings(BaseModel):
         default=20_000,
         ge=0,
         description="Knowledge bases with at least this many chunks search vectors through an approximate "
-        "nearest-neighbour graph kept beside coffer.db, smaller ones by the exact scan (0: always the scan).",
+        "nearest-neighbour graph kept beside coffer.db, smaller ones by the exact scan (0: always the scan). "
+        "The graphs (coffer.db-ann/) are a cache of the index's vectors, rebuilt when missing or broken; they "
+        "take about 1.7 GB per million 384-dimension vectors.",
     )
     # -- live folders (coffer_mcp/services/follow.py, watcher.py) --
     watch: bool = Field(
