@@ -239,22 +239,18 @@ def rescore(
     if not candidates:
         return []
     clause, params = scope(kbs, where or DocumentFilter())
-    if any(vector is None for vector in candidates.values()):
-        # From the vec0 table: each lookup walks its chunk blob's overflow pages (hnsw.py).
-        marks = ", ".join("?" * len(candidates))
-        sql = f"""
-            SELECT *, 1.0 - distance AS score FROM (
-                SELECT {_PASSAGE_COLUMNS}, vec_distance_cosine(v.embedding, ?) AS distance
-                FROM chunks c JOIN {table} v ON v.chunk_id = c.id JOIN documents d ON d.id = c.document_id
-                WHERE c.id IN ({marks}) AND {clause})
-            ORDER BY distance, document_id, position
-            LIMIT ?"""
-        return conn.execute(sql, [serialize(query), *candidates, *params, limit]).fetchall()
     if where:  # only the candidates the filter lets through carry their vector into SQL
         candidates = {key: candidates[key] for key in _passing(conn, list(candidates), clause, params)}
+    # A quantized graph's candidates come without their vector: read from the vec0 table (hnsw.py).
+    found = stored_vectors(conn, table, [key for key, vector in candidates.items() if vector is None])
+    stored = {
+        key: found[key] if vector is None else vector
+        for key, vector in candidates.items()
+        if vector is not None or key in found
+    }
     # Every candidate's distance from its vector alone, then the passages of the nearest only:
     # reading a chunk's row is the dear part at 1M chunks (~0.2 ms each, beyond the memory map).
-    nearest = _distances(conn, query, candidates)
+    nearest = _distances(conn, query, stored)
     rows: list[Any] = []
     start = 0
     while len(rows) < limit and start < len(nearest):
@@ -266,7 +262,7 @@ def rescore(
     return rows[:limit]
 
 
-def _distances(conn: Connection, query: Sequence[float], stored: Mapping[int, bytes | None]) -> list[tuple[int, float]]:
+def _distances(conn: Connection, query: Sequence[float], stored: Mapping[int, bytes]) -> list[tuple[int, float]]:
     """``(chunk_id, distance)`` of each stored vector, nearest first: vec_distance_cosine, the
     function vec0's scan applies (the same floats, the same order)."""
     if not stored:
