@@ -98,10 +98,15 @@ def build(args: argparse.Namespace, root: Path, backend: Any, embedder: Embedder
     return out
 
 
-def measure(args: argparse.Namespace, built: dict[str, Any], embedder: Embedder | None) -> dict[str, Any]:
+def measure(
+    args: argparse.Namespace, built: dict[str, Any], embedder: Embedder | None
+) -> tuple[dict[str, Any], str | None]:
+    """Each operation's latencies on both backends, and which vector search SQLite ran (``ann``,
+    ``exact``; None without vectors)."""
     queries, warm = built["queries"], args.warmup
     content = [q for q in queries if _has_content_word(q)]
     results: dict[str, Any] = {}
+    sqlite_search = None
     with (
         Coffer(built["settings"]["sqlite"], embedder=embedder) as sqlite,
         Coffer(built["settings"]["postgres"], embedder=embedder) as postgres,
@@ -136,8 +141,8 @@ def measure(args: argparse.Namespace, built: dict[str, Any], embedder: Embedder 
             results["knn_depth_100"] = interleaved(
                 each(lambda c: lambda v: vector_search(c.index, embedder.identity, v, [KB], 100)), vectors, warm
             )
-            built["sqlite_vector_search"] = sqlite.index.vector_status(KB)[embedder.identity]["search"]
-    return results
+            sqlite_search = sqlite.index.vector_status(KB)[embedder.identity]["search"]
+    return results, sqlite_search
 
 
 _LABELS = {
@@ -189,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ):
         built = build(args, Path(tmp), backend, embedder)
         load = [round(os.getloadavg()[0], 2)]
-        latency = measure(args, built, embedder)
+        latency, sqlite_search = measure(args, built, embedder)
         load.append(round(os.getloadavg()[0], 2))
         data = {
             "command": command,
@@ -202,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "documents": built["documents"],
             "chunks": built["chunks"],
             **{key: value for key, value in built.items() if key.endswith("_seconds")},
-            "sqlite_vector_search": built.get("sqlite_vector_search"),  # "ann" or "exact"
+            "sqlite_vector_search": sqlite_search,
             "load_average": load,
             "latency_ms": {key: {name: stats[name] for name in BACKENDS} for key, stats in latency.items()},
         }
