@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import struct
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from coffer_mcp.errors import StoreError
 from coffer_mcp.index.fts import analyze
 from coffer_mcp.index.port import DocumentFilter, DocumentRow, Index, pack_vector
 from coffer_mcp.index.postgres import PostgresIndex
+from coffer_mcp.index.postgres import keyword as pg_keyword
 from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.index.sqlite import keyword as sqlite_keyword
 from coffer_mcp.models import Chunk
@@ -646,6 +648,63 @@ def test_both_backends_rank_the_same_passages_with_the_same_bm25_scores(
         assert [(d, p) for d, p, _ in got] == [(d, p) for d, p, _ in expected], key
         for (_, _, a), (_, _, b) in zip(got, expected, strict=True):
             assert a == pytest.approx(b, rel=1e-9), key
+
+
+WORDS = ["cell", "membrane", "protein", "signal", "growth", "tissue", "enzyme", "receptor"]
+
+
+def scored(rows: list[Any]) -> list[tuple[str, int, float]]:
+    return [(row.document_id, row.position, row.score) for row in rows]
+
+
+def word_soup(seed: int, count: int) -> list[str]:
+    """``count`` passages of the words above, some far more frequent than others, of varied lengths
+    and term frequencies (many equal scores, as in a real corpus's common words)."""
+    rng = random.Random(seed)
+    weights = [1.5**-k for k in range(len(WORDS))]
+    return [
+        " ".join(rng.choices(WORDS, weights, k=rng.randint(1, 5)) + ["filler"] * rng.choice([0, 0, 3, 8]))
+        for _ in range(count)
+    ]
+
+
+def test_or_queries_rank_as_fts5_when_only_each_terms_best_postings_are_read(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL ranks an OR (or a lone term) from each common term's best postings, proving the
+    # rest cannot reach the list, else scoring every posting. Here every term counts as common.
+    monkeypatch.setattr(pg_keyword, "WHOLE_POSTINGS", 0)
+    outcomes: list[bool] = []
+
+    def pruned_or(*args: Any) -> Any:
+        top = real_pruned_or(*args)
+        outcomes.append(top is not None)
+        return top
+
+    real_pruned_or = pg_keyword.pruned_or
+    monkeypatch.setattr(pg_keyword, "pruned_or", pruned_or)
+    queries = ["cells", "enzymes", "cells membranes", "proteins signals", "growth enzymes receptors", "receptor cell"]
+    results = {}
+    for name in BACKENDS:
+        index = open_backend(name, tmp_path, request)
+        for kb_name, seed in (("alpha", 1), ("beta", 2)):
+            kb(index, kb_name)
+            for d in range(4):
+                add(index, doc(f"{kb_name}-{d:02}", kb_name), *word_soup(seed * 10 + d, 40))
+        results[name] = {
+            (query, kbs, limit): scored(search(index, query, "OR", kbs, None, limit))
+            for query in queries
+            for kbs in (("alpha",), ("alpha", "beta"))
+            for limit in (1, 3, 10, 40)
+        }
+        index.close()
+    assert True in outcomes, "the pruned ranking should have run"
+    assert False in outcomes, "its fallback should have run"
+    sqlite, postgres = results["sqlite"], results["postgres"]
+    assert sum(len(expected) == key[2] for key, expected in sqlite.items()) > 40, "most lists should be full"
+    for key, expected in sqlite.items():
+        assert [(d, p) for d, p, _ in postgres[key]] == [(d, p) for d, p, _ in expected], key
+        assert [s for _, _, s in postgres[key]] == pytest.approx([s for _, _, s in expected], rel=1e-9), key
 
 
 def test_a_phrase_of_several_tokens_matches_where_they_are_adjacent_as_in_fts5(

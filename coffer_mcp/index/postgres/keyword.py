@@ -43,6 +43,7 @@ __all__ = [
     "delete_chunks",
     "insert_chunks",
     "matches_more_than",
+    "pruned_or",
     "rebuild",
     "search",
     "substring_search",
@@ -51,8 +52,14 @@ __all__ = [
 _MAX_TERM_BYTES = 512
 _SLACK = 16
 _MAX_DEPTH = 4096
+WHOLE_POSTINGS = 1024
 
 _PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
+
+# One phrase's BM25 term for a posting, in FTS5's arithmetic (as in _SCORED): ``{x}`` is the
+# phrase's (N - n + 0.5) / (n + 0.5) in the posting's knowledge base, ``{avgdl}`` that one's mean length.
+_TERM_WEIGHT = """CASE WHEN {x} > 1 THEN ln({x}) ELSE 1e-6::float8 END * ({tf}::float8 * (1.2::float8 + 1.0::float8))
+    / ({tf}::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * {dl}::float8 / {avgdl}))"""
 
 # Every matching chunk's BM25 in the knowledge bases %(kbs)s, in one statement (one snapshot of
 # postings and statistics), each from its knowledge base's own N, avgdl and document frequencies.
@@ -64,7 +71,7 @@ _PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.tit
 # term's postings are read through the primary key: the window in the LATERAL keeps the planner
 # from a hash join over the whole table, which it picks while the table has no statistics yet
 # (40 ms against 4 ms per SciFact query, measured).
-_SCORED = """
+_SCORED = f"""
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
 ), stats AS (
@@ -84,9 +91,7 @@ WITH q AS (
     FROM hits h JOIN stats s ON s.kb = h.kb
 ), scored AS (
     SELECT w.chunk_id, count(*) AS matched,
-           sum(CASE WHEN w.x > 1 THEN ln(w.x) ELSE 1e-6::float8 END * (w.tf::float8 * (1.2::float8 + 1.0::float8))
-               / (w.tf::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * w.dl::float8
-                                                 / w.avgdl))) AS score
+           sum({_TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgdl")}) AS score
     FROM weighted w
     GROUP BY w.chunk_id
 )
@@ -100,7 +105,7 @@ WITH q AS (
 # in 45,000 of 100,000 chunks) cost 60-100 ms where this costs 8-18 (docs/design.md). The
 # ``OFFSET 0`` keeps the planner from turning the lookups back into a join over all the postings.
 # Each chunk's phrases are summed in query order (``ORDER BY i``), as FTS5 sums them.
-_SCORED_AND = """
+_SCORED_AND = f"""
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
 ), counted AS MATERIALIZED (
@@ -120,12 +125,64 @@ WITH q AS (
     ) p
 ), scored AS (
     SELECT w.chunk_id, count(*) AS matched,
-           sum(CASE WHEN w.x > 1 THEN ln(w.x) ELSE 1e-6::float8 END * (w.tf::float8 * (1.2::float8 + 1.0::float8))
-               / (w.tf::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * w.dl::float8
-                                                 / w.avgdl)) ORDER BY w.i) AS score
+           sum({_TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgdl")} ORDER BY w.i) AS score
     FROM weighted w
     GROUP BY w.chunk_id
 )
+"""
+
+
+# The best %(depth)s chunks of an OR of single-token phrases without scoring every chunk that holds
+# a common one: Fagin's threshold algorithm, in one round. Per knowledge base, each term's postings
+# are counted (its n); a term in more than %(depth)s and %(whole)s chunks is cut: only its %(depth)s
+# best postings by that term's weight are kept, where the others' are kept whole. The chunks kept
+# are the candidates, scored in full: the kept postings of the whole terms, and a lookup by key of
+# each cut term's. A chunk outside the candidates holds only cut terms, each weighing at most that
+# term's last kept weight, so it ranks below the depth-th candidate when that one's score is above
+# the sum of those last weights (per knowledge base, added in query order: floats add
+# monotonically), or when its knowledge base has one cut term only (such a chunk then ranks below
+# that term's last kept posting, itself a candidate with at least that score and a lower id).
+# ``pruned_or`` checks that from the ``bound`` rows and falls back to _SCORED when it fails. Each
+# chunk's phrases are summed in query order, as FTS5 sums them.
+_PRUNED_OR = f"""
+WITH q AS (
+    SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
+), counted AS MATERIALIZED (
+    SELECT q.i, q.term, s.kb, d.df > greatest(%(depth)s, %(whole)s) AS cut,
+           s.tokens::float8 / nullif(s.chunks, 0) AS avgdl,
+           (s.chunks::float8 - d.df + 0.5::float8) / (d.df + 0.5::float8) AS x
+    FROM q CROSS JOIN keyword_stats s
+    CROSS JOIN LATERAL (SELECT count(*) AS df FROM postings p WHERE p.kb = s.kb AND p.term = q.term) d
+    WHERE s.kb = ANY(%(kbs)s::text[]) AND d.df > 0
+), kept AS MATERIALIZED (
+    SELECT d.i, d.kb, d.cut, t.chunk_id, t.w
+    FROM counted d CROSS JOIN LATERAL (
+        SELECT p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")} AS w
+        FROM postings p WHERE p.kb = d.kb AND p.term = d.term
+        ORDER BY w DESC, p.chunk_id LIMIT CASE WHEN d.cut THEN %(depth)s END
+    ) t
+), candidates AS MATERIALIZED (
+    SELECT kb, array_agg(DISTINCT chunk_id) AS ids FROM kept GROUP BY kb
+), weighted AS (
+    SELECT i, chunk_id, w FROM kept WHERE NOT cut
+    UNION ALL
+    SELECT d.i, p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")}
+    FROM counted d JOIN candidates c ON c.kb = d.kb
+    CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term AND chunk_id = ANY(c.ids) OFFSET 0
+    ) p
+    WHERE d.cut
+), top AS (
+    SELECT chunk_id, sum(w ORDER BY i) AS score FROM weighted GROUP BY chunk_id
+    ORDER BY score DESC, chunk_id LIMIT %(depth)s
+), bound AS (
+    SELECT kb, count(*) AS cut_terms, sum(last ORDER BY i) AS total
+    FROM (SELECT i, kb, min(w) AS last FROM kept WHERE cut GROUP BY i, kb) l
+    GROUP BY kb
+)
+SELECT chunk_id, score, NULL::bigint AS cut_terms, NULL::float8 AS total FROM top
+UNION ALL
+SELECT NULL, NULL, cut_terms, total FROM bound
 """
 
 
@@ -242,15 +299,20 @@ def search(
     params = _phrases(conn, query_terms, operator, kbs)
     if params is None or limit <= 0:
         return []
-    # Every phrase a single token, all required: read from the rarest one's postings.
-    scored = _SCORED_AND if operator == "AND" and len(params["terms"]) > 1 and None not in params["terms"] else _SCORED
+    # Every phrase a single token: an AND of several is read from the rarest one's postings, an OR
+    # (or one term alone) from each term's best postings.
+    single, several = None not in params["terms"], len(params["terms"]) > 1
+    scored = _SCORED_AND if operator == "AND" and single and several else _SCORED
+    pruned = single and (operator == "OR" or not several)
     depth, deepest = limit + _SLACK, (limit + _SLACK if where else _MAX_DEPTH)
     while depth <= deepest:
-        top = conn.execute(
-            scored + "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s "
-            "ORDER BY score DESC, chunk_id LIMIT %(depth)s",
-            {**params, "depth": depth},
-        ).fetchall()
+        top = pruned_or(conn, params, depth) if pruned else None
+        if top is None:
+            top = conn.execute(
+                scored + "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s "
+                "ORDER BY score DESC, chunk_id LIMIT %(depth)s",
+                {**params, "depth": depth},
+            ).fetchall()
         rows = _passages(conn, {row["chunk_id"]: row["score"] for row in top}, kbs, where)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
@@ -262,6 +324,25 @@ def search(
         "ORDER BY s.score DESC, c.document_id, c.position LIMIT %(limit)s"
     )
     return conn.execute(sql, {**params, **scope_params, "limit": limit}).fetchall()
+
+
+def pruned_or(conn: Connection, params: dict[str, Any], depth: int) -> list[dict[str, Any]] | None:
+    """The best ``depth`` chunks (``chunk_id``, ``score``) of an OR of single-token phrases, ranked as
+    _SCORED ranks them, read from each common term's best postings only; None when those cannot
+    prove to be the best (then every posting has to be scored).
+
+    At 100,000 chunks an OR that pairs a rare word with "cells" (in half of them) took 60-130 ms
+    with _SCORED and takes 12-30 ms this way (docs/design.md, "How PostgreSQL reads the postings").
+    """
+    rows = conn.execute(
+        _PRUNED_OR, {"terms": params["terms"], "kbs": params["kbs"], "depth": depth, "whole": WHOLE_POSTINGS}
+    ).fetchall()
+    top = sorted((row for row in rows if row["chunk_id"] is not None), key=lambda row: (-row["score"], row["chunk_id"]))
+    if len(top) < depth:  # nothing was cut (a cut term alone gives ``depth`` candidates): all were scored
+        return top
+    threshold = top[-1]["score"]
+    bounds = [row for row in rows if row["chunk_id"] is None]
+    return None if any(row["cut_terms"] > 1 and not threshold > row["total"] for row in bounds) else top
 
 
 def matches_more_than(conn: Connection, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
