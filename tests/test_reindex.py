@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.index import postgres as postgres_index
 from coffer_mcp.services.registry import _ScanLog
 from coffer_mcp.store import parse_document
 
@@ -248,3 +249,40 @@ def test_a_big_knowledge_base_still_sees_files_added_or_saved_by_rename_at_once(
         assert coffer.search("notes", "powercycle").passages
         (path.parent / "dropped.md").write_text("# Dropped\n\nbrand new words", encoding="utf-8")
         assert coffer.search("notes", "brand new words").passages
+
+
+# -- after a bulk write, PostgreSQL's tables are vacuumed --------------------------------------------
+
+
+def vacuums(coffer: Coffer) -> dict[str, tuple[int, int]]:
+    """(VACUUMs, ANALYZEs) run so far on each keyword table by a session (autovacuum's not counted)."""
+    rows = coffer.index.conn.execute(  # type: ignore[attr-defined]
+        "SELECT relname, vacuum_count AS v, analyze_count AS a "
+        "FROM pg_stat_user_tables WHERE relname IN ('postings', 'chunks')"
+    ).fetchall()
+    return {row["relname"]: (row["v"], row["a"]) for row in rows}
+
+
+def test_a_folder_ingest_and_a_reindex_vacuum_postgres_tables_when_they_wrote_enough(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Keyword search reads postings by index-only scans, slow until a vacuum marks the pages.
+    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for n in range(30):
+        (folder / f"note-{n:02}.md").write_text(f"# Note {n}\n\nCells, membranes and proteins, take {n}.\n")
+    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    with Coffer(settings) as coffer:
+        coffer.create_kb("notes")
+        coffer.ingest_path("notes", folder / "note-00.md")  # a chunk: too few to vacuum for
+        before = vacuums(coffer)
+        coffer.ingest_path("notes", folder)
+        after_ingest = vacuums(coffer)
+        coffer.add_document("notes", "later.md", "# Later\n\nOne more document.")
+        coffer.reindex("notes")
+        after_reindex = vacuums(coffer)
+    for table in ("postings", "chunks"):
+        assert after_ingest[table][0] == before[table][0] + 1, table
+        assert after_ingest[table][1] == before[table][1] + 1, table
+        assert after_reindex[table][0] == after_ingest[table][0] + 1, table

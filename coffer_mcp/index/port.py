@@ -218,6 +218,11 @@ class Index(Protocol):
 
     def close(self) -> None: ...
 
+    def settle(self) -> None:
+        """After a bulk write (a reindex, a folder ingest): bring what the engine keeps about its tables
+        up to date, when this index wrote enough rows to need it, so the next searches are fast."""
+        ...
+
     def diagnose(self) -> IndexDiagnosis: ...
 
     def lock(self, name: str, *, timeout: float) -> AbstractContextManager[None]:

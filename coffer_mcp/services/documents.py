@@ -497,6 +497,7 @@ class DocumentService:
             # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
             fsync_dir(paths.docs)
             fsync_dir(paths.raw)
+        self.index.settle()
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         return DirectoryIngestResult.model_validate({"kb": kb, "items": items, **counts})
 

@@ -234,6 +234,7 @@ class KnowledgeBaseService:
                 reconversion=redo,
             )
         self._repair_shared_indexes()
+        self.index.settle()
         if redo is None:
             return ReindexResult.model_validate({"kb": name, **counts})
         return ReindexResult.model_validate(

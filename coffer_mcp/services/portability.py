@@ -65,9 +65,11 @@ class PortabilityService:
         progress: Progress | None = None,
     ) -> ImportResult:
         """Import a pack file (untrusted input, verified first; see ``portability.import_pack``)."""
-        return import_pack(
+        result = import_pack(
             self.registry, pack, as_name=as_name, merge=merge, max_bytes=max_bytes, actor=actor, progress=progress
         )
+        self.registry.index.settle()
+        return result
 
     def snapshot_kb(self, name: str, *, note: str = "") -> SnapshotInfo:
         """Save a knowledge base's current files as a snapshot."""

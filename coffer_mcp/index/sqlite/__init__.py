@@ -104,6 +104,10 @@ class SqliteIndex:
         # One file, one machine: the file lock Coffer already holds excludes every other process.
         return contextlib.nullcontext()
 
+    def settle(self) -> None:
+        """Nothing to do: FTS5 and sqlite-vec read a table the same after a bulk write (and a new
+        ANALYZE could change the plans the benchmarks measured)."""
+
     def diagnose(self) -> IndexDiagnosis:
         chosen = binding()
         conn = self.conn
