@@ -674,6 +674,7 @@ def test_or_queries_rank_as_fts5_when_only_each_terms_best_postings_are_read(
     # PostgreSQL ranks an OR (or a lone term) from each common term's best postings, proving the
     # rest cannot reach the list, else scoring every posting. Here every term counts as common.
     monkeypatch.setattr(pg_keyword, "WHOLE_POSTINGS", 0)
+    monkeypatch.setattr(pg_keyword, "PRUNED_POSTINGS", 0)
     outcomes: list[bool] = []
 
     def pruned_or(*args: Any) -> Any:

@@ -52,7 +52,8 @@ __all__ = [
 _MAX_TERM_BYTES = 512
 _SLACK = 16
 _MAX_DEPTH = 4096
-WHOLE_POSTINGS = 1024
+WHOLE_POSTINGS = 1024  # a term in fewer chunks is never cut (pruned_or)
+PRUNED_POSTINGS = 20_000  # nor are terms holding fewer postings in all
 
 _PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
 
@@ -134,40 +135,52 @@ WITH q AS (
 
 # The best %(depth)s chunks of an OR of single-token phrases without scoring every chunk that holds
 # a common one: Fagin's threshold algorithm, in one round. Per knowledge base, each term's postings
-# are counted (its n); a term in more than %(depth)s and %(whole)s chunks is cut: only its %(depth)s
-# best postings by that term's weight are kept, where the others' are kept whole. The chunks kept
-# are the candidates, scored in full: the kept postings of the whole terms, and a lookup by key of
-# each cut term's. A chunk outside the candidates holds only cut terms, each weighing at most that
-# term's last kept weight, so it ranks below the depth-th candidate when that one's score is above
-# the sum of those last weights (per knowledge base, added in query order: floats add
-# monotonically), or when its knowledge base has one cut term only (such a chunk then ranks below
-# that term's last kept posting, itself a candidate with at least that score and a lower id).
-# ``pruned_or`` checks that from the ``bound`` rows and falls back to _SCORED when it fails. Each
-# chunk's phrases are summed in query order, as FTS5 sums them.
+# are counted (its n). A term in more than %(depth)s and %(whole)s chunks is common; when the
+# common terms hold at least %(worth)s postings in all (fewer are cheaper to score than to prune),
+# each is cut: only its %(depth)s best postings by its own weight are kept, where the other terms'
+# are kept whole. The chunks kept are the candidates, scored in full: the kept postings of the whole
+# terms, and a lookup by key of each cut term's. A chunk outside the candidates holds only cut
+# terms, each weighing at most that term's last kept weight, so it ranks below the depth-th
+# candidate when that one's score is above the sum of those last weights (per knowledge base, added
+# in query order: floats add monotonically), or when its knowledge base has one cut term only (such
+# a chunk then ranks below that term's last kept posting, itself a candidate with at least that
+# score and a lower id). ``pruned_or`` checks that from the ``bound`` rows, and falls back to
+# _SCORED when it fails. With nothing cut, every posting is scored here. Each chunk's phrases are
+# summed in query order, as FTS5 sums them.
 _PRUNED_OR = f"""
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
 ), counted AS MATERIALIZED (
-    SELECT q.i, q.term, s.kb, d.df > greatest(%(depth)s, %(whole)s) AS cut,
+    SELECT q.i, q.term, s.kb, d.df, d.df > greatest(%(depth)s, %(whole)s) AS common,
            s.tokens::float8 / nullif(s.chunks, 0) AS avgdl,
            (s.chunks::float8 - d.df + 0.5::float8) / (d.df + 0.5::float8) AS x
     FROM q CROSS JOIN keyword_stats s
     CROSS JOIN LATERAL (SELECT count(*) AS df FROM postings p WHERE p.kb = s.kb AND p.term = q.term) d
     WHERE s.kb = ANY(%(kbs)s::text[]) AND d.df > 0
+), terms AS MATERIALIZED (
+    SELECT c.*, c.common AND w.worth AS cut
+    FROM counted c CROSS JOIN (
+        SELECT coalesce(sum(df) FILTER (WHERE common), 0) >= %(worth)s AS worth FROM counted
+    ) w
 ), kept AS MATERIALIZED (
-    SELECT d.i, d.kb, d.cut, t.chunk_id, t.w
-    FROM counted d CROSS JOIN LATERAL (
+    SELECT d.i, d.kb, true AS cut, t.chunk_id, t.w
+    FROM terms d CROSS JOIN LATERAL (
         SELECT p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")} AS w
         FROM postings p WHERE p.kb = d.kb AND p.term = d.term
-        ORDER BY w DESC, p.chunk_id LIMIT CASE WHEN d.cut THEN %(depth)s END
+        ORDER BY w DESC, p.chunk_id LIMIT %(depth)s
     ) t
+    WHERE d.cut
+    UNION ALL
+    SELECT d.i, d.kb, false, p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")}
+    FROM terms d JOIN postings p ON p.kb = d.kb AND p.term = d.term
+    WHERE NOT d.cut
 ), candidates AS MATERIALIZED (
-    SELECT kb, array_agg(DISTINCT chunk_id) AS ids FROM kept GROUP BY kb
+    SELECT kb, array_agg(DISTINCT chunk_id) AS ids FROM kept WHERE (SELECT bool_or(cut) FROM terms) GROUP BY kb
 ), weighted AS (
     SELECT i, chunk_id, w FROM kept WHERE NOT cut
     UNION ALL
     SELECT d.i, p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")}
-    FROM counted d JOIN candidates c ON c.kb = d.kb
+    FROM terms d JOIN candidates c ON c.kb = d.kb
     CROSS JOIN LATERAL (
         SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term AND chunk_id = ANY(c.ids) OFFSET 0
     ) p
@@ -333,15 +346,24 @@ def pruned_or(conn: Connection, params: dict[str, Any], depth: int) -> list[dict
 
     At 100,000 chunks an OR that pairs a rare word with "cells" (in half of them) took 60-130 ms
     with _SCORED and takes 12-30 ms this way (docs/design.md, "How PostgreSQL reads the postings").
+    ``WHOLE_POSTINGS`` and ``PRUNED_POSTINGS`` are where pruning starts to pay (measured on that
+    corpus and on SciFact's 9,000 chunks, whose long queries it would slow down).
     """
     rows = conn.execute(
-        _PRUNED_OR, {"terms": params["terms"], "kbs": params["kbs"], "depth": depth, "whole": WHOLE_POSTINGS}
+        _PRUNED_OR,
+        {
+            "terms": params["terms"],
+            "kbs": params["kbs"],
+            "depth": depth,
+            "whole": WHOLE_POSTINGS,
+            "worth": PRUNED_POSTINGS,
+        },
     ).fetchall()
     top = sorted((row for row in rows if row["chunk_id"] is not None), key=lambda row: (-row["score"], row["chunk_id"]))
-    if len(top) < depth:  # nothing was cut (a cut term alone gives ``depth`` candidates): all were scored
-        return top
-    threshold = top[-1]["score"]
     bounds = [row for row in rows if row["chunk_id"] is None]
+    if not bounds:  # nothing was cut: every matching chunk was scored
+        return top
+    threshold = top[-1]["score"]  # a cut term alone brings ``depth`` candidates
     return None if any(row["cut_terms"] > 1 and not threshold > row["total"] for row in bounds) else top
 
 
