@@ -65,10 +65,12 @@ _TERM_WEIGHT = """CASE WHEN {x} > 1 THEN ln({x}) ELSE 1e-6::float8 END * ({tf}::
 # Every matching chunk's BM25 in the knowledge bases %(kbs)s, in one statement (one snapshot of
 # postings and statistics), each from its knowledge base's own N, avgdl and document frequencies.
 # %(terms)s: one term per single-token phrase (NULL for the others); %(hit_*)s: the matches of the
-# multi-token phrases, found in Python. Arithmetic in FTS5's order, so scores agree to the last bits:
-# each row carries its phrase's match count (df), so one pass over the postings gives every row its
-# IDF, and one hashed aggregation sums each chunk's phrases in query order, as FTS5 does (reading
-# the postings twice, or sorting them by chunk, cost a fifth more at 100k chunks, measured). Each
+# multi-token phrases, found in Python. Arithmetic in FTS5's order: each row carries its phrase's
+# match count (df), so one pass over the postings gives every row its IDF, and one hashed
+# aggregation sums each chunk's phrases (reading the postings twice, or sorting them by chunk to sum
+# them in query order as FTS5 does, cost a fifth more at 100k chunks, measured). The hash join
+# delivers them mostly but not always in query order, so a score may differ from FTS5's in its
+# last bit (one chunk of a three-word SciFact query, found while measuring ``pruned_or``). Each
 # term's postings are read through the primary key: the window in the LATERAL keeps the planner
 # from a hash join over the whole table, which it picks while the table has no statistics yet
 # (40 ms against 4 ms per SciFact query, measured).
@@ -172,7 +174,7 @@ WITH q AS (
     WHERE d.cut
     UNION ALL
     SELECT d.i, d.kb, false, p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")}
-    FROM terms d JOIN postings p ON p.kb = d.kb AND p.term = d.term
+    FROM terms d CROSS JOIN LATERAL (SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term OFFSET 0) p
     WHERE NOT d.cut
 ), candidates AS MATERIALIZED (
     SELECT kb, array_agg(DISTINCT chunk_id) AS ids FROM kept WHERE (SELECT bool_or(cut) FROM terms) GROUP BY kb
