@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import coffer_mcp
-from bench._backends import open_backend
+from bench._backends import flush_writes, open_backend
 from bench._corpus import CHUNK_OVERLAP, CHUNK_SIZE, load_vocabulary, make_queries, write_corpus
 from bench._measure import log, machine_info, source_fingerprint, summarize, write_report
 from bench._vectors import FakeEmbedder, fill_vectors, minilm
@@ -94,6 +94,8 @@ def build(args: argparse.Namespace, root: Path, backend: Any, embedder: Embedder
                     started = time.perf_counter()
                     index.build_ann(embedder.identity, KB)
                     out["sqlite_ann_build_seconds"] = time.perf_counter() - started
+    for name in BACKENDS:
+        flush_writes(settings[name])
     out["queries"] = make_queries(vocab, info.phrases, args.queries + args.warmup, args.seed)
     return out
 
