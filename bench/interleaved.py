@@ -44,17 +44,29 @@ NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 
 
 def interleaved(calls: dict[str, Callable[[Any], object]], items: Sequence[Any], warmup: int) -> dict[str, Any]:
-    """Each item through every call in turn (the order rotating per item); timings per call."""
+    """Each item through every call in turn (the order rotating per item); timings per call, with
+    the slowest ten (milliseconds, the item when it is a query, seconds into the run): whether a
+    tail is some queries' or a moment's."""
     names = list(calls)
-    timings: dict[str, list[float]] = {name: [] for name in names}
+    timings: dict[str, list[tuple[float, Any, float]]] = {name: [] for name in names}
+    begun = time.perf_counter()
     for n, item in enumerate(items):
         order = names[n % len(names) :] + names[: n % len(names)]
         for name in order:
             started = time.perf_counter()
             calls[name](item)
             if n >= warmup:
-                timings[name].append((time.perf_counter() - started) * 1000)
-    return {name: summarize(values) for name, values in timings.items()}
+                timings[name].append(((time.perf_counter() - started) * 1000, item, started - begun))
+    return {
+        name: {
+            **summarize([ms for ms, _, _ in values]),
+            "slowest": [
+                [round(ms, 1), item if isinstance(item, str) else None, round(at, 2)]
+                for ms, item, at in sorted(values, key=lambda value: -value[0])[:10]
+            ],
+        }
+        for name, values in timings.items()
+    }
 
 
 def build(args: argparse.Namespace, root: Path, backend: Any, embedder: Embedder | None) -> dict[str, Any]:
