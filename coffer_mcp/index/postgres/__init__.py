@@ -198,13 +198,13 @@ class PostgresIndex:
 
     @_mapped
     def settle(self) -> None:
-        """``VACUUM (ANALYZE)`` the chunk and posting tables once this index has written chunks
+        """``VACUUM (ANALYZE)`` the posting, chunk and document tables once this index has written chunks
         amounting to a tenth of them (at least ``SETTLE_MIN_CHUNKS``).
 
         Keyword search reads postings by index-only scans, which read the table too for every row on
         a page not yet marked all-visible, as every page written since the last vacuum is. Autovacuum
         gets there in its own time; right after a bulk write, at 100,000 chunks, an OR over a common
-        word took 60-140 ms instead of 25-60 (docs/benchmarks.md). Pages written in the last few
+        word took 27-69 ms instead of 12-36 (docs/benchmarks.md). Pages written in the last few
         tenths of a second stay unmarked (their commits, which do not wait for the WAL flush, are
         not yet known to be durable) until autovacuum's next pass. ``SKIP_LOCKED``: a table another
         session is vacuuming is left to it.

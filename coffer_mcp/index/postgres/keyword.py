@@ -346,8 +346,8 @@ def pruned_or(conn: Connection, params: dict[str, Any], depth: int) -> list[dict
     _SCORED ranks them, read from each common term's best postings only; None when those cannot
     prove to be the best (then every posting has to be scored).
 
-    At 100,000 chunks an OR that pairs a rare word with "cells" (in half of them) took 60-130 ms
-    with _SCORED and takes 12-30 ms this way (docs/design.md, "How PostgreSQL reads the postings").
+    At 100,000 chunks an OR that pairs a rare word with "cells" (in half of them) took 58-121 ms
+    with _SCORED and takes 20-36 ms this way (docs/design.md, "How PostgreSQL reads the postings").
     ``WHOLE_POSTINGS`` and ``PRUNED_POSTINGS`` are where pruning starts to pay (measured on that
     corpus and on SciFact's 9,000 chunks, whose long queries it would slow down).
     """
