@@ -61,6 +61,8 @@ _PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.tit
 # phrase's (N - n + 0.5) / (n + 0.5) in the posting's knowledge base, ``{avgdl}`` that one's mean length.
 _TERM_WEIGHT = """CASE WHEN {x} > 1 THEN ln({x}) ELSE 1e-6::float8 END * ({tf}::float8 * (1.2::float8 + 1.0::float8))
     / ({tf}::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * {dl}::float8 / {avgdl}))"""
+_WEIGHTED_ROW = _TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgdl")  # a ``weighted`` row's
+_POSTING_WEIGHT = _TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")  # posting p of term d
 
 # Every matching chunk's BM25 in the knowledge bases %(kbs)s, in one statement (one snapshot of
 # postings and statistics), each from its knowledge base's own N, avgdl and document frequencies.
@@ -94,7 +96,7 @@ WITH q AS (
     FROM hits h JOIN stats s ON s.kb = h.kb
 ), scored AS (
     SELECT w.chunk_id, count(*) AS matched,
-           sum({_TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgdl")}) AS score
+           sum({_WEIGHTED_ROW}) AS score
     FROM weighted w
     GROUP BY w.chunk_id
 )
@@ -128,7 +130,7 @@ WITH q AS (
     ) p
 ), scored AS (
     SELECT w.chunk_id, count(*) AS matched,
-           sum({_TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgdl")} ORDER BY w.i) AS score
+           sum({_WEIGHTED_ROW} ORDER BY w.i) AS score
     FROM weighted w
     GROUP BY w.chunk_id
 )
@@ -167,13 +169,13 @@ WITH q AS (
 ), kept AS MATERIALIZED (
     SELECT d.i, d.kb, true AS cut, t.chunk_id, t.w
     FROM terms d CROSS JOIN LATERAL (
-        SELECT p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")} AS w
+        SELECT p.chunk_id, {_POSTING_WEIGHT} AS w
         FROM postings p WHERE p.kb = d.kb AND p.term = d.term
         ORDER BY w DESC, p.chunk_id LIMIT %(depth)s
     ) t
     WHERE d.cut
     UNION ALL
-    SELECT d.i, d.kb, false, p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")}
+    SELECT d.i, d.kb, false, p.chunk_id, {_POSTING_WEIGHT}
     FROM terms d CROSS JOIN LATERAL (SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term OFFSET 0) p
     WHERE NOT d.cut
 ), candidates AS MATERIALIZED (
@@ -181,7 +183,7 @@ WITH q AS (
 ), weighted AS (
     SELECT i, chunk_id, w FROM kept WHERE NOT cut
     UNION ALL
-    SELECT d.i, p.chunk_id, {_TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")}
+    SELECT d.i, p.chunk_id, {_POSTING_WEIGHT}
     FROM terms d JOIN candidates c ON c.kb = d.kb
     CROSS JOIN LATERAL (
         SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term AND chunk_id = ANY(c.ids) OFFSET 0

@@ -241,13 +241,9 @@ def rescore(
     clause, params = scope(kbs, where or DocumentFilter())
     if where:  # only the candidates the filter lets through carry their vector into SQL
         candidates = {key: candidates[key] for key in _passing(conn, list(candidates), clause, params)}
+    stored = {key: vector for key, vector in candidates.items() if vector is not None}
     # A quantized graph's candidates come without their vector: read from the vec0 table (hnsw.py).
-    found = stored_vectors(conn, table, [key for key, vector in candidates.items() if vector is None])
-    stored = {
-        key: found[key] if vector is None else vector
-        for key, vector in candidates.items()
-        if vector is not None or key in found
-    }
+    stored.update(stored_vectors(conn, table, [key for key, vector in candidates.items() if vector is None]))
     # Every candidate's distance from its vector alone, then the passages of the nearest only:
     # reading a chunk's row is the dear part at 1M chunks (~0.2 ms each, beyond the memory map).
     nearest = _distances(conn, query, stored)
