@@ -771,11 +771,39 @@ def test_postgres_chunks_written_before_their_terms_were_kept_still_match_phrase
     kb(index, "notes")
     add(index, doc("doc-01", "notes"), "to be or not to be", "to to to", "be to be", "nothing here")
     fresh = [(r.position, r.score) for query in ("to be", "to to") for r in search(index, query, "OR")]
-    index.conn.execute("UPDATE chunks SET terms = NULL")  # as rows indexed before 0006_chunk_terms
+    # As rows indexed before 0006_chunk_terms: no terms, and so no pairs of function words either.
+    index.conn.execute("UPDATE chunks SET terms = NULL")
+    index.conn.execute("DELETE FROM postings WHERE term LIKE '%% %%'")
     legacy = [(r.position, r.score) for query in ("to be", "to to") for r in search(index, query, "OR")]
     index.close()
     assert [position for position, _ in fresh] == [0, 2, 1]
     assert legacy == fresh
+
+
+def test_postgres_chunks_indexed_before_function_word_pairs_get_them_when_the_schema_migrates(
+    postgres_url: str,
+) -> None:
+    texts = ["to be or not to be", "to to to", "be to be", "nothing to see here", "the cat was there"]
+    queries = ("to be", "to to", "not to be", "was there", "to be or not")
+    index = PostgresIndex(postgres_url)
+    kb(index, "notes")
+    add(index, doc("doc-01", "notes"), *texts)
+    fresh = {query: [(r.position, r.score) for r in search(index, query, "OR")] for query in queries}
+    pairs = index.conn.execute("SELECT term, chunk_id, tf, dl FROM postings WHERE term LIKE '%% %%' ORDER BY 1, 2")
+    written = pairs.fetchall()
+    # The schema as it was before 0007_function_word_pairs: no pairs, no index of the chunks without terms.
+    index.conn.execute("DELETE FROM postings WHERE term LIKE '%% %%'")
+    index.conn.execute("DROP INDEX chunks_without_terms")
+    index.conn.execute("DELETE FROM migrations WHERE name = '0007_function_word_pairs'")
+    index.close()
+    migrated = PostgresIndex(postgres_url)
+    pairs = migrated.conn.execute("SELECT term, chunk_id, tf, dl FROM postings WHERE term LIKE '%% %%' ORDER BY 1, 2")
+    assert pairs.fetchall() == written
+    assert {query: [(r.position, r.score) for r in search(migrated, query, "OR")] for query in queries} == fresh
+    migrated.close()
+    assert [position for position, _ in fresh["to to"]] == [1]
+    assert [position for position, _ in fresh["was there"]] == [4]
+    assert {row["term"] for row in written} >= {"to be", "to to", "not to", "be or", "wa there"}
 
 
 def test_an_and_query_is_ranked_from_each_knowledge_bases_own_rarest_term(
