@@ -164,6 +164,30 @@ def flush_writes(settings: Settings) -> None:
         warnings.warn(f"no CHECKPOINT before timing: {exc}", stacklevel=2)
 
 
+def autovacuums_since(settings: Settings, since: float) -> list[dict[str, Any]]:
+    """PostgreSQL's automatic VACUUM and ANALYZE runs that ended after ``since`` (a ``time.time()``),
+    per table, in seconds after it: whether one overlapped the timings. Empty for SQLite."""
+    if settings.index_backend == "sqlite":
+        return []
+    import psycopg
+
+    assert settings.database_url is not None
+    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+        rows = conn.execute(
+            """SELECT relname, extract(epoch FROM last_autovacuum) - %(since)s AS vacuum,
+                      extract(epoch FROM last_autoanalyze) - %(since)s AS analyze
+               FROM pg_stat_user_tables
+               WHERE last_autovacuum > to_timestamp(%(since)s) OR last_autoanalyze > to_timestamp(%(since)s)
+               ORDER BY relname""",
+            {"since": since},
+        ).fetchall()
+    found = []
+    for table, vacuum, analyze in rows:
+        ended = {"vacuum_s": vacuum, "analyze_s": analyze}
+        found.append({"table": table, **{key: round(float(at), 1) for key, at in ended.items() if at and at > 0}})
+    return found
+
+
 def _recreate(admin_url: str, database: str) -> None:
     import psycopg
 

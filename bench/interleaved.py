@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import coffer_mcp
-from bench._backends import flush_writes, open_backend
+from bench._backends import autovacuums_since, flush_writes, open_backend
 from bench._corpus import CHUNK_OVERLAP, CHUNK_SIZE, load_vocabulary, make_queries, write_corpus
 from bench._measure import log, machine_info, source_fingerprint, summarize, write_report
 from bench._vectors import FakeEmbedder, fill_vectors, minilm
@@ -114,12 +114,13 @@ def build(args: argparse.Namespace, root: Path, backend: Any, embedder: Embedder
 
 def measure(
     args: argparse.Namespace, built: dict[str, Any], embedder: Embedder | None
-) -> tuple[dict[str, Any], str | None]:
-    """Each operation's latencies on both backends, and which vector search SQLite ran (``ann``,
-    ``exact``; None without vectors)."""
+) -> tuple[dict[str, Any], str | None, float, dict[str, float]]:
+    """Each operation's latencies on both backends, which vector search SQLite ran (``ann``,
+    ``exact``; None without vectors), and when each operation began (seconds into the timings)."""
     queries, warm = built["queries"], args.warmup
     content = [q for q in queries if _has_content_word(q)]
     results: dict[str, Any] = {}
+    began, began_at = time.time(), {}
     sqlite_search = None
     with (
         Coffer(built["settings"]["sqlite"], embedder=embedder) as sqlite,
@@ -130,33 +131,40 @@ def measure(
         def each(make: Callable[[Coffer], Callable[[Any], object]]) -> dict[str, Callable[[Any], object]]:
             return {name: make(coffer) for name, coffer in coffers.items()}
 
+        def timed(key: str, calls: dict[str, Callable[[Any], object]], items: Sequence[Any], warmup: int) -> Any:
+            began_at[key] = round(time.time() - began, 1)
+            return interleaved(calls, items, warmup)
+
         log("keyword")
-        results["keyword"] = interleaved(
-            each(lambda c: lambda q: c.search(KB, q, 5, strategy="keyword")), queries, warm
+        results["keyword"] = timed(
+            "keyword", each(lambda c: lambda q: c.search(KB, q, 5, strategy="keyword")), queries, warm
         )
-        results["keyword_without_refresh"] = interleaved(
-            each(lambda c: lambda q: keyword_search(c.index, [KB], q, 5)), queries, warm
+        results["keyword_without_refresh"] = timed(
+            "keyword_without_refresh", each(lambda c: lambda q: keyword_search(c.index, [KB], q, 5)), queries, warm
         )
-        results["keyword_content_words"] = interleaved(
-            each(lambda c: lambda q: c.search(KB, q, 5, strategy="keyword")), content, warm
+        results["keyword_content_words"] = timed(
+            "keyword_content_words", each(lambda c: lambda q: c.search(KB, q, 5, strategy="keyword")), content, warm
         )
-        results["keyword_depth_100"] = interleaved(
-            each(lambda c: lambda q: keyword_search(c.index, [KB], q, 100)), queries, warm
+        results["keyword_depth_100"] = timed(
+            "keyword_depth_100", each(lambda c: lambda q: keyword_search(c.index, [KB], q, 100)), queries, warm
         )
         if embedder is not None:
             log("hybrid and vector")
             vectors = [embedder.embed_query(query) for query in queries]
-            results["hybrid"] = interleaved(
-                each(lambda c: lambda q: c.search(KB, q, 5, strategy="hybrid")), queries, warm
+            results["hybrid"] = timed(
+                "hybrid", each(lambda c: lambda q: c.search(KB, q, 5, strategy="hybrid")), queries, warm
             )
-            results["vector"] = interleaved(
-                each(lambda c: lambda q: c.search(KB, q, 5, strategy="vector")), queries, warm
+            results["vector"] = timed(
+                "vector", each(lambda c: lambda q: c.search(KB, q, 5, strategy="vector")), queries, warm
             )
-            results["knn_depth_100"] = interleaved(
-                each(lambda c: lambda v: vector_search(c.index, embedder.identity, v, [KB], 100)), vectors, warm
+            results["knn_depth_100"] = timed(
+                "knn_depth_100",
+                each(lambda c: lambda v: vector_search(c.index, embedder.identity, v, [KB], 100)),
+                vectors,
+                warm,
             )
             sqlite_search = sqlite.index.vector_status(KB)[embedder.identity]["search"]
-    return results, sqlite_search
+    return results, sqlite_search, began, began_at
 
 
 _LABELS = {
@@ -208,8 +216,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ):
         built = build(args, Path(tmp), backend, embedder)
         load = [round(os.getloadavg()[0], 2)]
-        latency, sqlite_search = measure(args, built, embedder)
+        latency, sqlite_search, began, began_at = measure(args, built, embedder)
         load.append(round(os.getloadavg()[0], 2))
+        autovacuums = autovacuums_since(built["settings"]["postgres"], began)
         data = {
             "command": command,
             "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
@@ -224,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "sqlite_vector_search": sqlite_search,
             "load_average": load,
             "latency_ms": {key: {name: stats[name] for name in BACKENDS} for key, stats in latency.items()},
+            # When each operation's timings began and PostgreSQL's automatic VACUUM / ANALYZE runs
+            # ended, in seconds into the timings: whether the server vacuumed while they ran.
+            "began_s": began_at,
+            "postgres_autovacuums": autovacuums,
         }
     write_report(args.out, data, to_markdown(data))
     return data
