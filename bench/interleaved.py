@@ -164,6 +164,10 @@ def measure(
                 warm,
             )
             sqlite_search = sqlite.index.vector_status(KB)[embedder.identity]["search"]
+        # The first operation again, last: whether its tail was the first touch after the build.
+        results["keyword_again"] = timed(
+            "keyword_again", each(lambda c: lambda q: c.search(KB, q, 5, strategy="keyword")), queries, warm
+        )
     return results, sqlite_search, began, began_at
 
 
@@ -175,6 +179,7 @@ _LABELS = {
     "hybrid": "hybrid search (MiniLM query embedding included)",
     "vector": "vector search (query embedding included)",
     "knn_depth_100": "vector KNN alone, depth 100",
+    "keyword_again": "keyword search (`search`, top_k 5) again, after all the others",
 }
 
 
