@@ -72,6 +72,7 @@ def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
     with index.transaction():
         for doc_id in doc_ids:
             index.set_embedding(doc_id, pending=False, model=identity)
+    index.settle()  # as an ingest or reindex that embedded them ends
     return len(chunk_ids)
 
 

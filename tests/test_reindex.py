@@ -14,6 +14,7 @@ from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index import postgres as postgres_index
 from coffer_mcp.services.registry import _ScanLog
 from coffer_mcp.store import parse_document
+from tests.fakes import HashEmbedder
 
 DOCS = {
     "guide.md": (
@@ -255,10 +256,11 @@ def test_a_big_knowledge_base_still_sees_files_added_or_saved_by_rename_at_once(
 
 
 def vacuums(coffer: Coffer) -> dict[str, tuple[int, int]]:
-    """(VACUUMs, ANALYZEs) run so far on each keyword table by a session (autovacuum's not counted)."""
+    """(VACUUMs, ANALYZEs) run so far on each keyword and vector table by a session (autovacuum's not
+    counted)."""
     rows = coffer.index.conn.execute(  # type: ignore[attr-defined]
         "SELECT relname, vacuum_count AS v, analyze_count AS a "
-        "FROM pg_stat_user_tables WHERE relname IN ('postings', 'chunks')"
+        "FROM pg_stat_user_tables WHERE relname IN ('postings', 'chunks') OR relname LIKE 'vec%%'"
     ).fetchall()
     return {row["relname"]: (row["v"], row["a"]) for row in rows}
 
@@ -286,3 +288,25 @@ def test_a_folder_ingest_and_a_reindex_vacuum_postgres_tables_when_they_wrote_en
         assert after_ingest[table][0] == before[table][0] + 1, table
         assert after_ingest[table][1] == before[table][1] + 1, table
         assert after_reindex[table][0] == after_ingest[table][0] + 1, table
+
+
+def test_a_folder_ingest_that_embeds_vacuums_the_postgres_vector_table_too(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Left to autovacuum, the documents an embedding pass marked and its vectors were vacuumed and
+    # analyzed during the first searches after it (0.3-1.6 s calls at 100,000 chunks).
+    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for n in range(30):
+        (folder / f"note-{n:02}.md").write_text(f"# Note {n}\n\nCells, membranes and proteins, take {n}.\n")
+    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    with Coffer(settings, embedder=HashEmbedder()) as coffer:
+        coffer.create_kb("notes", vector=True)
+        coffer.ingest_path("notes", folder / "note-00.md")  # too few to vacuum for
+        before = vacuums(coffer)
+        coffer.ingest_path("notes", folder)
+        after = vacuums(coffer)
+    written = [table for table in after if table.startswith("vec")]
+    assert len(written) == 1, after
+    assert after[written[0]] == (before[written[0]][0] + 1, before[written[0]][1] + 1)

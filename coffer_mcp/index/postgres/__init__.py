@@ -82,7 +82,8 @@ class PostgresIndex:
         self._guard = threading.Lock()
         self._migrated = False
         self._vector_version: str | None = None
-        self._written = 0  # chunks written since the last settle(), by any thread
+        self._written = 0  # chunks and vectors written since the last settle(), by any thread
+        self._vector_tables: set[str] = set()  # the tables those vectors went to
         self.stamps = StampCache()
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -198,8 +199,9 @@ class PostgresIndex:
 
     @_mapped
     def settle(self) -> None:
-        """``VACUUM (ANALYZE)`` the posting, chunk and document tables once this index has written chunks
-        amounting to a tenth of them (at least ``SETTLE_MIN_CHUNKS``).
+        """``VACUUM (ANALYZE)`` the posting, chunk and document tables, and the vector tables written to,
+        once this index has written chunks and vectors amounting to a tenth of the chunks (at least
+        ``SETTLE_MIN_CHUNKS``).
 
         Keyword search reads postings by index-only scans, which read the table too for every row on
         a page not yet marked all-visible, as every page written since the last vacuum is. Autovacuum
@@ -207,7 +209,9 @@ class PostgresIndex:
         word took 27-69 ms instead of 12-36 (docs/benchmarks.md). Pages written in the last few
         tenths of a second stay unmarked (their commits, which do not wait for the WAL flush, are
         not yet known to be durable) until autovacuum's next pass. ``SKIP_LOCKED``: a table another
-        session is vacuuming is left to it.
+        session is vacuuming is left to it. Left to autovacuum, the vacuum of the documents an
+        embedding pass marked and the analysis of its vectors ran during the first searches after
+        it: 0.3-1.6 s calls at 100,000 chunks (docs/benchmarks.md).
         """
         written = self._written
         if written < SETTLE_MIN_CHUNKS:
@@ -215,8 +219,9 @@ class PostgresIndex:
         row = self.conn.execute("SELECT coalesce(sum(chunks), 0) AS n FROM keyword_stats").fetchone()
         if row is not None and written * 10 < row["n"]:
             return
-        self._written = 0
-        self.conn.execute("VACUUM (ANALYZE, SKIP_LOCKED) postings, chunks, documents")
+        tables = ["postings", "chunks", "documents", *sorted(self._vector_tables)]
+        self._written, self._vector_tables = 0, set()
+        self.conn.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {', '.join(tables)}")
 
     @_mapped
     def diagnose(self) -> IndexDiagnosis:
@@ -417,6 +422,8 @@ class PostgresIndex:
         assert table is not None  # created when missing
         vectors.delete_chunk_vectors(conn, [chunk_id for chunk_id, _ in rows])
         vectors.store_vectors(conn, table, dimensions, kb, rows)
+        self._written += len(rows)
+        self._vector_tables.add(table)
 
     @_mapped
     def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
