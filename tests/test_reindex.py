@@ -265,15 +265,20 @@ def vacuums(coffer: Coffer) -> dict[str, tuple[int, int]]:
     return {row["relname"]: (row["v"], row["a"]) for row in rows}
 
 
+def thirty_notes(folder: Path) -> Path:
+    """A folder of 30 one-chunk notes: enough writes for a vacuum once ``SETTLE_MIN_CHUNKS`` is 20."""
+    folder.mkdir()
+    for n in range(30):
+        (folder / f"note-{n:02}.md").write_text(f"# Note {n}\n\nCells, membranes and proteins, take {n}.\n")
+    return folder
+
+
 def test_a_folder_ingest_and_a_reindex_vacuum_postgres_tables_when_they_wrote_enough(
     tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Keyword search reads postings by index-only scans, slow until a vacuum marks the pages.
     monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for n in range(30):
-        (folder / f"note-{n:02}.md").write_text(f"# Note {n}\n\nCells, membranes and proteins, take {n}.\n")
+    folder = thirty_notes(tmp_path / "folder")
     settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
     with Coffer(settings) as coffer:
         coffer.create_kb("notes")
@@ -296,10 +301,7 @@ def test_a_folder_ingest_that_embeds_vacuums_the_postgres_vector_table_too(
     # Left to autovacuum, the documents an embedding pass marked and its vectors were vacuumed and
     # analyzed during the first searches after it (0.3-1.6 s calls at 100,000 chunks).
     monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for n in range(30):
-        (folder / f"note-{n:02}.md").write_text(f"# Note {n}\n\nCells, membranes and proteins, take {n}.\n")
+    folder = thirty_notes(tmp_path / "folder")
     settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
     with Coffer(settings, embedder=HashEmbedder()) as coffer:
         coffer.create_kb("notes", vector=True)
