@@ -176,3 +176,16 @@ def test_a_tiny_run_on_both_backends_reports_them_side_by_side(
     assert "## PostgreSQL" in printed
     assert "| | SQLite | PostgreSQL |" in printed
     assert {name: os.environ.get(name) for name in environ} == environ  # the subprocesses' variables are undone
+
+
+def test_postgres_can_be_built_from_files_ingested_through_sqlite(tmp_path: Path, postgres_server: Any) -> None:
+    out = tmp_path / "scale.json"
+    argv = ["--chunks", "60", "--queries", "3", "--fake-embedder", "--backend", "postgres", "--files-via-sqlite"]
+    main([*argv, "--out", str(out), "--workdir", str(tmp_path), "--postgres-url", postgres_server.get_uri()])
+
+    (size,) = json.loads(out.read_text(encoding="utf-8"))["sizes"]
+    assert "ingest" not in size  # SQLite's ingest rate is not reported as PostgreSQL's
+    assert size["files_ingest"]["documents"] == size["documents"]
+    assert size["rebuild"]["chunks"] == size["chunks"]  # the PostgreSQL index was built from the files
+    assert set(size["latency_ms"]["keyword"]) == LATENCY
+    assert size["hybrid"]["vectors"] == size["chunks"]
