@@ -856,6 +856,39 @@ def test_a_knowledge_bases_scores_do_not_move_when_another_one_gets_documents(in
     assert index.matches_more_than("server", 2, ["notes", "other"])
 
 
+def test_postgres_match_counts_kept_between_searches_follow_every_write_of_any_server(postgres_url: str) -> None:
+    searcher, writer = PostgresIndex(postgres_url), PostgresIndex(postgres_url)
+    kb(searcher, "notes")
+    add(searcher, doc("doc-01", "notes"), *NOTES)
+    add(searcher, doc("doc-02", "notes"), "database database backups server", "backups again")
+    queries = [("database backups", "AND"), ("database backups", "OR"), ("server weekly", "OR"), ("backups", "OR")]
+
+    def ranked(index: Index) -> dict[tuple[str, str], list[tuple[str, int, float]]]:
+        return {(query, operator): scores(index, query, ("notes",), operator) for query, operator in queries}
+
+    def agrees() -> bool:
+        fresh = PostgresIndex(postgres_url)  # counts nothing kept
+        try:
+            return ranked(searcher) == ranked(fresh)
+        finally:
+            fresh.close()
+
+    assert agrees()  # and the searcher now keeps each term's count
+    add(writer, doc("doc-03", "notes"), "database backups", "weekly backups of the server")
+    assert agrees()
+    # Chunks replaced by others of the same number and lengths: the statistics stay, the counts move.
+    with writer.transaction():
+        same = [Chunk(0, "weekly weekly restored server", ("Part", "0")), Chunk(1, "nothing new", ("Part", "1"))]
+        writer.replace_chunks("notes", "doc-02", same)
+    assert agrees()
+    with writer.transaction():
+        writer.delete_document("doc-03")
+    assert agrees()
+    assert scores(searcher, "database backups", ("notes",), "AND")[0][2] > 0
+    searcher.close()
+    writer.close()
+
+
 def test_scores_are_the_same_whatever_the_order_the_index_was_built_in(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -85,6 +85,7 @@ class PostgresIndex:
         self._written = 0  # chunks and vectors written since the last settle(), by any thread
         self._vector_tables: set[str] = set()  # the tables those vectors went to
         self.stamps = StampCache()
+        self._term_counts = keyword.TermCounts()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -361,7 +362,8 @@ class PostgresIndex:
     ) -> list[PassageRow]:
         if not terms:
             return []
-        return [_passage(row) for row in keyword.search(self.conn, terms, operator, kbs, as_filter(where), limit)]
+        rows = keyword.search(self.conn, terms, operator, kbs, as_filter(where), limit, self._term_counts)
+        return [_passage(row) for row in rows]
 
     @_mapped
     def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:

@@ -44,6 +44,7 @@ from coffer_mcp.models import Chunk
 
 __all__ = [
     "FUNCTION_TERMS",
+    "TermCounts",
     "check",
     "delete_chunks",
     "insert_chunks",
@@ -112,6 +113,17 @@ WITH q AS (
 """
 
 
+# Each term's match count in each knowledge base, as the statements below take it: remembered by
+# ``TermCounts`` with the knowledge base's write stamp, and counted again (an index-only count of
+# its postings) where the stamp read in the statement's own snapshot differs, or none is known.
+# The statements return the counts they used (rows without a chunk), for the next search.
+_KNOWN = """known AS (
+    SELECT * FROM unnest(%(known_kb)s::text[], %(known_term)s::text[], %(known_writes)s::bigint[],
+                         %(known_df)s::bigint[]) AS k(kb, term, writes, df)
+)"""
+_DF = "coalesce(k.df, (SELECT count(*) FROM postings p WHERE p.kb = s.kb AND p.term = q.term))"
+_KNOWN_JOIN = "LEFT JOIN known k ON k.kb = s.kb AND k.term = q.term AND k.writes = s.writes"
+
 # The same scores for an AND of single-token phrases, read from the rarest term's postings: each
 # term's match count in each knowledge base first (an index-only count), then the chunks holding
 # the rarest one, then the other terms' postings of those chunks only, looked up by key. _SCORED
@@ -122,10 +134,10 @@ WITH q AS (
 _SCORED_AND = f"""
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
-), counted AS MATERIALIZED (
-    SELECT q.i, q.term, s.kb, s.chunks::float8 AS n, s.tokens::float8 / nullif(s.chunks, 0) AS avgdl,
-           (SELECT count(*) FROM postings p WHERE p.kb = s.kb AND p.term = q.term) AS df
-    FROM q CROSS JOIN keyword_stats s WHERE s.kb = ANY(%(kbs)s::text[])
+), {_KNOWN}, counted AS MATERIALIZED (
+    SELECT q.i, q.term, s.kb, s.writes, s.chunks::float8 AS n, s.tokens::float8 / nullif(s.chunks, 0) AS avgdl,
+           {_DF} AS df
+    FROM q CROSS JOIN keyword_stats s {_KNOWN_JOIN} WHERE s.kb = ANY(%(kbs)s::text[])
 ), candidates AS MATERIALIZED (
     SELECT r.kb, array_agg(p.chunk_id) AS ids
     FROM (SELECT DISTINCT ON (kb) kb, term FROM counted ORDER BY kb, df, i) r
@@ -146,6 +158,14 @@ WITH q AS (
 """
 
 
+_NO_COUNT = "NULL::text AS kb, NULL::text AS term, NULL::bigint AS writes, NULL::bigint AS df"
+_TOP = "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s ORDER BY score DESC, chunk_id LIMIT %(depth)s"
+_TOP_AND_COUNTS = f"""
+SELECT chunk_id, score, {_NO_COUNT} FROM ({_TOP}) t
+UNION ALL
+SELECT NULL, NULL, kb, term, writes, df FROM counted
+"""
+
 # The best %(depth)s chunks of an OR of single-token phrases without scoring every chunk that holds
 # a common one: Fagin's threshold algorithm, in one round. Per knowledge base, each term's postings
 # are counted (its n). A term in more than %(depth)s and %(whole)s chunks is common; when the
@@ -163,13 +183,14 @@ WITH q AS (
 _PRUNED_OR = f"""
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
+), {_KNOWN}, found AS MATERIALIZED (
+    SELECT q.i, q.term, s.kb, s.writes, s.chunks, s.tokens, {_DF} AS df
+    FROM q CROSS JOIN keyword_stats s {_KNOWN_JOIN} WHERE s.kb = ANY(%(kbs)s::text[])
 ), counted AS MATERIALIZED (
-    SELECT q.i, q.term, s.kb, d.df, d.df > greatest(%(depth)s, %(whole)s) AS common,
-           s.tokens::float8 / nullif(s.chunks, 0) AS avgdl,
-           (s.chunks::float8 - d.df + 0.5::float8) / (d.df + 0.5::float8) AS x
-    FROM q CROSS JOIN keyword_stats s
-    CROSS JOIN LATERAL (SELECT count(*) AS df FROM postings p WHERE p.kb = s.kb AND p.term = q.term) d
-    WHERE s.kb = ANY(%(kbs)s::text[]) AND d.df > 0
+    SELECT i, term, kb, df, df > greatest(%(depth)s, %(whole)s) AS common,
+           tokens::float8 / nullif(chunks, 0) AS avgdl,
+           (chunks::float8 - df + 0.5::float8) / (df + 0.5::float8) AS x
+    FROM found WHERE df > 0
 ), terms AS MATERIALIZED (
     SELECT c.*, c.common AND w.worth AS cut
     FROM counted c CROSS JOIN (
@@ -206,9 +227,11 @@ WITH q AS (
     FROM (SELECT i, kb, min(w) AS last FROM kept WHERE cut GROUP BY i, kb) l
     GROUP BY kb
 )
-SELECT chunk_id, score, NULL::bigint AS cut_terms, NULL::float8 AS total FROM top
+SELECT chunk_id, score, NULL::bigint AS cut_terms, NULL::float8 AS total, {_NO_COUNT} FROM top
 UNION ALL
-SELECT NULL, NULL, cut_terms, total FROM bound
+SELECT NULL, NULL, cut_terms, total, {_NO_COUNT} FROM bound
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, kb, term, writes, df FROM found
 """
 
 
@@ -321,6 +344,45 @@ def _key(term: str) -> str:
 # -- searching ---------------------------------------------------------------------------------
 
 
+class TermCounts:
+    """How many chunks of each knowledge base hold a term, kept between searches (one per index
+    object, shared by its threads).
+
+    A common term's count is an index-only scan of its postings (~2.7 ms per 14,000), taken by the
+    AND and again by the OR it widens to, in every search that has the term. A count is kept with
+    its knowledge base's write stamp (``keyword_stats.writes``: a sequence's next value, set by a
+    trigger whenever a statement changes the knowledge base's postings and so its row, so never the
+    same for two states).
+    Each statement that takes a count compares the stamp in its own snapshot and counts again where
+    it differs: a score never rests on a count another writer has changed.
+    """
+
+    LIMIT = 100_000  # counts kept before starting over
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def params(self, query_terms: Sequence[str | None], kbs: Sequence[str]) -> dict[str, list[Any]]:
+        """The ``known_*`` parameters: the counts kept for ``query_terms`` in ``kbs``."""
+        wanted, kept = {term for term in query_terms if term is not None}, self._known  # learn() may replace it
+        known = [(kb, term, *count) for kb in kbs for term in wanted if (count := kept.get((kb, term)))]
+        return {
+            "known_kb": [row[0] for row in known],
+            "known_term": [row[1] for row in known],
+            "known_writes": [row[2] for row in known],
+            "known_df": [row[3] for row in known],
+        }
+
+    def learn(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Keep the counts among a statement's rows (those with a ``term``); returns the others."""
+        counted = [row for row in rows if row["term"] is not None]
+        if len(self._known) + len(counted) > self.LIMIT:
+            self._known = {}
+        for row in counted:
+            self._known[row["kb"], row["term"]] = (row["writes"], row["df"])
+        return [row for row in rows if row["term"] is None]
+
+
 def search(
     conn: Connection,
     query_terms: Sequence[str],
@@ -328,13 +390,15 @@ def search(
     kbs: Sequence[str],
     where: DocumentFilter,
     limit: int,
+    counts: TermCounts | None = None,
 ) -> list[dict[str, Any]]:
     """Chunks matching the terms (all, or any), best BM25 first, then by document and position.
 
     Only the postings of ``kbs`` are read, each scored with its knowledge base's statistics. The
     best ``limit`` (plus slack for ties) are ranked first and only those joined and filtered; when
     ``where`` leaves too few, the look goes deeper, then falls back to ranking inside the scope
-    (with a document filter, after one look).
+    (with a document filter, after one look). ``counts`` keeps the terms' match counts for the
+    next search.
     """
     if operator not in ("AND", "OR"):
         raise ValueError(operator)
@@ -346,15 +410,17 @@ def search(
     single, several = None not in params["terms"], len(params["terms"]) > 1
     scored = _SCORED_AND if operator == "AND" and single and several else _SCORED
     pruned = single and (operator == "OR" or not several)
+    counts = counts or TermCounts()
     depth, deepest = limit + _SLACK, (limit + _SLACK if where else _MAX_DEPTH)
     while depth <= deepest:
-        top = pruned_or(conn, params, depth) if pruned else None
-        if top is None:
-            top = conn.execute(
-                scored + "SELECT chunk_id, score FROM scored WHERE matched >= %(need)s "
-                "ORDER BY score DESC, chunk_id LIMIT %(depth)s",
-                {**params, "depth": depth},
-            ).fetchall()
+        if single:  # _SCORED counts as it reads; the others take each term's count
+            params.update(counts.params(params["terms"], kbs))
+        top = pruned_or(conn, params, depth, counts) if pruned else None
+        if top is None and scored is _SCORED_AND:
+            rows = conn.execute(_SCORED_AND + _TOP_AND_COUNTS, {**params, "depth": depth}).fetchall()
+            top = sorted(counts.learn(rows), key=lambda row: (-row["score"], row["chunk_id"]))
+        elif top is None:
+            top = conn.execute(_SCORED + _TOP, {**params, "depth": depth}).fetchall()
         rows = _passages(conn, {row["chunk_id"]: row["score"] for row in top}, kbs, where)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
@@ -368,7 +434,9 @@ def search(
     return conn.execute(sql, {**params, **scope_params, "limit": limit}).fetchall()
 
 
-def pruned_or(conn: Connection, params: dict[str, Any], depth: int) -> list[dict[str, Any]] | None:
+def pruned_or(
+    conn: Connection, params: dict[str, Any], depth: int, counts: TermCounts | None = None
+) -> list[dict[str, Any]] | None:
     """The best ``depth`` chunks (``chunk_id``, ``score``) of an OR of single-token phrases, ranked as
     _SCORED ranks them, read from each common term's best postings only; None when those cannot
     prove to be the best (then every posting has to be scored).
@@ -386,8 +454,10 @@ def pruned_or(conn: Connection, params: dict[str, Any], depth: int) -> list[dict
             "depth": depth,
             "whole": WHOLE_POSTINGS,
             "worth": PRUNED_POSTINGS,
+            **{name: params[name] for name in params if name.startswith("known_")},
         },
     ).fetchall()
+    rows = (counts or TermCounts()).learn(rows)
     top = sorted((row for row in rows if row["chunk_id"] is not None), key=lambda row: (-row["score"], row["chunk_id"]))
     bounds = [row for row in rows if row["chunk_id"] is None]
     if not bounds:  # nothing was cut: every matching chunk was scored

@@ -240,6 +240,23 @@ WHERE w.first = ANY({_FUNCTION_TERMS}) AND w.second = ANY({_FUNCTION_TERMS})
 GROUP BY c.kb, c.id, c.length, w.first, w.second;
 """
 
+_KEYWORD_WRITES = """
+-- A knowledge base's write stamp: every statement that changes its postings changes its row here,
+-- and a trigger gives the row the next value of one sequence (so an older Coffer's writes move it
+-- too), so two states never share a stamp, not even two with the same chunks and tokens. A search
+-- keeps each term's match count with the stamp and counts again when it has moved
+-- (index/postgres/keyword.py, TermCounts).
+CREATE SEQUENCE keyword_writes;
+ALTER TABLE keyword_stats ADD COLUMN writes bigint NOT NULL DEFAULT nextval('keyword_writes');
+CREATE FUNCTION stamp_keyword_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.writes := nextval('keyword_writes');
+    RETURN NEW;
+END $$;
+CREATE TRIGGER keyword_stats_written BEFORE UPDATE ON keyword_stats FOR EACH ROW
+    EXECUTE FUNCTION stamp_keyword_write();
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
@@ -248,6 +265,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0005_pending_index", _PENDING),
     ("0006_chunk_terms", _CHUNK_TERMS),
     ("0007_function_word_pairs", _FUNCTION_WORD_PAIRS),
+    ("0008_keyword_writes", _KEYWORD_WRITES),
 ]
 
 _EXTENSION_HINT = (
