@@ -5,13 +5,17 @@ The real providers are tested in tests/embed/ and, end to end, in tests/test_hyb
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.models import Passage
 from coffer_mcp.retrieval.search import fuse_rrf
+from coffer_mcp.services import retrieval
+from coffer_mcp.services.retrieval import Alongside
 from tests.fakes import HashEmbedder
 
 # Reads catch up on embeddings within a time budget; on a loaded machine 2 s may not embed a
@@ -231,3 +235,43 @@ def test_convex_fusion_never_lets_vector_only_passages_displace_the_keyword_lead
     assert fused[0].document_id == "a"
     agreeing = [passage("b", 0.9), passage("a", 0.2)]
     assert [p.document_id for p in fuse_convex(keyword, agreeing, top_k=2)] == ["b", "a"]
+
+
+def test_a_hybrid_search_runs_its_keyword_half_in_a_worker_and_ranks_as_in_turn(
+    vcoffer: Coffer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(vcoffer)
+    threads = []
+    real = retrieval.keyword_search
+
+    def keyword_search(*args: Any) -> list[Passage]:
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(retrieval, "keyword_search", keyword_search)
+    queries = ["sea kayak rolling", "cold water", "sourdough salt proof", "tomatoes"]
+    alongside = [vcoffer.search("v", query, 3) for query in queries]
+    assert len(threads) == len(queries)
+    assert all(name.startswith("coffer-search") for name in threads)
+    vcoffer.retrieval.alongside = Alongside(0)  # in turn, in the caller's thread
+    in_turn = [vcoffer.search("v", query, 3) for query in queries]
+    assert threads[len(queries) :] == [threading.current_thread().name] * len(queries)
+    assert [r.strategy for r in alongside] == ["hybrid"] * len(queries)
+    assert [r.passages for r in alongside] == [r.passages for r in in_turn]
+
+
+def test_a_call_runs_in_the_callers_thread_when_every_worker_is_busy() -> None:
+    workers, release = Alongside(1), threading.Event()
+    busy = workers.start(lambda: (release.wait(60), threading.current_thread().name)[1])
+    inline = workers.start(lambda: threading.current_thread().name)
+    assert inline() == threading.current_thread().name  # not queued behind the busy worker
+    release.set()
+    assert busy().startswith("coffer-search")
+
+    def fails() -> None:
+        raise ValueError("from the worker")
+
+    with pytest.raises(ValueError, match="from the worker"):
+        workers.start(fails)()
+    workers.close()
+    assert workers.start(lambda: 42)() == 42  # closed: runs in the caller's thread

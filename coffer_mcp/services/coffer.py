@@ -106,8 +106,10 @@ class Coffer:
         return Watcher(self.registry, self.follow).start()
 
     def close(self) -> None:
-        """Stop the background file checks; close every connection to the index, and the reranker's."""
+        """Stop the background file checks and search workers; close every connection to the index,
+        and the reranker's."""
         self.registry.close_checks()
+        self.retrieval.close()
         self.registry.close_reranker()
         self.registry.index.close()
 

@@ -18,9 +18,11 @@ A search answers one passage per document first (``retrieval.search.by_document`
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError
 from coffer_mcp.index import DocumentFilter
@@ -64,11 +66,61 @@ FUSION_DEPTH = 4
 MIN_FUSION_DEPTH = 100
 
 
-class RetrievalService:
-    """Search and grep over one, several or all knowledge bases."""
+OVERLAP_WORKERS = 4  # hybrid searches whose keyword half may run in a worker thread at once
 
-    def __init__(self, registry: Registry) -> None:
+T = TypeVar("T")
+
+
+class Alongside:
+    """Runs a call in a worker thread while the caller does something else.
+
+    ``start(fn, ...)`` returns a function that gives ``fn``'s result (or raises its error). When
+    every worker is busy (many searches at once, which keep the cores busy anyway), ``fn`` runs in
+    the caller's thread when its result is asked for: never queued behind another search. Each
+    worker keeps its own connection to the index, as any thread does.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._free = threading.BoundedSemaphore(max(1, workers))
+        self._pool: ThreadPoolExecutor | None = None
+        self._guard = threading.Lock()
+
+    def start(self, fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+        if self._workers <= 0 or not self._free.acquire(blocking=False):
+            return lambda: fn(*args)
+        try:
+            with self._guard:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="coffer-search")
+                future = self._pool.submit(fn, *args)
+        except RuntimeError:  # shut down: the service is closing
+            self._free.release()
+            return lambda: fn(*args)
+        future.add_done_callback(lambda _: self._free.release())
+        return future.result
+
+    def close(self) -> None:
+        with self._guard:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RetrievalService:
+    """Search and grep over one, several or all knowledge bases.
+
+    A hybrid search runs its keyword half in a worker thread (``Alongside``) while the query is
+    embedded and the vectors searched, so it takes about the longer of the two, not their sum.
+    """
+
+    def __init__(self, registry: Registry, *, overlap_workers: int = OVERLAP_WORKERS) -> None:
         self.registry = registry
+        self.alongside = Alongside(overlap_workers)
+
+    def close(self) -> None:
+        """Stop the workers (after the searches they run)."""
+        self.alongside.close()
 
     def resolve_kbs(self, selector: KbSelector) -> list[str]:
         """Names of the knowledge bases a selector designates (each checked to exist)."""
@@ -142,6 +194,8 @@ class RetrievalService:
         # The lists fused are as deep as without a reranker (when that is deep enough), so a
         # reranker that falls back leaves the order a search without one gives.
         fusion_depth = max(_depth(top_k, wanted), depth)
+        if wanted == "hybrid":  # the keyword half runs while the query is embedded and the vectors searched
+            keyword_half = self.alongside.start(keyword_search, registry.index, names, query, fusion_depth, where)
         try:
             near = self._vector_passages(vector_kbs, query, fusion_depth, where)
         except EmbeddingError as exc:
@@ -149,7 +203,7 @@ class RetrievalService:
             return self._keyword(names, query, depth, where)
         if wanted == "vector":
             return "vector", near[:depth], None
-        keyword = keyword_search(registry.index, names, query, fusion_depth, where)
+        keyword = keyword_half()
         return "hybrid", fuse_convex(keyword, near, depth), stopword_only_hint(query, found=bool(keyword))
 
     def _keyword(
