@@ -316,6 +316,8 @@ def _other_rows(size: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{hybrid['vectors']:,} in {hybrid['fill_seconds']:.1f} s",
             )
         )
+    if hybrid.get("hnsw_built_after_seconds") is not None:
+        rows.append(("HNSW index built after them (one CREATE INDEX)", f"{hybrid['hnsw_built_after_seconds']:.1f} s"))
     rows += _ann_rows(hybrid)
     startup = size.get("startup", {"skipped": "--only-vectors"})
     if "skipped" not in startup:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -19,8 +20,19 @@ import numpy as np
 
 from coffer_mcp import Coffer
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
+from coffer_mcp.index.postgres import PostgresIndex
+from coffer_mcp.index.postgres.vectors import create_hnsw, table_of
 
-__all__ = ["DIMENSIONS", "MINILM", "FakeEmbedder", "fill_vectors", "held_out_vectors", "minilm", "synthetic_vectors"]
+__all__ = [
+    "DIMENSIONS",
+    "MINILM",
+    "FakeEmbedder",
+    "fill_vectors",
+    "held_out_vectors",
+    "index_vectors",
+    "minilm",
+    "synthetic_vectors",
+]
 
 DIMENSIONS = 384
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -56,11 +68,12 @@ def minilm(model_path: Path) -> Embedder | None:
     return make_embedder(EmbeddingConfig(provider="fastembed", model=MINILM, model_path=model_path))
 
 
-def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
+def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int, *, unindexed: bool = False) -> int:
     """Give every chunk of ``kb`` a synthetic vector in ``identity``'s table; mark its documents embedded.
 
     Vectors are drawn around ``sqrt(chunks)`` random centroids (topics), then L2-normalized.
-    Returns the number of vectors stored.
+    ``unindexed`` (PostgreSQL): the table's HNSW index is dropped after the first batch, for
+    ``index_vectors`` to build at the end. Returns the number of vectors stored.
     """
     index = coffer.index
     doc_ids = [row.id for row in index.documents(kb)]
@@ -69,11 +82,35 @@ def fill_vectors(coffer: Coffer, kb: str, identity: str, seed: int) -> int:
         ids = chunk_ids[start : start + len(batch)]
         with index.transaction():
             index.store_vectors(identity, DIMENSIONS, kb, list(zip(ids, batch.tolist(), strict=True)))
+            if unindexed and start == 0 and isinstance(index, PostgresIndex):
+                index.conn.execute(f"DROP INDEX {_vector_table(index, identity)}_hnsw")
     with index.transaction():
         for doc_id in doc_ids:
             index.set_embedding(doc_id, pending=False, model=identity)
     index.settle()  # as an ingest or reindex that embedded them ends
     return len(chunk_ids)
+
+
+def index_vectors(coffer: Coffer, identity: str, memory: str = "4GB") -> float | None:
+    """Build the HNSW index ``fill_vectors(unindexed=True)`` left out, in one ``CREATE INDEX`` with
+    ``memory`` of ``maintenance_work_mem`` (pgvector's way to load many vectors); its seconds.
+    None on SQLite (its ANN graphs are built by ``build_ann``)."""
+    index = coffer.index
+    if not isinstance(index, PostgresIndex):
+        return None
+    started = time.perf_counter()
+    with index.transaction():
+        index.conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
+        create_hnsw(index.conn, _vector_table(index, identity))
+    seconds = time.perf_counter() - started
+    index.settle()
+    return seconds
+
+
+def _vector_table(index: PostgresIndex, identity: str) -> str:
+    table = table_of(index.conn, identity)
+    assert table is not None, identity
+    return table
 
 
 def synthetic_vectors(count: int, seed: int, batch: int = BATCH) -> Iterator[tuple[int, np.ndarray]]:

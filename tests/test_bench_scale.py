@@ -181,6 +181,7 @@ def test_a_tiny_run_on_both_backends_reports_them_side_by_side(
 def test_postgres_can_be_built_from_files_ingested_through_sqlite(tmp_path: Path, postgres_server: Any) -> None:
     out = tmp_path / "scale.json"
     argv = ["--chunks", "60", "--queries", "3", "--fake-embedder", "--backend", "postgres", "--files-via-sqlite"]
+    argv += ["--vectors-then-index"]
     main([*argv, "--out", str(out), "--workdir", str(tmp_path), "--postgres-url", postgres_server.get_uri()])
 
     (size,) = json.loads(out.read_text(encoding="utf-8"))["sizes"]
@@ -189,3 +190,5 @@ def test_postgres_can_be_built_from_files_ingested_through_sqlite(tmp_path: Path
     assert size["rebuild"]["chunks"] == size["chunks"]  # the PostgreSQL index was built from the files
     assert set(size["latency_ms"]["keyword"]) == LATENCY
     assert size["hybrid"]["vectors"] == size["chunks"]
+    assert size["hybrid"]["hnsw_built_after_seconds"] > 0  # the index built after the vectors
+    assert size["hybrid"]["latency_ms"]["vector"]["n"] == 3

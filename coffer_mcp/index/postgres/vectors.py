@@ -71,7 +71,12 @@ def _create_table(conn: Connection, model_id: int, dimensions: int) -> None:
     )
     conn.execute(f"CREATE INDEX {table}_by_kb ON {table} (kb)")
     if dimensions <= HNSW_MAX_DIMENSIONS:
-        conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
+        create_hnsw(conn, table)
+
+
+def create_hnsw(conn: Connection, table: str) -> None:
+    """The vector table's HNSW index (cosine), as a new table gets it."""
+    conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
 
 
 def _model(conn: Connection, identity: str) -> dict[str, Any] | None:
