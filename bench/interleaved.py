@@ -36,6 +36,7 @@ from coffer_mcp import Coffer, load_settings
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.retrieval.search import keyword_search, vector_search
+from coffer_mcp.services.retrieval import Alongside
 
 __all__ = ["main"]
 
@@ -151,9 +152,14 @@ def measure(
         if embedder is not None:
             log("hybrid and vector")
             vectors = [embedder.embed_query(query) for query in queries]
-            results["hybrid"] = timed(
-                "hybrid", each(lambda c: lambda q: c.search(KB, q, 5, strategy="hybrid")), queries, warm
+            # Hybrid as shipped (its keyword half in a worker thread, alongside the vector half) and
+            # with the halves one after the other, each query both ways back to back.
+            in_turn = {f"{name}_in_turn": _halves_in_turn(coffer) for name, coffer in coffers.items()}
+            both = timed(
+                "hybrid", {**each(lambda c: lambda q: c.search(KB, q, 5, strategy="hybrid")), **in_turn}, queries, warm
             )
+            results["hybrid"] = {name: both[name] for name in BACKENDS}
+            results["hybrid_in_turn"] = {name: both[f"{name}_in_turn"] for name in BACKENDS}
             results["vector"] = timed(
                 "vector", each(lambda c: lambda q: c.search(KB, q, 5, strategy="vector")), queries, warm
             )
@@ -171,12 +177,27 @@ def measure(
     return results, sqlite_search, began, began_at
 
 
+def _halves_in_turn(coffer: Coffer) -> Callable[[Any], object]:
+    """A hybrid search whose keyword half runs after the vector half, in the caller's thread."""
+    one_by_one = Alongside(0)
+
+    def search(query: str) -> object:
+        shipped, coffer.retrieval.alongside = coffer.retrieval.alongside, one_by_one
+        try:
+            return coffer.search(KB, query, 5, strategy="hybrid")
+        finally:
+            coffer.retrieval.alongside = shipped
+
+    return search
+
+
 _LABELS = {
     "keyword": "keyword search (`search`, top_k 5)",
     "keyword_without_refresh": "keyword search without reconcile (`keyword_search`)",
     "keyword_content_words": "keyword search, queries with a content word",
     "keyword_depth_100": "keyword search at depth 100 (what a top-5 hybrid asks)",
     "hybrid": "hybrid search (MiniLM query embedding included)",
+    "hybrid_in_turn": "hybrid search, its keyword half after the vector half (before 8b07c8f)",
     "vector": "vector search (query embedding included)",
     "knn_depth_100": "vector KNN alone, depth 100",
     "keyword_again": "keyword search (`search`, top_k 5) again, after all the others",
