@@ -111,7 +111,8 @@ class RetrievalService:
     """Search and grep over one, several or all knowledge bases.
 
     A hybrid search runs its keyword half in a worker thread (``Alongside``) while the query is
-    embedded and the vectors searched, so it takes about the longer of the two, not their sum.
+    embedded and the vectors searched: with cores to spare it takes about the longer of the two,
+    not their sum (on two cores 1-3 ms less on PostgreSQL, even on SQLite; docs/benchmarks.md).
     """
 
     def __init__(self, registry: Registry, *, overlap_workers: int = OVERLAP_WORKERS) -> None:
