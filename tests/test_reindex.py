@@ -13,6 +13,7 @@ import pytest
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index import postgres as postgres_index
 from coffer_mcp.services.registry import _ScanLog
+from coffer_mcp.settings import Settings
 from coffer_mcp.store import parse_document
 from tests.fakes import HashEmbedder
 
@@ -273,13 +274,18 @@ def thirty_notes(folder: Path) -> Path:
     return folder
 
 
+def settling_on_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Settings]:
+    """Thirty notes to ingest and PostgreSQL settings under which writing 20 chunks earns a vacuum."""
+    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
+    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    return thirty_notes(tmp_path / "folder"), settings
+
+
 def test_a_folder_ingest_and_a_reindex_vacuum_postgres_tables_when_they_wrote_enough(
     tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Keyword search reads postings by index-only scans, slow until a vacuum marks the pages.
-    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
-    folder = thirty_notes(tmp_path / "folder")
-    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    folder, settings = settling_on_postgres(tmp_path, postgres_url, monkeypatch)
     with Coffer(settings) as coffer:
         coffer.create_kb("notes")
         coffer.ingest_path("notes", folder / "note-00.md")  # a chunk: too few to vacuum for
@@ -300,9 +306,7 @@ def test_a_folder_ingest_that_embeds_vacuums_the_postgres_vector_table_too(
 ) -> None:
     # Left to autovacuum, the documents an embedding pass marked and its vectors were vacuumed and
     # analyzed during the first searches after it (0.3-1.6 s calls at 100,000 chunks).
-    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
-    folder = thirty_notes(tmp_path / "folder")
-    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    folder, settings = settling_on_postgres(tmp_path, postgres_url, monkeypatch)
     with Coffer(settings, embedder=HashEmbedder()) as coffer:
         coffer.create_kb("notes", vector=True)
         coffer.ingest_path("notes", folder / "note-00.md")  # too few to vacuum for

@@ -352,9 +352,8 @@ class TermCounts:
     AND and again by the OR it widens to, in every search that has the term. A count is kept with
     its knowledge base's write stamp (``keyword_stats.writes``: a sequence's next value, set by a
     trigger whenever a statement changes the knowledge base's postings and so its row, so never the
-    same for two states).
-    Each statement that takes a count compares the stamp in its own snapshot and counts again where
-    it differs: a score never rests on a count another writer has changed.
+    same for two states). Each statement that takes a count compares the stamp in its own snapshot
+    and counts again where it differs: a score never rests on a count another writer has changed.
     """
 
     LIMIT = 100_000  # counts kept before starting over
@@ -434,9 +433,7 @@ def search(
     return conn.execute(sql, {**params, **scope_params, "limit": limit}).fetchall()
 
 
-def pruned_or(
-    conn: Connection, params: dict[str, Any], depth: int, counts: TermCounts | None = None
-) -> list[dict[str, Any]] | None:
+def pruned_or(conn: Connection, params: dict[str, Any], depth: int, counts: TermCounts) -> list[dict[str, Any]] | None:
     """The best ``depth`` chunks (``chunk_id``, ``score``) of an OR of single-token phrases, ranked as
     _SCORED ranks them, read from each common term's best postings only; None when those cannot
     prove to be the best (then every posting has to be scored).
@@ -457,7 +454,7 @@ def pruned_or(
             **{name: params[name] for name in params if name.startswith("known_")},
         },
     ).fetchall()
-    rows = (counts or TermCounts()).learn(rows)
+    rows = counts.learn(rows)
     top = sorted((row for row in rows if row["chunk_id"] is not None), key=lambda row: (-row["score"], row["chunk_id"]))
     bounds = [row for row in rows if row["chunk_id"] is None]
     if not bounds:  # nothing was cut: every matching chunk was scored
