@@ -24,6 +24,7 @@ __all__ = [
     "latency",
     "log",
     "machine_info",
+    "page_cache_reclaim",
     "percentile",
     "proc_cpu_seconds",
     "proc_memory",
@@ -114,6 +115,7 @@ def machine_info(vec_version: str | None) -> dict[str, Any]:
         "onnxruntime": _version("onnxruntime"),
         "mcp": _version("mcp"),
         "numpy": _version("numpy"),
+        "page_cache_reclaim": page_cache_reclaim(),
     }
 
 
@@ -126,6 +128,29 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+def page_cache_reclaim() -> str | None:
+    """What pages out memory idle for a while, free memory or not (Linux's DAMON), else None.
+
+    On such a machine a file not read in the last minute or so is read from disk again: the first
+    searches over an index left alone since it was built pay for it (docs/benchmarks.md).
+    """
+    found = []
+    for kdamond in sorted(Path("/sys/kernel/mm/damon/admin/kdamonds").glob("[0-9]*")):
+        try:
+            if (kdamond / "state").read_text(encoding="utf-8").strip() != "on":
+                continue
+            for context in sorted((kdamond / "contexts").glob("[0-9]*")):
+                aggregate_us = int((context / "monitoring_attrs/intervals/aggr_us").read_text(encoding="utf-8"))
+                for scheme in sorted((context / "schemes").glob("[0-9]*")):
+                    if (scheme / "action").read_text(encoding="utf-8").strip() != "pageout":
+                        continue
+                    age = int((scheme / "access_pattern/age/min").read_text(encoding="utf-8"))
+                    found.append(f"DAMON pages out memory idle for {age * aggregate_us / 1e6:g} s or more")
+        except (OSError, ValueError):
+            continue
+    return "; ".join(found) or None
 
 
 def ram_gb() -> float | None:

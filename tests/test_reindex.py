@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from coffer_mcp import Coffer, load_settings
@@ -316,3 +318,46 @@ def test_a_folder_ingest_that_embeds_vacuums_the_postgres_vector_table_too(
     written = [table for table in after if table.startswith("vec")]
     assert len(written) == 1, after
     assert after[written[0]] == (before[written[0]][0] + 1, before[written[0]][1] + 1)
+
+
+def postings_index_pages(coffer: Coffer) -> int:
+    row = coffer.index.conn.execute(  # type: ignore[attr-defined]
+        "SELECT pg_relation_size('postings_pkey') / 8192 AS pages"
+    ).fetchone()
+    return int(row["pages"])
+
+
+def test_a_bulk_ingest_leaves_the_postgres_keyword_index_as_compact_as_a_fresh_build(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Inserted in chunk order, each word's postings at the end of its range, the B-tree's pages
+    # split half-full and stay so: twice the pages to read from disk for each word a search looks up.
+    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
+    monkeypatch.setattr(postgres_index.keyword, "LOOSE_MIN_PAGES", 16)
+    rng = random.Random(7)
+    words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(4, 9))) for _ in range(24)]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for n in range(800):  # each word in half of them: its postings span pages
+        (folder / f"note-{n:04}.md").write_text(f"# Note {n}\n\n{' '.join(rng.sample(words, 12))}.\n")
+    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    with Coffer(settings) as coffer:
+        coffer.create_kb("notes", chunk_size=4096)
+        coffer.add_document("notes", "first.md", "# First\n\nA note before the others.")
+        # What a pack killed half-way leaves: an invalid copy of the index, which writes still update.
+        conn = coffer.index.conn  # type: ignore[attr-defined]
+        last = conn.execute("SELECT max(chunk_id) AS id FROM postings").fetchone()["id"]
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute(f"CREATE INDEX CONCURRENTLY postings_pkey_ccnew ON postings ((1 / (chunk_id - {last})))")
+        coffer.ingest_path("notes", folder)
+        after_ingest = postings_index_pages(coffer)
+        invalid = conn.execute("SELECT indexrelid FROM pg_index WHERE NOT indisvalid").fetchall()
+        assert invalid == []
+        probe = words[0]
+        found = coffer.search("notes", probe, strategy="keyword").passages
+        conn.execute("REINDEX INDEX postings_pkey")
+        built_afresh = postings_index_pages(coffer)
+        assert coffer.search("notes", probe, strategy="keyword").passages == found
+        assert coffer.verify("notes").ok
+    assert built_afresh >= 50, built_afresh  # enough pages to show how full they are
+    assert after_ingest <= built_afresh * 1.1, (after_ingest, built_afresh)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 
+from coffer_mcp.errors import StoreError
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
@@ -43,6 +45,8 @@ from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
 
 __all__ = ["SETTLE_MIN_CHUNKS", "PostgresIndex"]
+
+log = logging.getLogger(__name__)
 
 SETTLE_MIN_CHUNKS = 1000
 
@@ -213,6 +217,10 @@ class PostgresIndex:
         session is vacuuming is left to it. Left to autovacuum, the vacuum of the documents an
         embedding pass marked and the analysis of its vectors ran during the first searches after
         it: 0.3-1.6 s calls at 100,000 chunks (docs/benchmarks.md).
+
+        Then, if the postings index takes far more pages than a fresh build would (``keyword.loose``;
+        a bulk ingest or rebuild leaves it half-full), it is rebuilt concurrently (``keyword.pack``):
+        at 100,000 chunks 457 MB became 262 MB, 10 s, and cold-cache searches read half the pages.
         """
         written = self._written
         if written < SETTLE_MIN_CHUNKS:
@@ -223,6 +231,19 @@ class PostgresIndex:
         tables = ["postings", "chunks", "documents", *sorted(self._vector_tables)]
         self._written, self._vector_tables = 0, set()
         self.conn.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {', '.join(tables)}")
+        if keyword.loose(self.conn):
+            self._pack_postings()
+
+    def _pack_postings(self) -> None:
+        """Rebuild the postings index if no other process is at it; a failure only costs the gain."""
+        try:
+            with self.lock("index:pack-postings", timeout=0):
+                keyword.pack(self.conn)
+        except StoreError as exc:
+            if exc.code != "busy":
+                log.warning("the keyword index was left as it was (%s)", exc)
+        except psycopg.Error as exc:
+            log.warning("the keyword index was left as it was: %s", exc)
 
     @_mapped
     def diagnose(self) -> IndexDiagnosis:

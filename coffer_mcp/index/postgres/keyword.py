@@ -48,7 +48,9 @@ __all__ = [
     "check",
     "delete_chunks",
     "insert_chunks",
+    "loose",
     "matches_more_than",
+    "pack",
     "pruned_or",
     "rebuild",
     "search",
@@ -680,6 +682,57 @@ def check(conn: Connection) -> list[str]:
     if off:
         problems.append(f"keyword index: statistics wrong for {', '.join(row['kb'] for row in off)}")
     return problems
+
+
+# A B-tree leaf page: 8,192 bytes less its 24-byte header and 16-byte special space, filled to 90 %
+# by a build. An entry: its 8-byte header with kb and term, padded to 8 bytes for the bigint; then
+# chunk_id, tf and dl, and its 4-byte line pointer.
+_PACKED_LEAF_BYTES = (8192 - 24 - 16) * 0.9
+_ENTRY_FIXED_BYTES = 8 + 4 + 4 + 4
+LOOSE_RATIO = 1.4  # packed when the postings index takes this many times the pages of a fresh build
+LOOSE_MIN_PAGES = 1024  # 8 MB: below, a loose index costs nothing worth a rebuild
+
+
+def loose(conn: Connection) -> bool:
+    """Whether the postings index takes over ``LOOSE_RATIO`` times the pages it would if built afresh.
+
+    Postings arrive in chunk order, each term's at the end of its range in the key, so each page
+    split leaves two half-full pages that later inserts seldom fill: a rebuild of 100,000 chunks
+    left its leaves 54 % full, 457 MB against 262 MB built afresh. Random inserts settle near 70 %,
+    under the ratio. Needs fresh statistics (``VACUUM ANALYZE``): the entries are the table's
+    ``reltuples``, their kb and term widths ``pg_stats``'.
+    """
+    row = conn.execute(
+        """SELECT pg_relation_size('postings_pkey') / current_setting('block_size')::int AS pages,
+                  (SELECT reltuples FROM pg_class WHERE oid = 'postings'::regclass) AS entries,
+                  (SELECT sum(avg_width) FROM pg_stats
+                   WHERE schemaname = current_schema() AND tablename = 'postings' AND attname IN ('kb', 'term'))
+                   AS width"""
+    ).fetchone()
+    if row is None or row["pages"] < LOOSE_MIN_PAGES or row["entries"] <= 0 or row["width"] is None:
+        return False
+    entry = -(-(8 + int(row["width"])) // 8) * 8 + _ENTRY_FIXED_BYTES
+    return bool(row["pages"] > LOOSE_RATIO * row["entries"] * entry / _PACKED_LEAF_BYTES)
+
+
+def pack(conn: Connection) -> None:
+    """Rebuild the postings index by ``REINDEX CONCURRENTLY``: reads and writes go on meanwhile.
+
+    A pack that died half-way (its process killed) left an invalid copy, ``postings_pkey_ccnew``,
+    that every write still maintains: it is dropped first. The caller holds the lock that keeps
+    other processes from packing at the same time (whose copy, while built, is invalid too).
+    """
+    leftovers = conn.execute(
+        """SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+           WHERE i.indrelid = 'postings'::regclass AND NOT i.indisvalid"""
+    ).fetchall()
+    for row in leftovers:
+        conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{row["relname"]}"')
+    conn.execute("SET maintenance_work_mem = '256MB'")
+    try:
+        conn.execute("REINDEX INDEX CONCURRENTLY postings_pkey")
+    finally:
+        conn.execute("RESET maintenance_work_mem")
 
 
 def rebuild(conn: Connection, batch: int = 1000) -> int:
