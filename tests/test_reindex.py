@@ -327,11 +327,9 @@ def postings_index_pages(coffer: Coffer) -> int:
     return int(row["pages"])
 
 
-def test_a_bulk_ingest_leaves_the_postgres_keyword_index_as_compact_as_a_fresh_build(
-    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Inserted in chunk order, each word's postings at the end of its range, the B-tree's pages
-    # split half-full and stay so: twice the pages to read from disk for each word a search looks up.
+def loose_on_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Settings]:
+    """800 one-chunk notes over 24 words, and PostgreSQL settings under which their ingest settles
+    and a postings index of 16 pages may be packed."""
     monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
     monkeypatch.setattr(postgres_index.keyword, "LOOSE_MIN_PAGES", 16)
     rng = random.Random(7)
@@ -340,7 +338,15 @@ def test_a_bulk_ingest_leaves_the_postgres_keyword_index_as_compact_as_a_fresh_b
     folder.mkdir()
     for n in range(800):  # each word in half of them: its postings span pages
         (folder / f"note-{n:04}.md").write_text(f"# Note {n}\n\n{' '.join(rng.sample(words, 12))}.\n")
-    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    return folder, load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+
+
+def test_a_bulk_ingest_leaves_the_postgres_keyword_index_as_compact_as_a_fresh_build(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Inserted in chunk order, each word's postings at the end of its range, the B-tree's pages
+    # split half-full and stay so: twice the pages to read from disk for each word a search looks up.
+    folder, settings = loose_on_postgres(tmp_path, postgres_url, monkeypatch)
     with Coffer(settings) as coffer:
         coffer.create_kb("notes", chunk_size=4096)
         coffer.add_document("notes", "first.md", "# First\n\nA note before the others.")
@@ -353,11 +359,29 @@ def test_a_bulk_ingest_leaves_the_postgres_keyword_index_as_compact_as_a_fresh_b
         after_ingest = postings_index_pages(coffer)
         invalid = conn.execute("SELECT indexrelid FROM pg_index WHERE NOT indisvalid").fetchall()
         assert invalid == []
-        probe = words[0]
-        found = coffer.search("notes", probe, strategy="keyword").passages
+        found = coffer.search("notes", "note", strategy="keyword").passages
         conn.execute("REINDEX INDEX postings_pkey")
         built_afresh = postings_index_pages(coffer)
-        assert coffer.search("notes", probe, strategy="keyword").passages == found
+        assert coffer.search("notes", "note", strategy="keyword").passages == found
         assert coffer.verify("notes").ok
     assert built_afresh >= 50, built_afresh  # enough pages to show how full they are
     assert after_ingest <= built_afresh * 1.1, (after_ingest, built_afresh)
+
+
+def test_a_bulk_ingest_leaves_the_packing_to_another_server_already_at_it(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, settings = loose_on_postgres(tmp_path, postgres_url, monkeypatch)
+    other = postgres_index.PostgresIndex(postgres_url)
+    try:
+        with Coffer(settings) as coffer:
+            coffer.create_kb("notes", chunk_size=4096)
+            with other.lock("index:pack-postings", timeout=1):  # another server is packing
+                coffer.ingest_path("notes", folder)  # does not wait for it
+            left_loose = postings_index_pages(coffer)
+            assert len(coffer.search("notes", "note", strategy="keyword").passages) == 5
+            coffer.reindex("notes")  # the next bulk write packs it
+            packed = postings_index_pages(coffer)
+    finally:
+        other.close()
+    assert packed * 1.4 < left_loose, (packed, left_loose)

@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -236,9 +237,12 @@ class PostgresIndex:
 
     def _pack_postings(self) -> None:
         """Rebuild the postings index if no other process is at it; a failure only costs the gain."""
+        started = time.monotonic()
         try:
             with self.lock("index:pack-postings", timeout=0):
+                log.info("packing the keyword index (postings_pkey), which bulk writes left loose")
                 keyword.pack(self.conn)
+                log.info("keyword index packed in %.1f s", time.monotonic() - started)
         except StoreError as exc:
             if exc.code != "busy":
                 log.warning("the keyword index was left as it was (%s)", exc)
