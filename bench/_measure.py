@@ -130,14 +130,17 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def page_cache_reclaim() -> str | None:
+DAMON_ADMIN = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def page_cache_reclaim(kdamonds: Path = DAMON_ADMIN) -> str | None:
     """What pages out memory idle for a while, free memory or not (Linux's DAMON), else None.
 
     On such a machine a file not read in the last minute or so is read from disk again: the first
     searches over an index left alone since it was built pay for it (docs/benchmarks.md).
     """
     found = []
-    for kdamond in sorted(Path("/sys/kernel/mm/damon/admin/kdamonds").glob("[0-9]*")):
+    for kdamond in sorted(kdamonds.glob("[0-9]*")):
         try:
             if (kdamond / "state").read_text(encoding="utf-8").strip() != "on":
                 continue

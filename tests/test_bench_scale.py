@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench._corpus import generate_document, load_vocabulary, make_queries, write_corpus
+from bench._measure import page_cache_reclaim
 from bench._report import at_documents
 from bench.scale import main
 
@@ -44,6 +45,30 @@ def test_a_value_at_ten_thousand_documents_is_interpolated_between_the_sizes_aro
     assert value == 100.0
     assert "scaled" in how
     assert not fair
+
+
+def damon(root: Path, *, state: str, action: str, age: int, aggregate_us: int) -> Path:
+    """A kdamonds folder laid out as Linux's DAMON sysfs interface lays it out, one scheme."""
+    context = root / "0" / "contexts" / "0"
+    scheme = context / "schemes" / "0"
+    (scheme / "access_pattern" / "age").mkdir(parents=True)
+    (context / "monitoring_attrs" / "intervals").mkdir(parents=True)
+    (root / "0" / "state").write_text(f"{state}\n")
+    (context / "monitoring_attrs" / "intervals" / "aggr_us").write_text(f"{aggregate_us}\n")
+    (scheme / "action").write_text(f"{action}\n")
+    (scheme / "access_pattern" / "age" / "min").write_text(f"{age}\n")
+    return root
+
+
+def test_the_machine_description_says_when_idle_memory_is_paged_out(tmp_path: Path) -> None:
+    # A file untouched for that long is read from disk again: first searches after a quiet spell.
+    paging = damon(tmp_path / "a", state="on", action="pageout", age=12, aggregate_us=5_000_000)
+    assert page_cache_reclaim(paging) == "DAMON pages out memory idle for 60 s or more"
+    assert (
+        page_cache_reclaim(damon(tmp_path / "b", state="off", action="pageout", age=12, aggregate_us=5_000_000)) is None
+    )
+    assert page_cache_reclaim(damon(tmp_path / "c", state="on", action="stat", age=12, aggregate_us=5_000_000)) is None
+    assert page_cache_reclaim(tmp_path / "no-damon") is None
 
 
 def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
