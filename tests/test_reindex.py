@@ -276,11 +276,15 @@ def thirty_notes(folder: Path) -> Path:
     return folder
 
 
+def settling_after_20_chunks(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """PostgreSQL settings under which writing 20 chunks earns a vacuum (and maybe a pack)."""
+    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
+    return load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+
+
 def settling_on_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Settings]:
     """Thirty notes to ingest and PostgreSQL settings under which writing 20 chunks earns a vacuum."""
-    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
-    settings = load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
-    return thirty_notes(tmp_path / "folder"), settings
+    return thirty_notes(tmp_path / "folder"), settling_after_20_chunks(tmp_path, postgres_url, monkeypatch)
 
 
 def test_a_folder_ingest_and_a_reindex_vacuum_postgres_tables_when_they_wrote_enough(
@@ -330,7 +334,6 @@ def postings_index_pages(coffer: Coffer) -> int:
 def loose_on_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Settings]:
     """800 one-chunk notes over 24 words, and PostgreSQL settings under which their ingest settles
     and a postings index of 16 pages may be packed."""
-    monkeypatch.setattr(postgres_index, "SETTLE_MIN_CHUNKS", 20)
     monkeypatch.setattr(postgres_index.keyword, "LOOSE_MIN_PAGES", 16)
     rng = random.Random(7)
     words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(4, 9))) for _ in range(24)]
@@ -338,7 +341,7 @@ def loose_on_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.Mon
     folder.mkdir()
     for n in range(800):  # each word in half of them: its postings span pages
         (folder / f"note-{n:04}.md").write_text(f"# Note {n}\n\n{' '.join(rng.sample(words, 12))}.\n")
-    return folder, load_settings(home=tmp_path / "home", index_backend="postgres", database_url=postgres_url)
+    return folder, settling_after_20_chunks(tmp_path, postgres_url, monkeypatch)
 
 
 def test_a_bulk_ingest_leaves_the_postgres_keyword_index_as_compact_as_a_fresh_build(

@@ -684,10 +684,11 @@ def check(conn: Connection) -> list[str]:
     return problems
 
 
-# A B-tree leaf page: 8,192 bytes less its 24-byte header and 16-byte special space, filled to 90 %
-# by a build. An entry: its 8-byte header with kb and term, padded to 8 bytes for the bigint; then
+# A B-tree leaf page: a block less its 24-byte header and 16-byte special space, filled to 90 % by a
+# build. An entry: its 8-byte header with kb and term, padded to 8 bytes for the bigint; then
 # chunk_id, tf and dl, and its 4-byte line pointer.
-_PACKED_LEAF_BYTES = (8192 - 24 - 16) * 0.9
+_PAGE_OVERHEAD_BYTES = 24 + 16
+_BUILD_FILL = 0.9
 _ENTRY_FIXED_BYTES = 8 + 4 + 4 + 4
 LOOSE_RATIO = 1.4  # packed when the postings index takes this many times the pages of a fresh build
 LOOSE_MIN_PAGES = 1024  # 8 MB: below, a loose index costs nothing worth a rebuild
@@ -703,7 +704,8 @@ def loose(conn: Connection) -> bool:
     ``reltuples``, their kb and term widths ``pg_stats``'.
     """
     row = conn.execute(
-        """SELECT pg_relation_size('postings_pkey') / current_setting('block_size')::int AS pages,
+        """SELECT current_setting('block_size')::int AS block,
+                  pg_relation_size('postings_pkey') / current_setting('block_size')::int AS pages,
                   (SELECT reltuples FROM pg_class WHERE oid = 'postings'::regclass) AS entries,
                   (SELECT sum(avg_width) FROM pg_stats
                    WHERE schemaname = current_schema() AND tablename = 'postings' AND attname IN ('kb', 'term'))
@@ -712,7 +714,8 @@ def loose(conn: Connection) -> bool:
     if row is None or row["pages"] < LOOSE_MIN_PAGES or row["entries"] <= 0 or row["width"] is None:
         return False
     entry = -(-(8 + int(row["width"])) // 8) * 8 + _ENTRY_FIXED_BYTES
-    return bool(row["pages"] > LOOSE_RATIO * row["entries"] * entry / _PACKED_LEAF_BYTES)
+    packed_leaf = (row["block"] - _PAGE_OVERHEAD_BYTES) * _BUILD_FILL
+    return bool(row["pages"] > LOOSE_RATIO * row["entries"] * entry / packed_leaf)
 
 
 def pack(conn: Connection) -> None:
