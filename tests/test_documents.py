@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.errors import DocumentNotFoundError, IngestRejectedError, InvalidArgumentError
+from coffer_mcp.errors import DocumentNotFoundError, IngestRejectedError, InvalidArgumentError, StoreError
 from coffer_mcp.store import parse_document
 from tests.conftest import FIXTURES
 
@@ -197,6 +199,80 @@ def test_a_directory_ingest_walks_visible_files_and_records_source_paths(
     (tree / "a.md").write_text("# A\n\nalpha changed", encoding="utf-8")
     assert coffer.ingest_path(notes, tree).rejected == 2  # changed: duplicate without replace (+ empty)
     assert coffer.ingest_path(notes, tree, replace=True).updated == 1
+
+
+def test_another_writer_gets_its_turn_during_a_folder_ingest(coffer: Coffer, notes: str, tmp_path: Path) -> None:
+    # A folder ingest keeps the knowledge base's write lock from one file to the next, but gives
+    # it up after a short turn: a writer that comes meanwhile does not wait for the whole folder.
+    tree = tmp_path / "corpus"
+    tree.mkdir()
+    files = 40
+    for i in range(files):
+        (tree / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nbody {i}", encoding="utf-8")
+    other: dict[str, object] = {}
+
+    def add_another() -> None:
+        other["result"] = coffer.add_document(notes, "other.md", "# Other\n\nwritten meanwhile")
+        other["at"] = ingested
+
+    writer = threading.Thread(target=add_another)
+    ingested = 0
+
+    def progress(done: int, total: int, name: str) -> None:
+        nonlocal ingested
+        ingested = done
+        if done == 1:
+            writer.start()
+        time.sleep(0.02)  # the folder takes ~4 turns of the lock
+
+    result = coffer.ingest_path(notes, tree, progress=progress)
+    writer.join(timeout=60)
+    assert result.created == files
+    assert other["result"].status == "created"  # type: ignore[attr-defined]
+    assert other["at"] < files - 5, "the other writer waited for the whole folder"
+    assert coffer.list_documents(notes).total == files + 1
+
+
+def test_a_folder_ingest_gives_up_the_lock_before_a_file_slow_to_convert(coffer: Coffer, notes: str) -> None:
+    paths, _ = coffer.registry.open_kb(notes)
+
+    def free_for_another_thread() -> bool:
+        answer: list[bool] = []
+
+        def take() -> None:
+            try:
+                with coffer.registry.writing(paths, timeout=0):
+                    answer.append(True)
+            except StoreError:
+                answer.append(False)
+
+        taker = threading.Thread(target=take)
+        taker.start()
+        taker.join(timeout=30)
+        return answer == [True]
+
+    with coffer.registry.leased(paths) as renew:
+        renew(True)  # a Markdown file: the lock is kept for the next one
+        assert not free_for_another_thread()
+        renew(True)
+        assert not free_for_another_thread()
+        renew(False)  # a PDF: converted without holding the lock
+        assert free_for_another_thread()
+    assert free_for_another_thread()
+
+
+def test_the_chunk_count_of_a_write_is_the_one_the_index_holds(coffer: Coffer, notes: str) -> None:
+    body = "# Long\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(12))
+    created = coffer.add_document(notes, "long.md", body)
+    assert created.chunk_count == coffer.index.chunk_count(doc_id=created.document_id) > 1
+    again = coffer.add_document(notes, "long.md", body + "\n", replace=True)  # same Markdown: chunks kept
+    assert (again.status, again.chunk_count) == ("updated", created.chunk_count)
+    shorter = coffer.edit_document(notes, created.document_id, "# Long\n\nnow one paragraph")
+    assert shorter.chunk_count == coffer.index.chunk_count(doc_id=created.document_id) == 1
+    retagged = coffer.edit_document(notes, created.document_id, tags=["kept"])  # chunks kept
+    assert (retagged.chunk_count, retagged.tags) == (1, ["kept"])
+    events = [e.event for e in coffer.index.audit_events(notes)]
+    assert events.count("KB_DOCUMENT_UPDATED") == 3
 
 
 FIXTURE_PHRASES = {

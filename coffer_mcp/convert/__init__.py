@@ -14,6 +14,7 @@ from ._registry import (
     ConversionOptions,
     convert,
     engine_for,
+    quick_to_convert,
     supported_formats,
 )
 from ._title import derive_title, first_heading
@@ -30,6 +31,7 @@ __all__ = [
     "engine_for",
     "first_heading",
     "looks_like_base64_of",
+    "quick_to_convert",
     "supported_formats",
     "text_upload_name",
 ]

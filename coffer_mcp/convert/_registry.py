@@ -24,6 +24,16 @@ _EMPTY_HINT = "The file has no text to index; check that you picked the right fi
 _LEGACY = {"doc": "docx", "ppt": "pptx", "rtf": "docx", "odt": "docx", "odp": "pptx", "ods": "xlsx"}
 
 
+QUICK_BYTES = 1 << 20
+"""Text and CSV files up to this size convert in about a millisecond (``quick_to_convert``)."""
+
+
+def quick_to_convert(filename: str, size: int) -> bool:
+    """Whether a file of this name and size converts quickly: text or CSV (no document converter)
+    of at most ``QUICK_BYTES``. A folder ingest holds its write lock across such files only."""
+    return size <= QUICK_BYTES and not _DOCUMENTS.can_handle(extension_of(safe_filename(filename) or ""))
+
+
 def supported_formats() -> list[str]:
     """The file extensions (without dots) that ``convert`` accepts, sorted."""
     return list(_EXTENSIONS)

@@ -91,20 +91,26 @@ def index_document(
     force: bool = False,
     truth: Truth | None = None,
     embedder: Embedder | None = None,
-) -> bool:
-    """Bring one document's rows in line with its file. Returns True if chunks were rewritten.
+    record: Callable[[], None] | None = None,
+) -> int | None:
+    """Bring one document's rows in line with its file. Returns how many chunks were written, or
+    None when its chunks were kept (or its file is gone).
 
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
     A missing file ⇒ the document's rows are removed. ``truth`` may pass the file's content when
-    the caller has just written it. Rebuilt chunks of a vector KB keep their vectors when every
-    chunk's text and the title are unchanged; otherwise they are embedded with ``embedder`` when
-    one is usable, or the document stays due (``embed_pending``). Call while holding the KB lock.
+    the caller has just written it, and ``record`` writes what goes with the rows in their
+    transaction (the caller's audit record). Rebuilt chunks of a vector KB keep their vectors when
+    every chunk's text and the title are unchanged; otherwise they are embedded with ``embedder``
+    when one is usable, or the document stays due (``embed_pending``). Call while holding the KB
+    lock.
     """
     truth = truth or read_truth(kb, doc_id)
     if truth is None:
         with index.transaction():
             index.delete_document(doc_id)
-        return False
+            if record is not None:
+                record()
+        return None
     row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
     current = index.get_document(kb.name, doc_id)
     unchanged = (
@@ -115,18 +121,22 @@ def index_document(
     if unchanged and not force:
         with index.transaction():
             index.upsert_document(row)
-        return False
+            if record is not None:
+                record()
+        return None
     chunks = chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
     saved = saved_vectors(index, current, row.title) if config.vector else None
     with index.transaction():
         index.upsert_document(row)
-        index.replace_chunks(kb.name, doc_id, chunks)
+        written = index.replace_chunks(kb.name, doc_id, chunks)
         kept = saved is not None and restore_vectors(index, kb.name, doc_id, saved)
         if not kept:
             index.set_embedding(doc_id, pending=config.vector, model=None)
+        if record is not None:
+            record()
     if config.vector and not kept and embedder_usable(embedder):
         embed_document(index, kb.name, doc_id, embedder)
-    return True
+    return written
 
 
 @dataclass(slots=True)
@@ -203,7 +213,7 @@ def reconcile(
     for done, doc_id in enumerate(targets, 1):
         # Embedding waits until every file is indexed: a slow provider never delays the text index.
         truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
-        indexed += index_document(index, kb, config, doc_id, force=force, truth=truth)
+        indexed += index_document(index, kb, config, doc_id, force=force, truth=truth) is not None
         if progress:
             progress(done, total)
     if drift.removed:

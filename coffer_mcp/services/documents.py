@@ -18,7 +18,7 @@ from ulid import ULID
 
 from coffer_mcp.access import read_source
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import clean_markdown, first_heading, looks_like_base64_of, text_upload_name
+from coffer_mcp.convert import clean_markdown, first_heading, looks_like_base64_of, quick_to_convert, text_upload_name
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
@@ -256,6 +256,7 @@ class DocumentService:
         source_sha = hashlib.sha256(data).hexdigest()
         source_path, source_url = source
         # Decide before converting: an identical or refused re-upload costs no conversion.
+        locked = self.registry.holds(paths.name)  # a folder ingest's lease: the match stays true
         match = self._match(paths.name, name, *source)
         early = self._reupload(paths, name, match, source_sha, replace)
         if early is not None:
@@ -265,7 +266,7 @@ class DocumentService:
         conversion = conversion_options(self.registry.settings).convert(name, data)
         with self.registry.writing(paths):
             config = self.registry.config(paths.name)
-            existing = self._live_match(paths, name, *source)
+            existing = self._live_match(paths, name, *source, matched=(match,) if locked else None)
             early = self._reupload(paths, name, existing, source_sha, replace)
             if early is not None:
                 return early
@@ -295,12 +296,18 @@ class DocumentService:
             )
             self.registry.wrote(paths)
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
-            index_document(self.index, paths, config, doc_id, truth=truth, embedder=self.registry.embedder)
             event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
-            with self.index.transaction():
-                self.index.audit(event, paths.name, actor, doc_id, {"filename": name, "source_sha256": source_sha})
-            # Read back under the lock: once it is released another process may delete the KB.
-            return self._ingest_result(paths, doc_id, "updated" if existing is not None else "created")
+            details = {"filename": name, "source_sha256": source_sha}
+            written = index_document(
+                self.index,
+                paths,
+                config,
+                doc_id,
+                truth=truth,
+                embedder=self.registry.embedder,
+                record=lambda: self.index.audit(event, paths.name, actor, doc_id, details),
+            )
+            return self._written_result(paths, truth.row, "updated" if existing is not None else "created", written)
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
         """A re-upload's document: matched by ``source_path``, else ``source_url``, else ``original_filename``."""
@@ -311,16 +318,24 @@ class DocumentService:
         return self.index.find_document(kb, filename=filename)
 
     def _live_match(
-        self, paths: KbPaths, name: str, source_path: str | None, source_url: str | None
+        self,
+        paths: KbPaths,
+        name: str,
+        source_path: str | None,
+        source_url: str | None,
+        *,
+        matched: tuple[DocumentRow | None] | None = None,
     ) -> DocumentRow | None:
         """The matching document whose file still exists; rows of files deleted by hand are dropped.
 
-        Call while holding the KB lock.
+        Call while holding the KB lock; ``matched`` holds a match made under it, not asked again.
         """
-        while (row := self._match(paths.name, name, source_path, source_url)) is not None:
+        row = matched[0] if matched is not None else self._match(paths.name, name, source_path, source_url)
+        while row is not None:
             if paths.doc(row.id).exists():
                 return row
             index_document(self.index, paths, self.registry.config(paths.name), row.id)  # removes the stale rows
+            row = self._match(paths.name, name, source_path, source_url)
         return None
 
     def _reupload(
@@ -364,6 +379,23 @@ class DocumentService:
             tags=list(row.tags),
         )
 
+    def _written_result(
+        self, paths: KbPaths, row: DocumentRow, status: Literal["created", "updated"], chunks: int | None
+    ) -> IngestResult:
+        """The answer about a document just written, under the KB lock, from what was written (the
+        index is asked only for the chunk count, when the chunks were kept)."""
+        return IngestResult(
+            document_id=row.id,
+            kb=paths.name,
+            title=row.title,
+            status=status,
+            path=str(paths.doc(row.id)),
+            source_mode=row.source_mode,
+            original_filename=row.original_filename,
+            chunk_count=self.index.chunk_count(doc_id=row.id) if chunks is None else chunks,
+            tags=list(row.tags),
+        )
+
     def _retag(self, paths: KbPaths, result: IngestResult, tags: list[str] | None, actor: str) -> IngestResult:
         """An unchanged re-upload's answer, after giving its document ``tags`` when they differ."""
         if tags is None or result.status != "unchanged" or _same_tags(result.tags, tags):
@@ -402,20 +434,20 @@ class DocumentService:
             metadata = _with_tags(DocumentMeta.updated(truth.row.metadata, **changes), chosen)
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
             self.registry.wrote(paths)
-            index_document(
+            details: dict[str, Any] = {} if same_body else {"source_mode": "edited"}
+            if chosen is not None:
+                details["tags"] = chosen
+            edited = truth_of(paths, doc_id, metadata, body)
+            written = index_document(
                 self.index,
                 paths,
                 config,
                 doc_id,
-                truth=truth_of(paths, doc_id, metadata, body),
+                truth=edited,
                 embedder=self.registry.embedder,
+                record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details),
             )
-            details: dict[str, Any] = {} if same_body else {"source_mode": "edited"}
-            if chosen is not None:
-                details["tags"] = chosen
-            with self.index.transaction():
-                self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details)
-            return self._ingest_result(paths, doc_id, "updated")
+            return self._written_result(paths, edited.row, "updated", written)
 
     def _new_body(self, content: str) -> str:
         """An edit's new body, cleaned and checked.
@@ -489,10 +521,14 @@ class DocumentService:
             ) from None
         items = []
         try:
-            for done, file in enumerate(files, 1):
-                items.append(self.ingest_file(paths, file, replace=replace, actor=actor, within=within, tags=chosen))
-                if progress:
-                    progress(done, len(files), file.name)
+            with self.registry.leased(paths) as renew:
+                for done, file in enumerate(files, 1):
+                    renew(quick_to_convert(file.name, _size(file)))
+                    items.append(
+                        self.ingest_file(paths, file, replace=replace, actor=actor, within=within, tags=chosen)
+                    )
+                    if progress:
+                        progress(done, len(files), file.name)
         finally:
             # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
             fsync_dir(paths.docs)
@@ -563,6 +599,14 @@ def visible_files(root: Path, *, folders: set[str] | None = None) -> Iterator[Pa
 def skipped_name(name: str) -> bool:
     """Whether a folder walk skips this name: hidden (``.git``, editors' temp files) or a tool folder."""
     return name.startswith(".") or name in _SKIPPED_DIRS
+
+
+def _size(file: Path) -> int:
+    """The file's size, or 0 when it cannot be read (its ingest reports why)."""
+    try:
+        return file.stat(follow_symlinks=False).st_size
+    except OSError:
+        return 0
 
 
 def _write_original(

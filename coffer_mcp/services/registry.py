@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
-from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseNotFoundError, StoreError
+from coffer_mcp.errors import CofferError, InvalidArgumentError, KnowledgeBaseNotFoundError, StoreError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion
 from coffer_mcp.indexing.reindex import Drift, chunk_params, detect_drift, index_document, index_progress, reconcile
@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 BASE_MODES = ("grep", "keyword")
 VECTOR_MODES = ("vector", "hybrid")
 _REGISTRY_LOCK = ".registry"
+LEASE_SECONDS = 0.2
+"""How long a run of writes (``Registry.leased``) keeps a knowledge base's write lock at a time."""
 
 
 class Registry:
@@ -79,6 +81,7 @@ class Registry:
         self.paths = StorePaths(settings.home)
         self.index = index
         self._guard = threading.Lock()
+        self._locked = threading.local()  # .names: the knowledge bases whose write lock this thread holds
         self._configs: dict[str, tuple[str, KbConfig]] = {}
         self._scans = _ScanLog()
         self._checks = _BackgroundChecks(self.check_files)
@@ -149,13 +152,64 @@ class Registry:
         Files written meanwhile count as unindexed until it is released: the holder indexes
         them first, so this process's readers need not wait for it (see ``refresh``).
         """
+        held = self._held_here()
+        if name in held:  # taken by this thread for a run of writes (``leased``)
+            yield
+            return
         wait = self.settings.lock_timeout if timeout is None else timeout
         with (
             file_lock(self.paths.lock(name), timeout=wait, what=f"knowledge base '{name}'"),
             self.index.lock(f"kb:{name}", timeout=wait),
             unindexed_writes(),
         ):
-            yield
+            held.add(name)
+            try:
+                yield
+            finally:
+                held.discard(name)
+
+    @contextlib.contextmanager
+    def leased(self, kb: KbPaths, *, turn: float = LEASE_SECONDS) -> Iterator[Callable[[bool], None]]:
+        """Keep a knowledge base's write lock from one write to the next of a run (a folder ingest).
+
+        Yields ``renew(hold)``, to call before each write. With ``hold`` it takes the lock when it
+        is free (without waiting), and gives it up once it has been held ``turn`` seconds, leaving
+        that write to take it on its own, so that other writers waiting for it get their turn.
+        Without ``hold`` (a write slow to prepare: a PDF to convert) it gives the lock up. Writes
+        made while it is held skip their own lock and unlock (two round trips each on
+        PostgreSQL); when it is busy, each write waits for it as it would alone.
+        """
+        lease = contextlib.ExitStack()
+        taken_at: float | None = None
+
+        def renew(hold: bool) -> None:
+            nonlocal taken_at
+            if taken_at is not None:
+                if hold and time.monotonic() - taken_at < turn:
+                    return
+                lease.close()
+                taken_at = None
+                return  # this write takes the lock on its own: a waiting writer may go first
+            if not hold:
+                return
+            try:
+                lease.enter_context(self.writing(kb, timeout=0))
+            except CofferError:
+                return  # busy, deleted, the database away: the write itself waits, or reports it
+            taken_at = time.monotonic()
+
+        with lease:
+            yield renew
+
+    def holds(self, name: str) -> bool:
+        """Whether this thread holds the write lock of knowledge base ``name``."""
+        return name in self._held_here()
+
+    def _held_here(self) -> set[str]:
+        names: set[str] | None = getattr(self._locked, "names", None)
+        if names is None:
+            names = self._locked.names = set()
+        return names
 
     @contextlib.contextmanager
     def writing(self, kb: KbPaths, *, timeout: float | None = None) -> Iterator[None]:

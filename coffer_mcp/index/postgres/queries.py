@@ -206,23 +206,23 @@ def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
-    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``), and its tags."""
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``), and its
+    tags, in one statement: one round trip per document written."""
     row = {**row, "tags": list(row["tags"])}
     row.update(created_key=time_key(row["created_at"]), updated_key=time_key(row["updated_at"]))
-    values = [json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else clean(row[c]) for c in _STORED]
+    values = {c: json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else clean(row[c]) for c in _STORED}
     updates = ", ".join(f"{c} = excluded.{c}" for c in _STORED[1:])
     conn.execute(
-        f"INSERT INTO documents ({', '.join(_STORED)}) VALUES ({', '.join(['%s'] * len(_STORED))}) "
-        f"ON CONFLICT (id) DO UPDATE SET {updates}",
-        values,
+        f"""WITH doc AS (
+                INSERT INTO documents ({", ".join(_STORED)}) VALUES ({", ".join(f"%({c})s" for c in _STORED)})
+                ON CONFLICT (id) DO UPDATE SET {updates}
+            ), untagged AS (
+                DELETE FROM document_tags WHERE document_id = %(id)s AND NOT tag = ANY(%(tag_keys)s::text[])
+            )
+            INSERT INTO document_tags (tag, document_id) SELECT DISTINCT unnest(%(tag_keys)s::text[]), %(id)s
+            ON CONFLICT DO NOTHING""",
+        {**values, "tag_keys": [clean(tag_key(tag)) for tag in row["tags"]]},
     )
-    conn.execute("DELETE FROM document_tags WHERE document_id = %s", (row["id"],))
-    if row["tags"]:
-        conn.execute(
-            "INSERT INTO document_tags (tag, document_id) SELECT DISTINCT unnest(%s::text[]), %s "
-            "ON CONFLICT DO NOTHING",
-            ([clean(tag_key(tag)) for tag in row["tags"]], row["id"]),
-        )
 
 
 def delete_document(conn: Connection, doc_id: str) -> None:
