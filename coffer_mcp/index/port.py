@@ -293,7 +293,11 @@ class Index(Protocol):
         """Which of ``among`` are ids of documents of another knowledge base than ``kb``."""
         ...
 
-    def upsert_document(self, row: DocumentRow) -> None: ...
+    def upsert_document(self, row: DocumentRow, *, embedding: bool = False) -> None:
+        """Insert or update a document's row and its tags. With ``embedding``, the row's
+        ``embed_pending`` and ``embedding_model`` are written too (in the same statement, instead
+        of a ``set_embedding`` after it); without, a document's are kept (a new one's: none due)."""
+        ...
 
     def delete_document(self, doc_id: str) -> None:
         """Remove a document's row, chunks, keyword entries and vectors."""

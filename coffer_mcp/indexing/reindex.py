@@ -126,11 +126,14 @@ def index_document(
         return None
     chunks = chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
     saved = saved_vectors(index, current, row.title) if config.vector else None
+    due = saved is None  # no vectors to keep: the embedding state is known now, written with the row
     with index.transaction():
-        index.upsert_document(row)
+        index.upsert_document(
+            dataclasses.replace(row, embed_pending=config.vector, embedding_model=None) if due else row, embedding=due
+        )
         written = index.replace_chunks(kb.name, doc_id, chunks)
         kept = saved is not None and restore_vectors(index, kb.name, doc_id, saved)
-        if not kept:
+        if not (due or kept):
             index.set_embedding(doc_id, pending=config.vector, model=None)
         if record is not None:
             record()

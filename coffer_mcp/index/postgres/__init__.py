@@ -342,8 +342,9 @@ class PostgresIndex:
         return q.ids_outside(self.conn, kb, among)
 
     @_mapped
-    def upsert_document(self, row: DocumentRow) -> None:
-        q.upsert_document(self.conn, {column: getattr(row, column) for column in q.DOC_COLUMNS})
+    def upsert_document(self, row: DocumentRow, *, embedding: bool = False) -> None:
+        columns = (*q.DOC_COLUMNS, *q.EMBEDDING_COLUMNS) if embedding else q.DOC_COLUMNS
+        q.upsert_document(self.conn, {column: getattr(row, column) for column in columns})
 
     @_mapped
     def delete_document(self, doc_id: str) -> None:

@@ -20,6 +20,7 @@ from coffer_mcp.timeutil import time_key, utc_now
 
 __all__ = [
     "DOC_COLUMNS",
+    "EMBEDDING_COLUMNS",
     "audit",
     "chunk_count",
     "chunk_texts",
@@ -71,6 +72,8 @@ DOC_COLUMNS = (
 )
 _JSON_COLUMNS = ("metadata", "tags")
 _STORED = (*DOC_COLUMNS, "created_key", "updated_key")
+EMBEDDING_COLUMNS = ("embed_pending", "embedding_model")
+"""Written by ``upsert_document`` when its row holds them (``Index.upsert_document(embedding=True)``)."""
 
 
 # -- knowledge bases ---------------------------------------------------------------------------
@@ -206,15 +209,17 @@ def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
-    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``), and its
-    tags, in one statement: one round trip per document written."""
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``, and those of
+    ``EMBEDDING_COLUMNS`` to write them too), and its tags, in one statement: one round trip per
+    document written."""
     row = {**row, "tags": list(row["tags"])}
     row.update(created_key=time_key(row["created_at"]), updated_key=time_key(row["updated_at"]))
-    values = {c: json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else clean(row[c]) for c in _STORED}
-    updates = ", ".join(f"{c} = excluded.{c}" for c in _STORED[1:])
+    stored = (*_STORED, *(c for c in EMBEDDING_COLUMNS if c in row))
+    values = {c: json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else clean(row[c]) for c in stored}
+    updates = ", ".join(f"{c} = excluded.{c}" for c in stored[1:])
     conn.execute(
         f"""WITH doc AS (
-                INSERT INTO documents ({", ".join(_STORED)}) VALUES ({", ".join(f"%({c})s" for c in _STORED)})
+                INSERT INTO documents ({", ".join(stored)}) VALUES ({", ".join(f"%({c})s" for c in stored)})
                 ON CONFLICT (id) DO UPDATE SET {updates}
             ), untagged AS (
                 DELETE FROM document_tags WHERE document_id = %(id)s AND NOT tag = ANY(%(tag_keys)s::text[])

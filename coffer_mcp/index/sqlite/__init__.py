@@ -181,8 +181,9 @@ class SqliteIndex:
     def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
         return q.ids_outside(self.conn, kb, among)
 
-    def upsert_document(self, row: DocumentRow) -> None:
-        q.upsert_document(self.conn, {column: getattr(row, column) for column in q.DOC_COLUMNS})
+    def upsert_document(self, row: DocumentRow, *, embedding: bool = False) -> None:
+        columns = (*q.DOC_COLUMNS, *q.EMBEDDING_COLUMNS) if embedding else q.DOC_COLUMNS
+        q.upsert_document(self.conn, {column: getattr(row, column) for column in columns})
 
     def delete_document(self, doc_id: str) -> None:
         q.delete_document(self.conn, doc_id)

@@ -16,6 +16,7 @@ from coffer_mcp.timeutil import time_key, utc_now
 
 __all__ = [
     "DOC_COLUMNS",
+    "EMBEDDING_COLUMNS",
     "audit",
     "chunk_count",
     "chunk_texts",
@@ -72,6 +73,8 @@ DOC_COLUMNS = (
 )
 _JSON_COLUMNS = ("metadata", "tags")
 _STORED = (*DOC_COLUMNS, "created_key", "updated_key")
+EMBEDDING_COLUMNS = ("embed_pending", "embedding_model")
+"""Written by ``upsert_document`` when its row holds them (``Index.upsert_document(embedding=True)``)."""
 
 
 @contextmanager
@@ -225,13 +228,15 @@ def document_chunk_count(conn: Connection, doc_id: str) -> int:
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
-    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``), and its tags."""
+    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``, and those of
+    ``EMBEDDING_COLUMNS`` to write them too), and its tags."""
     row = {**row, "tags": list(row["tags"])}
     row.update(created_key=time_key(row["created_at"]), updated_key=time_key(row["updated_at"]))
-    values = [json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else row[c] for c in _STORED]
-    updates = ", ".join(f"{c} = excluded.{c}" for c in _STORED[1:])
+    stored = (*_STORED, *(c for c in EMBEDDING_COLUMNS if c in row))
+    values = [json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else row[c] for c in stored]
+    updates = ", ".join(f"{c} = excluded.{c}" for c in stored[1:])
     conn.execute(
-        f"INSERT INTO documents ({', '.join(_STORED)}) VALUES ({', '.join('?' * len(_STORED))}) "
+        f"INSERT INTO documents ({', '.join(stored)}) VALUES ({', '.join('?' * len(stored))}) "
         f"ON CONFLICT (id) DO UPDATE SET {updates}",
         values,
     )
