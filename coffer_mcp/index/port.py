@@ -305,8 +305,10 @@ class Index(Protocol):
 
     # -- chunks ------------------------------------------------------------------------------------
 
-    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
-        """Swap a document's chunks (and their keyword entries; their vectors are dropped)."""
+    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
+        """Swap a document's chunks (and their keyword entries; their vectors are dropped); returns
+        how many were written. ``fresh``: the document has none yet (its id was just minted), so
+        there is nothing to delete first."""
         ...
 
     def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:

@@ -92,6 +92,7 @@ def index_document(
     truth: Truth | None = None,
     embedder: Embedder | None = None,
     record: Callable[[], None] | None = None,
+    new: bool = False,
 ) -> int | None:
     """Bring one document's rows in line with its file. Returns how many chunks were written, or
     None when its chunks were kept (or its file is gone).
@@ -99,7 +100,8 @@ def index_document(
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
     A missing file ⇒ the document's rows are removed. ``truth`` may pass the file's content when
     the caller has just written it, and ``record`` writes what goes with the rows in their
-    transaction (the caller's audit record). Rebuilt chunks of a vector KB keep their vectors when
+    transaction (the caller's audit record); ``new`` says its id was just minted (no rows to read
+    or replace). Rebuilt chunks of a vector KB keep their vectors when
     every chunk's text and the title are unchanged; otherwise they are embedded with ``embedder``
     when one is usable, or the document stays due (``embed_pending``). Call while holding the KB
     lock.
@@ -112,7 +114,7 @@ def index_document(
                 record()
         return None
     row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
-    current = index.get_document(kb.name, doc_id)
+    current = None if new else index.get_document(kb.name, doc_id)
     unchanged = (
         current is not None
         and current.content_sha256 == row.content_sha256
@@ -131,7 +133,7 @@ def index_document(
         index.upsert_document(
             dataclasses.replace(row, embed_pending=config.vector, embedding_model=None) if due else row, embedding=due
         )
-        written = index.replace_chunks(kb.name, doc_id, chunks)
+        written = index.replace_chunks(kb.name, doc_id, chunks, fresh=new)
         kept = saved is not None and restore_vectors(index, kb.name, doc_id, saved)
         if not (due or kept):
             index.set_embedding(doc_id, pending=config.vector, model=None)

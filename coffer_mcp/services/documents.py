@@ -306,6 +306,7 @@ class DocumentService:
                 truth=truth,
                 embedder=self.registry.embedder,
                 record=lambda: self.index.audit(event, paths.name, actor, doc_id, details),
+                new=existing is None,
             )
             return self._written_result(paths, truth.row, "updated" if existing is not None else "created", written)
 

@@ -353,8 +353,8 @@ class PostgresIndex:
     # -- chunks ------------------------------------------------------------------------------------
 
     @_mapped
-    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
-        written = q.replace_chunks(self.conn, kb, doc_id, chunks)
+    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
+        written = q.replace_chunks(self.conn, kb, doc_id, chunks, fresh=fresh)
         self._written += written
         return written
 

@@ -239,9 +239,10 @@ def delete_document(conn: Connection, doc_id: str) -> None:
 # -- chunks ------------------------------------------------------------------------------------
 
 
-def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
-    """Swap a document's chunks, and their postings (their vectors are dropped)."""
-    _delete_chunks(conn, "document_id = %s", (doc_id,))
+def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
+    """Swap a document's chunks, and their postings (their vectors are dropped; ``fresh``: it has none yet)."""
+    if not fresh:
+        _delete_chunks(conn, "document_id = %s", (doc_id,))
     chunks = list(chunks)
     return keyword.insert_chunks(conn, kb, doc_id, chunks) if chunks else 0
 

@@ -190,8 +190,8 @@ class SqliteIndex:
 
     # -- chunks ------------------------------------------------------------------------------------
 
-    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
-        return q.replace_chunks(self.conn, kb, doc_id, chunks)
+    def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
+        return q.replace_chunks(self.conn, kb, doc_id, chunks, fresh=fresh)
 
     def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:
         return q.chunk_texts(self.conn, doc_id)

@@ -247,9 +247,10 @@ def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
     )
 
 
-def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk]) -> int:
-    """Swap a document's chunks and their full-text entries."""
-    _delete_chunks(conn, "document_id = ?", (doc_id,))
+def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
+    """Swap a document's chunks and their full-text entries (``fresh``: it has none yet)."""
+    if not fresh:
+        _delete_chunks(conn, "document_id = ?", (doc_id,))
     first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
     rows = [
         (
