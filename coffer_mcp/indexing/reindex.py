@@ -91,7 +91,7 @@ def index_document(
     force: bool = False,
     truth: Truth | None = None,
     embedder: Embedder | None = None,
-    record: Callable[[], None] | None = None,
+    record: Callable[[], None] = lambda: None,
     new: bool = False,
 ) -> int | None:
     """Bring one document's rows in line with its file. Returns how many chunks were written, or
@@ -110,8 +110,7 @@ def index_document(
     if truth is None:
         with index.transaction():
             index.delete_document(doc_id)
-            if record is not None:
-                record()
+            record()
         return None
     row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
     current = None if new else index.get_document(kb.name, doc_id)
@@ -123,8 +122,7 @@ def index_document(
     if unchanged and not force:
         with index.transaction():
             index.upsert_document(row)
-            if record is not None:
-                record()
+            record()
         return None
     chunks = chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
     saved = saved_vectors(index, current, row.title) if config.vector else None
@@ -137,8 +135,7 @@ def index_document(
         kept = saved is not None and restore_vectors(index, kb.name, doc_id, saved)
         if not (due or kept):
             index.set_embedding(doc_id, pending=config.vector, model=None)
-        if record is not None:
-            record()
+        record()
     if config.vector and not kept and embedder_usable(embedder):
         embed_document(index, kb.name, doc_id, embedder)
     return written

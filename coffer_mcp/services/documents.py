@@ -256,7 +256,7 @@ class DocumentService:
         source_sha = hashlib.sha256(data).hexdigest()
         source_path, source_url = source
         # Decide before converting: an identical or refused re-upload costs no conversion.
-        locked = self.registry.holds(paths.name)  # a folder ingest's lease: the match stays true
+        locked = self.registry.holds(paths.name)  # a folder ingest's lease
         match = self._match(paths.name, name, *source)
         early = self._reupload(paths, name, match, source_sha, replace)
         if early is not None:
@@ -266,7 +266,9 @@ class DocumentService:
         conversion = conversion_options(self.registry.settings).convert(name, data)
         with self.registry.writing(paths):
             config = self.registry.config(paths.name)
-            existing = self._live_match(paths, name, *source, matched=(match,) if locked else None)
+            # Matched under a folder ingest's lease: that match holds, unless its file has gone.
+            live = locked and (match is None or paths.doc(match.id).exists())
+            existing = match if live else self._live_match(paths, name, *source)
             early = self._reupload(paths, name, existing, source_sha, replace)
             if early is not None:
                 return early
@@ -308,7 +310,7 @@ class DocumentService:
                 record=lambda: self.index.audit(event, paths.name, actor, doc_id, details),
                 new=existing is None,
             )
-            return self._written_result(paths, truth.row, "updated" if existing is not None else "created", written)
+            return self._result(paths, truth.row, "updated" if existing is not None else "created", written)
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
         """A re-upload's document: matched by ``source_path``, else ``source_url``, else ``original_filename``."""
@@ -319,24 +321,16 @@ class DocumentService:
         return self.index.find_document(kb, filename=filename)
 
     def _live_match(
-        self,
-        paths: KbPaths,
-        name: str,
-        source_path: str | None,
-        source_url: str | None,
-        *,
-        matched: tuple[DocumentRow | None] | None = None,
+        self, paths: KbPaths, name: str, source_path: str | None, source_url: str | None
     ) -> DocumentRow | None:
         """The matching document whose file still exists; rows of files deleted by hand are dropped.
 
-        Call while holding the KB lock; ``matched`` holds a match made under it, not asked again.
+        Call while holding the KB lock.
         """
-        row = matched[0] if matched is not None else self._match(paths.name, name, source_path, source_url)
-        while row is not None:
+        while (row := self._match(paths.name, name, source_path, source_url)) is not None:
             if paths.doc(row.id).exists():
                 return row
             index_document(self.index, paths, self.registry.config(paths.name), row.id)  # removes the stale rows
-            row = self._match(paths.name, name, source_path, source_url)
         return None
 
     def _reupload(
@@ -367,24 +361,17 @@ class DocumentService:
         row = self.index.get_document(paths.name, doc_id)
         if row is None:
             raise self.registry.unknown_kb(paths.name) if not paths.root.is_dir() else _missing(paths.name, doc_id)
-        chunks = self.index.chunk_count(doc_id=doc_id)
-        return IngestResult(
-            document_id=doc_id,
-            kb=paths.name,
-            title=row.title,
-            status=status,
-            path=str(paths.doc(doc_id)),
-            source_mode=row.source_mode,
-            original_filename=row.original_filename,
-            chunk_count=chunks,
-            tags=list(row.tags),
-        )
+        return self._result(paths, row, status, None)
 
-    def _written_result(
-        self, paths: KbPaths, row: DocumentRow, status: Literal["created", "updated"], chunks: int | None
+    def _result(
+        self,
+        paths: KbPaths,
+        row: DocumentRow,
+        status: Literal["created", "updated", "unchanged"],
+        chunks: int | None,
     ) -> IngestResult:
-        """The answer about a document just written, under the KB lock, from what was written (the
-        index is asked only for the chunk count, when the chunks were kept)."""
+        """The answer about a document from its row: read back, or just written under the KB lock
+        (the index is asked for the chunk count only when it is not given)."""
         return IngestResult(
             document_id=row.id,
             kb=paths.name,
@@ -448,7 +435,7 @@ class DocumentService:
                 embedder=self.registry.embedder,
                 record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details),
             )
-            return self._written_result(paths, edited.row, "updated", written)
+            return self._result(paths, edited.row, "updated", written)
 
     def _new_body(self, content: str) -> str:
         """An edit's new body, cleaned and checked.

@@ -152,7 +152,7 @@ class Registry:
         Files written meanwhile count as unindexed until it is released: the holder indexes
         them first, so this process's readers need not wait for it (see ``refresh``).
         """
-        held = self._held_here()
+        held = self._my_locks()
         if name in held:  # taken by this thread for a run of writes (``leased``)
             yield
             return
@@ -203,9 +203,9 @@ class Registry:
 
     def holds(self, name: str) -> bool:
         """Whether this thread holds the write lock of knowledge base ``name``."""
-        return name in self._held_here()
+        return name in self._my_locks()
 
-    def _held_here(self) -> set[str]:
+    def _my_locks(self) -> set[str]:
         names: set[str] | None = getattr(self._locked, "names", None)
         if names is None:
             names = self._locked.names = set()
