@@ -35,7 +35,7 @@ from coffer_mcp.store import (
     DocumentMeta,
     KbConfig,
     KbPaths,
-    atomic_write,
+    atomic_write_all,
     body_sha256,
     file_stamp,
     frontmatter_tags,
@@ -287,8 +287,9 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
         tags=list(frontmatter_tags(meta or {})) or None,
     ).to_dict()
     kb.raw.mkdir(parents=True, exist_ok=True)
-    atomic_write(kb.raw / f"{doc_id}.md", data)
-    atomic_write(kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))
+    atomic_write_all(
+        [(kb.raw / f"{doc_id}.md", data), (kb.doc(doc_id), render_document(metadata, body).encode("utf-8"))]
+    )
     remove_file(path)
     log.info("adopted %s as document %s in %s", path.name, doc_id, kb.name)
     return doc_id

@@ -48,6 +48,7 @@ from coffer_mcp.store import (
     DocumentMeta,
     KbPaths,
     atomic_write,
+    atomic_write_all,
     body_sha256,
     check_path_text,
     fsync_dir,
@@ -292,10 +293,8 @@ class DocumentService:
                 source_url=source_url,
                 tags=list(existing.tags) if tags is None and existing is not None else tags,
             ).to_dict()
-            _write_original(paths, doc_id, conversion.original_format, data, existing, sync_dir=not batch)
-            atomic_write(
-                paths.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"), sync_dir=not batch
-            )
+            markdown = render_document(metadata, conversion.markdown).encode("utf-8")
+            _write_files(paths, doc_id, conversion.original_format, data, markdown, existing, sync_dir=not batch)
             self.registry.wrote(paths)
             truth = truth_of(paths, doc_id, metadata, conversion.markdown)
             event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
@@ -597,11 +596,21 @@ def _size(file: Path) -> int:
         return 0
 
 
-def _write_original(
-    paths: KbPaths, doc_id: str, ext: str, data: bytes, existing: DocumentRow | None, *, sync_dir: bool
+def _write_files(
+    paths: KbPaths,
+    doc_id: str,
+    ext: str,
+    original: bytes,
+    markdown: bytes,
+    existing: DocumentRow | None,
+    *,
+    sync_dir: bool,
 ) -> None:
+    """Write a document's original and its Markdown, the original landing first."""
     paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
-    atomic_write(paths.raw / f"{doc_id}.{ext or 'bin'}", data, sync_dir=sync_dir)
+    atomic_write_all(
+        [(paths.raw / f"{doc_id}.{ext or 'bin'}", original), (paths.doc(doc_id), markdown)], sync_dir=sync_dir
+    )
     if existing is not None and existing.original_format != ext:
         # Only the latest original is kept (a re-upload may come in another format).
         remove_file(paths.raw / f"{doc_id}.{existing.original_format or 'bin'}")

@@ -3,6 +3,7 @@
 from coffer_mcp.store.document import DocumentMeta, frontmatter_tags
 from coffer_mcp.store.files import (
     atomic_write,
+    atomic_write_all,
     file_stamp,
     fsync_dir,
     path_stamp,
@@ -54,6 +55,7 @@ __all__ = [
     "KbPaths",
     "StorePaths",
     "atomic_write",
+    "atomic_write_all",
     "body_line_offset",
     "body_sha256",
     "check_path_text",

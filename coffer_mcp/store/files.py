@@ -7,6 +7,7 @@ index know the writer holding the lock will index it before it lets go, and need
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import errno
 import os
@@ -14,12 +15,13 @@ import secrets
 import stat
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
     "TEMP_MARKER",
     "atomic_write",
+    "atomic_write_all",
     "file_stamp",
     "fsync_dir",
     "path_stamp",
@@ -157,20 +159,61 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     ``sync_dir=False`` the rename is made durable later by the caller's ``fsync_dir`` (a batch
     of files, one folder sync before the batch is acknowledged).
     """
+    atomic_write_all([(path, data)], sync_dir=sync_dir)
+
+
+def atomic_write_all(files: Sequence[tuple[Path, bytes]], *, sync_dir: bool = True) -> None:
+    """``atomic_write`` each ``(path, data)``, landing them in the order given.
+
+    The temp files are written and synced at the same time, each by its own thread: creating a
+    file and waiting for its flush is most of a small write, and two overlap well
+    (docs/benchmarks.md, "Writing a document's two files at once"). Then each is renamed into place
+    (and its folder synced, unless ``sync_dir=False``) in turn, so a crash leaves a prefix of the
+    files new, as one ``atomic_write`` after another would. If a temp file cannot be written,
+    none lands and every temp file is removed.
+    """
+    for path, _ in files:
+        _UNINDEXED.note(path)  # before the rename: a reader may see the new file the moment it lands
+    written: list[concurrent.futures.Future[Path]] = [_WRITERS.submit(_write_temp, *file) for file in files[1:]]
+    first: Path | None = None
+    try:
+        first = _write_temp(*files[0])
+        temps = [first, *(future.result() for future in written)]
+    except BaseException:
+        if first is not None:
+            remove_file(first)
+        for future in written:
+            with contextlib.suppress(BaseException):
+                remove_file(future.result())
+        raise
+    for index, ((path, _), tmp) in enumerate(zip(files, temps, strict=True)):
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            for left in temps[index:]:
+                remove_file(left)
+            raise
+        if sync_dir:
+            fsync_dir(path.parent)
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    """``data`` in a new hidden temp file beside ``path``, synced; removed again if that fails."""
     tmp = path.with_name(f".{path.name}{TEMP_MARKER}{secrets.token_hex(6)}")
-    _UNINDEXED.note(path)  # before the rename: a reader may see the new file the moment it lands
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
         remove_file(tmp)
         raise
-    if sync_dir:
-        fsync_dir(path.parent)
+    return tmp
+
+
+# The threads that write ``atomic_write_all``'s files after the first: started on first use.
+_WRITERS = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="coffer-write")
 
 
 def file_stamp(stat: os.stat_result) -> str:

@@ -11,6 +11,7 @@ import pytest
 from coffer_mcp.errors import StoreError
 from coffer_mcp.store import (
     atomic_write,
+    atomic_write_all,
     body_sha256,
     file_lock,
     parse_document,
@@ -51,6 +52,39 @@ def test_a_failed_atomic_write_keeps_the_old_content(tmp_path: Path) -> None:
         atomic_write(target, "not bytes")  # type: ignore[arg-type]
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["doc.md"]
+
+
+def test_files_written_together_all_land_and_leave_no_temp(tmp_path: Path) -> None:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "docs").mkdir()
+    original, markdown = tmp_path / "raw" / "a.pdf", tmp_path / "docs" / "a.md"
+    atomic_write(markdown, b"old")
+    atomic_write_all([(original, b"%PDF new"), (markdown, b"new")])
+    assert (original.read_bytes(), markdown.read_bytes()) == (b"%PDF new", b"new")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a.md", "a.pdf", "docs", "raw"]
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+def test_when_one_of_the_files_written_together_fails_none_lands(tmp_path: Path, failing: int) -> None:
+    targets = [tmp_path / "a.pdf", tmp_path / "a.md"]
+    for target in targets:
+        atomic_write(target, b"old")
+    files = [(target, b"new") for target in targets]
+    files[failing] = (targets[failing], "not bytes")  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        atomic_write_all(files)
+    assert [target.read_bytes() for target in targets] == [b"old", b"old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md", "a.pdf"]
+
+
+def test_files_written_together_land_in_order(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.pdf", tmp_path / "a.md"
+    atomic_write(first, b"old")
+    (second / "in-the-way").mkdir(parents=True)  # a folder where the second file goes: its rename fails
+    with pytest.raises(OSError):
+        atomic_write_all([(first, b"new"), (second, b"new")])
+    assert first.read_bytes() == b"new"  # the files before the one that failed have landed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md", "a.pdf"]  # no temp left
 
 
 def test_frontmatter_round_trips_and_quotes_timestamps(tmp_path: Path) -> None:
