@@ -327,6 +327,19 @@ def test_chunks_are_replaced_whole_and_read_back_in_order(index: Index) -> None:
         index.chunk_count()
 
 
+def test_a_document_without_a_single_word_is_indexed_and_rebuilt_without_postings(index: Index) -> None:
+    kb(index, "notes")
+    with index.transaction():
+        index.upsert_document(doc("doc-01", "notes"))
+        index.replace_chunks("notes", "doc-01", [Chunk(0, "— … —", ())])
+    add(index, doc("doc-02", "notes"), "alpha beta")
+    assert index.chunk_texts("doc-01") != []
+    assert index.check_shared() == []
+    index.repair_shared()  # rebuilds the keyword index from the chunks
+    assert index.check_shared() == []
+    assert found(search(index, "alpha")) == [("doc-02", 0)]
+
+
 def test_keyword_search_matches_all_terms_or_any_stemmed_best_first(index: Index) -> None:
     kb(index, "notes")
     add(index, doc("doc-01", "notes"), "The servers were running backups nightly.", "Nothing to see here.")
