@@ -247,28 +247,26 @@ _STATS_ADD = (
 
 # A document's postings go as three strings, split by the server, not as three arrays: psycopg
 # spends ~0.6 ms per document (191 postings) putting the arrays together in Python, the strings
-# ~0.04 ms. A term is never cut at TERM_SEPARATOR: it separates tokens (tokens.py), and the pairs
+# ~0.04 ms. A term is never cut at _TERM_SEPARATOR: it separates tokens (tokens.py), and the pairs
 # of function words hold a space.
-TERM_SEPARATOR = "\x1f"
+_TERM_SEPARATOR = "\x1f"
 
 
-def _split_terms(name: str) -> str:
-    return f"string_to_array(%({name})s, E'\\x1f')"
-
-
-def _split_numbers(name: str, kind: str = "int") -> str:
-    return f"string_to_array(%({name})s, ',')::{kind}[]"
-
-
-def _joined_terms(terms: Sequence[str]) -> str:
-    joined = TERM_SEPARATOR.join(terms)
-    if joined.count(TERM_SEPARATOR) != max(len(terms) - 1, 0):
+def _postings(postings: tuple[list[str], list[int], list[int]]) -> dict[str, str]:
+    """A statement's postings ``(terms, keys, tfs)`` as the strings ``_unnest_postings`` splits."""
+    terms, keys, tfs = postings
+    joined = _TERM_SEPARATOR.join(terms)
+    if joined.count(_TERM_SEPARATOR) != max(len(terms) - 1, 0):
         raise ValueError("an index term holds the term separator")  # tokens.py would have cut it there
-    return joined
+    return {"terms": joined, "keys": ",".join(map(str, keys)), "tfs": ",".join(map(str, tfs))}
 
 
-def _joined_numbers(numbers: Sequence[int]) -> str:
-    return ",".join(map(str, numbers))
+def _unnest_postings(key: str) -> str:
+    """The rows ``(term, key, tf)`` of ``_postings``' strings, the key a chunk's position or id (``key``'s type)."""
+    return (
+        f"unnest(string_to_array(%(terms)s, E'\\x{ord(_TERM_SEPARATOR):02x}'), "
+        f"string_to_array(%(keys)s, ',')::{key}[], string_to_array(%(tfs)s, ',')::int[])"
+    )
 
 
 def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk]) -> int:
@@ -299,8 +297,7 @@ def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk
             ), indexed AS (
                 INSERT INTO postings (kb, term, chunk_id, tf, dl)
                 SELECT %(kb)s, p.term, new.id, p.tf, new.length
-                FROM unnest({_split_terms("terms")}, {_split_numbers("at")}, {_split_numbers("tfs")})
-                    AS p(term, position, tf)
+                FROM {_unnest_postings("int")} AS p(term, position, tf)
                 JOIN new ON new.position = p.position
             )
             INSERT INTO keyword_stats (kb, chunks, tokens) VALUES (%(kb)s, %(n)s, %(tokens)s) {_STATS_ADD}""",
@@ -313,9 +310,7 @@ def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk
             "texts": texts,
             "lengths": lengths,
             "sequences": sequences,
-            "terms": _joined_terms(terms_at[0]),
-            "at": _joined_numbers(terms_at[1]),
-            "tfs": _joined_numbers(terms_at[2]),
+            **_postings(terms_at),
             "n": len(positions),
             "tokens": sum(lengths),
         },
@@ -797,16 +792,13 @@ def rebuild(conn: Connection, batch: int = 1000) -> int:
                )
                INSERT INTO postings (kb, term, chunk_id, tf, dl)
                SELECT measured.kb, p.term, p.chunk_id, p.tf, measured.length
-               FROM unnest({_split_terms("terms")}, {_split_numbers("chunks", "bigint")}, {_split_numbers("tfs")})
-                   AS p(term, chunk_id, tf)
+               FROM {_unnest_postings("bigint")} AS p(term, chunk_id, tf)
                JOIN measured ON measured.id = p.chunk_id""",
             {
                 "ids": ids,
                 "lengths": lengths,
                 "sequences": sequences,
-                "terms": _joined_terms(terms_of[0]),
-                "chunks": _joined_numbers(terms_of[1]),
-                "tfs": _joined_numbers(terms_of[2]),
+                **_postings(terms_of),
             },
         )
         after, done = rows[-1]["id"], done + len(rows)
