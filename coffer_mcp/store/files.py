@@ -165,9 +165,10 @@ def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
 def atomic_write_all(files: Sequence[tuple[Path, bytes]], *, sync_dir: bool = True) -> None:
     """``atomic_write`` each ``(path, data)``, landing them in the order given.
 
-    The temp files are written and synced at the same time, each by its own thread: creating a
-    file and waiting for its flush is most of a small write, and two overlap well
-    (docs/benchmarks.md, "Writing a document's two files at once"). Then each is renamed into place
+    The temp files are written and synced at the same time, the first by the caller and each other
+    by a thread of a small pool: creating a file and waiting for its flush is most of a small
+    write, and two overlap well (docs/benchmarks.md, "Less work around each statement, and the two
+    files at once"). Then each is renamed into place
     (and its folder synced, unless ``sync_dir=False``) in turn, so a crash leaves a prefix of the
     files new, as one ``atomic_write`` after another would. If a temp file cannot be written,
     none lands and every temp file is removed.
