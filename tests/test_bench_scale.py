@@ -132,7 +132,7 @@ def test_a_tiny_run_end_to_end_reports_every_field(tmp_path: Path) -> None:
     hybrid = size["hybrid"]
     assert hybrid["identity"] == "bench:word-hash-384"
     assert hybrid["vectors"] == size["chunks"]
-    for name in ("hybrid", "vector", "embed_query", "knn"):
+    for name in ("hybrid", "vector", "embed_query", "knn", "knn_top5_like_stored"):
         assert set(hybrid["latency_ms"][name]) == LATENCY
     if Path("/proc/self/status").exists():
         assert size["memory"]["idle"]["rss_mb"] > 0
