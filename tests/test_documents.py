@@ -233,6 +233,96 @@ def test_another_writer_gets_its_turn_during_a_folder_ingest(coffer: Coffer, not
     assert coffer.list_documents(notes).total == files + 1
 
 
+def _notes_folder(root: Path, files: int) -> Path:
+    root.mkdir()
+    for i in range(files):
+        (root / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nbody {i}", encoding="utf-8")
+    return root
+
+
+def _documents_on_disk(coffer: Coffer, kb: str) -> set[str]:
+    return {file.stem for file in coffer.registry.open_kb(kb)[0].docs.glob("*.md")}
+
+
+def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_indexed(
+    coffer: Coffer, notes: str, tmp_path: Path
+) -> None:
+    # One file's writes overlap the indexing of the file before it. Whoever takes the lock between
+    # two turns of the folder's lease must find no document file without its rows: none written
+    # outside the lock, none left unindexed when it was given up.
+    files = 40
+    tree = _notes_folder(tmp_path / "corpus", files)
+    paths, _ = coffer.registry.open_kb(notes)
+    looks: list[tuple[set[str], set[str]]] = []
+    ingesting = threading.Event()
+    done = threading.Event()
+
+    def look_between_turns() -> None:
+        ingesting.wait(60)
+        while not done.is_set():
+            with coffer.registry.writing(paths):
+                looks.append((_documents_on_disk(coffer, notes), set(coffer.index.doc_stamps(notes))))
+            time.sleep(0.005)
+
+    def progress(done: int, total: int, name: str) -> None:
+        ingesting.set()
+        time.sleep(0.02)  # the folder takes several turns of the lock
+
+    watcher = threading.Thread(target=look_between_turns)
+    watcher.start()
+    try:
+        result = coffer.ingest_path(notes, tree, progress=progress)
+    finally:
+        done.set()
+        watcher.join(timeout=60)
+    assert result.created == files
+    assert [Path(item.path).name for item in result.items] == sorted(p.name for p in tree.iterdir())
+    between = [(on_disk, rows) for on_disk, rows in looks if 0 < len(on_disk) < files]
+    assert between, "the lock was never taken between two turns of the ingest"
+    assert all(on_disk == rows for on_disk, rows in between)
+
+
+def test_a_folder_ingest_stopped_by_its_caller_leaves_no_written_document_unindexed(
+    coffer: Coffer, notes: str, tmp_path: Path
+) -> None:
+    tree = _notes_folder(tmp_path / "corpus", 12)
+
+    def progress(done: int, total: int, name: str) -> None:
+        if done >= 5:
+            raise KeyboardInterrupt  # as a cancelled MCP call stops in its progress report
+
+    with pytest.raises(KeyboardInterrupt):
+        coffer.ingest_path(notes, tree, progress=progress)
+    on_disk = _documents_on_disk(coffer, notes)
+    assert 5 <= len(on_disk) < 12
+    assert set(coffer.index.doc_stamps(notes)) == on_disk  # read before any reconcile could index them
+
+
+def test_a_folder_of_many_kinds_reports_each_file_in_order(coffer: Coffer, notes: str, tmp_path: Path) -> None:
+    # Text files go through the write-behind under the lease; a PDF is converted without the
+    # lock, on its own; a rejected file and an unchanged one write nothing. The report keeps the
+    # folder's order either way.
+    tree = tmp_path / "mixed"
+    tree.mkdir()
+    (tree / "a.md").write_text("# A\n\nfirst note", encoding="utf-8")
+    (tree / "b.pdf").write_bytes((FIXTURES / "sample.pdf").read_bytes())
+    (tree / "c.md").write_text("# C\n\nthird note", encoding="utf-8")
+    (tree / "d.md").write_bytes(b"")
+    (tree / "e.md").write_text("# E\n\nfifth note", encoding="utf-8")
+    coffer.ingest_path(notes, tree / "c.md")
+    result = coffer.ingest_path(notes, tree)
+    assert [(Path(i.path).name, i.status) for i in result.items] == [
+        ("a.md", "created"),
+        ("b.pdf", "created"),
+        ("c.md", "unchanged"),
+        ("d.md", "rejected"),
+        ("e.md", "created"),
+    ]
+    assert set(coffer.index.doc_stamps(notes)) == _documents_on_disk(coffer, notes)
+    assert len(_documents_on_disk(coffer, notes)) == 4
+    assert "granite weather station" in coffer.read_document(notes, result.items[1].document_id).markdown.lower()
+
+
 def test_a_folder_ingest_gives_up_the_lock_before_a_file_slow_to_convert(coffer: Coffer, notes: str) -> None:
     paths, _ = coffer.registry.open_kb(notes)
 

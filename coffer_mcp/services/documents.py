@@ -7,10 +7,12 @@ audit event. A rejected ingest persists nothing.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +20,14 @@ from ulid import ULID
 
 from coffer_mcp.access import read_source
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import clean_markdown, first_heading, looks_like_base64_of, quick_to_convert, text_upload_name
+from coffer_mcp.convert import (
+    Conversion,
+    clean_markdown,
+    first_heading,
+    looks_like_base64_of,
+    quick_to_convert,
+    text_upload_name,
+)
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
@@ -53,6 +62,7 @@ from coffer_mcp.store import (
     check_path_text,
     fsync_dir,
     is_document_id,
+    note_unindexed,
     parse_document,
     read_store_file,
     remove_file,
@@ -254,9 +264,29 @@ class DocumentService:
         keep_edits: bool,
         tags: list[str] | None,
     ) -> IngestResult:
+        converted = self._convert(paths, name, data, replace=replace, source=source, keep_edits=keep_edits)
+        if isinstance(converted, IngestResult):
+            return converted
+        with self.registry.writing(paths):
+            planned = self._plan(converted, replace=replace, keep_edits=keep_edits, tags=tags)
+            if isinstance(planned, IngestResult):
+                return planned
+            planned.write(sync_dir=not batch)
+            return self._index_written(planned, actor)
+
+    def _convert(
+        self,
+        paths: KbPaths,
+        name: str,
+        data: bytes,
+        *,
+        replace: bool,
+        source: tuple[str | None, str | None],
+        keep_edits: bool,
+    ) -> _Converted | IngestResult:
+        """An ingest's first step, before the lock: its match, and its conversion unless the match
+        answers it (an identical or refused re-upload costs no conversion)."""
         source_sha = hashlib.sha256(data).hexdigest()
-        source_path, source_url = source
-        # Decide before converting: an identical or refused re-upload costs no conversion.
         locked = self.registry.holds(paths.name)  # a folder ingest's lease
         match = self._match(paths.name, name, *source)
         early = self._reupload(paths, name, match, source_sha, replace)
@@ -265,51 +295,69 @@ class DocumentService:
         if keep_edits and match is not None and match.source_mode == "edited":
             raise _conflict(match)
         conversion = conversion_options(self.registry.settings).convert(name, data)
-        with self.registry.writing(paths):
-            config = self.registry.config(paths.name)
-            # Matched under a folder ingest's lease: that match holds, unless its file has gone.
-            live = locked and (match is None or paths.doc(match.id).exists())
-            existing = match if live else self._live_match(paths, name, *source)
-            early = self._reupload(paths, name, existing, source_sha, replace)
-            if early is not None:
-                return early
-            if keep_edits and existing is not None and existing.source_mode == "edited":
-                raise _conflict(existing)
-            doc_id = existing.id if existing is not None else str(ULID())
-            now = utc_now()
-            metadata = DocumentMeta(
-                id=doc_id,
-                title=conversion.title,
-                original_filename=name,
-                original_format=conversion.original_format,
-                source_sha256=source_sha,
-                content_sha256=body_sha256(conversion.markdown),
-                source_mode="converted",
-                conversion_engine=conversion.engine,
-                converted_at=now,
-                created_at=existing.created_at if existing is not None else now,
-                updated_at=now,
-                source_path=source_path,
-                source_url=source_url,
-                tags=list(existing.tags) if tags is None and existing is not None else tags,
-            ).to_dict()
-            markdown = render_document(metadata, conversion.markdown).encode("utf-8")
-            _write_files(paths, doc_id, conversion.original_format, data, markdown, existing, sync_dir=not batch)
-            self.registry.wrote(paths)
-            truth = truth_of(paths, doc_id, metadata, conversion.markdown)
-            event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
-            details = {"filename": name, "source_sha256": source_sha}
-            written = index_document(
-                self.index,
-                paths,
-                config,
-                doc_id,
-                truth=truth,
-                embedder=self.registry.embedder,
-                record=lambda: self.index.audit(event, paths.name, actor, doc_id, details),
-                new=existing is None,
-            )
-            return self._result(paths, truth.row, "updated" if existing is not None else "created", written)
+        return _Converted(paths, name, data, source, source_sha, match, locked, conversion)
+
+    def _plan(
+        self, converted: _Converted, *, replace: bool, keep_edits: bool, tags: list[str] | None
+    ) -> _Planned | IngestResult:
+        """What a converted ingest writes, decided under the lock (whose match is the one that holds)."""
+        paths, name, source_path, source_url = converted.paths, converted.name, *converted.source
+        # Matched under a folder ingest's lease: that match holds, unless its file has gone.
+        match = converted.match
+        live = converted.locked and (match is None or paths.doc(match.id).exists())
+        existing = match if live else self._live_match(paths, name, source_path, source_url)
+        early = self._reupload(paths, name, existing, converted.source_sha, replace)
+        if early is not None:
+            return early
+        if keep_edits and existing is not None and existing.source_mode == "edited":
+            raise _conflict(existing)
+        conversion = converted.conversion
+        doc_id = existing.id if existing is not None else str(ULID())
+        now = utc_now()
+        metadata = DocumentMeta(
+            id=doc_id,
+            title=conversion.title,
+            original_filename=name,
+            original_format=conversion.original_format,
+            source_sha256=converted.source_sha,
+            content_sha256=body_sha256(conversion.markdown),
+            source_mode="converted",
+            conversion_engine=conversion.engine,
+            converted_at=now,
+            created_at=existing.created_at if existing is not None else now,
+            updated_at=now,
+            source_path=source_path,
+            source_url=source_url,
+            tags=list(existing.tags) if tags is None and existing is not None else tags,
+        ).to_dict()
+        return _Planned(
+            paths,
+            doc_id,
+            existing,
+            metadata,
+            conversion.markdown,
+            converted.data,
+            conversion.original_format,
+            {"filename": name, "source_sha256": converted.source_sha},
+        )
+
+    def _index_written(self, planned: _Planned, actor: str) -> IngestResult:
+        """Index a planned ingest whose files are written, with its audit record. Call under the lock."""
+        paths, doc_id, existing = planned.paths, planned.doc_id, planned.existing
+        self.registry.wrote(paths)
+        truth = truth_of(paths, doc_id, planned.metadata, planned.body)
+        event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
+        written = index_document(
+            self.index,
+            paths,
+            self.registry.config(paths.name),
+            doc_id,
+            truth=truth,
+            embedder=self.registry.embedder,
+            record=lambda: self.index.audit(event, paths.name, actor, doc_id, planned.details),
+            new=existing is None,
+        )
+        return self._result(paths, truth.row, "updated" if existing is not None else "created", written)
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
         """A re-upload's document: matched by ``source_path``, else ``source_url``, else ``original_filename``."""
@@ -490,8 +538,10 @@ class DocumentService:
         """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
 
         Each file is its own transaction: one bad file is reported and the rest go on, and a
-        cancelled call stops between files with every finished file committed. Symbolic links are
-        not followed; with ``within``, a file whose real path leaves those folders is refused.
+        cancelled call stops between files with every finished file committed. Under the
+        knowledge base's lease, one file's writes overlap the indexing of the file before it
+        (``_WriteBehind``). Symbolic links are not followed; with ``within``, a file whose real
+        path leaves those folders is refused.
         ``tags`` are given to every document ingested (None keeps a re-ingested document's own).
         """
         chosen = None if tags is None else check_tags(tags)
@@ -506,16 +556,26 @@ class DocumentService:
             raise InvalidArgumentError(
                 f"{root} could not be read: {exc.strerror}.", hint="Try again once the folder stops changing."
             ) from None
-        items = []
+        items: list[DirectoryIngestItem] = []
+
+        def finished(item: DirectoryIngestItem) -> None:
+            items.append(item)
+            if progress:
+                progress(len(items), len(files), Path(item.path).name)
+
         try:
-            with self.registry.leased(paths) as renew:
-                for done, file in enumerate(files, 1):
+            with (
+                _WriteBehind(self, paths, finished, replace=replace, actor=actor, within=within, tags=chosen) as behind,
+                self.registry.leased(paths, before_release=behind.finish) as renew,
+            ):
+                for file in files:
                     renew(quick_to_convert(file.name, _size(file)))
-                    items.append(
-                        self.ingest_file(paths, file, replace=replace, actor=actor, within=within, tags=chosen)
-                    )
-                    if progress:
-                        progress(done, len(files), file.name)
+                    if self.registry.holds(paths.name):
+                        behind.ingest(file)
+                    else:
+                        finished(
+                            self.ingest_file(paths, file, replace=replace, actor=actor, within=within, tags=chosen)
+                        )
         finally:
             # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
             fsync_dir(paths.docs)
@@ -550,21 +610,119 @@ class DocumentService:
                 tags=tags,
             )
         except (CofferError, OSError) as exc:
-            if isinstance(exc, CofferError):
-                status: Literal["conflict", "rejected"] = "conflict" if exc.code == "source_conflict" else "rejected"
-                return DirectoryIngestItem(
-                    path=str(file), status=status, code=exc.code, message=exc.message, hint=exc.hint or None
-                )
-            return DirectoryIngestItem(
-                path=str(file),
-                status="rejected",
-                code="unreadable",
-                message=str(exc),
-                hint="Check that the file exists and is readable by this user.",
+            return _failed_item(file, exc)
+        return _item(file, result)
+
+
+_InFlight = tuple[Path, "_Planned", concurrent.futures.Future[None]]
+"""A file whose document's files are being written: the file, what is written, the write."""
+
+
+class _WriteBehind:
+    """A folder ingest under its lease, one document's files written while the one before is indexed.
+
+    ``ingest(file)`` matches and converts ``file`` and starts writing its two files in a thread,
+    then indexes the document before it, whose files are written by then: the wait for one
+    document's ``fsync`` overlaps the other's index write (on PostgreSQL, the round trips).
+    Each document still lands as alone: its files durable, then its rows in their own
+    transaction. ``finish()`` indexes the document in flight; the lease calls it before it gives
+    the lock up, so no file is ever written outside the lock. Files are matched by
+    ``source_path``, so a document in flight never changes the next one's match.
+    """
+
+    def __init__(
+        self,
+        documents: DocumentService,
+        paths: KbPaths,
+        finished: Callable[[DirectoryIngestItem], None],
+        *,
+        replace: bool,
+        actor: str,
+        within: Sequence[Path] | None,
+        tags: list[str] | None,
+    ) -> None:
+        self._documents = documents
+        self._paths = paths
+        self._finished = finished
+        self._replace, self._actor, self._within, self._tags = replace, actor, within, tags
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="coffer-ingest")
+        self._pending: _InFlight | None = None
+
+    def __enter__(self) -> _WriteBehind:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.finish()
+        finally:
+            self._writer.shutdown()
+
+    def ingest(self, file: Path) -> None:
+        """Start ingesting ``file``; call while holding the lease. Reports the document before it."""
+        decided = self._decide(file)
+        previous, self._pending = self._pending, None
+        if isinstance(decided, _Planned):
+            note_unindexed(decided.files())
+            self._pending = (file, decided, self._writer.submit(decided.write, sync_dir=False))
+        self._finish(previous)  # its report may raise (a cancelled call): this file is in flight already
+        if not isinstance(decided, _Planned):
+            self._finished(decided)
+
+    def _decide(self, file: Path) -> _Planned | DirectoryIngestItem:
+        """What to write for ``file``, or its item when nothing is to be written (unchanged, rejected)."""
+        documents, paths = self._documents, self._paths
+        try:
+            data = read_source(file, self._within, max_bytes=documents.registry.settings.max_document_bytes)
+            name = _filename(file.name)
+            converted = documents._convert(
+                paths, name, data, replace=self._replace, source=(str(file), None), keep_edits=False
             )
+            planned = (
+                converted
+                if isinstance(converted, IngestResult)
+                else documents._plan(converted, replace=self._replace, keep_edits=False, tags=self._tags)
+            )
+            if isinstance(planned, _Planned):
+                return planned
+            return _item(file, documents._retag(paths, planned, self._tags, self._actor))
+        except (CofferError, OSError) as exc:
+            return _failed_item(file, exc)
+
+    def finish(self) -> None:
+        """Index the document whose files are being written, and report it."""
+        pending, self._pending = self._pending, None
+        self._finish(pending)
+
+    def _finish(self, pending: _InFlight | None) -> None:
+        if pending is None:
+            return
+        file, planned, written = pending
+        try:
+            written.result()
+            item = _item(file, self._documents._index_written(planned, self._actor))
+        except (CofferError, OSError) as exc:
+            item = _failed_item(file, exc)
+        self._finished(item)
+
+
+def _item(file: Path, result: IngestResult) -> DirectoryIngestItem:
+    return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id, title=result.title)
+
+
+def _failed_item(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
+    """A file of a folder ingest that was not ingested, and why."""
+    if isinstance(exc, CofferError):
+        status: Literal["conflict", "rejected"] = "conflict" if exc.code == "source_conflict" else "rejected"
         return DirectoryIngestItem(
-            path=str(file), status=result.status, document_id=result.document_id, title=result.title
+            path=str(file), status=status, code=exc.code, message=exc.message, hint=exc.hint or None
         )
+    return DirectoryIngestItem(
+        path=str(file),
+        status="rejected",
+        code="unreadable",
+        message=str(exc),
+        hint="Check that the file exists and is readable by this user.",
+    )
 
 
 def visible_files(root: Path, *, folders: set[str] | None = None) -> Iterator[Path]:
@@ -596,24 +754,55 @@ def _size(file: Path) -> int:
         return 0
 
 
-def _write_files(
-    paths: KbPaths,
-    doc_id: str,
-    ext: str,
-    original: bytes,
-    markdown: bytes,
-    existing: DocumentRow | None,
-    *,
-    sync_dir: bool,
-) -> None:
-    """Write a document's original and its Markdown, the original landing first."""
-    paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
-    atomic_write_all(
-        [(paths.raw / f"{doc_id}.{ext or 'bin'}", original), (paths.doc(doc_id), markdown)], sync_dir=sync_dir
-    )
-    if existing is not None and existing.original_format != ext:
-        # Only the latest original is kept (a re-upload may come in another format).
-        remove_file(paths.raw / f"{doc_id}.{existing.original_format or 'bin'}")
+@dataclass(frozen=True, slots=True)
+class _Converted:
+    """An ingest converted before taking the lock, with the match it was decided on."""
+
+    paths: KbPaths
+    name: str
+    data: bytes
+    source: tuple[str | None, str | None]  # (source_path, source_url)
+    source_sha: str
+    match: DocumentRow | None
+    locked: bool  # matched under a folder ingest's lease, so the match still holds
+    conversion: Conversion
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """An ingest decided under the lock: a document's two files to write, then its rows."""
+
+    paths: KbPaths
+    doc_id: str
+    existing: DocumentRow | None
+    metadata: dict[str, Any]
+    body: str
+    original: bytes
+    ext: str
+    details: dict[str, Any]  # the audit record's
+
+    def files(self) -> list[Path]:
+        """Every file ``write`` creates, replaces or removes."""
+        stale = self._stale_original()
+        return [self._original(self.ext), self.paths.doc(self.doc_id), *([stale] if stale else [])]
+
+    def write(self, *, sync_dir: bool) -> None:
+        """Write the document's original and its Markdown, the original landing first."""
+        self.paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
+        markdown = render_document(self.metadata, self.body).encode("utf-8")
+        atomic_write_all(
+            [(self._original(self.ext), self.original), (self.paths.doc(self.doc_id), markdown)], sync_dir=sync_dir
+        )
+        if stale := self._stale_original():
+            remove_file(stale)
+
+    def _original(self, ext: str) -> Path:
+        return self.paths.raw / f"{self.doc_id}.{ext or 'bin'}"
+
+    def _stale_original(self) -> Path | None:
+        """The original of an earlier upload in another format: only the latest original is kept."""
+        old = self.existing
+        return self._original(old.original_format) if old is not None and old.original_format != self.ext else None
 
 
 def _text_upload(name: str, content: str) -> tuple[str, str | None]:

@@ -169,7 +169,9 @@ class Registry:
                 held.discard(name)
 
     @contextlib.contextmanager
-    def leased(self, kb: KbPaths, *, turn: float = LEASE_SECONDS) -> Iterator[Callable[[bool], None]]:
+    def leased(
+        self, kb: KbPaths, *, turn: float = LEASE_SECONDS, before_release: Callable[[], None] = lambda: None
+    ) -> Iterator[Callable[[bool], None]]:
         """Keep a knowledge base's write lock from one write to the next of a run (a folder ingest).
 
         Yields ``renew(hold)``, to call before each write. With ``hold`` it takes the lock when it
@@ -178,6 +180,8 @@ class Registry:
         Without ``hold`` (a write slow to prepare: a PDF to convert) it gives the lock up. Writes
         made while it is held skip their own lock and unlock (two round trips each on
         PostgreSQL); when it is busy, each write waits for it as it would alone.
+        ``before_release()`` runs whenever the lease is about to give the lock up (a run's
+        unfinished write finishes under it).
         """
         lease = contextlib.ExitStack()
         taken_at: float | None = None
@@ -187,6 +191,7 @@ class Registry:
             if taken_at is not None:
                 if hold and time.monotonic() - taken_at < turn:
                     return
+                before_release()
                 lease.close()
                 taken_at = None
                 return  # this write takes the lock on its own: a waiting writer may go first
@@ -199,7 +204,11 @@ class Registry:
             taken_at = time.monotonic()
 
         with lease:
-            yield renew
+            try:
+                yield renew
+            finally:
+                if taken_at is not None:
+                    before_release()
 
     def holds(self, name: str) -> bool:
         """Whether this thread holds the write lock of knowledge base ``name``."""

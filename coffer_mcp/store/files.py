@@ -15,7 +15,7 @@ import secrets
 import stat
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "atomic_write_all",
     "file_stamp",
     "fsync_dir",
+    "note_unindexed",
     "path_stamp",
     "read_store_file",
     "remove_file",
@@ -135,6 +136,13 @@ def unindexed_writes() -> contextlib.AbstractContextManager[None]:
     Open it while holding a KB's write lock, around the writes *and* the indexing of them.
     """
     return _UNINDEXED.scope()
+
+
+def note_unindexed(paths: Iterable[Path]) -> None:
+    """Note files as written by this thread's write block (``unindexed_writes``) when another thread
+    is to write them for it: notes are kept per thread, and a helper thread has no block of its own."""
+    for path in paths:
+        _UNINDEXED.note(path)
 
 
 def unindexed_mark() -> int:
