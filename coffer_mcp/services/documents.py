@@ -624,7 +624,7 @@ class _WriteBehind:
     ``ingest(file)`` matches and converts ``file`` and starts writing its two files in a thread,
     then indexes the document before it, whose files are written by then: the wait for one
     document's ``fsync`` overlaps the other's index write (on PostgreSQL, the round trips).
-    Each document still lands as alone: its files durable, then its rows in their own
+    Each document still lands as it would alone: its files durable, then its rows in their own
     transaction. ``finish()`` indexes the document in flight; the lease calls it before it gives
     the lock up, so no file is ever written outside the lock. Files are matched by
     ``source_path``, so a document in flight never changes the next one's match.
