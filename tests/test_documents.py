@@ -254,12 +254,11 @@ def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_inde
     tree = _notes_folder(tmp_path / "corpus", files)
     paths, _ = coffer.registry.open_kb(notes)
     looks: list[tuple[set[str], set[str]]] = []
-    ingesting = threading.Event()
-    done = threading.Event()
+    ingesting, ingested = threading.Event(), threading.Event()
 
     def look_between_turns() -> None:
         ingesting.wait(60)
-        while not done.is_set():
+        while not ingested.is_set():
             with coffer.registry.writing(paths):
                 looks.append((_documents_on_disk(coffer, notes), set(coffer.index.doc_stamps(notes))))
             time.sleep(0.005)
@@ -273,7 +272,7 @@ def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_inde
     try:
         result = coffer.ingest_path(notes, tree, progress=progress)
     finally:
-        done.set()
+        ingested.set()
         watcher.join(timeout=60)
     assert result.created == files
     assert [Path(item.path).name for item in result.items] == sorted(p.name for p in tree.iterdir())
