@@ -71,7 +71,7 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
-__all__ = ["MAX_OFFSET", "DocumentService", "skipped_name", "visible_files"]
+__all__ = ["MAX_OFFSET", "DocumentService", "failed_item", "skipped_name", "visible_files"]
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
@@ -610,7 +610,7 @@ class DocumentService:
                 tags=tags,
             )
         except (CofferError, OSError) as exc:
-            return _failed_item(file, exc)
+            return failed_item(file, exc)
         return _item(file, result)
 
 
@@ -686,7 +686,7 @@ class _WriteBehind:
                 return planned
             return _item(file, documents._retag(paths, planned, self._tags, self._actor))
         except (CofferError, OSError) as exc:
-            return _failed_item(file, exc)
+            return failed_item(file, exc)
 
     def finish(self) -> None:
         """Index the document whose files are being written, and report it."""
@@ -701,7 +701,7 @@ class _WriteBehind:
             written.result()
             item = _item(file, self._documents._index_written(planned, self._actor))
         except (CofferError, OSError) as exc:
-            item = _failed_item(file, exc)
+            item = failed_item(file, exc)
         self._finished(item)
 
 
@@ -709,8 +709,8 @@ def _item(file: Path, result: IngestResult) -> DirectoryIngestItem:
     return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id, title=result.title)
 
 
-def _failed_item(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
-    """A file of a folder ingest that was not ingested, and why."""
+def failed_item(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
+    """A file of a folder ingest (or of a followed folder) that was not ingested, and why."""
     if isinstance(exc, CofferError):
         status: Literal["conflict", "rejected"] = "conflict" if exc.code == "source_conflict" else "rejected"
         return DirectoryIngestItem(

@@ -36,7 +36,7 @@ from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedE
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, Progress
 from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
-from coffer_mcp.services.documents import DocumentService, skipped_name, visible_files
+from coffer_mcp.services.documents import DocumentService, failed_item, skipped_name, visible_files
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
     MAX_FOLLOWED,
@@ -428,13 +428,4 @@ def _item(path: Path, status: str, row: _Doc, *, message: str | None = None) -> 
 def _refused(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
     if isinstance(exc, CofferError):
         log.warning("followed file %s refused: %s", file, exc.message)
-        return DirectoryIngestItem(
-            path=str(file), status="rejected", code=exc.code, message=exc.message, hint=exc.hint or None
-        )
-    return DirectoryIngestItem(
-        path=str(file),
-        status="rejected",
-        code="unreadable",
-        message=str(exc),
-        hint="Check that the file exists and is readable by this user.",
-    )
+    return failed_item(file, exc)
