@@ -3,10 +3,11 @@
 Run from the repository root::
 
     python -m bench.ingest_cost [--documents 1000] [--backend sqlite,postgres] [--postgres-url URL]
-                                [--out bench/results/ingest-cost.json]
+                                [--via ingest_path|follow] [--out bench/results/ingest-cost.json]
 
 Writes the first ``--documents`` documents of the scale benchmark's synthetic corpus, ingests them
-with ``ingest_path`` into a fresh knowledge base of each backend (512/64 chunking, as
+with ``ingest_path`` (or, with ``--via follow``, by following the folder: ``coffer kb ingest
+--follow``'s first sync) into a fresh knowledge base of each backend (512/64 chunking, as
 ``bench.scale``), and reports documents per second. For PostgreSQL it also times every statement
 psycopg runs (``Connection.execute``, grouped by the statement's first words) and the transactions
 (``BEGIN``/``COMMIT`` round trips), in milliseconds per document: what an ingest costs in the
@@ -77,13 +78,13 @@ def statement_times() -> Iterator[tuple[Counter[str], Counter[str]]]:
         psycopg.Connection.transaction = transaction  # type: ignore[method-assign]
 
 
-def ingest(settings: Any, corpus: Path, backend: str) -> dict[str, Any]:
+def ingest(settings: Any, corpus: Path, backend: str, via: str = "ingest_path") -> dict[str, Any]:
     with Coffer(settings) as coffer:
         coffer.create_kb(KB, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         timing = statement_times() if backend == "postgres" else contextlib.nullcontext((Counter(), Counter()))
         with timing as (seconds, calls):
             started = time.perf_counter()
-            result = coffer.ingest_path(KB, corpus)
+            result = coffer.follow_folder(KB, corpus) if via == "follow" else coffer.ingest_path(KB, corpus)
             elapsed = time.perf_counter() - started
     n = result.created
     report: dict[str, Any] = {"documents": n, "seconds": elapsed, "docs_per_s": n / elapsed}
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--documents", type=int, default=1000)
     parser.add_argument("--backend", default="sqlite,postgres")
     parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--via", choices=("ingest_path", "follow"), default="ingest_path")
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--vocab", type=Path, default=DEFAULT_VOCAB)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -130,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "coffer_version": coffer_mcp.__version__,
         "coffer_source_sha256": source_fingerprint(),
         "machine": machine_info(None),
+        "via": args.via,
         "backends": {},
     }
     with tempfile.TemporaryDirectory(prefix="coffer-ingest-cost-", dir=args.workdir) as tmp:
@@ -142,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for name in backends:
             with open_backend(name, args.postgres_url) as backend:
                 settings = load_settings(home=root / name, embedding_provider="none", **backend.new_index())
-                data["backends"][name] = ingest(settings, root / "corpus", name)
+                data["backends"][name] = ingest(settings, root / "corpus", name, args.via)
                 if name == "postgres":
                     data["postgres"] = backend.describe()
             log(f"{name}: {data['backends'][name]['docs_per_s']:.0f} documents/s")

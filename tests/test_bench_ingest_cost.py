@@ -41,3 +41,12 @@ def test_ingest_cost_reports_both_backends_and_where_postgresql_spends_its_time(
     assert 0 < postgres["in_statements_ms_per_doc"] < postgres["total_ms_per_doc"]
     assert psycopg.Connection.execute is execute  # the timing is undone
     assert "| postgres |" in capsys.readouterr().out
+
+
+def test_ingest_cost_can_follow_the_folder_instead(tmp_path: Path) -> None:
+    out = tmp_path / "follow.json"
+    args = ["--documents", "6", "--backend", "sqlite", "--via", "follow", "--workdir", str(tmp_path), "--out", str(out)]
+    main(args)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["via"] == "follow"
+    assert data["backends"]["sqlite"]["documents"] == 6

@@ -244,8 +244,13 @@ def _documents_on_disk(coffer: Coffer, kb: str) -> set[str]:
     return {file.stem for file in coffer.registry.open_kb(kb)[0].docs.glob("*.md")}
 
 
+# Both ways a folder comes in write one file's files while the file before is indexed.
+FOLDER_INGESTS = ["ingest_path", "follow_folder"]
+
+
+@pytest.mark.parametrize("how", FOLDER_INGESTS)
 def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_indexed(
-    coffer: Coffer, notes: str, tmp_path: Path
+    coffer: Coffer, notes: str, tmp_path: Path, how: str
 ) -> None:
     # One file's writes overlap the indexing of the file before it. Whoever takes the lock between
     # two turns of the folder's lease must find no document file without its rows: none written
@@ -270,7 +275,7 @@ def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_inde
     watcher = threading.Thread(target=look_between_turns)
     watcher.start()
     try:
-        result = coffer.ingest_path(notes, tree, progress=progress)
+        result = getattr(coffer, how)(notes, tree, progress=progress)
     finally:
         ingested.set()
         watcher.join(timeout=60)
@@ -281,8 +286,9 @@ def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_inde
     assert all(on_disk == rows for on_disk, rows in between)
 
 
+@pytest.mark.parametrize("how", FOLDER_INGESTS)
 def test_a_folder_ingest_stopped_by_its_caller_leaves_no_written_document_unindexed(
-    coffer: Coffer, notes: str, tmp_path: Path
+    coffer: Coffer, notes: str, tmp_path: Path, how: str
 ) -> None:
     tree = _notes_folder(tmp_path / "corpus", 12)
 
@@ -291,7 +297,7 @@ def test_a_folder_ingest_stopped_by_its_caller_leaves_no_written_document_uninde
             raise KeyboardInterrupt  # as a cancelled MCP call stops in its progress report
 
     with pytest.raises(KeyboardInterrupt):
-        coffer.ingest_path(notes, tree, progress=progress)
+        getattr(coffer, how)(notes, tree, progress=progress)
     on_disk = _documents_on_disk(coffer, notes)
     assert 5 <= len(on_disk) < 12
     assert set(coffer.index.doc_stamps(notes)) == on_disk  # read before any reconcile could index them

@@ -148,6 +148,36 @@ def test_a_sync_applies_new_changed_and_deleted_files(make: Callable[..., Coffer
     assert (quiet.created, quiet.updated, quiet.removed, quiet.unchanged) == (0, 0, 0, 2)
 
 
+def test_a_sync_reports_each_file_in_the_folders_order_and_remembers_what_it_came_to(
+    make: Callable[..., Coffer], folder: Path, home: Path
+) -> None:
+    # New and changed files are written one while the one before is indexed; files the sync
+    # settles itself (unchanged, a conflict, refused) are reported in their place all the same.
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    beta = coffer.index.find_document("kb", source_path=str(folder / "deep" / "beta.md"))
+    coffer.edit_document("kb", beta.id, "# Beta\n\nEdited in Coffer: bison.")
+    write(folder / "deep" / "beta.md", "# Beta\n\nThe source moved on: badgers.")
+    write(folder / "alpha.md", "# Alpha\n\nAlbatrosses glide over the ocean.")
+    write(folder / "a0.md", "# A0\n\nAntelopes at dawn.")
+    write(folder / "empty.md", "")
+    write(folder / "zeta.md", "# Zeta\n\nZebras at dusk.")
+    [first] = coffer.sync_followed("kb")
+    [second] = coffer.sync_followed("kb")
+    names = ["a0.md", "alpha.md", "deep/beta.md", "empty.md", "zeta.md"]
+    assert [(str(Path(i.path).relative_to(folder)), i.status) for i in first.items] == list(
+        zip(names, ["created", "updated", "conflict", "rejected", "created"], strict=True)
+    )
+    assert [(str(Path(i.path).relative_to(folder)), i.status) for i in second.items] == list(
+        zip(names, ["unchanged", "unchanged", "conflict", "rejected", "unchanged"], strict=True)
+    )
+    assert (first.created, first.updated, first.conflict, first.rejected) == (2, 1, 1, 1)
+    assert titles(coffer, "albatrosses antelopes zebras") == ["A0", "Alpha", "Zeta"]
+    on_disk = {file.stem for file in (home / "knowledge" / "kb" / "docs").glob("*.md")}
+    assert set(coffer.index.doc_stamps("kb")) == on_disk
+    assert len(events(coffer, "KB_SOURCE_CONFLICT")) == 1
+
+
 def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(
     make: Callable[..., Coffer], folder: Path
 ) -> None:

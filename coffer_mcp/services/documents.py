@@ -8,6 +8,7 @@ audit event. A rejected ingest persists nothing.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import re
@@ -71,7 +72,7 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
-__all__ = ["MAX_OFFSET", "DocumentService", "failed_item", "skipped_name", "visible_files"]
+__all__ = ["MAX_OFFSET", "DocumentService", "FolderIngest", "failed_item", "skipped_name", "visible_files"]
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
@@ -540,7 +541,7 @@ class DocumentService:
         Each file is its own transaction: one bad file is reported and the rest go on, and a
         cancelled call stops between files with every finished file committed. Under the
         knowledge base's lease, one file's writes overlap the indexing of the file before it
-        (``_WriteBehind``). Symbolic links are not followed; with ``within``, a file whose real
+        (``FolderIngest``). Symbolic links are not followed; with ``within``, a file whose real
         path leaves those folders is refused.
         ``tags`` are given to every document ingested (None keeps a re-ingested document's own).
         """
@@ -564,18 +565,9 @@ class DocumentService:
                 progress(len(items), len(files), Path(item.path).name)
 
         try:
-            with (
-                _WriteBehind(self, paths, finished, replace=replace, actor=actor, within=within, tags=chosen) as behind,
-                self.registry.leased(paths, before_release=behind.finish) as renew,
-            ):
+            with self.folder_ingest(paths, finished, replace=replace, actor=actor, within=within, tags=chosen) as run:
                 for file in files:
-                    renew(quick_to_convert(file.name, _size(file)))
-                    if self.registry.holds(paths.name):
-                        behind.ingest(file)
-                    else:
-                        finished(
-                            self.ingest_file(paths, file, replace=replace, actor=actor, within=within, tags=chosen)
-                        )
+                    run.ingest(file)
         finally:
             # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
             fsync_dir(paths.docs)
@@ -583,6 +575,33 @@ class DocumentService:
         self.index.settle()
         counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
         return DirectoryIngestResult.model_validate({"kb": kb, "items": items, **counts})
+
+    @contextlib.contextmanager
+    def folder_ingest(
+        self,
+        paths: KbPaths,
+        finished: Callable[[DirectoryIngestItem], None],
+        *,
+        replace: bool,
+        actor: str,
+        within: Sequence[Path] | None,
+        tags: list[str] | None = None,
+        keep_edits: bool = False,
+    ) -> Iterator[FolderIngest]:
+        """A run of files ingested one after the other under the knowledge base's lease.
+
+        The caller's folder is synced by the caller once the run ends (``fsync_dir``), before it
+        answers. ``finished(item)`` gets each file's item, in the order the files were given.
+        """
+        run = FolderIngest(
+            self, paths, finished, replace=replace, actor=actor, within=within, tags=tags, keep_edits=keep_edits
+        )
+        try:
+            with self.registry.leased(paths, before_release=run.finish) as renew:
+                run.renew = renew
+                yield run
+        finally:
+            run.close()
 
     def ingest_file(
         self,
@@ -618,16 +637,19 @@ _InFlight = tuple[Path, "_Planned", concurrent.futures.Future[None]]
 """A file whose document's files are being written: the file, what is written, the write."""
 
 
-class _WriteBehind:
-    """A folder ingest under its lease, one document's files written while the one before is indexed.
+class FolderIngest:
+    """A run of files ingested under the lease, one document's files written while the one before is indexed.
 
-    ``ingest(file)`` matches and converts ``file`` and starts writing its two files in a thread,
-    then indexes the document before it, whose files are written by then: the wait for one
-    document's ``fsync`` overlaps the other's index write (on PostgreSQL, the round trips).
-    Each document still lands as it would alone: its files durable, then its rows in their own
-    transaction. ``finish()`` indexes the document in flight; the lease calls it before it gives
-    the lock up, so no file is ever written outside the lock. Files are matched by
-    ``source_path``, so a document in flight never changes the next one's match.
+    Made by ``DocumentService.folder_ingest``. ``ingest(file)`` renews the lease; holding it, it
+    matches and converts ``file`` and starts writing its two files in a thread, then indexes the
+    document before it, whose files are written by then: the wait for one document's ``fsync``
+    overlaps the other's index write (on PostgreSQL, the round trips). Each document still lands
+    as it would alone: its files durable, then its rows in their own transaction. Without the
+    lease (busy, or a slow conversion coming) the file is ingested on its own, as ``ingest_file``.
+    ``finish()`` indexes the document in flight; the lease calls it before it gives the lock up,
+    so no file is ever written outside the lock. Files are matched by ``source_path``, so a
+    document in flight never changes the next one's match. ``report(item)`` reports a file the
+    caller settled itself (a followed file found unchanged), in its place in the order.
     """
 
     def __init__(
@@ -640,25 +662,33 @@ class _WriteBehind:
         actor: str,
         within: Sequence[Path] | None,
         tags: list[str] | None,
+        keep_edits: bool,
     ) -> None:
         self._documents = documents
         self._paths = paths
         self._finished = finished
         self._replace, self._actor, self._within, self._tags = replace, actor, within, tags
+        self._keep_edits = keep_edits
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="coffer-ingest")
         self._pending: _InFlight | None = None
-
-    def __enter__(self) -> _WriteBehind:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.finish()
-        finally:
-            self._writer.shutdown()
+        self.renew: Callable[[bool], None] = lambda hold: None
 
     def ingest(self, file: Path) -> None:
-        """Start ingesting ``file``; call while holding the lease. Reports the document before it."""
+        """Ingest ``file`` (or start to, under the lease); reports the file before it, if still in flight."""
+        self.renew(quick_to_convert(file.name, _size(file)))
+        if not self._documents.registry.holds(self._paths.name):
+            self.report(
+                self._documents.ingest_file(
+                    self._paths,
+                    file,
+                    replace=self._replace,
+                    actor=self._actor,
+                    within=self._within,
+                    keep_edits=self._keep_edits,
+                    tags=self._tags,
+                )
+            )
+            return
         decided = self._decide(file)
         previous, self._pending = self._pending, None
         if isinstance(decided, _Planned):
@@ -668,19 +698,24 @@ class _WriteBehind:
         if not isinstance(decided, _Planned):
             self._finished(decided)
 
+    def report(self, item: DirectoryIngestItem) -> None:
+        """Report a file's item after the file in flight before it."""
+        self.finish()
+        self._finished(item)
+
     def _decide(self, file: Path) -> _Planned | DirectoryIngestItem:
         """What to write for ``file``, or its item when nothing is to be written (unchanged, rejected)."""
-        documents, paths = self._documents, self._paths
+        documents, paths, keep_edits = self._documents, self._paths, self._keep_edits
         try:
             data = read_source(file, self._within, max_bytes=documents.registry.settings.max_document_bytes)
             name = _filename(file.name)
             converted = documents._convert(
-                paths, name, data, replace=self._replace, source=(str(file), None), keep_edits=False
+                paths, name, data, replace=self._replace, source=(str(file), None), keep_edits=keep_edits
             )
             planned = (
                 converted
                 if isinstance(converted, IngestResult)
-                else documents._plan(converted, replace=self._replace, keep_edits=False, tags=self._tags)
+                else documents._plan(converted, replace=self._replace, keep_edits=keep_edits, tags=self._tags)
             )
             if isinstance(planned, _Planned):
                 return planned
@@ -692,6 +727,10 @@ class _WriteBehind:
         """Index the document whose files are being written, and report it."""
         pending, self._pending = self._pending, None
         self._finish(pending)
+
+    def close(self) -> None:
+        """Wait for the writing thread (the lease has finished the document in flight)."""
+        self._writer.shutdown()
 
     def _finish(self, pending: _InFlight | None) -> None:
         if pending is None:

@@ -200,21 +200,31 @@ class FollowService:
             else:
                 files, gone = self._hinted(kb, folder, changed)
             total = len(files) + len(gone)
-            try:
-                for done, name in enumerate(files, 1):
-                    file = Path(name)
-                    item = self._sync_file(paths, folder, file, actor, rows)
-                    counts[item.status] = counts.get(item.status, 0) + 1
-                    if unchanged_items or item.status != "unchanged":
-                        items.append(item)
-                    if progress:
-                        progress(done, total, file.name)
-                for done, row in enumerate(gone, len(files) + 1):
-                    item = self._gone(paths, folder, row, actor)
-                    counts[item.status] = counts.get(item.status, 0) + 1
+            looked_at: dict[str, int] = {}  # path -> version of the files read, until their items are reported
+
+            def finished(item: DirectoryIngestItem) -> None:
+                if item.code == "busy":  # the caller retries the whole change later
+                    raise StoreError(item.message or "busy", code="busy", hint=item.hint or "")
+                if item.path in looked_at:
+                    self._remember((paths.name, item.path), looked_at.pop(item.path), item)
+                counts[item.status] = counts.get(item.status, 0) + 1
+                if unchanged_items or item.status != "unchanged":
                     items.append(item)
-                    if progress:
-                        progress(done, total, Path(row.source_path or "").name)
+                if progress:
+                    progress(sum(counts.values()), total, Path(item.path).name)
+
+            try:
+                with self.documents.folder_ingest(
+                    paths, finished, replace=True, actor=actor, within=[Path(folder)], keep_edits=True
+                ) as run:
+                    for name in files:
+                        item = self._settled(paths, folder, Path(name), actor, rows, looked_at)
+                        if item is None:
+                            run.ingest(Path(name))
+                        else:
+                            run.report(item)
+                for row in gone:
+                    finished(self._gone(paths, folder, row, actor))
             finally:
                 if counts["created"] or counts["updated"]:
                     fsync_dir(paths.docs)
@@ -287,17 +297,23 @@ class FollowService:
         row = self.index.find_document(kb, source_path=str(path))
         return None if row is None else _Doc.of(row)
 
-    def _sync_file(
-        self, paths: KbPaths, folder: str, file: Path, actor: str, rows: dict[str, _Doc] | None
-    ) -> DirectoryIngestItem:
-        """One present file: unchanged, ingested, updated, refused, or a conflict.
+    def _settled(
+        self,
+        paths: KbPaths,
+        folder: str,
+        file: Path,
+        actor: str,
+        rows: dict[str, _Doc] | None,
+        looked_at: dict[str, int],
+    ) -> DirectoryIngestItem | None:
+        """One present file's item when it needs no ingest (unchanged, refused, a conflict); None to ingest it.
 
         ``rows`` are the folder's documents when the folder was walked (a walk follows no link);
         without them, the file is a path a watcher reported, which may lead through a link.
         What a file came to is remembered with its stamp (and its document's source hash): a
-        second full sync reads only files that changed since.
+        second full sync reads only files that changed since. ``looked_at`` gets the stamp of a
+        file read, for ``_remember`` once its item is reported.
         """
-        key = (paths.name, str(file))
         try:
             if rows is None and os.path.realpath(file) != str(file):
                 raise PathNotAllowedError(
@@ -307,7 +323,7 @@ class FollowService:
             stamp = _stamp(file)
             row = self._find(paths.name, file) if rows is None else rows.get(str(file))
             version = hash((stamp, row.source_sha256 if row is not None else ""))
-            known = self._known.get(key)
+            known = self._known.get((paths.name, str(file)))
             if known is not None and known[0] == version:
                 if known[1] is not None:
                     return known[1]
@@ -316,21 +332,19 @@ class FollowService:
             item = self._compare(paths, folder, file, row, actor)
         except (CofferError, OSError) as exc:
             return _refused(file, exc)
-        if item is None:
-            item = self.documents.ingest_file(
-                paths, file, replace=True, actor=actor, within=[Path(folder)], keep_edits=True
-            )
-            if item.code == "busy":  # the caller retries the whole change later
-                raise StoreError(item.message or "busy", code="busy", hint=item.hint or "")
-            if item.status == "rejected":
-                log.info("followed file %s not ingested: %s", file, item.message)
+        looked_at[str(file)] = version
+        return item
+
+    def _remember(self, key: tuple[str, str], version: int, item: DirectoryIngestItem) -> None:
+        """Keep what a file read at ``version`` came to, when reading it again would come to the same."""
+        if item.status == "rejected":
+            log.info("followed file %s not ingested: %s", item.path, item.message)
         if item.status == "unchanged":
             self._known[key] = (version, None)
         elif item.status == "conflict" or (item.status == "rejected" and item.code != "unreadable"):
             self._known[key] = (version, item)
         else:
             self._known.pop(key, None)
-        return item
 
     def _compare(
         self, paths: KbPaths, folder: str, file: Path, row: _Doc | None, actor: str
