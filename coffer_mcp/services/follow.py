@@ -2,9 +2,9 @@
 
 ``follow`` records a folder in the knowledge base's ``kb.yaml`` (its ``follow`` list) and brings
 the knowledge base up to date with it; ``sync`` does that again, for the whole folder or only for
-the paths a watcher saw change (``services/watcher.py``). Every file goes through the one ingest
-routine (``DocumentService.ingest_bytes``), matched by ``source_path`` and re-checked under the
-knowledge base's lock:
+the paths a watcher saw change (``services/watcher.py``). Files are ingested as an agent's
+``ingest_path`` ingests a folder (``DocumentService.folder_ingest``), matched by ``source_path``
+and re-checked under the knowledge base's lock:
 
 - a new file is ingested; a changed one is re-ingested in place (same id); an identical one is
   ``unchanged`` and writes nothing — which also makes a second server, or a second look at the
