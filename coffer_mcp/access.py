@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -19,9 +20,19 @@ from typing import IO
 from coffer_mcp.errors import IngestRejectedError, InvalidArgumentError, PathNotAllowedError
 from coffer_mcp.store import check_path_text
 
-__all__ = ["check_inside", "open_source", "read_source", "sha256_source"]
+__all__ = [
+    "check_inside",
+    "open_source",
+    "read_source",
+    "read_stamped_source",
+    "sha256_source",
+    "source_stamp",
+    "stamped_sha256_source",
+]
 
 _BLOCK = 1 << 20
+_SETTLED_NS = 2_000_000_000
+"""How long ago a file must have changed for its stamp to vouch for what was read (see ``_settled_stamp``)."""
 _NO_FOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -99,6 +110,11 @@ def open_source(path: Path, within: Sequence[Path] | None) -> Iterator[tuple[IO[
 
 def read_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> bytes:
     """The bytes of a source file opened with ``open_source``, refused beyond ``max_bytes``."""
+    return read_stamped_source(path, within, max_bytes=max_bytes)[0]
+
+
+def read_stamped_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> tuple[bytes, str]:
+    """``read_source``, and the stamp that vouches for those bytes ("" when none does: ``_settled_stamp``)."""
     with open_source(path, within) as (handle, opened):
         data = handle.read(max_bytes + 1) if opened.st_size <= max_bytes else b""
         if opened.st_size > max_bytes or len(data) > max_bytes:
@@ -107,13 +123,35 @@ def read_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) ->
                 f"{path.name} is {max(opened.st_size, len(data)):,} bytes; the limit is {max_bytes:,}.",
                 hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
             )
-    return data
+    return data, _settled_stamp(opened)
 
 
 def sha256_source(path: Path, within: Sequence[Path] | None) -> str:
     """The file's sha256, read in 1 MiB blocks (sources may be large)."""
+    return stamped_sha256_source(path, within)[0]
+
+
+def stamped_sha256_source(path: Path, within: Sequence[Path] | None) -> tuple[str, str]:
+    """``sha256_source``, and the stamp that vouches for that hash ("" when none does)."""
     digest = hashlib.sha256()
-    with open_source(path, within) as (handle, _):
+    with open_source(path, within) as (handle, opened):
         while block := handle.read(_BLOCK):
             digest.update(block)
-    return digest.hexdigest()
+    return digest.hexdigest(), _settled_stamp(opened)
+
+
+def source_stamp(info: os.stat_result) -> str:
+    """A source file's stamp: its modification time, size and inode. A file whose stamp is the same
+    is taken to hold the same bytes (what ``make`` and ``rsync`` assume too)."""
+    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
+
+
+def _settled_stamp(opened: os.stat_result) -> str:
+    """The stamp of a file as it was opened, if it can vouch for what was read from it; else "".
+
+    A file written again within the file system's clock tick keeps its modification time, so a
+    stamp taken while the file was just being written may name other bytes than those read (git
+    calls such entries "racily clean"). A file that had not changed for ``_SETTLED_NS`` before it
+    was read (measured after the read) does not have that problem.
+    """
+    return source_stamp(opened) if time.time_ns() - opened.st_mtime_ns > _SETTLED_NS else ""

@@ -201,7 +201,14 @@ def test_a_directory_ingest_walks_visible_files_and_records_source_paths(
     assert coffer.ingest_path(notes, tree, replace=True).updated == 1
 
 
-def test_another_writer_gets_its_turn_during_a_folder_ingest(coffer: Coffer, notes: str, tmp_path: Path) -> None:
+# Both ways a folder comes in write one file's files while the file before is indexed.
+FOLDER_INGESTS = ["ingest_path", "follow_folder"]
+
+
+@pytest.mark.parametrize("how", FOLDER_INGESTS)
+def test_another_writer_gets_its_turn_during_a_folder_ingest(
+    coffer: Coffer, notes: str, tmp_path: Path, how: str
+) -> None:
     # A folder ingest keeps the knowledge base's write lock from one file to the next, but gives
     # it up after a short turn: a writer that comes meanwhile does not wait for the whole folder.
     tree = tmp_path / "corpus"
@@ -225,7 +232,7 @@ def test_another_writer_gets_its_turn_during_a_folder_ingest(coffer: Coffer, not
             writer.start()
         time.sleep(0.02)  # the folder takes ~4 turns of the lock
 
-    result = coffer.ingest_path(notes, tree, progress=progress)
+    result = getattr(coffer, how)(notes, tree, progress=progress)
     writer.join(timeout=60)
     assert result.created == files
     assert other["result"].status == "created"  # type: ignore[attr-defined]
@@ -242,10 +249,6 @@ def _notes_folder(root: Path, files: int) -> Path:
 
 def _documents_on_disk(coffer: Coffer, kb: str) -> set[str]:
     return {file.stem for file in coffer.registry.open_kb(kb)[0].docs.glob("*.md")}
-
-
-# Both ways a folder comes in write one file's files while the file before is indexed.
-FOLDER_INGESTS = ["ingest_path", "follow_folder"]
 
 
 @pytest.mark.parametrize("how", FOLDER_INGESTS)

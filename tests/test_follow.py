@@ -17,6 +17,7 @@ from mcp import Client
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.access import source_stamp
 from coffer_mcp.errors import InvalidArgumentError, PackError, PathNotAllowedError
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.portability._format import parse_config
@@ -176,6 +177,57 @@ def test_a_sync_reports_each_file_in_the_folders_order_and_remembers_what_it_cam
     on_disk = {file.stem for file in (home / "knowledge" / "kb" / "docs").glob("*.md")}
     assert set(coffer.index.doc_stamps("kb")) == on_disk
     assert len(events(coffer, "KB_SOURCE_CONFLICT")) == 1
+
+
+def _aged(file: Path) -> None:
+    """Set the file's modification time a minute back, as a file that has not changed for a while."""
+    info = file.stat()
+    os.utime(file, ns=(info.st_atime_ns, info.st_mtime_ns - 60 * 10**9))
+
+
+def _rewritten_under_the_same_stamp(file: Path, old: str, new: str) -> None:
+    """Change words of a file in place, keeping its size, inode and modification time: its stamp."""
+    info = file.stat()
+    assert len(old) == len(new)
+    text = file.read_text(encoding="utf-8")
+    with open(file, "r+", encoding="utf-8") as handle:
+        handle.write(text.replace(old, new))
+    os.utime(file, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert source_stamp(file.stat()) == source_stamp(info)
+
+
+def test_a_new_process_reads_again_only_followed_files_whose_stamp_does_not_vouch_for_them(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    # A file's stamp (modification time, size, inode) vouches for the bytes its document was made
+    # from, kept in the index: a server that starts does not read such a file again. Files are
+    # rewritten here under their old stamp only to show which ones were read.
+    alpha, beta = folder / "alpha.md", folder / "deep" / "beta.md"
+    _aged(alpha)  # beta was just written: a stamp taken so soon may not vouch for what was read
+    make().follow_folder("kb", folder)
+    _rewritten_under_the_same_stamp(alpha, "Aardvarks", "Armadillo")
+    _rewritten_under_the_same_stamp(beta, "Beavers", "Badgers")
+    [second] = make().sync_followed("kb")  # a new process: it remembers nothing of its own
+    assert {Path(i.path).name: i.status for i in second.items} == {"alpha.md": "unchanged", "beta.md": "updated"}
+    reader = make()
+    assert (titles(reader, "armadillo"), titles(reader, "badgers")) == ([], ["Beta"])
+    _aged(beta)  # a new stamp: read once more, found unchanged, and from then on vouched for
+    [third] = make().sync_followed("kb")
+    assert {Path(i.path).name: i.status for i in third.items} == {"alpha.md": "unchanged", "beta.md": "unchanged"}
+    _rewritten_under_the_same_stamp(beta, "Badgers", "Bobcats")
+    [fourth] = make().sync_followed("kb")
+    assert [i.status for i in fourth.items] == ["unchanged", "unchanged"]
+    editor = make()
+    assert titles(editor, "bobcats") == []
+    kept = editor.index.find_document("kb", source_path=str(beta))
+    assert kept is not None
+    assert kept.source_stamp == source_stamp(beta.stat())
+    editor.edit_document("kb", kept.id, "# Beta\n\nEdited in Coffer.")  # the source is the same: still vouched for
+    assert editor.index.find_document("kb", source_path=str(beta)).source_stamp == kept.source_stamp  # type: ignore[union-attr]
+    changed = "# Alpha\n\nAlbatrosses glide over the ocean."
+    write(alpha, changed)  # a real change moves the stamp: read, and ingested
+    [fifth] = make().sync_followed("kb")
+    assert [(Path(i.path).name, i.status) for i in fifth.items] == [("alpha.md", "updated"), ("beta.md", "unchanged")]
 
 
 def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(

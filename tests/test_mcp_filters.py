@@ -403,8 +403,12 @@ def undo_filters_migration(coffer: Coffer, index_backend: str) -> None:
         "ALTER TABLE documents DROP COLUMN created_key",
         "ALTER TABLE documents DROP COLUMN updated_key",
     ]
-    if index_backend == "sqlite":
-        statements += ["DELETE FROM migrations WHERE name = '0007_filters'", "PRAGMA user_version = 6"]
+    if index_backend == "sqlite":  # SQLite migrates by number: the source stamps after it are undone too
+        statements += [
+            "ALTER TABLE documents DROP COLUMN source_stamp",
+            "DELETE FROM migrations WHERE name IN ('0007_filters', '0008_source_stamps')",
+            "PRAGMA user_version = 6",
+        ]
     else:
         statements.append("DELETE FROM migrations WHERE name = '0003_filters'")
     for statement in statements:

@@ -60,7 +60,9 @@ class DocumentRow:
     ``tags`` are the frontmatter's (``store.frontmatter_tags``). ``file_stamp`` is the file's stamp
     when it was indexed and ``chunk_params`` what its chunks were made with (both decide whether it
     must be indexed again); ``embedding_model`` is the model its vectors came from,
-    ``embed_pending`` whether an embedding is owed.
+    ``embed_pending`` whether an embedding is owed. ``source_stamp`` is the stamp of the source file
+    (``access.source_stamp``) whose bytes hash to ``source_sha256``, when one vouches for them (""
+    otherwise): a followed file with that stamp need not be read again.
     """
 
     id: str
@@ -82,6 +84,7 @@ class DocumentRow:
     chunk_params: str = ""
     embed_pending: bool = False
     embedding_model: str | None = None
+    source_stamp: str = ""
 
     @property
     def source_url(self) -> str | None:
@@ -301,6 +304,11 @@ class Index(Protocol):
 
     def delete_document(self, doc_id: str) -> None:
         """Remove a document's row, chunks, keyword entries and vectors."""
+        ...
+
+    def remember_source_stamps(self, stamps: Sequence[tuple[str, str, str]]) -> None:
+        """Set ``source_stamp`` of documents from ``(document id, source_sha256, stamp)``: each only
+        while its row still has that ``source_sha256`` (the bytes the stamp vouches for)."""
         ...
 
     # -- chunks ------------------------------------------------------------------------------------

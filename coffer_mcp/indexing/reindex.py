@@ -114,6 +114,8 @@ def index_document(
         return None
     row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
     current = None if new else index.get_document(kb.name, doc_id)
+    if current is not None and not row.source_stamp and current.source_sha256 == row.source_sha256:
+        row = dataclasses.replace(row, source_stamp=current.source_stamp)  # the same source bytes: still vouched for
     unchanged = (
         current is not None
         and current.content_sha256 == row.content_sha256

@@ -6,6 +6,7 @@ of its body). A body whose hash differs from the recorded one was edited outside
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +37,11 @@ def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
     return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, stat), body)
 
 
-def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str) -> Truth:
-    """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back)."""
-    return Truth(_derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat()), body)
+def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str, *, source_stamp: str = "") -> Truth:
+    """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back);
+    ``source_stamp``: that of the source file just read, if one vouches for its bytes."""
+    row = _derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat())
+    return Truth(dataclasses.replace(row, source_stamp=source_stamp) if source_stamp else row, body)
 
 
 def _derive_row(

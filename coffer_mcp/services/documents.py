@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ulid import ULID
 
-from coffer_mcp.access import read_source
+from coffer_mcp.access import read_stamped_source
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import (
     Conversion,
@@ -227,6 +227,7 @@ class DocumentService:
         batch: bool = False,
         keep_edits: bool = False,
         tags: list[str] | None = None,
+        source_stamp: str = "",
     ) -> IngestResult:
         """Ingest without a full reconcile: only the matching document's file is checked.
 
@@ -234,7 +235,8 @@ class DocumentService:
         In a ``batch`` the folders are synced once by the caller, before it answers. With
         ``keep_edits``, a matching document edited in Coffer is never replaced (checked under the
         lock, so an edit made meanwhile wins too). ``tags`` (checked) replace the document's own;
-        None keeps them.
+        None keeps them. ``source_stamp``: the stamp of the source file the bytes were read from,
+        when it vouches for them (``access.read_stamped_source``).
 
         Raises:
             SourceConflictError: ``keep_edits``, and the matching document was edited in Coffer.
@@ -249,6 +251,7 @@ class DocumentService:
             batch=batch,
             keep_edits=keep_edits,
             tags=tags,
+            stamp=source_stamp,
         )
         return self._retag(paths, result, tags, actor)  # after the lock: retagging takes it
 
@@ -264,8 +267,9 @@ class DocumentService:
         batch: bool,
         keep_edits: bool,
         tags: list[str] | None,
+        stamp: str = "",
     ) -> IngestResult:
-        converted = self._convert(paths, name, data, replace=replace, source=source, keep_edits=keep_edits)
+        converted = self._convert(paths, name, data, replace=replace, source=source, keep_edits=keep_edits, stamp=stamp)
         if isinstance(converted, IngestResult):
             return converted
         with self.registry.writing(paths):
@@ -284,6 +288,7 @@ class DocumentService:
         replace: bool,
         source: tuple[str | None, str | None],
         keep_edits: bool,
+        stamp: str = "",
     ) -> _Converted | IngestResult:
         """An ingest's first step, before the lock: its match, and its conversion unless the match
         answers it (an identical or refused re-upload costs no conversion)."""
@@ -296,7 +301,7 @@ class DocumentService:
         if keep_edits and match is not None and match.source_mode == "edited":
             raise _conflict(match)
         conversion = conversion_options(self.registry.settings).convert(name, data)
-        return _Converted(paths, name, data, source, source_sha, match, locked, conversion)
+        return _Converted(paths, name, data, source, source_sha, match, locked, conversion, stamp)
 
     def _plan(
         self, converted: _Converted, *, replace: bool, keep_edits: bool, tags: list[str] | None
@@ -340,13 +345,14 @@ class DocumentService:
             converted.data,
             conversion.original_format,
             {"filename": name, "source_sha256": converted.source_sha},
+            converted.stamp,
         )
 
     def _index_written(self, planned: _Planned, actor: str) -> IngestResult:
         """Index a planned ingest whose files are written, with its audit record. Call under the lock."""
         paths, doc_id, existing = planned.paths, planned.doc_id, planned.existing
         self.registry.wrote(paths)
-        truth = truth_of(paths, doc_id, planned.metadata, planned.body)
+        truth = truth_of(paths, doc_id, planned.metadata, planned.body, source_stamp=planned.source_stamp)
         event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
         written = index_document(
             self.index,
@@ -616,7 +622,7 @@ class DocumentService:
     ) -> DirectoryIngestItem:
         """Ingest one file of a folder (its folder synced by the caller); a failure is reported, not raised."""
         try:
-            data = read_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
+            data, stamp = read_stamped_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
             result = self.ingest_bytes(
                 paths,
                 _filename(file.name),
@@ -627,6 +633,7 @@ class DocumentService:
                 batch=True,
                 keep_edits=keep_edits,
                 tags=tags,
+                source_stamp=stamp,
             )
         except (CofferError, OSError) as exc:
             return failed_item(file, exc)
@@ -707,10 +714,11 @@ class FolderIngest:
         """What to write for ``file``, or its item when nothing is to be written (unchanged, rejected)."""
         documents, paths, keep_edits = self._documents, self._paths, self._keep_edits
         try:
-            data = read_source(file, self._within, max_bytes=documents.registry.settings.max_document_bytes)
+            max_bytes = documents.registry.settings.max_document_bytes
+            data, stamp = read_stamped_source(file, self._within, max_bytes=max_bytes)
             name = _filename(file.name)
             converted = documents._convert(
-                paths, name, data, replace=self._replace, source=(str(file), None), keep_edits=keep_edits
+                paths, name, data, replace=self._replace, source=(str(file), None), keep_edits=keep_edits, stamp=stamp
             )
             planned = (
                 converted
@@ -729,8 +737,15 @@ class FolderIngest:
         self._finish(pending)
 
     def close(self) -> None:
-        """Wait for the writing thread (the lease has finished the document in flight)."""
-        self._writer.shutdown()
+        """Index the document still in flight, if any, and stop the writing thread.
+
+        The lease finishes it before giving the lock up; one is left only when the lock was held
+        before the run began (a caller's own), and it is still held here.
+        """
+        try:
+            self.finish()
+        finally:
+            self._writer.shutdown()
 
     def _finish(self, pending: _InFlight | None) -> None:
         if pending is None:
@@ -805,6 +820,7 @@ class _Converted:
     match: DocumentRow | None
     locked: bool  # matched under a folder ingest's lease, so the match still holds
     conversion: Conversion
+    stamp: str  # the source file's, when it vouches for ``data`` (else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -819,6 +835,7 @@ class _Planned:
     original: bytes
     ext: str
     details: dict[str, Any]  # the audit record's
+    source_stamp: str  # the source file's, when it vouches for ``original`` (else "")
 
     def files(self) -> list[Path]:
         """Every file ``write`` creates, replaces or removes."""

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from coffer_mcp.access import check_inside, sha256_source
+from coffer_mcp.access import check_inside, source_stamp, stamped_sha256_source
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
 from coffer_mcp.index import DocumentRow
@@ -201,6 +201,7 @@ class FollowService:
                 files, gone = self._hinted(kb, folder, changed)
             total = len(files) + len(gone)
             looked_at: dict[str, int] = {}  # path -> version of the files read, until their items are reported
+            vouched: list[tuple[str, str, str]] = []  # (document id, source sha256, stamp) of files found unchanged
 
             def finished(item: DirectoryIngestItem) -> None:
                 if item.code == "busy":  # the caller retries the whole change later
@@ -218,11 +219,14 @@ class FollowService:
                     paths, finished, replace=True, actor=actor, within=[Path(folder)], keep_edits=True
                 ) as run:
                     for name in files:
-                        item = self._settled(paths, folder, Path(name), actor, rows, looked_at)
+                        item = self._settled(paths, folder, Path(name), actor, rows, looked_at, vouched)
                         if item is None:
                             run.ingest(Path(name))
                         else:
                             run.report(item)
+                if vouched:  # not read again by the next process either (a cache: no lock needed)
+                    with self.index.transaction():
+                        self.index.remember_source_stamps(vouched)
                 for row in gone:
                     finished(self._gone(paths, folder, row, actor))
             finally:
@@ -305,6 +309,7 @@ class FollowService:
         actor: str,
         rows: dict[str, _Doc] | None,
         looked_at: dict[str, int],
+        vouched: list[tuple[str, str, str]],
     ) -> DirectoryIngestItem | None:
         """One present file's item when it needs no ingest (unchanged, refused, a conflict); None to ingest it.
 
@@ -312,7 +317,10 @@ class FollowService:
         without them, the file is a path a watcher reported, which may lead through a link.
         What a file came to is remembered with its stamp (and its document's source hash): a
         second full sync reads only files that changed since. ``looked_at`` gets the stamp of a
-        file read, for ``_remember`` once its item is reported.
+        file read, for ``_remember`` once its item is reported. A file whose stamp is the one its
+        document's row keeps (``source_stamp``) is not read at all, in any process: the bytes that
+        stamp vouches for are the ones the row was made from; ``vouched`` gets the stamps of files
+        read and found unchanged, to be kept in their rows.
         """
         try:
             if rows is None and os.path.realpath(file) != str(file):
@@ -329,7 +337,9 @@ class FollowService:
                     return known[1]
                 if row is not None:
                     return _item(file, "unchanged", row)
-            item = self._compare(paths, folder, file, row, actor)
+            if row is not None and row.source_stamp == stamp:
+                return _item(file, "unchanged", row)
+            item = self._compare(paths, folder, file, row, actor, vouched)
         except (CofferError, OSError) as exc:
             return _refused(file, exc)
         looked_at[str(file)] = version
@@ -347,13 +357,15 @@ class FollowService:
             self._known.pop(key, None)
 
     def _compare(
-        self, paths: KbPaths, folder: str, file: Path, row: _Doc | None, actor: str
+        self, paths: KbPaths, folder: str, file: Path, row: _Doc | None, actor: str, vouched: list[tuple[str, str, str]]
     ) -> DirectoryIngestItem | None:
         """The outcome for a file whose document is as it was (unchanged, or a conflict); None to ingest it."""
         if row is None:
             return None
-        sha = sha256_source(file, [Path(folder)])
+        sha, stamp = stamped_sha256_source(file, [Path(folder)])
         if sha == row.source_sha256:
+            if stamp:
+                vouched.append((row.id, sha, stamp))
             return _item(file, "unchanged", row)
         if row.source_mode == "edited":
             return self._conflict(paths, row, file, sha, actor)
@@ -405,10 +417,11 @@ class _Doc:
     source_path: str
     source_sha256: str
     source_mode: str
+    source_stamp: str  # "" when no stamp vouches for the source's bytes: never equal to a file's stamp
 
     @classmethod
     def of(cls, row: DocumentRow) -> _Doc:
-        return cls(row.id, row.title, row.source_path or "", row.source_sha256, row.source_mode)
+        return cls(row.id, row.title, row.source_path or "", row.source_sha256, row.source_mode, row.source_stamp)
 
 
 def _gone_for_sure(source: str, folder: str) -> bool:
@@ -428,8 +441,7 @@ def _gone_for_sure(source: str, folder: str) -> bool:
 
 
 def _stamp(path: Path) -> str:
-    info = os.lstat(path)
-    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
+    return source_stamp(os.lstat(path))
 
 
 def _item(path: Path, status: str, row: _Doc, *, message: str | None = None) -> DirectoryIngestItem:

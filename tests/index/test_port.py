@@ -122,6 +122,18 @@ def test_a_document_comes_back_as_it_was_written_and_updates_in_place(index: Ind
     assert index.kb_stamps() == {"notes": "stamp-notes"}
 
 
+def test_a_source_stamp_is_kept_only_for_the_source_bytes_it_was_taken_with(index: Index) -> None:
+    kb(index, "notes")
+    with index.transaction():
+        index.upsert_document(doc("doc-01", "notes", source_stamp="1:2:3"))
+        index.upsert_document(doc("doc-02", "notes"))
+        index.upsert_document(doc("doc-03", "notes"))
+    with index.transaction():  # doc-03 was ingested again meanwhile: its bytes are no longer those hashed
+        index.remember_source_stamps([("doc-02", "s" * 64, "4:5:6"), ("doc-03", "t" * 64, "7:8:9")])
+    stamps = {d: index.get_document("notes", d).source_stamp for d in ("doc-01", "doc-02", "doc-03")}  # type: ignore[union-attr]
+    assert stamps == {"doc-01": "1:2:3", "doc-02": "4:5:6", "doc-03": ""}
+
+
 def test_find_document_returns_the_oldest_match_of_the_one_criterion_given(index: Index) -> None:
     kb(index, "notes")
     url = {"source_url": "https://example.org/a"}
@@ -964,11 +976,14 @@ def _to_previous_schema(index: Index) -> None:
         for table in sqlite_keyword.tables(conn).values():
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DROP TABLE keyword_tables")
-        # SQLite migrates by number: the migrations after it are undone too (tags and filters).
+        # SQLite migrates by number: the migrations after it are undone too (tags and filters,
+        # source stamps).
         conn.execute("DROP TABLE document_tags")
-        for column in ("tags", "created_key", "updated_key"):
+        for column in ("tags", "created_key", "updated_key", "source_stamp"):
             conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
-        conn.execute("DELETE FROM migrations WHERE name IN ('0006_keyword_per_kb', '0007_filters')")
+        conn.execute(
+            "DELETE FROM migrations WHERE name IN ('0006_keyword_per_kb', '0007_filters', '0008_source_stamps')"
+        )
         conn.execute("PRAGMA user_version = 5")
         return
     conn.execute("ALTER TABLE postings DROP CONSTRAINT postings_pkey")

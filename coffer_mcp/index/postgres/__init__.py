@@ -350,6 +350,10 @@ class PostgresIndex:
     def delete_document(self, doc_id: str) -> None:
         q.delete_document(self.conn, doc_id)
 
+    @_mapped
+    def remember_source_stamps(self, stamps: Sequence[tuple[str, str, str]]) -> None:
+        q.remember_source_stamps(self.conn, stamps)
+
     # -- chunks ------------------------------------------------------------------------------------
 
     @_mapped
@@ -554,6 +558,7 @@ def _document(row: dict[str, Any]) -> DocumentRow:
         chunk_params=row["chunk_params"],
         embed_pending=bool(row["embed_pending"]),
         embedding_model=row["embedding_model"],
+        source_stamp=row["source_stamp"],
     )
 
 

@@ -69,6 +69,7 @@ DOC_COLUMNS = (
     "tags",
     "file_stamp",
     "chunk_params",
+    "source_stamp",
 )
 _JSON_COLUMNS = ("metadata", "tags")
 _STORED = (*DOC_COLUMNS, "created_key", "updated_key")
@@ -274,6 +275,15 @@ def document_chunk_count(conn: Connection, doc_id: str) -> int:
 
 
 # -- embeddings --------------------------------------------------------------------------------
+
+
+def remember_source_stamps(conn: Connection, stamps: Sequence[tuple[str, str, str]]) -> None:
+    """Each ``(document id, source_sha256, stamp)``: the stamp, if the row still has that hash."""
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "UPDATE documents SET source_stamp = %s WHERE id = %s AND source_sha256 = %s",
+            [(stamp, doc_id, sha) for doc_id, sha, stamp in stamps],
+        )
 
 
 def set_embedding(conn: Connection, doc_id: str, *, pending: bool, model: str | None) -> None:

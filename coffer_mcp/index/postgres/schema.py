@@ -257,6 +257,12 @@ CREATE TRIGGER keyword_stats_written BEFORE UPDATE ON keyword_stats FOR EACH ROW
     EXECUTE FUNCTION stamp_keyword_write();
 """
 
+_SOURCE_STAMPS = """
+-- The stamp of the source file whose bytes hash to source_sha256 (access.source_stamp), when one
+-- vouches for them: a followed file with that stamp is not read again (services/follow.py).
+ALTER TABLE documents ADD COLUMN source_stamp text NOT NULL DEFAULT '';
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
@@ -266,6 +272,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0006_chunk_terms", _CHUNK_TERMS),
     ("0007_function_word_pairs", _FUNCTION_WORD_PAIRS),
     ("0008_keyword_writes", _KEYWORD_WRITES),
+    ("0009_source_stamps", _SOURCE_STAMPS),
 ]
 
 _EXTENSION_HINT = (

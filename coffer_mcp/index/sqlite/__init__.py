@@ -188,6 +188,9 @@ class SqliteIndex:
     def delete_document(self, doc_id: str) -> None:
         q.delete_document(self.conn, doc_id)
 
+    def remember_source_stamps(self, stamps: Sequence[tuple[str, str, str]]) -> None:
+        q.remember_source_stamps(self.conn, stamps)
+
     # -- chunks ------------------------------------------------------------------------------------
 
     def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
@@ -391,6 +394,7 @@ def _document(row: Any) -> DocumentRow:
         chunk_params=row["chunk_params"],
         embed_pending=bool(row["embed_pending"]),
         embedding_model=row["embedding_model"],
+        source_stamp=row["source_stamp"],
     )
 
 

@@ -70,6 +70,7 @@ DOC_COLUMNS = (
     "tags",
     "file_stamp",
     "chunk_params",
+    "source_stamp",
 )
 _JSON_COLUMNS = ("metadata", "tags")
 _STORED = (*DOC_COLUMNS, "created_key", "updated_key")
@@ -285,6 +286,14 @@ def chunk_texts(conn: Connection, doc_id: str) -> list[tuple[int, str]]:
     """``(chunk id, text)`` of a document, in order."""
     rows = conn.execute("SELECT id, text FROM chunks WHERE document_id = ? ORDER BY position", (doc_id,))
     return [(row[0], row[1]) for row in rows]
+
+
+def remember_source_stamps(conn: Connection, stamps: Sequence[tuple[str, str, str]]) -> None:
+    """Each ``(document id, source_sha256, stamp)``: the stamp, if the row still has that hash."""
+    conn.executemany(
+        "UPDATE documents SET source_stamp = ? WHERE id = ? AND source_sha256 = ?",
+        [(stamp, doc_id, sha) for doc_id, sha, stamp in stamps],
+    )
 
 
 def set_embedding(conn: Connection, doc_id: str, *, pending: bool, model: str | None) -> None:

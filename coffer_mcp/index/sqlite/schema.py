@@ -170,6 +170,13 @@ UPDATE documents SET file_stamp = '';
 """
 
 
+_SOURCE_STAMPS = """
+-- The stamp of the source file whose bytes hash to source_sha256 (access.source_stamp), when one
+-- vouches for them: a followed file with that stamp is not read again (services/follow.py).
+ALTER TABLE documents ADD COLUMN source_stamp TEXT NOT NULL DEFAULT '';
+"""
+
+
 def _keyword_per_kb(conn: Connection) -> None:
     """One full-text table per knowledge base (``index/sqlite/keyword.py``), filled from the
     chunks, in place of ``chunks_fts``: BM25 statistics of a knowledge base's own chunks."""
@@ -188,6 +195,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0005_ann", _ANN),
     ("0006_keyword_per_kb", _keyword_per_kb),
     ("0007_filters", _FILTERS),
+    ("0008_source_stamps", _SOURCE_STAMPS),
 ]
 
 
