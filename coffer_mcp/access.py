@@ -23,7 +23,6 @@ from coffer_mcp.store import check_path_text
 __all__ = [
     "check_inside",
     "open_source",
-    "read_source",
     "read_stamped_source",
     "sha256_source",
     "source_stamp",
@@ -31,7 +30,7 @@ __all__ = [
 ]
 
 _BLOCK = 1 << 20
-_SETTLED_NS = 2_000_000_000
+_SETTLED_NS = 60 * 1_000_000_000
 """How long ago a file must have changed for its stamp to vouch for what was read (see ``_settled_stamp``)."""
 _NO_FOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -108,13 +107,9 @@ def open_source(path: Path, within: Sequence[Path] | None) -> Iterator[tuple[IO[
         yield handle, opened
 
 
-def read_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> bytes:
-    """The bytes of a source file opened with ``open_source``, refused beyond ``max_bytes``."""
-    return read_stamped_source(path, within, max_bytes=max_bytes)[0]
-
-
 def read_stamped_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> tuple[bytes, str]:
-    """``read_source``, and the stamp that vouches for those bytes ("" when none does: ``_settled_stamp``)."""
+    """The bytes of a source file opened with ``open_source``, refused beyond ``max_bytes``, and the
+    stamp that vouches for them ("" when none does: ``_settled_stamp``)."""
     with open_source(path, within) as (handle, opened):
         data = handle.read(max_bytes + 1) if opened.st_size <= max_bytes else b""
         if opened.st_size > max_bytes or len(data) > max_bytes:
@@ -152,6 +147,7 @@ def _settled_stamp(opened: os.stat_result) -> str:
     A file written again within the file system's clock tick keeps its modification time, so a
     stamp taken while the file was just being written may name other bytes than those read (git
     calls such entries "racily clean"). A file that had not changed for ``_SETTLED_NS`` before it
-    was read (measured after the read) does not have that problem.
+    was read (measured after the read) does not have that problem: a minute covers FAT's 2 s
+    ticks and a file server's clock some seconds off this one's.
     """
     return source_stamp(opened) if time.time_ns() - opened.st_mtime_ns > _SETTLED_NS else ""

@@ -180,9 +180,9 @@ def test_a_sync_reports_each_file_in_the_folders_order_and_remembers_what_it_cam
 
 
 def _aged(file: Path) -> None:
-    """Set the file's modification time a minute back, as a file that has not changed for a while."""
+    """Set the file's modification time ten minutes back, as a file that has not changed for a while."""
     info = file.stat()
-    os.utime(file, ns=(info.st_atime_ns, info.st_mtime_ns - 60 * 10**9))
+    os.utime(file, ns=(info.st_atime_ns, info.st_mtime_ns - 600 * 10**9))
 
 
 def _rewritten_under_the_same_stamp(file: Path, old: str, new: str) -> None:

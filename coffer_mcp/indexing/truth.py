@@ -6,7 +6,6 @@ of its body). A body whose hash differs from the recorded one was edited outside
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -40,12 +39,11 @@ def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
 def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str, *, source_stamp: str = "") -> Truth:
     """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back);
     ``source_stamp``: that of the source file just read, if one vouches for its bytes."""
-    row = _derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat())
-    return Truth(dataclasses.replace(row, source_stamp=source_stamp) if source_stamp else row, body)
+    return Truth(_derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat(), source_stamp), body)
 
 
 def _derive_row(
-    kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body: str, stat: os.stat_result
+    kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body: str, stat: os.stat_result, source_stamp: str = ""
 ) -> DocumentRow:
     """The index row of a document, from its frontmatter with file-based fallbacks (never "now")."""
     content_sha = body_sha256(body)
@@ -71,6 +69,7 @@ def _derive_row(
         metadata=meta,
         tags=frontmatter_tags(meta),
         file_stamp=file_stamp(stat),
+        source_stamp=source_stamp,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from coffer_mcp.access import check_inside, read_source, sha256_source
+from coffer_mcp.access import check_inside, read_stamped_source, sha256_source
 from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBlockedError
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestResult, IngestResult, Progress, SourceCheck, SourceReport, SourceStatus
@@ -144,14 +144,21 @@ class SourceService:
             )
         source = Path(row.source_path)
         try:
-            data = read_source(source, within, max_bytes=self.registry.settings.max_document_bytes)
+            data, stamp = read_stamped_source(source, within, max_bytes=self.registry.settings.max_document_bytes)
         except OSError as exc:
             raise ReconversionBlockedError(
                 f"Cannot read the source {source}: {exc.strerror}.",
                 hint="{tool:check_sources} reports it missing; re-ingest from its new place.",
             ) from exc
         return self.documents.ingest_bytes(
-            paths, row.original_filename, data, replace=True, actor=actor, source_path=row.source_path, keep_edits=True
+            paths,
+            row.original_filename,
+            data,
+            replace=True,
+            actor=actor,
+            source_path=row.source_path,
+            keep_edits=True,
+            source_stamp=stamp,
         )
 
 
