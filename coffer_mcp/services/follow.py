@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 WATCHER = "watcher"
 """The actor of what the watcher writes, in the audit log."""
 _COUNTED = ("created", "updated", "unchanged", "rejected", "conflict", "removed")
+_VOUCHED_BATCH = 4096
+"""Source stamps learned by a sync are written this many at a time (a first sync may learn 100,000)."""
 
 
 class FollowService:
@@ -224,9 +226,9 @@ class FollowService:
                             run.ingest(Path(name))
                         else:
                             run.report(item)
-                if vouched:  # not read again by the next process either (a cache: no lock needed)
-                    with self.index.transaction():
-                        self.index.remember_source_stamps(vouched)
+                        if len(vouched) >= _VOUCHED_BATCH:
+                            self._keep_stamps(vouched)
+                self._keep_stamps(vouched)
                 for row in gone:
                     finished(self._gone(paths, folder, row, actor))
             finally:
@@ -316,8 +318,8 @@ class FollowService:
         ``rows`` are the folder's documents when the folder was walked (a walk follows no link);
         without them, the file is a path a watcher reported, which may lead through a link.
         What a file came to is remembered with its stamp (and its document's source hash): a
-        second full sync reads only files that changed since. ``looked_at`` gets the stamp of a
-        file read, for ``_remember`` once its item is reported. A file whose stamp is the one its
+        second full sync reads only files that changed since. ``looked_at`` gets the version (stamp
+        and source hash) of a file read, for ``_remember`` once its item is reported. A file whose stamp is the one its
         document's row keeps (``source_stamp``) is not read at all, in any process: the bytes that
         stamp vouches for are the ones the row was made from; ``vouched`` gets the stamps of files
         read and found unchanged, to be kept in their rows.
@@ -344,6 +346,15 @@ class FollowService:
             return _refused(file, exc)
         looked_at[str(file)] = version
         return item
+
+    def _keep_stamps(self, vouched: list[tuple[str, str, str]]) -> None:
+        """Keep the stamps of files read and found unchanged in their rows (then forget them here),
+        so that no process reads them again. A cache fill: no lock is needed, since a row only takes
+        a stamp while its source hash is still the one the stamp vouches for."""
+        if vouched:
+            with self.index.transaction():
+                self.index.remember_source_stamps(vouched)
+            vouched.clear()
 
     def _remember(self, key: tuple[str, str], version: int, item: DirectoryIngestItem) -> None:
         """Keep what a file read at ``version`` came to, when reading it again would come to the same."""
