@@ -5,7 +5,9 @@
 1. **Set-up.** A folder of N synthetic Markdown files (``bench/_corpus``, ~1.2 kB each, in
    subfolders of 1,000) is followed by a knowledge base (``Coffer.follow_folder``: the initial
    ingest is timed), then ``coffer serve --http`` starts; the time until its metrics say the
-   folder is ``watched`` is the watcher's start-up catch-up (a full sync that hashes every file).
+   folder is ``watched`` is the watcher's start-up catch-up (a full sync that reads the files
+   whose stamp does not vouch for their document's bytes: at first, those ingested within a
+   minute of being written). At the end a server starts once more, and its catch-up is timed too.
 2. **Pick-up latency.** A file is written and the server is searched every 10 ms (over MCP) until
    its unique word is found: new files and changed ones, one at a time, with the server idle and
    while two clients search back to back.
@@ -424,6 +426,10 @@ async def measure(
         log(f"idle CPU over {args.idle_seconds} s (watcher off)")
         report["idle_not_watching"] = await idle_cpu(plain.proc.pid, args.idle_seconds)
         log(f"  {report['idle_not_watching']}")
+    with http_server(home) as again:  # the files the first catch-up read now have stamps that vouch
+        async with Client(f"{again.url}/mcp", client_info=CLIENT) as client:
+            report["watcher_catch_up_again_s"] = round(await wait_for(lambda: _watched(client), "the watcher"), 2)
+            log(f"a second start's watcher live after {report['watcher_catch_up_again_s']} s")
     return report
 
 
@@ -438,7 +444,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     pick, busy = report["pickup_idle"], report["pickup_under_search"]
     rows = [
         ("initial follow (ingest)", f"{follow.get('seconds', '—')} s for {report['documents']:,} files"),
-        ("watcher start-up catch-up (hashes every file)", f"{report['watcher_catch_up_s']} s"),
+        (
+            "watcher start-up catch-up: first start / a later one",
+            f"{report['watcher_catch_up_s']} s / {report.get('watcher_catch_up_again_s', '—')} s",
+        ),
         (
             "indexed, idle: new / changed file, P50 / P95 ms",
             f"{ms(pick['new_indexed'])}; {ms(pick['changed_indexed'])}",
