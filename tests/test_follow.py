@@ -230,6 +230,31 @@ def test_a_new_process_reads_again_only_followed_files_whose_stamp_does_not_vouc
     assert [(Path(i.path).name, i.status) for i in fifth.items] == [("alpha.md", "updated"), ("beta.md", "unchanged")]
 
 
+def test_stamps_learned_by_a_long_sync_are_kept_as_it_goes(
+    make: Callable[..., Coffer], folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first sync after an upgrade may learn the stamps of 100,000 files: it keeps them in
+    # batches as it goes (here one at a time), so a server stopped halfway keeps what it learned.
+    from coffer_mcp.services import follow as follow_module
+
+    write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    make().follow_folder("kb", folder)  # just written: no stamp vouches for any of them yet
+    files = [folder / "alpha.md", folder / "deep" / "beta.md", folder / "gamma.md"]
+    for file in files:
+        _aged(file)
+    monkeypatch.setattr(follow_module, "_VOUCHED_BATCH", 1)
+
+    def stop_at_the_second(done: int, total: int, name: str) -> None:
+        if done == 2:
+            raise KeyboardInterrupt  # as a server that stops
+
+    with pytest.raises(KeyboardInterrupt):
+        make().sync_followed("kb", progress=stop_at_the_second)
+    reader = make()
+    stamps = [reader.index.find_document("kb", source_path=str(file)).source_stamp for file in files]  # type: ignore[union-attr]
+    assert stamps == [source_stamp(files[0].stat()), "", ""]
+
+
 def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(
     make: Callable[..., Coffer], folder: Path
 ) -> None:
