@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from coffer_mcp.errors import IngestRejectedError, InvalidArgumentError, PathNotAllowedError
-from coffer_mcp.store import check_path_text
+from coffer_mcp.store import check_path_text, file_stamp
 
 __all__ = [
     "check_inside",
@@ -138,7 +138,7 @@ def stamped_sha256_source(path: Path, within: Sequence[Path] | None) -> tuple[st
 def source_stamp(info: os.stat_result) -> str:
     """A source file's stamp: its modification time, size and inode. A file whose stamp is the same
     is taken to hold the same bytes (what ``make`` and ``rsync`` assume too)."""
-    return f"{info.st_mtime_ns}:{info.st_size}:{info.st_ino}"
+    return f"{file_stamp(info)}:{info.st_ino}"
 
 
 def _settled_stamp(opened: os.stat_result) -> str:

@@ -251,7 +251,7 @@ class DocumentService:
             batch=batch,
             keep_edits=keep_edits,
             tags=tags,
-            stamp=source_stamp,
+            source_stamp=source_stamp,
         )
         return self._retag(paths, result, tags, actor)  # after the lock: retagging takes it
 
@@ -267,9 +267,11 @@ class DocumentService:
         batch: bool,
         keep_edits: bool,
         tags: list[str] | None,
-        stamp: str = "",
+        source_stamp: str = "",
     ) -> IngestResult:
-        converted = self._convert(paths, name, data, replace=replace, source=source, keep_edits=keep_edits, stamp=stamp)
+        converted = self._convert(
+            paths, name, data, replace=replace, source=source, keep_edits=keep_edits, source_stamp=source_stamp
+        )
         if isinstance(converted, IngestResult):
             return converted
         with self.registry.writing(paths):
@@ -288,7 +290,7 @@ class DocumentService:
         replace: bool,
         source: tuple[str | None, str | None],
         keep_edits: bool,
-        stamp: str = "",
+        source_stamp: str = "",
     ) -> _Converted | IngestResult:
         """An ingest's first step, before the lock: its match, and its conversion unless the match
         answers it (an identical or refused re-upload costs no conversion)."""
@@ -301,7 +303,7 @@ class DocumentService:
         if keep_edits and match is not None and match.source_mode == "edited":
             raise _conflict(match)
         conversion = conversion_options(self.registry.settings).convert(name, data)
-        return _Converted(paths, name, data, source, source_sha, match, locked, conversion, stamp)
+        return _Converted(paths, name, data, source, source_sha, match, locked, conversion, source_stamp)
 
     def _plan(
         self, converted: _Converted, *, replace: bool, keep_edits: bool, tags: list[str] | None
@@ -345,7 +347,7 @@ class DocumentService:
             converted.data,
             conversion.original_format,
             {"filename": name, "source_sha256": converted.source_sha},
-            converted.stamp,
+            converted.source_stamp,
         )
 
     def _index_written(self, planned: _Planned, actor: str) -> IngestResult:
@@ -718,7 +720,13 @@ class FolderIngest:
             data, stamp = read_stamped_source(file, self._within, max_bytes=max_bytes)
             name = _filename(file.name)
             converted = documents._convert(
-                paths, name, data, replace=self._replace, source=(str(file), None), keep_edits=keep_edits, stamp=stamp
+                paths,
+                name,
+                data,
+                replace=self._replace,
+                source=(str(file), None),
+                keep_edits=keep_edits,
+                source_stamp=stamp,
             )
             planned = (
                 converted
@@ -820,7 +828,7 @@ class _Converted:
     match: DocumentRow | None
     locked: bool  # matched under a folder ingest's lease, so the match still holds
     conversion: Conversion
-    stamp: str  # the source file's, when it vouches for ``data`` (else "")
+    source_stamp: str  # the source file's, when it vouches for ``data`` (else "")
 
 
 @dataclass(frozen=True, slots=True)
