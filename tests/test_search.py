@@ -75,6 +75,14 @@ def test_a_mixed_language_query_finds_the_chinese_document(coffer: Coffer, corpu
     assert top(coffer, "HNSW 近邻搜索算法")[0] == corpus["zh.md"]
 
 
+@pytest.mark.parametrize("query", ["Hauptstraße", "hauptstraße", "Fußgänger", "ﬁnal", "µm"])
+def test_a_word_is_found_as_it_is_written_in_any_letters(coffer: Coffer, notes: str, query: str) -> None:
+    # "ß" and "ﬁ" were case-folded to "ss" and "fi" in queries, while the index keeps them as written.
+    doc = coffer.add_document(notes, "de.md", "# Umleitung\n\nDie Hauptstraße ist gesperrt. Fußgänger: 5 µm. The ﬁnal report.")
+    coffer.add_document(notes, "other.md", "# Other\n\nNothing to see here.")
+    assert top(coffer, query) == [doc.document_id]
+
+
 def test_a_partial_identifier_is_found_by_substring(coffer: Coffer, corpus: dict[str, str]) -> None:
     assert top(coffer, "user_name")[0] == corpus["code.md"]
     assert top(coffer, "ackend")[0] == corpus["code.md"]

@@ -57,11 +57,11 @@ class QueryTerms:
     """The searchable pieces of a query."""
 
     words: list[str] = field(default_factory=list)
-    """Non-CJK word tokens, case-folded, de-duplicated, in query order."""
+    """Non-CJK word tokens, lower-cased, de-duplicated, in query order."""
     cjk_runs: list[str] = field(default_factory=list)
     """Maximal runs of CJK characters, in query order."""
     tokens: list[str] = field(default_factory=list)
-    """Non-CJK word tokens, case-folded, in query order, repeats kept (for a phrase)."""
+    """Non-CJK word tokens, lower-cased, in query order, repeats kept (for a phrase)."""
 
     @property
     def only_stopwords(self) -> bool:
@@ -93,7 +93,9 @@ class QueryTerms:
 def analyze(query: str) -> QueryTerms:
     """Split a user query into word tokens and CJK runs."""
     cjk_runs = _unique(_CJK_RUN.findall(query))
-    tokens = [token.casefold() for token in _WORD.findall(_CJK_RUN.sub(" ", query))]
+    # Lower-cased, not case-folded: FTS5's unicode61 folds case itself but keeps "ß" and "ﬁ",
+    # which ``casefold`` would turn into "ss" and "fi", words no document holds as written.
+    tokens = [token.lower() for token in _WORD.findall(_CJK_RUN.sub(" ", query))]
     return QueryTerms(words=_unique(tokens)[:MAX_TERMS], cjk_runs=cjk_runs[:MAX_TERMS], tokens=tokens[:MAX_TERMS])
 
 
