@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from typing import Any
 
 import yaml
@@ -38,7 +39,9 @@ MAX_FRONTMATTER_DEPTH = 16
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _OPEN = "---\n"
-_CLOSE_MARKERS = ("\n---\n", "\n---\r\n", "\n...\n")
+# The block ends at its first line that is "---" or "..." alone: followed by a line break or by
+# the end of the file (an editor that adds no final newline, a body deleted by hand).
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\r?\Z)", re.MULTILINE)
 _OPENERS = (
     yaml.BlockMappingStartToken,
     yaml.BlockSequenceStartToken,
@@ -117,11 +120,10 @@ def _split(text: str) -> tuple[str | None, int]:
     if not text.startswith(_OPEN) and not text.startswith("---\r\n"):
         return None, 0
     head_start = text.index("\n") + 1
-    for marker in _CLOSE_MARKERS:
-        end = text.find(marker, head_start - 1)
-        if end != -1:
-            return text[head_start:end], end + len(marker)
-    return None, 0
+    close = _CLOSE.search(text, head_start)
+    if close is None:
+        return None, 0
+    return text[head_start : close.start()], close.end()
 
 
 def _split_and_load(text: str) -> tuple[dict[str, Any] | None, str]:

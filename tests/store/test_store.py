@@ -12,6 +12,7 @@ from coffer_mcp.errors import StoreError
 from coffer_mcp.store import (
     atomic_write,
     atomic_write_all,
+    body_line_offset,
     body_sha256,
     file_lock,
     parse_document,
@@ -93,6 +94,22 @@ def test_frontmatter_round_trips_and_quotes_timestamps(tmp_path: Path) -> None:
     parsed, body = parse_document(text)
     assert parsed == meta
     assert body == "# Body\n\ntext"
+
+
+@pytest.mark.parametrize(
+    ("text", "body"),
+    [
+        ("---\ntitle: Plan\n---", ""),  # the body deleted in an editor that adds no final newline
+        ("---\ntitle: Plan\n---\r\n\nbody\r\n", "body"),
+        ("---\r\ntitle: Plan\r\n---\r", ""),
+        ("---\ntitle: Plan\n...\nbody\n\n---\n\nafter a rule", "body\n\n---\n\nafter a rule"),
+        ("---\ntitle: Plan\n--- \nbody", "body"),
+    ],
+    ids=["closed-at-the-end", "crlf", "crlf-closed-at-the-end", "dots-then-a-rule", "trailing-space"],
+)
+def test_the_frontmatter_ends_at_its_first_closing_line_wherever_the_file_ends(text: str, body: str) -> None:
+    assert parse_document(text) == ({"title": "Plan"}, body)
+    assert body_line_offset(text) == (text.count("\n") if not body else text[: text.index(body)].count("\n"))
 
 
 @pytest.mark.parametrize(
