@@ -192,6 +192,26 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     assert coffer.verify(notes).ok
 
 
+def test_a_body_deleted_by_hand_keeps_the_documents_metadata_and_verify_clean(coffer: Coffer, notes: str) -> None:
+    # An editor that writes no final newline leaves the file ending in the frontmatter's "---":
+    # that block was read as body text (title, tags and dates lost), and verify then reported
+    # "no chunks" after every reindex.
+    doc = coffer.add_document(notes, "plan.md", "# Plan\n\nship it", tags=["work"])
+    created = coffer.read_document(notes, doc.document_id).metadata["created_at"]
+    path = coffer.paths.kb(notes).doc(doc.document_id)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: text.index("\n---\n") + len("\n---")], encoding="utf-8")
+    read = coffer.read_document(notes, doc.document_id)
+    assert read.markdown == ""
+    assert read.title == "Plan"
+    assert read.metadata is not None and read.metadata["tags"] == ["work"]
+    assert read.metadata["created_at"] == created
+    assert coffer.list_documents(notes, filters={"tags": ["work"]}).total == 1
+    assert coffer.search(notes, "ship", 5).passages == []
+    coffer.reindex(notes)
+    assert coffer.verify(notes).ok
+
+
 def test_a_slow_full_check_is_spaced_out_so_that_it_takes_a_small_share_of_the_time(home: Path) -> None:
     settings = load_settings(home=home, reconcile_interval=1, reconcile_budget_ms=5)
     scans, two_seconds_ago = _ScanLog(), time.monotonic() - 2

@@ -40,7 +40,7 @@ def _check_document(index: Index, kb: KbPaths, row: DocumentRow, vector_model: s
     if file_stamp(kb.doc(doc_id).stat()) != row.file_stamp:
         problems.append(f"{doc_id}: file changed since it was indexed")
     chunk_ids = [chunk_id for chunk_id, _ in index.chunk_texts(doc_id)]
-    if not chunk_ids:
+    if not chunk_ids and truth.body.strip():  # a body emptied in an editor has no chunks to hold
         problems.append(f"{doc_id}: no chunks")
     if vector_model and row.embedding_model == vector_model and not row.embed_pending:
         present = index.count_vectors(vector_model, chunk_ids)
