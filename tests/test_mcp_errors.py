@@ -67,7 +67,8 @@ def bad_values(prop: dict) -> list[object]:
     values: list[object] = [{"nested": "object"}]
     if "integer" in kinds:
         bounds = next(option for option in options if option.get("type") == "integer")
-        values += [bounds["minimum"] - 1, bounds["maximum"] + 1, HUGE, -HUGE, "many", 1.5]
+        # true and "2" were taken for 1 and 2 by the SDK's lax validation
+        values += [bounds["minimum"] - 1, bounds["maximum"] + 1, HUGE, -HUGE, "many", 1.5, True, str(bounds["minimum"])]
     if "string" in kinds and "array" not in kinds:
         values += [7, ["a", "list"]]
         string = next(option for option in options if option.get("type") == "string")
@@ -76,7 +77,7 @@ def bad_values(prop: dict) -> list[object]:
         if string.get("maxLength"):
             values.append("x" * (string["maxLength"] + 1))
     if "boolean" in kinds:
-        values += ["maybe", 2]
+        values += ["maybe", 2, 1, 0, "true", "yes"]  # 1, "true" and "yes" were taken for true
     if "enum" in prop:
         values.append("no-such-choice")
     return values
@@ -111,6 +112,13 @@ async def test_every_argument_a_schema_refuses_gets_an_invalid_argument_error_na
             assert error["code"] == "invalid_argument", (arguments, error)
             assert f"'{culprit}'" in error["message"], (arguments, error)
             assert culprit in error["hint"], (arguments, error)
+
+
+async def test_an_integer_written_with_a_zero_fraction_is_an_integer(service: Coffer) -> None:
+    # JSON Schema's "integer" is any number without a fraction: 2.0 is one, as a JSON encoder may write it.
+    async with Client(build_server(service), client_info=CLIENT) as client:
+        result = await client.call_tool("coffer__search_knowledge", {"kb": "kb", "query": "text", "top_k": 2.0})
+    assert not result.is_error, result.content
 
 
 @pytest.mark.parametrize("tool", TOOL_NAMES)

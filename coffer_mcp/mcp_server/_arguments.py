@@ -11,7 +11,7 @@ A refused part of an argument is named by its path: ``'filters' has no key 'tag'
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,7 +20,7 @@ from coffer_mcp.errors import InvalidArgumentError
 from coffer_mcp.mcp_server._common import NO_NUL
 from coffer_mcp.models import FILTER_HINT
 
-__all__ = ["describe", "invalid_arguments", "unknown_arguments"]
+__all__ = ["describe", "invalid_arguments", "mistyped_arguments", "unknown_arguments"]
 
 _SHOWN_VALUE = 40  # characters of a refused value echoed back
 _HINTS = {"filters": FILTER_HINT}  # arguments whose schema says less than a sentence can
@@ -43,6 +43,53 @@ def unknown_arguments(
         f"{tool} has no argument {names}.",
         hint=f"Accepted arguments: {', '.join(accepted) or 'none'}.",
     )
+
+
+# A JSON value of each JSON-schema type. An integer may be written 2.0 (JSON Schema counts it), never true.
+_JSON_TYPES: dict[str, Callable[[object], bool]] = {
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def mistyped_arguments(
+    tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]
+) -> InvalidArgumentError | None:
+    """An error naming the arguments whose JSON type the schema does not allow, or None.
+
+    The SDK's pydantic validation is lax: it takes ``"2"`` and ``true`` for the integer 2 and 1,
+    and ``"yes"`` for true, so a client's mistake would run as some other call than it meant.
+    """
+    properties, required = schema.get("properties", {}), schema.get("required", ())
+    wrong = {
+        name: value
+        for name, value in arguments.items()
+        if name in properties and not (value is None and name not in required) and not _fits(properties[name], value)
+    }  # an optional argument passed as null means left out
+    if not wrong:
+        return None
+    message = "; ".join(
+        f"'{name}' must be {describe(properties[name])}, not {_shown(value)}" for name, value in wrong.items()
+    )
+    hint = " ".join(_advice(name, properties[name], required=name in required) for name in wrong)
+    noun = "argument" if len(wrong) == 1 else "arguments"
+    return InvalidArgumentError(f"Invalid {noun} for {tool}: {message}.", hint=hint)
+
+
+def _fits(prop: Mapping[str, Any], value: object) -> bool:
+    """Whether ``value`` is of a JSON type ``prop`` allows (what else it requires is the SDK's to check)."""
+    if "anyOf" in prop:
+        return any(_fits(option, value) for option in prop["anyOf"])
+    kinds = prop.get("type")
+    if kinds is None:  # a reference or a bare enum: left to the SDK
+        return True
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    return any(_JSON_TYPES.get(kind, lambda _: True)(value) for kind in kinds)
 
 
 def invalid_arguments(tool: str, schema: Mapping[str, Any], exc: ValidationError) -> InvalidArgumentError:

@@ -19,7 +19,7 @@ from mcp.types import CallToolResult, InputRequiredResult, Resource, SetLevelReq
 from pydantic import ValidationError
 
 from coffer_mcp.errors import CofferError, NotFoundError
-from coffer_mcp.mcp_server._arguments import invalid_arguments, unknown_arguments
+from coffer_mcp.mcp_server._arguments import invalid_arguments, mistyped_arguments, unknown_arguments
 from coffer_mcp.mcp_server._client_log import set_level
 from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
 from coffer_mcp.mcp_server._wire import input_schema
@@ -97,7 +97,8 @@ class CofferServer(MCPServer):
         """Why the call cannot run, before the SDK validates the argument values: None when it can."""
         if name not in schemas:
             return self._unknown_tool(name, offered=list(schemas))
-        return self.refusal or unknown_arguments(name, schemas[name], arguments)
+        schema = schemas[name]
+        return self.refusal or unknown_arguments(name, schema, arguments) or mistyped_arguments(name, schema, arguments)
 
     async def list_resources(self) -> list[Resource]:
         static = await super().list_resources()
