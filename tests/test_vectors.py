@@ -134,6 +134,28 @@ def test_a_new_model_re_embeds_into_its_own_table_and_search_keeps_working(home:
         assert chunk_rows(second) == chunks
 
 
+def test_a_process_whose_model_cannot_embed_leaves_another_models_vectors_in_use(
+    home: Path, embedder: HashEmbedder, backend_settings: dict[str, str]
+) -> None:
+    # A terminal without the client's model settings (its default model unreachable) used to mark
+    # every document it read as failed: the client's model then counted them degraded and embedded them again.
+    settings = load_settings(home=home, embed_on_read_seconds=READ_BUDGET, **backend_settings)
+    with Coffer(settings, embedder=embedder) as client:
+        client.create_kb("v", vector=True)
+        fill(client)
+        calls = embedder.calls
+    other = HashEmbedder(dims=96, name="unreachable")
+    other.failing = True
+    with Coffer(settings, embedder=other) as terminal:
+        assert terminal.search("v", "tomatoes staking").strategy == "keyword"
+        assert terminal.describe_kb("v").documents_degraded == 3  # none has this process's model's vectors
+    with Coffer(settings, embedder=embedder) as client:
+        details = client.describe_kb("v")
+        assert (details.documents_degraded, details.embedding_model) == (0, "test:hash-64")
+        assert client.search("v", "tomatoes staking").strategy == "hybrid"
+    assert embedder.calls == calls + 1  # the query only: no document embedded again
+
+
 def test_turning_vector_off_drops_the_vectors_and_on_embeds_again(vcoffer: Coffer) -> None:
     fill(vcoffer)
     assert vector_rows(vcoffer) > 0

@@ -58,8 +58,11 @@ def embed_document(index: Index, kb: str, doc_id: str, embedder: Embedder) -> in
             kb,
             exc,
         )
-        with index.transaction():
-            index.set_embedding(doc_id, pending=True, model=None)
+        if row.embedding_model in (None, embedder.identity):
+            with index.transaction():
+                index.set_embedding(doc_id, pending=True, model=None)
+        # Else the document keeps the vectors it has: they are another model's, and whichever
+        # process uses that model (the same store, configured otherwise) still searches with them.
         return None
     return len(embedded)
 
