@@ -8,12 +8,15 @@ otherwise be short.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from coffer_mcp import Coffer
+from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import build_server
+from tests.fakes import HashEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -71,6 +74,26 @@ async def test_a_short_answer_is_filled_with_the_next_passages_of_the_documents_
     positions = [p["position"] for p in passages]
     assert len(set(positions)) == 3
     assert set(passages[0]["more_positions"]) == set(range(8)) - set(positions)  # shown ones are not listed again
+
+
+@pytest.mark.parametrize("vector", [False, True], ids=["keyword", "hybrid"])
+async def test_documents_ranked_below_another_ones_many_passages_still_fill_the_answer(
+    home: Path, backend_settings: dict[str, str], vector: bool
+) -> None:
+    # The manual's 40 rules outrank every port: the 4 x top_k passages looked at held the manual
+    # alone, and the answer was its passages, although four other documents match.
+    manual = "# Ferry manual\n\n" + "\n\n".join(f"Ferry rule {n}: the ferry crew checks the ferry." for n in range(40))
+    with Coffer(load_settings(home=home, **backend_settings), embedder=HashEmbedder()) as coffer:
+        coffer.create_kb("fleet", chunk_size=96, chunk_overlap=0, vector=vector)
+        ids = {coffer.add_document("fleet", "manual.md", manual).document_id}
+        ids |= {coffer.add_document("fleet", name, text).document_id for name, text in SHORT.items()}
+        async with Client(build_server(coffer), client_info=CLIENT) as client:
+            result = await client.call_tool("coffer__search_knowledge", {"kb": "fleet", "query": "ferry", "top_k": 5})
+    assert result.structured_content["strategy"] == ("hybrid" if vector else "keyword")
+    passages = result.structured_content["passages"]
+
+    assert {p["document_id"] for p in passages} == ids  # five documents, each once
+    assert len(passages) == 5
 
 
 def test_passages_as_they_rank_are_still_there_for_who_asks(coffer: Coffer, harbour: dict[str, str]) -> None:

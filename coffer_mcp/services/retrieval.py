@@ -64,6 +64,9 @@ MAX_TOP_K = 1000
 # measured better than 50 on SciFact for every fusion tried).
 FUSION_DEPTH = 4
 MIN_FUSION_DEPTH = 100
+# How deep a search looks for top_k distinct documents when a few documents' passages fill the
+# first 4 x top_k (as deep as the full-text index looks through a filter).
+MAX_DOCUMENT_DEPTH = 4096
 
 
 OVERLAP_WORKERS = 4  # hybrid searches whose keyword half may run in a worker thread at once
@@ -177,6 +180,11 @@ class RetrievalService:
         if per_document:  # room for top_k documents: 4 x top_k passages left 3 of 809 SciFact queries short
             depth = max(depth, min(MAX_TOP_K, top_k * FUSION_DEPTH))
         ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
+        # A document matching in many passages can hold every one looked at: look deeper while
+        # the list was full and found fewer than top_k documents (more may match below it).
+        while per_document and len(passages) >= depth and depth < MAX_DOCUMENT_DEPTH and _documents(passages) < top_k:
+            depth = min(depth * FUSION_DEPTH, MAX_DOCUMENT_DEPTH)
+            ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
         if reranker is not None and len(passages) > 1:
             passages, info = reranker.rerank(query, passages)
         if per_document:
@@ -308,6 +316,10 @@ def _check_query(query: str, top_k: int) -> str:
     if not 1 <= top_k <= MAX_TOP_K:
         raise InvalidArgumentError(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}.", hint="Use e.g. 5.")
     return query
+
+
+def _documents(passages: Sequence[Passage]) -> int:
+    return len({(p.kb, p.document_id) for p in passages})
 
 
 def _depth(top_k: int, strategy: str) -> int:
