@@ -175,6 +175,27 @@ def test_listing_filters_titles_case_insensitively_before_paginating(coffer: Cof
         coffer.list_documents(notes, limit=0)
 
 
+@pytest.mark.parametrize(
+    ("typed", "title"),
+    [("école", "École normale"), ("ΕΛΛΗΝΙΚΆ", "Ελληνικά κείμενα"), ("über", "ÜBER UNS"), ("türkçe", "TÜRKÇE")],
+)
+def test_listing_filters_titles_in_any_case_beyond_ascii_too(
+    coffer: Coffer, notes: str, typed: str, title: str
+) -> None:
+    # SQLite's lower() folds only ASCII letters: "école" missed "École normale".
+    coffer.add_document(notes, "match.md", f"# {title}\n\nx")
+    coffer.add_document(notes, "other.md", "# Ecole\n\nx")
+    assert [d.title for d in coffer.list_documents(notes, typed).documents] == [title]
+
+
+def test_a_partial_word_beyond_ascii_is_found_in_any_case(coffer: Coffer, notes: str) -> None:
+    # The substring scan (what a partial word falls back to) lower-cased the text's ASCII letters only.
+    upper = coffer.add_document(notes, "karten.md", "# Karten\n\nDIE ÜBERSICHTSKARTE DER STADT").document_id
+    lower = coffer.add_document(notes, "plan.md", "# Plan\n\nder übersichtsplan").document_id
+    found = {p.document_id for p in coffer.search(notes, "übersichts", 5).passages}
+    assert found == {upper, lower}
+
+
 def test_a_directory_ingest_walks_visible_files_and_records_source_paths(
     coffer: Coffer, notes: str, tmp_path: Path
 ) -> None:

@@ -40,7 +40,7 @@ from coffer_mcp.index.port import (
 )
 from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
-from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused
+from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused, unicode_collation
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
@@ -91,6 +91,7 @@ class PostgresIndex:
         self._vector_tables: set[str] = set()  # the tables those vectors went to
         self.stamps = StampCache()
         self._term_counts = keyword.TermCounts()
+        self._unicode_collation: tuple[str | None] | None = None  # (found,) once looked up
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -116,6 +117,12 @@ class PostgresIndex:
             conn.close()
             raise
         return conn
+
+    def _collation(self) -> str | None:
+        """The server's collation for lower-casing beyond ASCII (``connection.unicode_collation``)."""
+        if self._unicode_collation is None:
+            self._unicode_collation = (unicode_collation(self.conn),)
+        return self._unicode_collation[0]
 
     def _in_transaction(self) -> bool:
         conn = getattr(self._local, "conn", None)
@@ -326,7 +333,7 @@ class PostgresIndex:
     def list_documents(
         self, kb: str, title_filter: str, limit: int, offset: int, where: Where = None
     ) -> tuple[list[DocumentRow], int]:
-        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where))
+        rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where), self._collation())
         return [_document(row) for row in rows], total
 
     @_mapped
@@ -409,7 +416,9 @@ class PostgresIndex:
         limit: int,
         scan_limit: int,
     ) -> list[PassageRow]:
-        rows = keyword.substring_search(self.conn, terms, operator, kbs, as_filter(where), limit, scan_limit)
+        rows = keyword.substring_search(
+            self.conn, terms, operator, kbs, as_filter(where), limit, scan_limit, self._collation()
+        )
         return [_passage(row) for row in rows]
 
     # -- vectors -----------------------------------------------------------------------------------

@@ -22,7 +22,18 @@ from psycopg.rows import dict_row
 
 from coffer_mcp.errors import StoreError
 
-__all__ = ["CONNECT_TIMEOUT_S", "Connection", "clean", "connect", "display_url", "lost", "refused", "scrub"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "Connection",
+    "clean",
+    "connect",
+    "display_url",
+    "lost",
+    "lower_sql",
+    "refused",
+    "scrub",
+    "unicode_collation",
+]
 
 CONNECT_TIMEOUT_S = 10
 
@@ -42,6 +53,33 @@ def clean(value: Any) -> Any:
     """A string PostgreSQL can store: text cannot hold NUL (SQLite's can), written as U+FFFD (both
     separate tokens, so keyword search is unchanged). Anything else is returned as is."""
     return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
+# Collations under which lower() lower-cases every letter, whatever the database's locale:
+# PostgreSQL 17's built-in C.UTF-8, and ICU's root locale; the first the server has is used.
+_UNICODE_COLLATIONS = ["pg_c_utf8", "und-x-icu"]
+
+
+def unicode_collation(conn: Connection) -> str | None:
+    """The collation ``lower_sql`` uses beyond ASCII, or None when the server has none of them."""
+    row = conn.execute(
+        """SELECT collname FROM pg_collation
+           WHERE collname = ANY(%(names)s) AND collencoding IN (-1, pg_char_to_encoding(getdatabaseencoding()))
+           ORDER BY array_position(%(names)s, collname::text) LIMIT 1""",
+        {"names": _UNICODE_COLLATIONS},
+    ).fetchone()
+    return None if row is None else str(row["collname"])
+
+
+def lower_sql(expression: str, text: str, collation: str | None) -> str:
+    """SQL lower-casing ``expression`` to compare with ``text`` lower-cased in Python.
+
+    For ASCII ``text``, ASCII letters only (``ascii_lower``, as SQLite's ``lower()``, cheap); beyond
+    it, every letter under ``collation`` (``unicode_collation``): without one, ASCII letters only.
+    """
+    if text.isascii() or collation is None:
+        return f"ascii_lower({expression})"
+    return f'lower({expression} COLLATE "{collation}")'
 
 
 def connect(url: str) -> Connection:

@@ -37,7 +37,7 @@ from typing import Any
 
 from coffer_mcp.index.fts import STOPWORDS, search_text
 from coffer_mcp.index.port import DocumentFilter
-from coffer_mcp.index.postgres.connection import Connection, clean
+from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
 from coffer_mcp.index.postgres.filters import scope
 from coffer_mcp.index.postgres.tokens import terms
 from coffer_mcp.models import Chunk
@@ -648,15 +648,17 @@ def substring_search(
     where: DocumentFilter,
     limit: int,
     scan_limit: int,
+    collation: str | None = None,
 ) -> list[dict[str, Any]]:
     """Chunks holding the terms as substrings, by occurrences per 1,000 characters (as on SQLite:
-    the text is lower-cased ASCII-only, the terms fully; at most ``scan_limit`` chunks are scanned)."""
+    the text lower-cased as ``lower_sql`` does for the terms; at most ``scan_limit`` chunks are scanned)."""
     if operator not in ("AND", "OR"):
         raise ValueError(operator)
     if not query_terms:
         return []
     clause, params = scope(kbs, where)
     lowered = {f"t{i}": term.lower() for i, term in enumerate(query_terms)}
+    haystack = lower_sql("c.headings || ' ' || c.text", "".join(query_terms), collation)
     tests = f" {operator} ".join(f"strpos(h.text, %({name})s) > 0" for name in lowered)
     counts = " + ".join(
         f"(length(h.text) - length(replace(h.text, %({name})s, ''))) / nullif(length(%({name})s), 0)"
@@ -666,7 +668,7 @@ def substring_search(
         SELECT * FROM (
             SELECT {_PASSAGE}, 1000.0::float8 * ({counts}) / (length(c.text) + 1) AS score
             FROM chunks c JOIN documents d ON d.id = c.document_id
-            CROSS JOIN LATERAL (SELECT ascii_lower(c.headings || ' ' || c.text) AS text) h
+            CROSS JOIN LATERAL (SELECT {haystack} AS text) h
             WHERE {clause} AND ({tests})
             ORDER BY c.id
             LIMIT %(scan_limit)s) AS found

@@ -13,7 +13,7 @@ from psycopg.rows import tuple_row
 
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres import keyword, vectors
-from coffer_mcp.index.postgres.connection import Connection, clean
+from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
 from coffer_mcp.index.postgres.filters import document_condition
 from coffer_mcp.models import Chunk, tag_key
 from coffer_mcp.timeutil import time_key, utc_now
@@ -176,15 +176,21 @@ def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> l
 
 
 def list_documents(
-    conn: Connection, kb: str, title_filter: str, limit: int, offset: int, where: DocumentFilter
+    conn: Connection,
+    kb: str,
+    title_filter: str,
+    limit: int,
+    offset: int,
+    where: DocumentFilter,
+    collation: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """A page of documents, oldest first, filtered by a title substring (ASCII case folded, as SQLite)
-    and ``where``."""
+    """A page of documents, oldest first, filtered by a title substring (any case; beyond ASCII,
+    under ``collation``: ``lower_sql``) and ``where``."""
     condition, params = document_condition(where)
     condition, params = f"d.kb = %(kb)s AND {condition}", {**params, "kb": kb}
     if title_filter:
-        condition += " AND strpos(ascii_lower(d.title), ascii_lower(%(title)s)) > 0"
-        params["title"] = clean(title_filter)
+        condition += f" AND strpos({lower_sql('d.title', title_filter, collation)}, %(title)s) > 0"
+        params["title"] = clean(title_filter.lower())
     total = _one(conn, f"SELECT count(*) AS n FROM documents d WHERE {condition}", params)
     rows = conn.execute(
         f"SELECT d.* FROM documents d WHERE {condition} ORDER BY d.created_at, d.id LIMIT %(limit)s OFFSET %(offset)s",

@@ -79,10 +79,17 @@ def connect(path: Path | str, *, load_vec: bool = True) -> Connection:
             hint="Check COFFER_HOME is writable; the index can be rebuilt with 'coffer kb reindex --all'.",
         ) from exc
     conn.row_factory = chosen.module.Row
+    # SQLite's lower() folds ASCII letters only: a title filter or substring scan beyond ASCII
+    # lower-cases with Python's (queries.py uses it only then: it costs a call per row).
+    conn.create_function("unicode_lower", 1, _unicode_lower, deterministic=True)
     _apply_pragmas(conn)
     if load_vec and chosen.can_load_extensions:
         _load_sqlite_vec(conn)
     return conn
+
+
+def _unicode_lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
 
 
 def _apply_pragmas(conn: Connection) -> None:

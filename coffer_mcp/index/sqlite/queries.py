@@ -326,8 +326,8 @@ def list_documents(
     condition, params = document_condition(where)
     condition, params = f"d.kb = ? AND {condition}", [kb, *params]
     if title_filter:
-        condition += " AND instr(lower(d.title), lower(?)) > 0"
-        params.append(title_filter)
+        condition += f" AND instr({_lower(title_filter)}(d.title), ?) > 0"
+        params.append(title_filter.lower())
     total = conn.execute(f"SELECT count(*) FROM documents d WHERE {condition}", params).fetchone()[0]
     rows = conn.execute(
         f"SELECT d.* FROM documents d WHERE {condition} ORDER BY d.created_at, d.id LIMIT ? OFFSET ?",
@@ -411,6 +411,12 @@ def _chunk_rows(
     return sorted(found, key=lambda r: (-r["score"], r["document_id"], r["position"]))
 
 
+def _lower(*terms: str) -> str:
+    """The SQL function that lower-cases text for ``terms``: SQLite's own (ASCII letters only, in C)
+    when they are ASCII, else Python's, registered by ``db.connect`` (a call per row)."""
+    return "lower" if all(term.isascii() for term in terms) else "unicode_lower"
+
+
 def substring_search(
     conn: Connection,
     terms: Sequence[str],
@@ -425,7 +431,7 @@ def substring_search(
     Scans at most ``scan_limit`` matching chunks; ranks by occurrences per 1,000 characters.
     """
     clause, params = scope(kbs, where)
-    haystack = "lower(c.headings || ' ' || c.text)"
+    haystack = f"{_lower(*terms)}(c.headings || ' ' || c.text)"
     tests = [f"instr({haystack}, ?) > 0" for _ in terms]
     counts = " + ".join(f"(length({haystack}) - length(replace({haystack}, ?, ''))) / length(?)" for _ in terms)
     lowered = [t.lower() for t in terms]
