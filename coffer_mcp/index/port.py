@@ -442,6 +442,10 @@ class Index(Protocol):
         """The audit log, oldest first (the last ``limit`` events), of one knowledge base or all."""
         ...
 
+    def document_events(self, kb: str, document_id: str, event: str) -> list[AuditRow]:
+        """One document's events of one kind, oldest first: all of them, however long the audit log."""
+        ...
+
     def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
         """The logged tool calls, oldest first (the last ``limit``)."""
         ...

@@ -618,6 +618,24 @@ def test_audit_and_invocations_are_recorded(index: Index) -> None:
     assert calls == [("coffer__search", "ok", None, 12.5), ("coffer__add", "error", "invalid_argument", 3.0)]
 
 
+def test_a_documents_events_of_one_kind_are_read_whole_oldest_first(index: Index) -> None:
+    with index.transaction():
+        index.audit("KB_SOURCE_CONFLICT", "notes", "watcher", "doc-01", {"source_sha256": "a"})
+        index.audit("KB_SOURCE_CONFLICT", "notes", "watcher", "doc-02", {"source_sha256": "b"})
+        index.audit("KB_DOCUMENT_UPDATED", "notes", "cli", "doc-01", {"source_mode": "edited"})
+        index.audit("KB_SOURCE_CONFLICT", "other", "watcher", "doc-01", {"source_sha256": "c"})
+        for n in range(1100):  # more than audit_events reads by default
+            index.audit("KB_DOCUMENT_CREATED", "notes", "cli", f"doc-{n:04d}")
+        index.audit("KB_SOURCE_CONFLICT", "notes", "mcp:client", "doc-01", {"source_sha256": "d"})
+    found = index.document_events("notes", "doc-01", "KB_SOURCE_CONFLICT")
+    assert [(e.actor, e.details) for e in found] == [
+        ("watcher", {"source_sha256": "a"}),
+        ("mcp:client", {"source_sha256": "d"}),
+    ]
+    assert {(e.event, e.kb, e.document_id) for e in found} == {("KB_SOURCE_CONFLICT", "notes", "doc-01")}
+    assert index.document_events("notes", "doc-03", "KB_SOURCE_CONFLICT") == []
+
+
 def test_a_failed_transaction_leaves_nothing_behind(index: Index) -> None:
     kb(index, "notes")
 

@@ -520,10 +520,11 @@ class PostgresIndex:
 
     @_mapped
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
-        return [
-            AuditRow(r["at"], r["event"], r["kb"], r["document_id"], r["actor"], json.loads(r["details"] or "{}"))
-            for r in q.audit_events(self.conn, kb, limit)
-        ]
+        return [_audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
+
+    @_mapped
+    def document_events(self, kb: str, document_id: str, event: str) -> list[AuditRow]:
+        return [_audit_row(r) for r in q.document_events(self.conn, kb, document_id, event)]
 
     @_mapped
     def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
@@ -540,6 +541,12 @@ def _iterative(version: str) -> bool:
     except ValueError:
         return False
     return (major, minor) >= (0, 8)
+
+
+def _audit_row(row: dict[str, Any]) -> AuditRow:
+    return AuditRow(
+        row["at"], row["event"], row["kb"], row["document_id"], row["actor"], json.loads(row["details"] or "{}")
+    )
 
 
 def _maybe_document(row: dict[str, Any] | None) -> DocumentRow | None:

@@ -359,6 +359,11 @@ def audit_events(conn: Connection, kb: str | None, limit: int) -> list[Any]:
     return conn.execute(sql, [*params, limit]).fetchall()
 
 
+def document_events(conn: Connection, kb: str, document_id: str, event: str) -> list[Any]:
+    sql = "SELECT * FROM audit_log WHERE kb = %s AND document_id = %s AND event = %s ORDER BY id"
+    return conn.execute(sql, (clean(kb), clean(document_id), event)).fetchall()
+
+
 def invocations(conn: Connection, limit: int) -> list[Any]:
     sql = "SELECT * FROM (SELECT * FROM mcp_invocations ORDER BY id DESC LIMIT %s) AS last ORDER BY id"
     return conn.execute(sql, (limit,)).fetchall()

@@ -357,16 +357,22 @@ class SqliteIndex:
         q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
 
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
-        return [
-            AuditRow(r["at"], r["event"], r["kb"], r["document_id"], r["actor"], json.loads(r["details"] or "{}"))
-            for r in q.audit_events(self.conn, kb, limit)
-        ]
+        return [_audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
+
+    def document_events(self, kb: str, document_id: str, event: str) -> list[AuditRow]:
+        return [_audit_row(r) for r in q.document_events(self.conn, kb, document_id, event)]
 
     def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
         return [
             InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
             for r in q.invocations(self.conn, limit)
         ]
+
+
+def _audit_row(row: Any) -> AuditRow:
+    return AuditRow(
+        row["at"], row["event"], row["kb"], row["document_id"], row["actor"], json.loads(row["details"] or "{}")
+    )
 
 
 def _maybe_document(row: Any) -> DocumentRow | None:

@@ -479,6 +479,11 @@ def audit_events(conn: Connection, kb: str | None, limit: int) -> list[Any]:
     return conn.execute(sql, [*params, limit]).fetchall()
 
 
+def document_events(conn: Connection, kb: str, document_id: str, event: str) -> list[Any]:
+    sql = "SELECT * FROM audit_log WHERE kb = ? AND document_id = ? AND event = ? ORDER BY id"
+    return conn.execute(sql, (kb, document_id, event)).fetchall()
+
+
 def invocations(conn: Connection, limit: int) -> list[Any]:
     sql = "SELECT * FROM (SELECT * FROM mcp_invocations ORDER BY id DESC LIMIT ?) ORDER BY id"
     return conn.execute(sql, (limit,)).fetchall()
