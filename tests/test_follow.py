@@ -302,6 +302,32 @@ def test_an_edit_in_coffer_is_never_overwritten_by_a_later_source_change(
     assert "armadillos" in coffer.read_document("kb", doc.id).markdown
 
 
+def test_a_source_conflict_is_audited_once_per_version_of_the_file_across_restarts(
+    make: Callable[..., Coffer], folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a server remembers of a conflict dies with it; the audit log is what every server reads.
+    first = make()
+    first.follow_folder("kb", folder)
+    doc = first.index.find_document("kb", source_path=str(folder / "alpha.md"))
+    first.edit_document("kb", doc.id, "# Alpha\n\nEdited in Coffer: armadillos.")
+    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: anteaters.")
+    first.sync_followed("kb")
+    for coffer in (make(), make(), first):  # two restarts, then the first server again
+        [result] = coffer.sync_followed("kb")
+        assert [i.status for i in result.items if i.document_id == doc.id] == ["conflict"]
+    [audited] = events(first, "KB_SOURCE_CONFLICT")
+    write(folder / "alpha.md", "# Alpha\n\nThe source moved on again: aardwolves.")
+    for coffer in (make(), first):
+        coffer.sync_followed("kb")
+    shas = [e.details["source_sha256"] for e in events(first, "KB_SOURCE_CONFLICT")]
+    assert shas[0] == audited.details["source_sha256"]
+    assert len(shas) == 2
+    assert shas[1] != shas[0]
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "was edited in Coffer" in r.getMessage()]
+    assert len(warned) == 2
+    assert "armadillos" in first.read_document("kb", doc.id).markdown
+
+
 def test_links_in_a_followed_folder_are_never_followed(make: Callable[..., Coffer], folder: Path) -> None:
     coffer = make()
     (folder / "escape.md").symlink_to(folder.parent / "outside" / "secret.md")
