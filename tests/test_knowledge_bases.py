@@ -47,7 +47,8 @@ def test_a_duplicate_name_is_refused(coffer: Coffer, notes: str) -> None:
 def test_bad_chunk_settings_are_refused_with_a_hint(coffer: Coffer, home: Path) -> None:
     with pytest.raises(InvalidArgumentError) as caught:
         coffer.create_kb("kb", chunk_size=100, chunk_overlap=60)
-    assert caught.value.message == "Invalid knowledge base settings: chunk_overlap must be less than half of chunk_size."
+    message = "Invalid knowledge base settings: chunk_overlap must be less than half of chunk_size."
+    assert caught.value.message == message
     assert "chunk_overlap" in caught.value.hint
     assert not (home / "knowledge" / "kb").exists()
 

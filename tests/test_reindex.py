@@ -204,7 +204,8 @@ def test_a_body_deleted_by_hand_keeps_the_documents_metadata_and_verify_clean(co
     read = coffer.read_document(notes, doc.document_id)
     assert read.markdown == ""
     assert read.title == "Plan"
-    assert read.metadata is not None and read.metadata["tags"] == ["work"]
+    assert read.metadata is not None
+    assert read.metadata["tags"] == ["work"]
     assert read.metadata["created_at"] == created
     assert coffer.list_documents(notes, filters={"tags": ["work"]}).total == 1
     assert coffer.search(notes, "ship", 5).passages == []
