@@ -8,6 +8,7 @@ both the return type and the published JSON schema.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -109,8 +110,9 @@ def clean_tag(value: object) -> str:
 
 
 def tag_key(tag: str) -> str:
-    """What tags match by: ``Project-X`` and ``project-x`` are one tag."""
-    return tag.casefold()
+    """What tags match by: ``Project-X`` and ``project-x`` are one tag, and so are ``Étiquette``
+    typed composed or decomposed (``E`` + U+0301, as some keyboards and file systems write it)."""
+    return unicodedata.normalize("NFC", tag.casefold())
 
 
 def unique_tags(tags: Iterable[object]) -> list[str]:

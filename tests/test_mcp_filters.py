@@ -125,6 +125,17 @@ async def test_tags_written_by_hand_in_a_files_frontmatter_count(coffer: Coffer)
         assert page["documents"][0]["tags"] == ["beta", "gamma"]
 
 
+async def test_a_tag_matches_however_its_accents_are_composed(coffer: Coffer) -> None:
+    # "Étiquette" typed decomposed (E + U+0301) found nothing tagged composed, and the other way round.
+    coffer.create_kb("notes")
+    composed = coffer.add_document("notes", "a.md", "# A\n\nwords", tags=["\u00c9tiquette"]).document_id
+    decomposed = coffer.add_document("notes", "b.md", "# B\n\nwords", tags=["E\u0301tiquette"]).document_id
+    async with client_for(coffer) as client:
+        for typed in ("\u00e9tiquette", "E\u0301TIQUETTE"):
+            page = await call(client, LIST, kb="notes", filters={"tags": [typed]})
+            assert ids_of(page) == {composed, decomposed}, typed
+
+
 async def test_a_rebuild_from_the_files_restores_the_tags(home: Path, backend_settings: dict[str, str]) -> None:
     settings = load_settings(home=home, **backend_settings)
     with Coffer(settings) as first:

@@ -78,7 +78,8 @@ def test_a_mixed_language_query_finds_the_chinese_document(coffer: Coffer, corpu
 @pytest.mark.parametrize("query", ["Hauptstraße", "hauptstraße", "Fußgänger", "ﬁnal", "µm"])
 def test_a_word_is_found_as_it_is_written_in_any_letters(coffer: Coffer, notes: str, query: str) -> None:
     # "ß" and "ﬁ" were case-folded to "ss" and "fi" in queries, while the index keeps them as written.
-    doc = coffer.add_document(notes, "de.md", "# Umleitung\n\nDie Hauptstraße ist gesperrt. Fußgänger: 5 µm. The ﬁnal report.")
+    text = "# Umleitung\n\nDie Hauptstraße ist gesperrt. Fußgänger: 5 µm. The ﬁnal report."
+    doc = coffer.add_document(notes, "de.md", text)
     coffer.add_document(notes, "other.md", "# Other\n\nNothing to see here.")
     assert top(coffer, query) == [doc.document_id]
 
@@ -172,6 +173,13 @@ def test_grep_finds_lines_with_their_document_and_kb(coffer: Coffer, corpus: dic
         "notes",
         "The get_user_name function lives in the backend service.",
     )
+
+
+def test_grep_finds_accented_text_however_the_pattern_composes_it(coffer: Coffer, notes: str) -> None:
+    # Documents are written composed (NFC); a pattern typed decomposed (e + U+0301) found nothing.
+    doc = coffer.add_document(notes, "cv.md", "# CV\n\nMy r\u00e9sum\u00e9 is attached.").document_id
+    for pattern in ("r\u00e9sum\u00e9", "re\u0301sume\u0301"):
+        assert [h.document_id for h in coffer.grep(notes, pattern).hits] == [doc], ascii(pattern)
 
 
 def test_grep_gives_the_same_hits_with_and_without_ripgrep(coffer: Coffer, corpus: dict[str, str], home) -> None:

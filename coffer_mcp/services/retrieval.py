@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -254,6 +255,8 @@ class RetrievalService:
         without them no index is involved.
         """
         where = DocumentFilter.of(SearchFilters.parse(filters))
+        # Documents are written composed (NFC): "é" typed decomposed (e + U+0301) would match nothing.
+        pattern = unicodedata.normalize("NFC", pattern)
         registry = self.registry
         names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         dirs = {registry.paths.kb(name).docs: name for name in names}
