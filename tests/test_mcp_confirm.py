@@ -101,14 +101,53 @@ async def test_a_client_that_cannot_ask_falls_back_to_the_confirm_argument(
     assert not pantry.exists()
 
 
-async def test_an_unknown_knowledge_base_is_refused_without_asking_anyone(coffer: Coffer, home: Path) -> None:
+UNKNOWN_SNAPSHOT = "01M8NP4MZTN0XVCZWDXQ46XW1Z"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        ("coffer__delete_knowledge_base", {"name": "pantri"}, "unknown_kb"),
+        ("coffer__delete_knowledge_base", {"name": ""}, "invalid_name"),
+        ("coffer__restore_snapshot", {"kb": "pantri", "snapshot_id": UNKNOWN_SNAPSHOT}, "unknown_kb"),
+        ("coffer__restore_snapshot", {"kb": "kept", "snapshot_id": "bogus"}, "unknown_snapshot"),
+        ("coffer__restore_snapshot", {"kb": "kept", "snapshot_id": UNKNOWN_SNAPSHOT}, "unknown_snapshot"),
+        ("coffer__restore_snapshot", {"kb": "", "snapshot_id": UNKNOWN_SNAPSHOT}, "invalid_name"),
+    ],
+    ids=["delete-unknown", "delete-empty", "restore-unknown-kb", "restore-bogus", "restore-unknown", "restore-empty"],
+)
+@pytest.mark.parametrize("can_ask", [True, False], ids=["asking", "not-asking"])
+async def test_an_unknown_target_is_refused_as_such_and_nobody_is_asked(
+    coffer: Coffer, home: Path, tool: str, arguments: dict[str, Any], code: str, can_ask: bool
+) -> None:
     coffer.create_kb("kept")
+    coffer.snapshot_kb("kept")
     user = User("accept")
-    async with open_client("memory", coffer, home, elicitation_callback=user) as client:
-        error = error_of(await client.call_tool("coffer__delete_knowledge_base", {"name": "pantri"}))
-    assert error["code"] == "unknown_kb"
-    assert "kept" in error["hint"]
+    options = {"elicitation_callback": user} if can_ask else {}
+    async with open_client("memory", coffer, home, **options) as client:
+        errors = [
+            error_of(await client.call_tool(tool, {**arguments, **confirm}))
+            for confirm in ({}, {"confirm": False}, {"confirm": True})
+        ]
+    unconfirmed, refused, confirmed = errors
+    assert unconfirmed["code"] == code
+    assert unconfirmed == refused == confirmed  # the same error as once the user agreed
     assert user.asked == []
+    assert [kb.name for kb in coffer.list_kbs()] == ["kept"]
+
+
+async def test_the_snapshot_of_a_deleted_knowledge_base_is_still_confirmed_not_refused(
+    coffer: Coffer, home: Path
+) -> None:
+    coffer.create_kb("gone")
+    taken = coffer.snapshot_kb("gone")
+    coffer.delete_kb("gone")
+    async with open_client("memory", coffer, home) as client:
+        arguments = {"kb": "gone", "snapshot_id": taken.id}
+        refused = error_of(await client.call_tool("coffer__restore_snapshot", arguments))
+        restored = structured(await client.call_tool("coffer__restore_snapshot", {**arguments, "confirm": True}))
+    assert refused["code"] == "confirmation_required"
+    assert restored["created"] is True
 
 
 @pytest.mark.parametrize("transport", ["memory", "legacy"])
@@ -123,9 +162,7 @@ async def test_restoring_a_snapshot_asks_the_user_with_its_date(coffer: Coffer, 
             await client.call_tool("coffer__restore_snapshot", {"kb": "kb", "snapshot_id": snap["id"]})
         )
         unknown = error_of(
-            await client.call_tool(
-                "coffer__restore_snapshot", {"kb": "kb", "snapshot_id": "01M8NP4MZTN0XVCZWDXQ46XW1Z"}
-            )
+            await client.call_tool("coffer__restore_snapshot", {"kb": "kb", "snapshot_id": UNKNOWN_SNAPSHOT})
         )
     assert restored["snapshot_id"] == snap["id"]
     assert coffer.read_document("kb", doc.document_id).markdown == "# A\n\nthe original words"

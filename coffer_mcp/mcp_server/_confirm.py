@@ -6,7 +6,9 @@ with a checkbox, and the call goes ahead only if the user ticks it and accepts. 
 dismissing or accepting without the tick refuses the call with ``confirmation_declined``,
 whatever ``confirm`` says: the model does not answer for the user. A client without elicitation
 (or a connection that cannot carry a request to it) falls back to the ``confirm`` argument,
-which the model sets to true once the user agreed in the conversation.
+which the model sets to true once the user agreed in the conversation. Either way an unknown target
+is refused as such before anyone is asked: the question checks it, and so does the tool's body
+before it asks for ``confirm``.
 
 The SDK's resolvers carry the question on either protocol: from 2026-07-28 as an
 ``InputRequiredResult`` the client answers by calling again, before that as an
@@ -25,7 +27,7 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-from coffer_mcp.errors import CofferError, ConfirmationRequiredError, SnapshotNotFoundError
+from coffer_mcp.errors import CofferError, ConfirmationRequiredError
 
 if TYPE_CHECKING:
     from coffer_mcp.services import Coffer
@@ -80,13 +82,8 @@ def delete_kb_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
 
 
 def restore_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
-    kb, snapshot_id = str(arguments["kb"]), str(arguments["snapshot_id"])
-    info = next((s for s in service.list_snapshots(kb) if s.id == snapshot_id), None)
-    if info is None:
-        raise SnapshotNotFoundError(
-            f"Knowledge base '{kb}' has no snapshot {snapshot_id[:40]!r}.",
-            hint="coffer__list_snapshots lists its snapshots.",
-        )
+    kb = str(arguments["kb"])
+    info = service.find_snapshot(kb, str(arguments["snapshot_id"]))  # an unknown one is refused without asking
     note = f" ('{info.note}')" if info.note else ""
     return (
         f"Put the knowledge base '{kb}' back to its snapshot of {info.created_at}{note}, {_documents(info.documents)}? "

@@ -142,6 +142,7 @@ def delete_knowledge_base(
 ) -> DeleteResult:
     """Delete a knowledge base and all its documents (files and index). Cannot be undone."""
     if confirm is not True:
+        job.service.open_kb(name)  # an unknown name is refused as such: there is nothing to confirm
         raise ConfirmationRequiredError(
             f"Deleting '{name}' needs confirm=true.",
             hint="Ask the user first; this deletes every document in the knowledge base.",

@@ -64,6 +64,7 @@ def restore_kb_snapshot(
     The current state is snapshotted first, so this can be undone.
     """
     if confirm is not True:
+        job.service.find_snapshot(kb, snapshot_id)  # an unknown one is refused as such: there is nothing to confirm
         raise ConfirmationRequiredError(
             f"Restoring '{kb}' needs confirm=true.",
             hint="Ask the user first; documents added or edited since the snapshot go back.",

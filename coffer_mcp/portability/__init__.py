@@ -6,6 +6,7 @@ is rebuilt from them (a pack may also carry its vectors, so a big corpus is not 
     export_kb(coffer, name, out, with_vectors=...)   -> ExportResult    one .cofferpack file
     import_pack(coffer, pack, as_name=..., merge=...) -> ImportResult   untrusted input, verified first
     snapshot_kb / list_snapshots / delete_snapshot    -> SnapshotInfo
+    find_snapshot(coffer, name, snapshot_id)         -> SnapshotInfo    also of a deleted knowledge base
     restore_snapshot(coffer, name, snapshot_id)      -> RestoreResult   crash-safe swap
     recover_interrupted_restores(paths)                                 run when the store opens
     remove_abandoned_imports(paths)                                     run when the store opens
@@ -29,6 +30,7 @@ from coffer_mcp.portability._snapshots import (
     SnapshotInfo,
     SnapshotNotFoundError,
     delete_snapshot,
+    find_snapshot,
     list_snapshots,
     recover_interrupted_restores,
     restore_snapshot,
@@ -49,6 +51,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "delete_snapshot",
     "export_kb",
+    "find_snapshot",
     "import_pack",
     "list_snapshots",
     "recover_interrupted_restores",

@@ -75,6 +75,7 @@ __all__ = [
     "SnapshotInfo",
     "SnapshotNotFoundError",
     "delete_snapshot",
+    "find_snapshot",
     "list_snapshots",
     "recover_interrupted_restores",
     "restore_snapshot",
@@ -137,9 +138,22 @@ def list_snapshots(registry: Registry, name: str) -> list[SnapshotInfo]:
     return infos
 
 
+def find_snapshot(registry: Registry, name: str, snapshot_id: str) -> SnapshotInfo:
+    """The snapshot ``snapshot_id`` of knowledge base ``name`` (also of a deleted one).
+
+    Raises:
+        InvalidNameError: the name breaks the naming rule.
+        KnowledgeBaseNotFoundError: no such knowledge base, nor snapshots of one by that name.
+        SnapshotNotFoundError: no such snapshot of it; the hint names the newest.
+    """
+    if not _snapshot_dirs(registry.paths, validate_kb_name(name)):
+        registry.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
+    return _find(registry.paths, name, snapshot_id)
+
+
 def delete_snapshot(registry: Registry, name: str, snapshot_id: str) -> SnapshotInfo:
     """Remove one snapshot."""
-    info = _find(registry.paths, validate_kb_name(name), snapshot_id)
+    info = find_snapshot(registry, name, snapshot_id)
     with registry.kb_lock(name):
         remove_tree(Path(info.path))
     return info
@@ -253,10 +267,11 @@ def restore_snapshot(
     with respect to crashes (see the module docstring). A deleted knowledge base is recreated.
 
     Raises:
+        KnowledgeBaseNotFoundError: no such knowledge base, nor snapshots of one by that name.
         SnapshotNotFoundError: no such snapshot of this knowledge base.
         SnapshotError: the snapshot's files do not match its manifest; nothing was changed.
     """
-    info = _find(registry.paths, validate_kb_name(name), snapshot_id)
+    info = find_snapshot(registry, name, snapshot_id)
     recover_interrupted_restores(registry.paths)
     kb = registry.paths.kb(name)
     if kb.root.is_dir():

@@ -164,6 +164,7 @@ class Coffer:
     import_pack = _forward("portability", PortabilityService.import_pack)
     snapshot_kb = _forward("portability", PortabilityService.snapshot_kb)
     list_snapshots = _forward("portability", PortabilityService.list_snapshots)
+    find_snapshot = _forward("portability", PortabilityService.find_snapshot)
     delete_snapshot = _forward("portability", PortabilityService.delete_snapshot)
     restore_snapshot = _forward("portability", PortabilityService.restore_snapshot)
 

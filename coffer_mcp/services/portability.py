@@ -17,6 +17,7 @@ from coffer_mcp.portability import (
     SnapshotInfo,
     delete_snapshot,
     export_kb,
+    find_snapshot,
     import_pack,
     list_snapshots,
     restore_snapshot,
@@ -78,6 +79,10 @@ class PortabilityService:
     def list_snapshots(self, name: str) -> list[SnapshotInfo]:
         """A knowledge base's snapshots, newest first."""
         return list_snapshots(self.registry, name)
+
+    def find_snapshot(self, name: str, snapshot_id: str) -> SnapshotInfo:
+        """One snapshot of a knowledge base (also of a deleted one); refuses an unknown one as restore does."""
+        return find_snapshot(self.registry, name, snapshot_id)
 
     def delete_snapshot(self, name: str, snapshot_id: str) -> SnapshotInfo:
         """Delete one snapshot; returns what it was."""
