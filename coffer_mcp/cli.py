@@ -449,9 +449,12 @@ def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
-    if not args.yes and not _confirmed(args.name):
-        raise ConfirmationRequiredError(f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt.")
     with _service(settings, args) as coffer:
+        coffer.open_kb(args.name)  # an unknown name is refused as such, before anyone is asked
+        if not args.yes and not _confirmed(args.name):
+            raise ConfirmationRequiredError(
+                f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt."
+            )
         result = coffer.delete_kb(args.name)
     _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({r.files_removed} files)")
 

@@ -123,6 +123,16 @@ def test_deleting_without_yes_in_a_pipe_refuses(run) -> None:
     assert as_json(run("kb", "list", "--json"))[0]["name"] == "notes"
 
 
+def test_deleting_an_unknown_knowledge_base_says_so_before_asking(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    run("kb", "create", "notes")
+    monkeypatch.setattr("builtins.input", lambda prompt: pytest.fail(f"asked {prompt!r}"))
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    err = run("kb", "delete", "nope", code=1)
+    assert err.startswith("coffer: Knowledge base 'nope' does not exist.")
+    assert "Existing knowledge bases: notes" in err
+    assert run("kb", "delete", "", code=1).startswith("coffer: Invalid knowledge base name ''.")
+
+
 def test_reindex_needs_a_name_or_all(run) -> None:
     assert "--all" in run("kb", "reindex", code=2)
     run("kb", "create", "a")
