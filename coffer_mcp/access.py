@@ -2,7 +2,8 @@
 
 Agents may name any path; only files inside ``allowed_dirs`` are read for them, and a file is
 checked after it is opened (never before), so a path swapped for a symbolic link in between
-cannot lead outside. The CLI acts as the user and passes no ``within``.
+cannot lead outside. The CLI acts as the user and passes no ``within``. ``check_inside`` also
+guards the one path an agent writes to: an export's pack file.
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ _SETTLED_NS = 60 * 1_000_000_000
 _NO_FOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def check_inside(path: str | Path, allowed: Sequence[Path]) -> Path:
+def check_inside(path: str | Path, allowed: Sequence[Path], *, writing: bool = False) -> Path:
     """The real path of ``path`` if it lies inside one of ``allowed`` (symlinks resolved).
+
+    Args:
+        path: The path an agent named.
+        allowed: The folders it may be in (``allowed_dirs``).
+        writing: The path is to be written (an export), not read; the refusals say so.
 
     Raises:
         InvalidArgumentError: the path holds a NUL byte or is absurdly long.
@@ -45,7 +51,7 @@ def check_inside(path: str | Path, allowed: Sequence[Path]) -> Path:
     check_path_text(path)
     if not allowed:
         raise PathNotAllowedError(
-            "Reading paths is switched off: no folder is allowed.",
+            f"{'Writing' if writing else 'Reading'} paths is switched off: no folder is allowed.",
             hint="Add folders to allowed_dirs in config.yaml (or COFFER_ALLOWED_DIRS=/one:/two) and restart "
             "the server.",
         )
@@ -60,7 +66,8 @@ def check_inside(path: str | Path, allowed: Sequence[Path]) -> Path:
     if not any(real == root or real.is_relative_to(root) for root in allowed):
         raise PathNotAllowedError(
             f"{path} is outside the allowed folders.",
-            hint=f"Allowed: {', '.join(map(str, allowed))}. Add a folder to allowed_dirs to read from it.",
+            hint=f"Allowed: {', '.join(map(str, allowed))}. Add a folder to allowed_dirs to "
+            f"{'write to' if writing else 'read from'} it.",
         )
     return real
 

@@ -194,6 +194,12 @@ TOOL_WORDS: dict[str, dict[Surface, str]] = {
 ARG_WORDS: dict[str, dict[Surface, str]] = {
     "replace=true": {"mcp": "replace=true", "cli": "--replace", "web": "'--replace' on the command line"},
     "follow=true": {"mcp": "follow=true", "cli": "--follow", "web": "'--follow' on the command line"},
+    # The export tool cannot overwrite: it would let an agent replace any file in allowed_dirs.
+    "overwrite": {
+        "mcp": "ask the user to remove it (this tool never overwrites a file)",
+        "cli": "pass --overwrite to replace it",
+        "web": "replace it with 'coffer kb export --overwrite' on the command line",
+    },
     "fixed_strings=true": {
         "mcp": "fixed_strings=true",
         "cli": "-F (--fixed-strings)",

@@ -133,6 +133,20 @@ def test_deleting_an_unknown_knowledge_base_says_so_before_asking(run, monkeypat
     assert run("kb", "delete", "", code=1).startswith("coffer: Invalid knowledge base name ''.")
 
 
+def test_an_export_refused_names_the_overwrite_flag_or_a_file_to_write(run, tmp_path: Path) -> None:
+    run("kb", "create", "notes")
+    out = tmp_path / "notes.cofferpack"
+    out.write_bytes(b"an older pack")
+    err = run("kb", "export", "notes", str(out), code=1)
+    assert err.startswith(f"coffer: {out} already exists.")
+    assert "pass --overwrite to replace it" in err
+    err = run("kb", "export", "notes", str(tmp_path), code=1)
+    assert err.startswith(f"coffer: {tmp_path} is a folder.")
+    assert str(tmp_path / "notes.cofferpack") in err
+    assert "overwrite" not in err
+    assert "exported 'notes'" in run("kb", "export", "notes", str(out), "--overwrite")
+
+
 def test_reindex_needs_a_name_or_all(run) -> None:
     assert "--all" in run("kb", "reindex", code=2)
     run("kb", "create", "a")

@@ -234,3 +234,38 @@ async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_o
     assert isinstance(crash.exc_info[1], OSError)
     logged = service.index.conn.execute("SELECT outcome, error_code FROM mcp_invocations").fetchall()
     assert [tuple(row) for row in logged] == [("crash", "internal_error")]
+
+
+async def test_a_refused_export_says_what_the_tool_can_do_and_that_it_writes(
+    service: Coffer, sources: Path, tmp_path: Path
+) -> None:
+    taken = sources / "kb.cofferpack"
+    taken.write_bytes(b"the user's own file")
+
+    async def export(client: Client, path: Path) -> dict:
+        return assert_coffer_shape(
+            await client.call_tool("coffer__export_knowledge_base", {"kb": "kb", "path": str(path)})
+        )
+
+    async with Client(build_server(service), client_info=CLIENT) as client:
+        existing, folder, outside = [await export(client, path) for path in (taken, sources, tmp_path / "k.cofferpack")]
+    assert (existing["code"], existing["message"]) == ("invalid_argument", f"{taken} already exists.")
+    assert "pass overwrite" not in existing["hint"]  # the tool has no such argument
+    assert "Pick another file name" in existing["hint"]
+    assert "never overwrites" in existing["hint"]
+    assert (folder["code"], folder["message"]) == ("invalid_argument", f"{sources} is a folder.")
+    assert str(sources / "kb.cofferpack") in folder["hint"]
+    assert outside["code"] == "path_not_allowed"
+    assert outside["hint"].endswith("Add a folder to allowed_dirs to write to it.")
+    assert taken.read_bytes() == b"the user's own file"
+
+
+async def test_an_export_with_no_folder_allowed_says_writing_is_switched_off(coffer: Coffer, tmp_path: Path) -> None:
+    coffer.create_kb("kb")
+    async with Client(build_server(coffer), client_info=CLIENT) as client:
+        result = await client.call_tool("coffer__export_knowledge_base", {"kb": "kb", "path": str(tmp_path / "k.pack")})
+    error = assert_coffer_shape(result)
+    assert (error["code"], error["message"]) == (
+        "path_not_allowed",
+        "Writing paths is switched off: no folder is allowed.",
+    )

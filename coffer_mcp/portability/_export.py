@@ -81,11 +81,11 @@ def export_kb(
 
     Raises:
         KnowledgeBaseNotFoundError: no such knowledge base.
-        InvalidArgumentError: ``out`` exists (without ``overwrite``), its folder does not, or it
-            lies inside the store.
+        InvalidArgumentError: ``out`` is a folder or exists (without ``overwrite``), its folder does
+            not, or it lies inside the store.
     """
     kb, _ = registry.open_kb(name)
-    target = _output_path(registry, Path(out), overwrite)
+    target = _output_path(registry, Path(out), name, overwrite)
     registry.refresh(name)  # adopt files dropped in by hand, so every document has an id
     with registry.writing(kb), tempfile.TemporaryFile(dir=registry.paths.home) as vector_file:
         config = config_yaml(read_kb_config(kb.config, fallback_time=utc_now()))
@@ -115,7 +115,7 @@ def export_kb(
     )
 
 
-def _output_path(registry: Registry, out: Path, overwrite: bool) -> Path:
+def _output_path(registry: Registry, out: Path, name: str, overwrite: bool) -> Path:
     target = out.expanduser().absolute()
     if not target.parent.is_dir():
         raise InvalidArgumentError(
@@ -126,8 +126,12 @@ def _output_path(registry: Registry, out: Path, overwrite: bool) -> Path:
         raise InvalidArgumentError(
             f"{target} is inside the Coffer store.", hint="Write the pack outside COFFER_HOME/knowledge."
         )
-    if target.is_dir() or (target.exists() and not overwrite):
-        raise InvalidArgumentError(f"{target} already exists.", hint="Pick another file name, or pass overwrite.")
+    if target.is_dir():  # not even overwrite replaces a folder
+        raise InvalidArgumentError(
+            f"{target} is a folder.", hint=f"Name the pack file to write in it, e.g. {target / name}{PACK_SUFFIX}."
+        )
+    if target.exists() and not overwrite:
+        raise InvalidArgumentError(f"{target} already exists.", hint="Pick another file name, or {arg:overwrite}.")
     return resolved
 
 

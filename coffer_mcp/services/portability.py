@@ -52,7 +52,7 @@ class PortabilityService:
         self, name: str, out: str, *, with_vectors: bool = False, progress: Progress | None = None
     ) -> ExportResult:
         """``export_kb`` to a path inside ``allowed_dirs`` only (the MCP tool's entry point)."""
-        real = check_inside(out, self.registry.settings.allowed_dirs)
+        real = check_inside(out, self.registry.settings.allowed_dirs, writing=True)
         return self.export_kb(name, real, with_vectors=with_vectors, progress=progress)
 
     def import_pack(
