@@ -2,6 +2,7 @@
 
 This is the only module that reads ``sys.argv`` and the process environment. Errors print one
 line (with a hint, in the command line's words) on stderr and exit 1; usage errors exit 2.
+A reader that closes stdout early (``| head``) ends a command quietly, with status 141.
 
 Only the commands that search or embed (``EMBEDDING_COMMANDS``) embed documents that are due;
 when their embedder fails they say so once, in one line, after their output. Every other command
@@ -33,6 +34,7 @@ __all__ = ["main", "serve_main"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,13 +53,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             return _serve_unconfigured(args, exc)
         _configure_logging(settings)
-        return args.handler(args, settings) or 0
+        status = args.handler(args, settings) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not as a second error at interpreter exit
     except CofferError as exc:
         _print_error(exc)
         return EXIT_ERROR
+    except BrokenPipeError:
+        return _stdout_closed()
     except KeyboardInterrupt:
         print("coffer: interrupted", file=sys.stderr)
         return 130
+    else:
+        return status
     finally:
         for note in _NOTES:
             print(f"coffer: {note}", file=sys.stderr)
@@ -66,6 +73,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _print_error(exc: CofferError) -> None:
     hint = exc.hint_for("cli")
     print(f"coffer: {exc.message}" + (f"\n  hint: {hint}" if hint else ""), file=sys.stderr)
+
+
+def _stdout_closed() -> int:
+    """Stop quietly when the reader of stdout went away (``coffer kb read ... | head``), as Unix tools do.
+
+    Not an error of the user's, so no message. Python's docs (signal module, "Note on SIGPIPE")
+    point stdout at devnull so that the flush at exit does not raise again. The status is a shell's
+    for a command stopped by SIGPIPE, as 130 is for Ctrl-C: non-zero under ``set -o pipefail``,
+    yet not the 1 of an error.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
 
 
 def serve_main() -> None:

@@ -377,3 +377,46 @@ def test_bad_filter_options_are_refused_in_command_line_words(run, tmp_path: Pat
     (tmp_path / "f").mkdir()
     err = run("kb", "ingest", "notes", str(tmp_path / "f"), "--follow", "--tag", "x", code=1)
     assert "--tag tags the files of one ingest" in err
+
+
+def coffer_into_a_closed_pipe(home: Path, *argv: str, read_first_line: bool = False) -> tuple[int, str, bytes]:
+    """``coffer ARGV | head -1``: exit status, stderr, and what the reader got before it closed.
+
+    Without ``read_first_line`` the reader is gone before coffer starts (``| true``), so coffer's
+    very first write meets the closed pipe, whatever the size of its output.
+    """
+    reader, writer = os.pipe()
+    got = b""
+    if not read_first_line:
+        os.close(reader)
+    with subprocess.Popen(
+        [sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv],
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **NO_EMBEDDER},
+    ) as proc:
+        os.close(writer)
+        if read_first_line:
+            with os.fdopen(reader, "rb") as out:
+                got = out.readline()
+        _, err = proc.communicate(timeout=180)
+    return proc.returncode, err.decode(), got
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_coffer_quietly(home: Path, tmp_path: Path) -> None:
+    note = tmp_path / "long.md"
+    # Far beyond a pipe's buffer (64 KiB): coffer is still writing when the reader closes.
+    note.write_text("# Long\n\n" + "".join(f"line {i} of a long note\n\n" for i in range(20_000)), encoding="utf-8")
+    assert coffer(home, "kb", "create", "notes", env=NO_EMBEDDER).returncode == 0
+    ingested = coffer(home, "kb", "ingest", "notes", str(note), "--json", env=NO_EMBEDDER)
+    doc_id = json.loads(ingested.stdout)["items"][0]["document_id"]
+    for argv in (
+        ["kb", "describe", "notes"],
+        ["kb", "grep", "notes", "line"],
+        ["kb", "search", "notes", "line"],
+        ["kb", "list", "--json"],
+    ):
+        status, err, _ = coffer_into_a_closed_pipe(home, *argv)
+        assert (status, err) == (141, ""), argv
+    status, err, first = coffer_into_a_closed_pipe(home, "kb", "read", "notes", doc_id, read_first_line=True)
+    assert (status, err, first) == (141, "", b"# Long\n")
