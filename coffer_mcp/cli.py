@@ -16,8 +16,10 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import BaseModel
@@ -909,15 +911,31 @@ def _announce(state: str) -> None:
     """Say on stderr what this is, so a server started by hand in a terminal is not silent."""
     print(f"coffer-mcp {__version__}: MCP server on stdio; {state}", file=sys.stderr)
     if sys.stdin.isatty():
+        command, *args = _own_command()
+        config = {"mcpServers": {"coffer": {"command": command, "args": args}}}
         print(
             "  This process speaks the Model Context Protocol on stdin/stdout and waits for a client.\n"
             "  Connect one instead of typing here, e.g.:\n"
-            "    npx @modelcontextprotocol/inspector coffer serve\n"
+            f"    npx @modelcontextprotocol/inspector {shlex.join([command, *args])}\n"
             "  or add to Claude Desktop's claude_desktop_config.json:\n"
-            '    {"mcpServers": {"coffer": {"command": "coffer", "args": ["serve"]}}}\n'
+            f"    {json.dumps(config, ensure_ascii=False)}\n"
             "  Press Ctrl-C to stop.",
             file=sys.stderr,
         )
+
+
+def _own_command() -> list[str]:
+    """The command line that starts this server, from any folder: what a client should run.
+
+    Right after the README's set-up ``coffer`` is not on PATH (it runs as ``.venv/bin/coffer``), so
+    the banner names the running script by its absolute path, resolved as the README's ``realpath``
+    (``..`` after a symlink is not its parent). Started as ``python -m coffer_mcp`` there is no
+    script: this Python runs the package. ``stem``: on Windows the script is ``coffer.exe``.
+    """
+    script = Path(sys.argv[0])
+    if script.stem in ("coffer", "coffer-mcp") and script.is_file():
+        return [str(script.resolve()), *(["serve"] if script.stem == "coffer" else [])]
+    return [sys.executable, "-m", "coffer_mcp", "serve"]
 
 
 _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [

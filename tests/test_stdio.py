@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
+from tests.conftest import installed_script
 
 pytestmark = pytest.mark.anyio
 
@@ -117,25 +119,57 @@ def test_stdout_carries_nothing_but_json_rpc(home: Path) -> None:
     assert b"coffer-mcp" in stderr  # the banner goes to stderr
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-def test_started_by_hand_in_a_terminal_it_explains_itself_on_stderr(home: Path) -> None:
+def banner(home: Path, *argv: str, cwd: Path | None = None) -> str:
+    """What ``ARGV`` started by hand in a terminal (stdin a pseudo-terminal) says on stderr."""
     import pty
 
     primary, secondary = pty.openpty()
     with subprocess.Popen(
-        [sys.executable, "-m", "coffer_mcp", "serve"],
-        stdin=secondary,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=server_env(home),
+        list(argv), stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_env(home), cwd=cwd
     ) as proc:
         os.close(secondary)
         try:
-            first_lines = b"".join(proc.stderr.readline() for _ in range(3))
+            lines: list[bytes] = []
+            for _ in range(12):  # up to the banner's last line: then the server waits for a client
+                lines.append(proc.stderr.readline())
+                if b"Ctrl-C" in lines[-1] or not lines[-1]:
+                    break
         finally:
             proc.kill()
             proc.wait()
             os.close(primary)
         assert proc.stdout.read() == b""
-    assert b"MCP server on stdio" in first_lines
-    assert b"waits for a client" in first_lines
+    return b"".join(lines).decode()
+
+
+def suggested_commands(text: str) -> tuple[list[str], list[str]]:
+    """The command lines the banner suggests: for the MCP Inspector, and Claude Desktop's config."""
+    inspector = next(line for line in text.splitlines() if "npx @modelcontextprotocol/inspector" in line)
+    config = next(line for line in text.splitlines() if '"mcpServers"' in line)
+    server = json.loads(config)["mcpServers"]["coffer"]
+    return shlex.split(inspector)[2:], [server["command"], *server["args"]]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_started_by_hand_in_a_terminal_it_explains_itself_on_stderr(home: Path) -> None:
+    text = banner(home, sys.executable, "-m", "coffer_mcp", "serve")
+    assert "MCP server on stdio" in text
+    assert "waits for a client" in text
+    # No coffer script started it: the suggestions start this Python on the package.
+    assert suggested_commands(text) == ([sys.executable, "-m", "coffer_mcp", "serve"],) * 2
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+@pytest.mark.parametrize(("script", "args"), [("coffer", ["serve"]), ("coffer-mcp", [])])
+def test_the_banner_suggests_the_absolute_path_of_the_coffer_that_runs(
+    home: Path, tmp_path: Path, script: str, args: list[str]
+) -> None:
+    # Right after the README's set-up coffer is not on PATH, and is started by a relative path
+    # (.venv/bin/coffer serve): a client needs the absolute path of that script.
+    installed = installed_script(script)
+    assert installed, f"{script} is not installed; run pip install -e ."
+    text = banner(home, os.path.relpath(installed, tmp_path), *args, cwd=tmp_path)
+    inspector, desktop = suggested_commands(text)
+    assert inspector == desktop == [str(Path(installed).resolve()), *args]
+    assert Path(inspector[0]).is_absolute()
+    assert Path(inspector[0]).is_file()
