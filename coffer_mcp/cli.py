@@ -454,7 +454,12 @@ def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         details = coffer.describe_kb(args.name)
 
-    _emit(args, details, lambda d: "\n".join([_key_values(d, exclude={"followed"}), *map(_followed_line, d.followed)]))
+    _emit(args, details, _render_details)
+
+
+def _render_details(d) -> str:
+    """A knowledge base as ``key  value`` lines, then a ``following`` line per followed folder."""
+    return "\n".join([_key_values(d, exclude={"followed"}), *map(_followed_line, d.followed)])
 
 
 def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
@@ -468,7 +473,7 @@ def _kb_update(args: argparse.Namespace, settings: Settings) -> None:
             auto_update_sources=args.auto_update_sources,
             progress=_progress(args),
         )
-    _emit(args, details, _key_values)
+    _emit(args, details, _render_details)
 
 
 def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:

@@ -420,3 +420,14 @@ def test_a_reader_that_closes_the_pipe_early_ends_coffer_quietly(home: Path, tmp
         assert (status, err) == (141, ""), argv
     status, err, first = coffer_into_a_closed_pipe(home, "kb", "read", "notes", doc_id, read_first_line=True)
     assert (status, err, first) == (141, "", b"# Long\n")
+
+
+def test_update_prints_the_knowledge_base_as_describe_does(run, tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nalpha", encoding="utf-8")
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(folder), "--follow")
+    updated = run("kb", "update", "notes", "--description", "my notes")
+    assert updated == run("kb", "describe", "notes")
+    assert f"following  {folder}  (1 documents" in updated
