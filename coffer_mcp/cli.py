@@ -1022,18 +1022,32 @@ def _rerank_note(info) -> str:
 def _key_values(model: BaseModel, exclude: set[str] | None = None) -> str:
     data = model.model_dump(mode="json", exclude=exclude)
     width = max(map(len, data))
-    return "\n".join(f"{key:<{width}}  {_human(value)}" for key, value in data.items())
+    indent = "\n" + " " * (width + 2)  # a value of several lines goes on in the value column
+    return "\n".join(f"{key:<{width}}  " + _human(value).replace("\n", indent) for key, value in data.items())
 
 
 def _human(value: Any) -> str:
-    """A value as a person reads it: ``grep, keyword``, ``yes``/``no``, ``—`` for none."""
-    if value is None or value in ([], ""):
+    """A value as a person reads it: ``grep, keyword``, ``yes``/``no``, ``—`` for none.
+
+    A mapping takes a line per key, its fields inline: ``vector_index`` has one per embedding model,
+    ``MODEL  vectors 65, search exact, built_at —``.
+    """
+    if value is None or value in ([], "", {}):
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list):
         return ", ".join(map(_human, value))
+    if isinstance(value, dict):
+        return "\n".join(f"{key}  {_inline(entry)}" for key, entry in value.items())
     return str(value)
+
+
+def _inline(value: Any) -> str:
+    """A value on one line; a mapping as ``key value, key value``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_human(entry)}" for key, entry in value.items())
+    return _human(value)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:

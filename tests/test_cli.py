@@ -220,9 +220,10 @@ def test_describe_prints_plain_values_and_json_keeps_their_types(run) -> None:
     run("kb", "create", "notes")
     fields = dict(line.split(None, 1) for line in run("kb", "describe", "notes").splitlines())
     assert (fields["modes"], fields["vector"], fields["auto_update_sources"]) == ("grep, keyword", "no", "no")
-    assert fields["embedding_model"] == fields["description"] == "—"
+    assert fields["embedding_model"] == fields["description"] == fields["vector_index"] == "—"
     data = as_json(run("kb", "describe", "notes", "--json"))
     assert (data["modes"], data["vector"], data["embedding_model"]) == (["grep", "keyword"], False, None)
+    assert data["vector_index"] == {}
 
 
 def test_doctor_calls_ripgrep_turned_off_a_note_and_a_wrong_rg_path_a_problem(
@@ -420,6 +421,19 @@ def test_a_reader_that_closes_the_pipe_early_ends_coffer_quietly(home: Path, tmp
         assert (status, err) == (141, ""), argv
     status, err, first = coffer_into_a_closed_pipe(home, "kb", "read", "notes", doc_id, read_first_line=True)
     assert (status, err, first) == (141, "", b"# Long\n")
+
+
+def test_describe_shows_each_embedding_model_s_vectors_on_a_line(home: Path, tmp_path: Path) -> None:
+    (tmp_path / "alpha.md").write_text("# Alpha\n\nalpha particles and their tracks", encoding="utf-8")
+    with fake_openai_server() as server:
+        env = openai_env(server)
+        assert coffer(home, "kb", "create", "notes", "--vector", env=env).returncode == 0
+        assert coffer(home, "kb", "ingest", "notes", str(tmp_path / "alpha.md"), env=env).returncode == 0
+        text = coffer(home, "kb", "describe", "notes", env=env).stdout
+        data = json.loads(coffer(home, "kb", "describe", "notes", "--json", env=env).stdout)
+    [line] = [line for line in text.splitlines() if line.startswith("vector_index")]
+    assert line.split(None, 1)[1] == f"{data['embedding_model']}  vectors 1, search exact, built_at —"
+    assert data["vector_index"] == {data["embedding_model"]: {"vectors": 1, "search": "exact", "built_at": None}}
 
 
 def test_update_prints_the_knowledge_base_as_describe_does(run, tmp_path: Path) -> None:
