@@ -69,6 +69,20 @@ def test_updating_the_description_keeps_the_documents(coffer: Coffer, notes: str
     assert (updated.description, updated.document_count) == ("new words", 1)
 
 
+def test_an_update_that_changes_nothing_is_refused_or_leaves_the_knowledge_base_as_it_was(
+    coffer: Coffer, notes: str
+) -> None:
+    # Both bumped updated_at and wrote an audit event, while edit_document refuses "Nothing to change".
+    before = coffer.update_kb(notes, description="words")
+    events = len(coffer.index.audit_events(notes))
+    with pytest.raises(InvalidArgumentError) as caught:
+        coffer.update_kb(notes)
+    assert caught.value.message == "Nothing to change."
+    same = coffer.update_kb(notes, description="words", vector=False)
+    assert same.updated_at == before.updated_at
+    assert len(coffer.index.audit_events(notes)) == events
+
+
 def test_a_small_chunk_size_alone_gets_an_overlap_that_fits(coffer: Coffer) -> None:
     small = coffer.create_kb("small", chunk_size=200)  # the default overlap, 128, is not below 100
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.errors import KnowledgeBaseExistsError
+from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError
 from coffer_mcp.indexing.reconvert import Reconversion, conversion_options
 from coffer_mcp.indexing.verify import verify_kb
 from coffer_mcp.models import (
@@ -166,6 +166,13 @@ class KnowledgeBaseService:
         in proportion (1,024/128 to 256 gives 256/32).
         """
         kb, _ = self.registry.open_kb(name)
+        asked = (description, chunk_size, chunk_overlap, vector, auto_update_sources)
+        if all(value is None for value in asked):
+            raise InvalidArgumentError(
+                "Nothing to change.",
+                hint="Give a new description, chunk size or overlap, or switch vector search or the "
+                "automatic update of sources on or off.",
+            )
         with self.registry.writing(kb):
             old = self.registry.config(name)
             if chunk_size is not None and chunk_overlap is None:  # said only when it changes
@@ -178,7 +185,9 @@ class KnowledgeBaseService:
                 "vector": vector,
                 "auto_update_sources": auto_update_sources,
             }
-            changes = {k: v for k, v in changes.items() if v is not None}
+            changes = {k: v for k, v in changes.items() if v is not None and v != getattr(old, k)}
+            if not changes:  # already so: nothing written, audited or stamped as updated
+                return self._details(kb, old)
             config = make_kb_config(**{**old.model_dump(), **changes, "updated_at": utc_now()})
             write_kb_config(kb.config, config)
             with self.index.transaction():
