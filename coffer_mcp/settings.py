@@ -6,6 +6,7 @@ API and the tests can build settings from anything.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -308,9 +309,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         settings = Settings(**merged)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in errors
-        )
+        problems = "; ".join(_problem(e) for e in errors)
         fixes = dict.fromkeys(
             _where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file) for e in errors
         )
@@ -323,6 +322,15 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             "or ~/.pgpass), or go back to the embedded index (index_backend: sqlite).",
         )
     return settings
+
+
+def _problem(error: Any) -> str:
+    """One refused setting in plain words; a misspelt key names the setting it resembles."""
+    where = ".".join(map(str, error["loc"]))
+    if error["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(where, Settings.model_fields, n=1)
+        return f"{where}: no such setting" + (f" (did you mean {close[0]}?)" if close else "")
+    return f"{where}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def _check_rerank(settings: Settings) -> None:

@@ -111,3 +111,11 @@ def test_index_rebuild_moves_a_store_from_sqlite_to_postgres(
     with Coffer(settings) as shared:
         assert [p.title for p in shared.search("notes", "prune winter").passages] == ["Roses"]
         assert shared.verify("notes").ok
+
+
+def test_a_misspelt_setting_in_config_yaml_names_the_one_it_resembles(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("grep_timout: 5\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(home=tmp_path)
+    assert caught.value.message == "Invalid configuration: grep_timout: no such setting (did you mean grep_timeout?)."
+    assert "config.yaml" in caught.value.hint
