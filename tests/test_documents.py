@@ -164,6 +164,17 @@ def test_long_documents_are_read_in_pages(coffer: Coffer, notes: str) -> None:
     assert whole.total_chars == len(whole.markdown)
 
 
+def test_a_document_id_typed_in_lower_case_names_the_document(coffer: Coffer, notes: str) -> None:
+    # A ULID is case-insensitive; "01hz…" was refused as an unknown document.
+    doc_id = coffer.add_document(notes, "a.md", "# A\n\nalpha words").document_id
+    typed = doc_id.lower()
+    assert coffer.read_document(notes, typed).document_id == doc_id
+    assert coffer.search(notes, "alpha", 5, document_ids=[typed]).passages[0].document_id == doc_id
+    assert coffer.edit_document(notes, typed, "# A\n\nbeta words").document_id == doc_id
+    assert coffer.delete_document(notes, typed).document_id == doc_id
+    assert coffer.list_documents(notes).total == 0
+
+
 def test_listing_filters_titles_case_insensitively_before_paginating(coffer: Coffer, notes: str) -> None:
     for i in range(5):
         coffer.add_document(notes, f"r{i}.md", f"# Report {i}\n\nx")

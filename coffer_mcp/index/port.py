@@ -117,7 +117,7 @@ class DocumentFilter:
     @classmethod
     def of(cls, filters: SearchFilters | None, document_ids: Sequence[str] | None = None) -> DocumentFilter:
         """The filter of a caller's ``SearchFilters`` (already checked), within ``document_ids`` if given."""
-        ids = tuple(document_ids or ())
+        ids = tuple(i.upper() for i in document_ids or ())  # document ids are ULIDs: case-insensitive
         if filters is None:
             return cls(document_ids=ids)
         return cls(

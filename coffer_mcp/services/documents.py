@@ -138,7 +138,7 @@ class DocumentService:
         (a search hit and its neighbours), so a passage can be expanded without the whole file.
         """
         paths, _ = self.registry.open_kb(kb)
-        _check_id(kb, doc_id)
+        doc_id = _check_id(kb, doc_id)
         _check_page(offset, limit, unit, around_position, window)
         self.registry.refresh(kb)
         try:
@@ -456,7 +456,7 @@ class DocumentService:
         ``content`` the body is. Nothing new is a no-op (``unchanged``).
         """
         paths, _ = self.registry.open_kb(kb)
-        _check_id(kb, doc_id)
+        doc_id = _check_id(kb, doc_id)
         chosen = None if tags is None else check_tags(tags)
         if content is None and chosen is None:
             raise InvalidArgumentError("Nothing to change.", hint="Pass the new content, the new tags, or both.")
@@ -514,7 +514,7 @@ class DocumentService:
     def delete_document(self, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
         """Remove a document's Markdown, its original and its rows."""
         paths, _ = self.registry.open_kb(kb)
-        _check_id(kb, doc_id)
+        doc_id = _check_id(kb, doc_id)
         with self.registry.writing(paths):
             return self.delete_locked(paths, doc_id, actor=actor)
 
@@ -947,9 +947,12 @@ def _with_tags(metadata: dict[str, Any], tags: list[str] | None) -> dict[str, An
     return {key: value for key, value in metadata.items() if key != "tags"}
 
 
-def _check_id(kb: str, doc_id: str) -> None:
-    if not isinstance(doc_id, str) or not is_document_id(doc_id):
+def _check_id(kb: str, doc_id: str) -> str:
+    """The document id as stored: a ULID is case-insensitive, so ``01hz…`` names ``01HZ…``."""
+    canonical = doc_id.upper() if isinstance(doc_id, str) else doc_id
+    if not isinstance(canonical, str) or not is_document_id(canonical):
         raise _missing(kb, doc_id)
+    return canonical
 
 
 def _conflict(row: DocumentRow) -> SourceConflictError:

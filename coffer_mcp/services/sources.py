@@ -126,7 +126,7 @@ class SourceService:
         """
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
-        row = self.registry.index.get_document(kb, doc_id)
+        row = self.registry.index.get_document(kb, doc_id.upper())  # a ULID is case-insensitive
         if row is None:
             raise DocumentNotFoundError(
                 f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",
