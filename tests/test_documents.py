@@ -148,6 +148,23 @@ def test_unknown_document_ids_are_not_found(coffer: Coffer, notes: str, doc_id: 
     assert "coffer__search_knowledge" in caught.value.hint
 
 
+@pytest.mark.parametrize(
+    ("page", "message"),
+    [
+        ({"unit": "lines", "limit": 20_001}, "limit must be from 1 to 20,000 when reading by lines, not 20001."),
+        ({"limit": 200_001}, "limit must be from 1 to 200,000 when reading by chars, not 200001."),
+        ({"offset": -1}, "offset must be from 0 to 2,147,483,647 chars, not -1."),
+    ],
+)
+def test_a_page_out_of_bounds_is_refused_naming_the_bound_of_its_unit(
+    coffer: Coffer, notes: str, page: dict, message: str
+) -> None:
+    doc_id = coffer.add_document(notes, "a.md", "# A\n\nalpha").document_id
+    with pytest.raises(InvalidArgumentError) as caught:
+        coffer.read_document(notes, doc_id, **page)
+    assert caught.value.message == message
+
+
 def test_long_documents_are_read_in_pages(coffer: Coffer, notes: str) -> None:
     body = "# Long\n\n" + "".join(f"line {i:05d}\n\n" for i in range(3000))
     doc = coffer.add_document(notes, "long.md", body)

@@ -916,13 +916,15 @@ def _check_page(offset: int, limit: int | None, unit: str, around: int | None, w
             f"unit must be 'chars' or 'lines', not {str(unit)[:40]!r}.", hint="Use unit='lines'."
         )
     bound = MAX_PAGE_CHARS if unit == "chars" else MAX_PAGE_LINES
-    if (
-        not _is_int(offset)
-        or not 0 <= offset <= MAX_OFFSET
-        or (limit is not None and (not _is_int(limit) or not 1 <= limit <= bound))
-    ):
+    if not _is_int(offset) or not 0 <= offset <= MAX_OFFSET:
         raise InvalidArgumentError(
-            f"offset must be 0-{MAX_OFFSET:,} and limit 1-{bound:,} {unit}.", hint="Use offset=0, limit=20000."
+            f"offset must be from 0 to {MAX_OFFSET:,} {unit}, not {offset!r:.40}.",
+            hint="Start at offset=0, or at the offset a page before ended.",
+        )
+    if limit is not None and (not _is_int(limit) or not 1 <= limit <= bound):
+        raise InvalidArgumentError(
+            f"limit must be from 1 to {bound:,} when reading by {unit}, not {limit!r:.40}.",
+            hint=f"Read {bound:,} {unit} or fewer at a time, paging on with offset.",
         )
     if around is not None and (
         not _is_int(around) or not _is_int(window) or not 0 <= around <= MAX_OFFSET or not 0 <= window <= 20
