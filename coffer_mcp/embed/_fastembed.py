@@ -99,6 +99,11 @@ class FastEmbedEmbedder:
             rows = list(model.query_embed(text))
         return normalized(rows[0].tolist())
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (it loads on first use)."""
+        return self._model is not None
+
     def unload(self) -> None:
         """Drop the loaded model (it loads again on next use), giving its memory back.
 

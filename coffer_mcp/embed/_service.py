@@ -87,6 +87,7 @@ class EmbeddingService:
         self._lock = threading.Lock()
         self._active = 0
         self._last_request = time.monotonic()
+        self._unservable = False  # a request found the model cannot be loaded
         self._listener: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
 
@@ -127,6 +128,9 @@ class EmbeddingService:
             log.warning("the socket %s was removed or replaced: exiting", self.files.socket)
             return True
         with self._lock:
+            if self._active == 0 and self._unservable:
+                log.info("the model cannot be loaded: exiting (the next process that needs it starts a service again)")
+                return True
             idle = self._active == 0 and time.monotonic() - self._last_request >= self.idle_seconds
         if idle:
             log.info("idle for %s seconds: exiting", self.idle_seconds)
@@ -163,12 +167,22 @@ class EmbeddingService:
         try:
             return self._dispatch(request)
         except EmbeddingError as exc:
+            self._note_failure()
             return {"ok": False, "message": exc.message, "hint": exc.hint_template, "code": exc.code}, []
         # The model runs native code whose exception types are open-ended: the client maps this
         # answer as it would map the exception in-process (CooldownEmbedder's wording and hint).
         except Exception as exc:
             log.exception("embedding failed")
+            self._note_failure()
             return {"ok": False, "foreign": True, "message": shorten(exc)}, []
+
+    def _note_failure(self) -> None:
+        """After a failed request: a model that could not be loaded leaves nothing to serve, so the
+        service exits once its requests are answered instead of idling (each client is cooling down;
+        the next need starts a service that tries again)."""
+        if not self.embedder.loaded:
+            with self._lock:
+                self._unservable = True
 
     def _dispatch(self, request: dict[str, Any]) -> tuple[dict[str, Any], list[list[float]]]:
         op, embedder = request.get("op"), self.embedder

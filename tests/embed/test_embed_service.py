@@ -189,7 +189,18 @@ def test_a_model_error_in_the_service_is_the_same_embedding_error_as_in_process(
     with pytest.raises(EmbeddingError) as local:
         in_process(missing).embed_documents(["text"])
     assert remote.value.to_dict() == local.value.to_dict()
-    assert len(service_pids(folder)) == 1  # the service answered; nothing fell back
+
+
+def test_a_service_whose_model_cannot_be_loaded_exits_once_it_has_said_so(tmp_path: Path, folder: Path) -> None:
+    # It idled for service_idle_seconds (5 minutes by default) holding nothing it could serve.
+    embedder = shared(folder, tmp_path / "missing", service_idle_seconds=600)
+    pid = client(embedder).status()["pid"]  # a status loads no model
+    with pytest.raises(EmbeddingError):
+        embedder.embed_documents(["text"])
+    wait_gone(pid)
+    assert service_pids(folder) == []
+    log = client(embedder)._client.files().log.read_text(encoding="utf-8")
+    assert "the model cannot be loaded: exiting" in log  # the service answered the call, then left
 
 
 # -- starting, racing, idling ---------------------------------------------------------------------
