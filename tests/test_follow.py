@@ -19,6 +19,7 @@ from mcp.types import Implementation
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.access import source_stamp
 from coffer_mcp.errors import InvalidArgumentError, PackError, PathNotAllowedError
+from coffer_mcp.index import DocumentRow
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.portability._format import parse_config
 
@@ -279,14 +280,21 @@ def test_a_followed_folder_that_is_gone_removes_nothing(make: Callable[..., Coff
     assert (followed.present, followed.documents) == (False, 2)
 
 
+def edited_then_changed_at_its_source(coffer: Coffer, folder: Path) -> DocumentRow:
+    """Follow ``folder``, edit alpha.md's document in Coffer, then change the file: its row."""
+    coffer.follow_folder("kb", folder)
+    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+    assert doc is not None
+    coffer.edit_document("kb", doc.id, "# Alpha\n\nEdited in Coffer: armadillos.")
+    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: anteaters.")
+    return doc
+
+
 def test_an_edit_in_coffer_is_never_overwritten_by_a_later_source_change(
     make: Callable[..., Coffer], folder: Path
 ) -> None:
     coffer = make()
-    coffer.follow_folder("kb", folder)
-    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
-    coffer.edit_document("kb", doc.id, "# Alpha\n\nEdited in Coffer: armadillos.")
-    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: anteaters.")
+    doc = edited_then_changed_at_its_source(coffer, folder)
     for _ in range(2):
         [result] = coffer.sync_followed("kb")
         [conflict] = [i for i in result.items if i.status == "conflict"]
@@ -307,10 +315,7 @@ def test_a_source_conflict_is_audited_once_per_version_of_the_file_across_restar
 ) -> None:
     # What a server remembers of a conflict dies with it; the audit log is what every server reads.
     first = make()
-    first.follow_folder("kb", folder)
-    doc = first.index.find_document("kb", source_path=str(folder / "alpha.md"))
-    first.edit_document("kb", doc.id, "# Alpha\n\nEdited in Coffer: armadillos.")
-    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: anteaters.")
+    doc = edited_then_changed_at_its_source(first, folder)
     first.sync_followed("kb")
     for coffer in (make(), make(), first):  # two restarts, then the first server again
         [result] = coffer.sync_followed("kb")
