@@ -96,6 +96,25 @@ async def test_documents_ranked_below_another_ones_many_passages_still_fill_the_
     assert len(passages) == 5
 
 
+def test_a_search_looks_no_deeper_once_it_has_every_document_there_is(
+    home: Path, backend_settings: dict[str, str]
+) -> None:
+    # Two manuals of 40 matching rules each, top_k 5: no depth finds a third document, and each
+    # deeper look embedded the query again (a paid provider bills each one).
+    embedder = HashEmbedder()
+    with Coffer(load_settings(home=home, **backend_settings), embedder=embedder) as coffer:
+        coffer.create_kb("fleet", chunk_size=96, chunk_overlap=0, vector=True)
+        for n in range(2):
+            rules = "\n\n".join(f"Ferry rule {r}: the ferry crew checks the ferry." for r in range(40))
+            coffer.add_document("fleet", f"manual{n}.md", f"# Manual {n}\n\n{rules}")
+        calls = embedder.calls
+        result = coffer.search("fleet", "ferry", 5)
+    assert result.strategy == "hybrid"
+    assert len({p.document_id for p in result.passages}) == 2
+    assert len(result.passages) == 5  # the two documents' next passages fill the answer
+    assert embedder.calls == calls + 1
+
+
 def test_passages_as_they_rank_are_still_there_for_who_asks(coffer: Coffer, harbour: dict[str, str]) -> None:
     grouped = coffer.search("harbour", "ferry tide", 5).passages
     ranked = coffer.search("harbour", "ferry tide", 5, per_document=False).passages

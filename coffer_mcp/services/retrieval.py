@@ -181,9 +181,7 @@ class RetrievalService:
         if per_document:  # room for top_k documents: 4 x top_k passages left 3 of 809 SciFact queries short
             depth = max(depth, min(MAX_TOP_K, top_k * FUSION_DEPTH))
         ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
-        # A document matching in many passages can hold every one looked at: look deeper while
-        # the list was full and found fewer than top_k documents (more may match below it).
-        while per_document and len(passages) >= depth and depth < MAX_DOCUMENT_DEPTH and _documents(passages) < top_k:
+        while per_document and depth < MAX_DOCUMENT_DEPTH and self._short_of_documents(passages, depth, top_k, names):
             depth = min(depth * FUSION_DEPTH, MAX_DOCUMENT_DEPTH)
             ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
         if reranker is not None and len(passages) > 1:
@@ -191,6 +189,19 @@ class RetrievalService:
         if per_document:
             passages = by_document(passages, top_k)
         return SearchResult(strategy=ran, passages=passages[:top_k], knowledge_bases=names, hint=hint, rerank=info)
+
+    def _short_of_documents(self, passages: list[Passage], depth: int, top_k: int, names: list[str]) -> bool:
+        """Whether a search should look deeper for ``top_k`` documents.
+
+        One document matching in many passages can fill every one looked at. So: the list was
+        full (more may match below it), it holds fewer than ``top_k`` documents, and the knowledge
+        bases hold more documents than it does.
+        """
+        found = _documents(passages)
+        if len(passages) < depth or found >= top_k:
+            return False
+        counts = self.registry.index.document_counts()
+        return found < sum(counts.get(name, 0) for name in names)
 
     def _ranked(
         self, names: list[str], query: str, strategy: StrategyChoice, top_k: int, depth: int, where: DocumentFilter
