@@ -22,7 +22,6 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.datastructures import Headers
@@ -425,9 +424,16 @@ def _query(scope: Scope) -> dict[str, str]:
 
 
 def _cookies(headers: Headers) -> dict[str, str]:
-    cookie = SimpleCookie()
-    try:
-        cookie.load(headers.get("cookie", ""))
-    except CookieError:  # a malformed Cookie header counts as no cookie
-        return {}
-    return {key: morsel.value for key, morsel in cookie.items()}
+    """The cookies of a request, by name (the first of a name wins).
+
+    Split by hand, as browsers send them (``name=value`` pairs joined by ``; ``): a browser sends
+    every cookie of 127.0.0.1 to every port, and ``http.cookies.SimpleCookie`` gives up on the
+    whole header at one value it does not parse (``prefs={"theme":"dark"}``, ``theme=dark mode``
+    from another local app), which lost ours and kept a logged-in viewer at its login page.
+    """
+    found: dict[str, str] = {}
+    for pair in headers.get("cookie", "").split(";"):
+        name, sep, value = pair.partition("=")
+        if sep:
+            found.setdefault(name.strip(), value.strip())
+    return found

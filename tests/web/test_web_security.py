@@ -239,6 +239,20 @@ def test_the_token_in_the_viewer_url_sets_a_strict_httponly_cookie_and_leaves_th
         assert http.get("/api/v1/knowledge_bases").status_code == 200
 
 
+@pytest.mark.parametrize(
+    "other",
+    ['prefs={"theme":"dark"}', "theme=dark mode", "k=é", 'x="', "_xsrf=2|d1a2|0123|1700000000"],
+)
+def test_other_local_apps_cookies_do_not_hide_the_viewers(token_url: str, other: str) -> None:
+    # A browser sends every cookie of 127.0.0.1 to every port; one the stdlib's cookie parser could
+    # not read (another app's) lost ours too, and the viewer answered its login page forever.
+    with client(token_url) as http:
+        viewer_cookie = http.get("/", params={"token": TOKEN}).cookies[COOKIE_NAME]
+    for header in (f"{other}; {COOKIE_NAME}={viewer_cookie}", f"{COOKIE_NAME}={viewer_cookie}; {other}"):
+        with client(token_url) as http:
+            assert http.get("/api/v1/knowledge_bases", headers={"Cookie": header.encode()}).status_code == 200, header
+
+
 def test_a_wrong_token_in_the_viewer_url_gets_401_and_no_cookie(token_url: str) -> None:
     with client(token_url) as http:
         response = http.get("/", params={"token": "guess"})
