@@ -248,6 +248,12 @@ class Registry:
             KnowledgeBaseNotFoundError: no such knowledge base; the hint names those that exist.
         """
         kb = self.paths.kb(validate_kb_name(name))
+        if kb.root.is_symlink():  # never listed (``kb_folders``) nor indexed: a store holds its folders
+            raise KnowledgeBaseNotFoundError(
+                f"Knowledge base '{name}' does not exist: knowledge/{name} is a symbolic link.",
+                hint="A knowledge base is a real folder inside COFFER_HOME/knowledge: move the folder there "
+                "instead of linking it, or follow the other folder ({tool:ingest_path} with {arg:follow=true}).",
+            )
         if not kb.root.is_dir():
             raise self.unknown_kb(name)
         if name not in self.index.kb_stamps():

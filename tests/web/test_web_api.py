@@ -114,6 +114,27 @@ def test_an_unknown_knowledge_base_hint_names_the_existing_ones(api: httpx.Clien
     assert "notes" in api.get("/knowledge_bases/nope").json()["hint"]
 
 
+def test_a_knowledge_base_folder_that_is_a_symlink_is_refused_as_unknown_not_a_server_error(
+    api: httpx.Client, store: tuple[Coffer, Seeded], tmp_path: Path
+) -> None:
+    # knowledge/linked -> a folder elsewhere: open_kb followed the link, the index never registered
+    # it, and every read answered 500 (a foreign key failed while indexing its files).
+    coffer, _ = store
+    outside = tmp_path / "elsewhere"
+    (outside / "docs").mkdir(parents=True)
+    (outside / "docs" / "secret.md").write_text("# Secret\n\nlaunch codes", encoding="utf-8")
+    (coffer.paths.knowledge / "linked").symlink_to(outside, target_is_directory=True)
+    for path, params in [
+        ("/knowledge_bases/linked", {}),
+        ("/knowledge_bases/linked/documents", {}),
+        ("/knowledge_bases/linked/search", {"q": "launch"}),
+        ("/search", {"q": "launch", "kb": "linked"}),
+    ]:
+        response = api.get(path, params=params)
+        assert (response.status_code, response.json()["code"]) == (404, "unknown_kb"), path
+        assert "symbolic link" in response.json()["message"]
+
+
 def test_query_text_with_fts_syntax_is_data_not_an_error(api: httpx.Client) -> None:
     response = api.get("/knowledge_bases/notes/search", params={"q": 'alpha" OR NEAR(( *'})
     assert response.status_code == 200
