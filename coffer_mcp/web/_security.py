@@ -198,7 +198,10 @@ class HostPolicy:
         if split is None:
             return False
         name, port = split
-        if name in self.extra or (name, port or 80) in self.pinned:
+        # A Host without a port names the scheme's default: 80 for http, 443 for https (a browser
+        # leaves ":443" out, and behind a TLS proxy this server cannot tell which scheme was used).
+        ports = (port,) if port is not None else (80, 443)
+        if name in self.extra or any((name, p) in self.pinned for p in ports):
             return True
         if name not in self.bound and not (self.any_ip and _is_ip(name)):
             return False

@@ -180,6 +180,17 @@ def test_a_wildcard_bind_accepts_ip_literals_but_no_unlisted_names() -> None:
     assert not policy.allows("pinned.example:9001")
 
 
+def test_a_host_pinned_to_a_default_port_matches_the_host_without_its_port() -> None:
+    # Behind a TLS proxy a browser sends "Host: kb.example.com" for https://kb.example.com:443:
+    # an entry pinned to :443 refused every such request (a port left out counted as 80 only).
+    policy = HostPolicy.build("127.0.0.1", 8765, allowed_hosts=["tls.example:443", "plain.example:80"])
+    assert policy.allows("tls.example")
+    assert policy.allows("tls.example:443")
+    assert policy.allows("plain.example")
+    assert not policy.allows("tls.example:8443")
+    assert not policy.allows("plain.example:8080")
+
+
 def test_a_specific_bind_accepts_its_own_address() -> None:
     policy = HostPolicy.build("10.1.2.3", 8000)
     assert policy.allows("10.1.2.3:8000")
