@@ -159,7 +159,8 @@ class HostPolicy:
     the loopback names and the bound address (on the bound port, when known); on a wildcard bind
     (``0.0.0.0``, ``::``) any IP literal too, since an IP literal cannot be rebound; and the
     operator's ``allowed_hosts``, where an entry without a port matches any port (a reverse
-    proxy on 443 in front of 8765) and ``name:port`` only that port.
+    proxy on 443 in front of 8765) and ``name:port`` only that port (a ``Host`` without a port
+    being the default one, 80 or 443).
     """
 
     bound: frozenset[str]
