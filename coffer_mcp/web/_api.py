@@ -136,7 +136,8 @@ def api_routes(service: Coffer, action_token: str) -> list[Route]:
         Route(kb + "/reveal", _endpoint(api.action("reveal", api.kb_target)), methods=post),
         Route(doc + "/open", _endpoint(api.action("open", api.document_target)), methods=post),
         Route(doc + "/reveal", _endpoint(api.action("reveal", api.document_target)), methods=post),
-        Route("/{rest:path}", _endpoint(_unknown), methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
+        # Every other method too, so that what no endpoint serves is refused in JSON, not Starlette's text 405.
+        Route("/{rest:path}", _endpoint(_unknown), methods=_EVERY_METHOD),
     ]
 
 
@@ -192,6 +193,9 @@ class _Handlers:
             return await _run(work)
 
         return act
+
+
+_EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"]
 
 
 async def _unknown(request: Request) -> Any:

@@ -405,6 +405,7 @@ async def _refuse(refusal: Refusal, send: Send) -> None:
     ]
     if refusal.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="coffer"'))
+    headers += _PAGE_HEADERS  # a browser may render a refusal too
     await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -154,6 +154,25 @@ def test_the_viewer_page_and_its_assets_carry_browser_hardening_headers(base_url
             assert headers["x-content-type-options"] == "nosniff"
 
 
+def test_refusals_carry_the_hardening_headers_and_every_api_error_is_json(base_url: str, token_url: str) -> None:
+    # The guard's 401/403 answers went out without CSP, nosniff and framing, and an OPTIONS or
+    # TRACE on an API path got Starlette's text "Method Not Allowed".
+    with client(token_url) as http:
+        refusals = [
+            http.get("/api/v1/knowledge_bases"),  # no token: 401
+            http.get("/api/v1/knowledge_bases", headers={"Host": "evil.example"}),  # 403 forbidden_host
+        ]
+    for response in refusals:
+        assert response.headers["x-content-type-options"] == "nosniff", response.status_code
+        assert response.headers["x-frame-options"] == "DENY"
+        assert "default-src 'self'" in response.headers["content-security-policy"]
+    with client(base_url) as http:
+        for method in ("OPTIONS", "TRACE"):
+            response = http.request(method, "/api/v1/knowledge_bases")
+            assert response.headers["content-type"] == "application/json", method
+            assert set(response.json()) == {"code", "message", "hint"}
+
+
 # -- the Host rule itself ------------------------------------------------------------------------
 
 
