@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from coffer_mcp import load_settings
+from coffer_mcp import Coffer, load_settings
 from coffer_mcp.cli import main
-from coffer_mcp.errors import ConfigError
+from coffer_mcp.errors import ConfigError, StoreError
 
 URL = "postgresql://coffer:s3cret-pass@db.invalid:5432/coffer"
 
@@ -90,7 +92,7 @@ def test_doctor_with_an_unreachable_database_says_so_without_the_password(
     out = capsys.readouterr()
     assert status == 1
     text = out.out + out.err
-    assert "PostgreSQL" in text
+    assert "PostgreSQL NOT reachable" in out.out  # the report itself, not only an error line
     assert "COFFER_DATABASE_URL" in text
     assert "s3cret-pass" not in text
 
@@ -119,3 +121,28 @@ def test_a_misspelt_setting_in_config_yaml_names_the_one_it_resembles(tmp_path: 
         load_settings(home=tmp_path)
     assert caught.value.message == "Invalid configuration: grep_timout: no such setting (did you mean grep_timeout?)."
     assert "config.yaml" in caught.value.hint
+
+
+def test_a_role_that_may_not_create_tables_is_told_which_privilege_it_lacks(
+    tmp_path: Path, postgres_url: str, postgres_server: Any
+) -> None:
+    # PostgreSQL 15+ lets only the database's owner create tables in public: the error said to run
+    # `coffer doctor`, the command that had just failed.
+    import psycopg
+    from psycopg import conninfo
+
+    role = f"plain_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")  # as an admin would, per deploy.md
+    options = {**conninfo.conninfo_to_dict(postgres_url), "user": role, "password": f"pw-{role}"}
+    url = conninfo.make_conninfo(**options)
+    try:
+        with pytest.raises(StoreError) as caught:
+            Coffer(load_settings(home=tmp_path, index_backend="postgres", database_url=url)).list_kbs()
+        assert "permission denied" in caught.value.message
+        assert "owner" in caught.value.hint
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")

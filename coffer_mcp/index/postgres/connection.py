@@ -117,10 +117,18 @@ def lost(url: str, exc: BaseException) -> StoreError:
 
 
 def refused(url: str, exc: BaseException) -> StoreError:
-    """The error for a statement the server refused (a bug, or a damaged or foreign schema)."""
+    """The error for a statement the server refused (a role without a privilege, a bug, or a damaged
+    or foreign schema)."""
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):  # e.g. PostgreSQL 15+: only the owner creates in public
+        hint = (
+            "The role in COFFER_DATABASE_URL lacks a privilege on the database: make it the database's owner "
+            "(createdb -O ROLE DBNAME, or ALTER DATABASE DBNAME OWNER TO ROLE), or GRANT CREATE ON SCHEMA public "
+            "TO ROLE."
+        )
+    else:
+        hint = "Run 'coffer doctor'; the index is rebuildable from the files with 'coffer kb reindex --all'."
     return StoreError(
-        f"The PostgreSQL index at {display_url(url)} refused a statement: {_first_line(exc, url)}.",
-        hint="Run 'coffer doctor'; the index is rebuildable from the files with 'coffer kb reindex --all'.",
+        f"The PostgreSQL index at {display_url(url)} refused a statement: {_first_line(exc, url)}.", hint=hint
     )
 
 
@@ -150,4 +158,4 @@ def scrub(message: str, url: str) -> str:
 
 def _first_line(exc: BaseException, url: str) -> str:
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return scrub(" ".join(lines[:2]) if lines else type(exc).__name__, url).rstrip(".")
+    return scrub(" ".join(lines[:2]) if lines else type(exc).__name__, url).rstrip(".?! ")  # our "." ends it

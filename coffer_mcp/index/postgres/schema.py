@@ -263,6 +263,17 @@ _SOURCE_STAMPS = """
 ALTER TABLE documents ADD COLUMN source_stamp text NOT NULL DEFAULT '';
 """
 
+_STORE_IDENTITY = """
+-- Which store (COFFER_HOME's store-id file) this database indexes: one row, written by the first
+-- server of that store. A server of another store is refused instead of taking this store's
+-- knowledge bases for deleted ones (services/registry.py).
+CREATE TABLE store_identity (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    id text COLLATE "C" NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
@@ -273,6 +284,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0007_function_word_pairs", _FUNCTION_WORD_PAIRS),
     ("0008_keyword_writes", _KEYWORD_WRITES),
     ("0009_source_stamps", _SOURCE_STAMPS),
+    ("0010_store_identity", _STORE_IDENTITY),
 ]
 
 _EXTENSION_HINT = (
@@ -327,7 +339,8 @@ def require_extension(conn: Connection, name: str) -> None:
             conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
     except psycopg.errors.InsufficientPrivilege as exc:
         raise StoreError(
-            f"Coffer's database role may not create the '{name}' extension: {exc}.", hint=_EXTENSION_HINT
+            f"Coffer's database role may not create the '{name}' extension: {str(exc).strip().rstrip('.')}.",
+            hint=_EXTENSION_HINT,
         ) from exc
 
 
