@@ -148,7 +148,10 @@ ERROR_CODES: dict[str, str] = {
     "invalid_pack": "a pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed",
     "invalid_snapshot": "a snapshot whose files no longer match its manifest; nothing was changed",
     "busy": "another writer held the knowledge base's lock longer than `lock_timeout`",
-    "store_error": "a problem with a file or folder in `COFFER_HOME`; the hint says what to do",
+    "store_error": "a problem with a file or folder in `COFFER_HOME`, or with the PostgreSQL index (down, "
+    "refusing a statement); the hint says what to do",
+    "other_store": "the PostgreSQL index belongs to another store than this `COFFER_HOME` (an empty or "
+    "mistyped home, a volume not mounted); nothing was changed",
     "schema_too_new": "`coffer.db` was written by a newer Coffer; the hint says how to upgrade or rebuild it",
     "invalid_config": "`config.yaml` or a `COFFER_*` variable does not load; the hint names what to fix",
     "internal_error": "an unexpected failure inside Coffer (a bug); the message names only the exception's type, "

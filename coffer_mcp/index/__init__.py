@@ -43,9 +43,10 @@ def open_index(settings: Settings) -> Index:
     """The index the settings choose (connections open lazily, per thread, on first use)."""
     if settings.index_backend == "postgres":
         from coffer_mcp.index.postgres import PostgresIndex
+        from coffer_mcp.store import StorePaths
 
         assert settings.database_url is not None  # load_settings requires it
-        return PostgresIndex(settings.database_url.get_secret_value())
+        return PostgresIndex(settings.database_url.get_secret_value(), store=StorePaths(settings.home))
     from coffer_mcp.index.sqlite import SqliteIndex
 
     return SqliteIndex(settings.home / "coffer.db", ann_threshold=settings.ann_min_chunks)

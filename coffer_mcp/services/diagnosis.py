@@ -29,9 +29,11 @@ class Diagnosis:
         called by the doctor itself; describing each knowledge base is a read, which may embed
         due documents for up to ``embed_on_read_seconds`` (``coffer doctor`` sets that to 0).
         """
+        reachable = True
         try:
             index = self.registry.index.diagnose()
         except CofferError as exc:  # a database server that is down or refuses us: the report says so
+            reachable = False
             index = IndexDiagnosis(
                 backend=self.registry.settings.index_backend,
                 binding="",
@@ -50,7 +52,12 @@ class Diagnosis:
         if reranker.error:
             problems.append(f"The reranker is not working (searches keep their unreranked order): {reranker.error}")
         kbs = []
-        for name in self.registry.sync():
+        try:
+            names = self.registry.sync() if reachable else []
+        except CofferError as exc:  # e.g. a shared index of another store: reported, nothing changed
+            names = []
+            problems.append(f"The knowledge bases cannot be read: {exc.message} {exc.hint_for('cli')}".strip())
+        for name in names:
             try:
                 kbs.append(self.knowledge_bases.describe_kb(name))
             except KnowledgeBaseNotFoundError:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
-from coffer_mcp.errors import CofferError, InvalidArgumentError, KnowledgeBaseNotFoundError, StoreError
+from coffer_mcp.errors import CofferError, KnowledgeBaseNotFoundError, StoreError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion
 from coffer_mcp.indexing.reindex import Drift, chunk_params, detect_drift, index_document, index_progress, reconcile
@@ -282,16 +282,7 @@ class Registry:
 
     def kb_folders(self) -> list[str]:
         """The names of the knowledge-base folders (staging folders and stray names left out)."""
-        try:
-            entries = sorted(os.scandir(self.paths.knowledge), key=lambda e: e.name)
-        except FileNotFoundError:
-            return []
-        names = []
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
-                with contextlib.suppress(InvalidArgumentError):
-                    names.append(validate_kb_name(entry.name))
-        return names
+        return self.paths.kb_names()
 
     def sync(self) -> list[str]:
         """Make the ``knowledge_bases`` rows match the KB folders; returns the KB names."""

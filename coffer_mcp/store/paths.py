@@ -19,13 +19,16 @@ rename), ``.importing-<ulid>`` (a pack being verified) and ``.restore-<kb>`` (a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from coffer_mcp.errors import InvalidArgumentError, InvalidNameError
+from ulid import ULID
+
+from coffer_mcp.errors import InvalidArgumentError, InvalidNameError, StoreError
 
 __all__ = [
     "CREATING",
@@ -173,8 +176,56 @@ class StorePaths:
     def models(self) -> Path:
         return self.home / "models"
 
+    @property
+    def store_id_file(self) -> Path:
+        """Which store a shared (PostgreSQL) index belongs to: ``store_id``."""
+        return self.home / "store-id"
+
     def kb(self, name: str) -> KbPaths:
         return KbPaths(validate_kb_name(name), self.knowledge / name)
+
+    def kb_names(self) -> list[str]:
+        """The names of the knowledge-base folders, sorted (links, staging folders and stray names left out)."""
+        try:
+            entries = sorted(os.scandir(self.knowledge), key=lambda e: e.name)
+        except FileNotFoundError:
+            return []
+        names = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+                with contextlib.suppress(InvalidArgumentError):
+                    names.append(validate_kb_name(entry.name))
+        return names
+
+    def store_id(self) -> str:
+        """This store's id, kept in ``store_id_file`` and made on first need (a ULID).
+
+        Raises:
+            StoreError: the file holds something else than an id.
+        """
+        path = self.store_id_file
+        for _ in range(2):
+            try:
+                found = path.read_text(encoding="ascii", errors="replace").strip()
+            except FileNotFoundError:
+                found = ""
+            if is_document_id(found):
+                return found
+            if found:
+                break
+            # Written aside, then linked in place: of two processes making it at once, one wins.
+            aside = path.with_name(f".store-id.{ULID()}")
+            try:
+                aside.write_text(f"{ULID()}\n", encoding="ascii")
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, path)
+            finally:
+                aside.unlink(missing_ok=True)
+        raise StoreError(
+            f"{path} does not hold a store id.",
+            hint="It names the store a shared index belongs to: put back the id the other servers' "
+            "store-id file holds, or remove it if this store has no shared index yet.",
+        )
 
     def lock(self, name: str) -> Path:
         return self.locks / f"{name}.lock"

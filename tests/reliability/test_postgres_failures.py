@@ -167,3 +167,49 @@ async def test_the_database_restarted_under_a_running_server_gives_clear_errors_
             await _call(client, "coffer__add_document", kb="notes", filename="b.md", content="# B\n\nalpha gamma")
         assert "Traceback" not in "".join(server.stderr)
         assert SECRET not in "".join(server.stderr)
+
+
+# -- a server of another store on the same database ------------------------------------------------
+
+
+def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_path: Path, postgres_url: str) -> None:
+    # An empty or mistyped COFFER_HOME (a volume not mounted) against the team's database took
+    # every knowledge base for deleted and removed their rows, even through `coffer doctor`.
+    team, stray = tmp_path / "team", tmp_path / "stray"
+    settings = {"embedding_provider": "none", "index_backend": "postgres", "database_url": postgres_url}
+    with Coffer(load_settings(home=team, **settings)) as coffer:
+        coffer.create_kb("notes")
+        coffer.add_document("notes", "a.md", "# A\n\nshared words")
+    for home in (stray, team / "copy"):  # empty; then one with a knowledge base of its own
+        if home.name == "copy":
+            with Coffer(load_settings(home=home, embedding_provider="none")) as own:
+                own.create_kb("notes")  # same name, other store (on its own SQLite index)
+        doctor = cli(home, "doctor", env=_team_env(home, postgres_url))
+        assert doctor.returncode == 1
+        assert "this COFFER_HOME is another store" in doctor.stdout, doctor.stdout + doctor.stderr
+        listed = cli(home, "kb", "list", env=_team_env(home, postgres_url))
+        assert listed.returncode != 0
+        assert "other_store" in listed.stderr or "another store" in listed.stderr, listed.stderr
+    with Coffer(load_settings(home=team, **settings)) as coffer:
+        assert coffer.list_documents("notes").total == 1
+        assert coffer.search("notes", "shared", 5).passages
+        assert coffer.verify("notes").ok
+
+
+def test_a_shared_index_made_before_store_ids_is_claimed_by_its_own_store(tmp_path: Path, postgres_url: str) -> None:
+    # A database indexed by an older Coffer has no store recorded: the first server whose home holds
+    # its knowledge bases claims it; a server of another store is refused before it claims it.
+    team, stray = tmp_path / "team", tmp_path / "stray"
+    settings = {"embedding_provider": "none", "index_backend": "postgres", "database_url": postgres_url}
+    with Coffer(load_settings(home=team, **settings)) as coffer:
+        coffer.create_kb("notes")
+        coffer.add_document("notes", "a.md", "# A\n\nshared words")
+        coffer.index.conn.execute("DELETE FROM store_identity")  # type: ignore[attr-defined]
+    (team / "store-id").unlink()
+    listed = cli(stray, "kb", "list", env=_team_env(stray, postgres_url))
+    assert listed.returncode != 0
+    assert "that it has none of" in listed.stderr, listed.stderr
+    with Coffer(load_settings(home=team, **settings)) as coffer:
+        assert coffer.list_documents("notes").total == 1  # claimed: the store's id is recorded again
+        claimed = coffer.index.conn.execute("SELECT id FROM store_identity").fetchone()["id"]  # type: ignore[attr-defined]
+    assert (team / "store-id").read_text(encoding="ascii").strip() == claimed

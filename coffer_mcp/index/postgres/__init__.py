@@ -40,10 +40,11 @@ from coffer_mcp.index.port import (
 )
 from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
-from coffer_mcp.index.postgres.connection import Connection, connect, lost, refused, unicode_collation
+from coffer_mcp.index.postgres.connection import Connection, connect, display_url, lost, refused, unicode_collation
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
+from coffer_mcp.store import StorePaths
 
 __all__ = ["SETTLE_MIN_CHUNKS", "PostgresIndex"]
 
@@ -80,8 +81,11 @@ def _mapped(method: Callable[P, R]) -> Callable[P, R]:
 class PostgresIndex:
     """The index in a PostgreSQL database with pgvector (see ``index.port.Index`` for each method)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, store: StorePaths | None = None) -> None:
+        """An index on the database at ``url``; with ``store``, the store it must belong to (``_claim``,
+        at the first connection)."""
         self.url = url
+        self.store = store
         self._local = threading.local()
         self._connections: list[Connection] = []
         self._guard = threading.Lock()
@@ -111,6 +115,8 @@ class PostgresIndex:
             with self._guard:
                 if not self._migrated:
                     migrate(conn)
+                    if self.store is not None:
+                        _claim(conn, self.store, self.url)
                     self._migrated = True
                 self._connections.append(conn)
         except BaseException:
@@ -532,6 +538,40 @@ class PostgresIndex:
             InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
             for r in q.invocations(self.conn, limit)
         ]
+
+
+def _claim(conn: Connection, store: StorePaths, url: str) -> None:
+    """Make sure the database is the index of ``store`` (claimed by it when no store has, as long as
+    the knowledge bases it indexes are among the store's).
+
+    The database is shared by every server of a store. One whose ``COFFER_HOME`` is another store
+    (an empty one, a volume not mounted, a typo) would otherwise take the knowledge bases it lacks
+    for deleted ones, and documents without files for removed ones: their rows and vectors gone
+    for every server.
+
+    Raises:
+        StoreError: ``other_store``; nothing was changed.
+    """
+    store_id = store.store_id()
+    with conn.transaction():
+        claimed = q.claimed_store(conn)
+        if claimed is None:
+            indexed = set(q.kb_stamps(conn))
+            if indexed and not indexed & set(store.kb_names()):
+                raise _other_store(url, f"indexes knowledge bases ({', '.join(sorted(indexed))}) that it has none of")
+            claimed = q.claim_store(conn, store_id)
+    if claimed != store_id:
+        raise _other_store(url, f"is the index of another store ({claimed})")
+
+
+def _other_store(url: str, what: str) -> StoreError:
+    return StoreError(
+        f"The PostgreSQL index at {display_url(url)} {what}: this COFFER_HOME is another store.",
+        code="other_store",
+        hint="Point COFFER_HOME at the store the other servers share (the folder whose store-id file "
+        "names this database's store), or COFFER_DATABASE_URL at an empty database for this store; "
+        "nothing was changed.",
+    )
 
 
 def _iterative(version: str) -> bool:

@@ -141,6 +141,21 @@ def chunk_count(conn: Connection, name: str) -> int:
     return _one(conn, "SELECT count(*) AS n FROM chunks WHERE kb = %s", (name,))
 
 
+def claimed_store(conn: Connection) -> str | None:
+    """The store id this database is the index of, or None when no store has claimed it yet."""
+    row = conn.execute("SELECT id FROM store_identity").fetchone()
+    return None if row is None else str(row["id"])
+
+
+def claim_store(conn: Connection, store_id: str) -> str:
+    """Record ``store_id`` as this database's store unless one is (another server may claim it at
+    the same moment); the store id recorded."""
+    conn.execute("INSERT INTO store_identity (id) VALUES (%s) ON CONFLICT DO NOTHING", (store_id,))
+    claimed = claimed_store(conn)
+    assert claimed is not None  # inserted, or there already
+    return claimed
+
+
 def document_counts(conn: Connection) -> dict[str, int]:
     return {row["kb"]: row["n"] for row in conn.execute("SELECT kb, count(*) AS n FROM documents GROUP BY kb")}
 
