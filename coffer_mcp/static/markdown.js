@@ -219,16 +219,27 @@ function paragraph(lines, start, parent, doc) {
 // -- inline ------------------------------------------------------------------------------------
 
 const INLINE = [
-  ["code", /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/],
-  ["escape", /\\([!-/:-@[-`{-~])/],
-  ["image", /!\[((?:[^\]\\]|\\.)*)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))*)>?(?:\s+(?:"[^"]*"|'[^']*'))?\s*\)/],
-  ["link", /\[((?:[^[\]\\]|\\.|\[[^\]]*\])*)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))*)>?(?:\s+(?:"([^"]*)"|'([^']*)'))?\s*\)/],
-  ["autolink", /<((?:https?:\/\/|mailto:)[^\s<>]+)>/i],
-  ["url", /\bhttps?:\/\/[^\s<>()[\]]*[^\s<>()[\].,;:!?'"*_~]/i],
-  ["strong", /\*\*(?=\S)([\s\S]*?\S)\*\*|(?<![\p{L}\p{N}_\\])__(?=\S)([\s\S]*?\S)__(?![\p{L}\p{N}_])/u],
-  ["strike", /~~(?=\S)([\s\S]*?\S)~~/],
-  ["em", /(?<![\p{L}\p{N}*\\])\*(?=[^\s*])([\s\S]*?[^\s*\\])\*(?!\*)|(?<![\p{L}\p{N}_\\])_(?=[^\s_])([\s\S]*?[^\s_\\])_(?![\p{L}\p{N}_])/u],
+  ["code", /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g],
+  ["escape", /\\([!-/:-@[-`{-~])/g],
+  ["image", /!\[((?:[^\]\\]|\\.)*)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))*)>?(?:\s+(?:"[^"]*"|'[^']*'))?\s*\)/g],
+  ["link", /\[((?:[^[\]\\]|\\.|\[[^\]]*\])*)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))*)>?(?:\s+(?:"([^"]*)"|'([^']*)'))?\s*\)/g],
+  ["autolink", /<((?:https?:\/\/|mailto:)[^\s<>]+)>/gi],
+  ["url", /\bhttps?:\/\/[^\s<>()[\]]*[^\s<>()[\].,;:!?'"*_~]/gi],
+  ["strong", /\*\*(?=\S)([\s\S]*?\S)\*\*|(?<![\p{L}\p{N}_\\])__(?=\S)([\s\S]*?\S)__(?![\p{L}\p{N}_])/gu],
+  ["strike", /~~(?=\S)([\s\S]*?\S)~~/g],
+  ["em", /(?<![\p{L}\p{N}*\\])\*(?=[^\s*])([\s\S]*?[^\s*\\])\*(?!\*)|(?<![\p{L}\p{N}_\\])_(?=[^\s_])([\s\S]*?[^\s_\\])_(?![\p{L}\p{N}_])/gu],
 ];
+
+// The patterns that look behind ("\b", "(?<!...)") once more, as they behave at the very start of
+// a string, where those checks always pass before the "h", "*" or "_" that follows them. The scan
+// below searches the whole text from an offset, where they see the character before it; these
+// sticky twins are tried at the offset when that character could make the two disagree
+// (SEES_BEFORE), so each element found is the one matching the remainder on its own would find.
+const AT_START = INLINE.map(([, pattern]) => {
+  const source = pattern.source.replace(/^\\b/, "").replace(/\(\?<!\[[^\]]*\]\)/g, "");
+  return source === pattern.source ? null : new RegExp(source, pattern.flags.replace("g", "y"));
+});
+const SEES_BEFORE = /(?<=[\p{L}\p{N}_*\\])/uy;
 
 export function safeHref(url) {
   // Browsers ignore control characters and spaces inside a scheme ("java\tscript:"): drop them first.
@@ -236,19 +247,44 @@ export function safeHref(url) {
   return /^(https?:\/\/|mailto:)/i.test(cleaned) ? cleaned : null;
 }
 
+// One left-to-right scan. Each pattern's next match is searched for once and kept while it lies
+// ahead; only the patterns whose match was passed are searched again, from the end of the element
+// just taken. Searching every pattern over the whole remainder after each element made a log file
+// (one paragraph, a URL per line) quadratic: 10,000 lines took 13 s and froze the tab.
 function renderInline(text, parent, doc) {
-  let rest = text;
-  while (rest) {
-    let best = null;
-    for (const [kind, pattern] of INLINE) {
-      const m = pattern.exec(rest);
-      if (m && (best === null || m.index < best.m.index)) best = { kind, m };
-    }
-    if (best === null) { appendText(parent, rest, doc); return; }
-    appendText(parent, rest.slice(0, best.m.index), doc);
+  const ahead = INLINE.map(() => undefined); // a pattern's next match; null: none in the rest
+  let pos = 0;
+  while (pos < text.length) {
+    const best = nextElement(text, pos, ahead);
+    if (best === null) break;
+    appendText(parent, text.slice(pos, best.m.index), doc);
     parent.append(inlineNode(best.kind, best.m, doc));
-    rest = rest.slice(best.m.index + best.m[0].length);
+    pos = best.m.index + best.m[0].length;
   }
+  if (pos < text.length) appendText(parent, text.slice(pos), doc);
+}
+
+// The earliest match at or after pos, the first pattern in INLINE order winning a tie.
+function nextElement(text, pos, ahead) {
+  SEES_BEFORE.lastIndex = pos;
+  const edge = pos > 0 && SEES_BEFORE.test(text);
+  let best = null;
+  INLINE.forEach(([kind, pattern], k) => {
+    let m = null;
+    if (edge && AT_START[k]) {
+      AT_START[k].lastIndex = pos;
+      m = AT_START[k].exec(text);
+    }
+    if (m === null) {
+      if (ahead[k] === undefined || (ahead[k] !== null && ahead[k].index < pos)) {
+        pattern.lastIndex = pos;
+        ahead[k] = pattern.exec(text);
+      }
+      m = ahead[k];
+    }
+    if (m && (best === null || m.index < best.m.index)) best = { kind, m };
+  });
+  return best;
 }
 
 function inlineNode(kind, m, doc) {
