@@ -172,16 +172,22 @@ async def test_the_database_restarted_under_a_running_server_gives_clear_errors_
 # -- a server of another store on the same database ------------------------------------------------
 
 
-def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_path: Path, postgres_url: str) -> None:
-    # An empty or mistyped COFFER_HOME (a volume not mounted) against the team's database took
-    # every knowledge base for deleted and removed their rows, even through `coffer doctor`.
-    team, stray = tmp_path / "team", tmp_path / "stray"
-    settings = {"embedding_provider": "none", "index_backend": "postgres", "database_url": postgres_url}
+def _team_store(tmp_path: Path, url: str) -> tuple[Path, dict[str, str]]:
+    """A store with one document in knowledge base 'notes', indexed in the database at ``url``."""
+    team = tmp_path / "team"
+    settings = {"embedding_provider": "none", "index_backend": "postgres", "database_url": url}
     with Coffer(load_settings(home=team, **settings)) as coffer:
         coffer.create_kb("notes")
         coffer.add_document("notes", "a.md", "# A\n\nshared words")
-    for home in (stray, team / "copy"):  # empty; then one with a knowledge base of its own
-        if home.name == "copy":
+    return team, settings
+
+
+def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_path: Path, postgres_url: str) -> None:
+    # An empty or mistyped COFFER_HOME (a volume not mounted) against the team's database took
+    # every knowledge base for deleted and removed their rows, even through `coffer doctor`.
+    team, settings = _team_store(tmp_path, postgres_url)
+    for home in (tmp_path / "stray", tmp_path / "other"):  # empty; then one with a knowledge base of its own
+        if home.name == "other":
             with Coffer(load_settings(home=home, embedding_provider="none")) as own:
                 own.create_kb("notes")  # same name, other store (on its own SQLite index)
         doctor = cli(home, "doctor", env=_team_env(home, postgres_url))
@@ -199,13 +205,11 @@ def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_p
 def test_a_shared_index_made_before_store_ids_is_claimed_by_its_own_store(tmp_path: Path, postgres_url: str) -> None:
     # A database indexed by an older Coffer has no store recorded: the first server whose home holds
     # its knowledge bases claims it; a server of another store is refused before it claims it.
-    team, stray = tmp_path / "team", tmp_path / "stray"
-    settings = {"embedding_provider": "none", "index_backend": "postgres", "database_url": postgres_url}
+    team, settings = _team_store(tmp_path, postgres_url)
     with Coffer(load_settings(home=team, **settings)) as coffer:
-        coffer.create_kb("notes")
-        coffer.add_document("notes", "a.md", "# A\n\nshared words")
         coffer.index.conn.execute("DELETE FROM store_identity")  # type: ignore[attr-defined]
     (team / "store-id").unlink()
+    stray = tmp_path / "stray"
     listed = cli(stray, "kb", "list", env=_team_env(stray, postgres_url))
     assert listed.returncode != 0
     assert "that it has none of" in listed.stderr, listed.stderr
