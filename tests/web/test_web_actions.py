@@ -145,6 +145,8 @@ def test_a_request_not_from_the_viewer_page_is_refused_with_403(
 
 
 def test_a_knowledge_base_folder_symlinked_out_of_the_store_is_refused(viewer: Viewer, tmp_path: Path) -> None:
+    # A linked folder is no knowledge base anywhere (never listed nor indexed): the action says so
+    # as every read does, and opens nothing.
     outside = tmp_path / "outside"
     (outside / "docs").mkdir(parents=True)
     link = viewer.service.paths.knowledge / "linked"
@@ -153,8 +155,9 @@ def test_a_knowledge_base_folder_symlinked_out_of_the_store_is_refused(viewer: V
         response = viewer.post("/knowledge_bases/linked/reveal")
     finally:
         link.unlink()
-    assert response.status_code == 403
-    assert response.json()["code"] == "outside_store"
+    assert response.status_code == 404
+    assert response.json()["code"] == "unknown_kb"
+    assert "symbolic link" in response.json()["message"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="headless Linux is the case without an opener")
