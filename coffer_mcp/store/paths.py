@@ -213,18 +213,24 @@ class StorePaths:
                 return found
             if found:
                 break
-            # Written aside, then linked in place: of two processes making it at once, one wins.
+            # Written aside and made durable, then linked in place: of two processes making it at
+            # once, one wins, and a crash never leaves an empty id.
             aside = path.with_name(f".store-id.{ULID()}")
             try:
-                aside.write_text(f"{ULID()}\n", encoding="ascii")
+                fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, f"{ULID()}\n".encode("ascii"))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
                 with contextlib.suppress(FileExistsError):
                     os.link(aside, path)
             finally:
                 aside.unlink(missing_ok=True)
         raise StoreError(
             f"{path} does not hold a store id.",
-            hint="It names the store a shared index belongs to: put back the id the other servers' "
-            "store-id file holds, or remove it if this store has no shared index yet.",
+            hint="It names the store a shared (PostgreSQL) index belongs to: write back the id that index "
+            "holds (SELECT id FROM store_identity), or remove the file if this store has no shared index yet.",
         )
 
     def lock(self, name: str) -> Path:

@@ -10,6 +10,7 @@ import pytest
 
 from coffer_mcp.errors import StoreError
 from coffer_mcp.store import (
+    StorePaths,
     atomic_write,
     atomic_write_all,
     body_line_offset,
@@ -158,3 +159,14 @@ def test_a_lock_file_deleted_while_waiting_is_not_trusted(tmp_path: Path) -> Non
         lock.unlink()
     with file_lock(lock, timeout=1):
         assert lock.exists()
+
+
+def test_a_store_id_is_made_once_and_a_damaged_one_is_refused(tmp_path: Path) -> None:
+    paths = StorePaths(tmp_path)
+    made = paths.store_id()
+    assert made == StorePaths(tmp_path).store_id() == paths.store_id_file.read_text(encoding="ascii").strip()
+    assert [p.name for p in tmp_path.iterdir()] == ["store-id"]  # nothing left aside
+    paths.store_id_file.write_text("not an id\n", encoding="ascii")
+    with pytest.raises(StoreError) as caught:
+        paths.store_id()
+    assert "store_identity" in caught.value.hint
