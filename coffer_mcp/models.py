@@ -371,7 +371,9 @@ class Document(_Model):
         "the text is in chunks instead.",
     )
     metadata: dict[str, Any] | None = Field(
-        default=None, description="The document's frontmatter (over MCP: on the first page, or with details=true)."
+        default=None,
+        description="The document's frontmatter, with source_mode and updated_at as the index derives them "
+        "(a body edited by hand is 'edited'); over MCP on the first page, or with details=true.",
     )
     path: str | None = Field(default=None, description="Absolute path of the Markdown file on disk (details).")
     offset: int = Field(default=0, description="Where this part starts, in `unit`s (chunks: the first position).")

@@ -192,6 +192,19 @@ def test_verify_finds_no_drift_in_a_healthy_store_and_names_each_disagreement(
     assert coffer.verify(notes).ok
 
 
+def test_a_body_edited_by_hand_reads_back_as_edited_with_the_files_time(coffer: Coffer, notes: str) -> None:
+    # read_document's metadata was the frontmatter as written ("converted", the old updated_at)
+    # while list_documents said "edited": the viewer's document page and list disagreed.
+    doc = coffer.add_document(notes, "plan.md", "# Plan\n\nship it")
+    path = coffer.paths.kb(notes).doc(doc.document_id)
+    path.write_text(path.read_text(encoding="utf-8").replace("ship it", "ship it today"), encoding="utf-8")
+    [listed] = coffer.list_documents(notes).documents
+    metadata = coffer.read_document(notes, doc.document_id).metadata
+    assert metadata is not None
+    assert listed.source_mode == metadata["source_mode"] == "edited"
+    assert metadata["updated_at"] == listed.updated_at
+
+
 def test_a_body_deleted_by_hand_keeps_the_documents_metadata_and_verify_clean(coffer: Coffer, notes: str) -> None:
     # An editor that writes no final newline leaves the file ending in the frontmatter's "---":
     # that block was read as body text (title, tags and dates lost), and verify then reported

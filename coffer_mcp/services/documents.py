@@ -147,10 +147,13 @@ class DocumentService:
             raise _missing(kb, doc_id) from None
         meta, body = parse_document(text)
         row = self.index.get_document(kb, doc_id)
+        metadata = dict(meta or {})
+        if row is not None:  # a body edited by hand: what the index derives, as list_documents says it
+            metadata.update(source_mode=row.source_mode, updated_at=row.updated_at)
         common: dict[str, Any] = {
             "document_id": doc_id,
             "kb": kb,
-            "metadata": meta or {},
+            "metadata": metadata,
             "path": str(paths.doc(doc_id)),
             "title": str(row.title if row is not None else (meta or {}).get("title", doc_id)),
             "total_chars": len(body),
