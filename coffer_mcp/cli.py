@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, InvalidArgumentError, reword
-from coffer_mcp.models import StrategyChoice
+from coffer_mcp.models import KnowledgeBaseDetails, StrategyChoice
 from coffer_mcp.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -457,7 +457,7 @@ def _kb_describe(args: argparse.Namespace, settings: Settings) -> None:
     _emit(args, details, _render_details)
 
 
-def _render_details(d) -> str:
+def _render_details(d: KnowledgeBaseDetails) -> str:
     """A knowledge base as ``key  value`` lines, then a ``following`` line per followed folder."""
     return "\n".join([_key_values(d, exclude={"followed"}), *map(_followed_line, d.followed)])
 

@@ -47,7 +47,8 @@ the error tables in docs/ are generated from them and a test keeps them complete
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 __all__ = [
     "ARG_WORDS",
@@ -86,6 +87,8 @@ __all__ = [
     "UrlRefusedError",
     "render_hint",
     "reword",
+    "validation_message",
+    "validation_problem",
 ]
 
 REJECTION_REASONS = frozenset(
@@ -252,6 +255,17 @@ def reword(text: str, surface: Surface) -> str:
             said = words[surface].replace("\\", r"\\")  # escaped: re.sub inserts the words as they are
             text = re.sub(rf"(?<![\w-]){re.escape(words['mcp'])}(?![\w-])", said, text)
     return text
+
+
+def validation_message(error: Mapping[str, Any]) -> str:
+    """What one of pydantic's validation errors says, without its "Value error, " prefix."""
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def validation_problem(error: Mapping[str, Any]) -> str:
+    """One validation error in plain words: ``where: what``, or ``what`` for a check of the whole."""
+    where = ".".join(map(str, error["loc"]))
+    return f"{where}: {validation_message(error)}" if where else validation_message(error)
 
 
 class CofferError(Exception):

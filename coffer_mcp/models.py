@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
-from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.errors import InvalidArgumentError, validation_message
 from coffer_mcp.timeutil import parse_time
 
 __all__ = [
@@ -265,7 +265,7 @@ def filter_problems(exc: ValidationError, prefix: str = "") -> str:
         if error["type"] == "extra_forbidden":
             problems[name] = f"'{name[:60]}' is not a filter"
         else:
-            message = str(error["msg"]).removeprefix("Value error, ")
+            message = validation_message(error)
             problems[name] = f"'{name}': {message}" if loc else message
     return "; ".join(problems.values())
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from coffer_mcp.errors import ConfigError
+from coffer_mcp.errors import ConfigError, validation_problem
 
 __all__ = ["ENV_VARS", "Settings", "load_settings"]
 
@@ -326,11 +326,11 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
 
 def _problem(error: Any) -> str:
     """One refused setting in plain words; a misspelt key names the setting it resembles."""
-    where = ".".join(map(str, error["loc"]))
     if error["type"] == "extra_forbidden":
+        where = ".".join(map(str, error["loc"]))
         close = difflib.get_close_matches(where, Settings.model_fields, n=1)
         return f"{where}: no such setting" + (f" (did you mean {close[0]}?)" if close else "")
-    return f"{where}: {error['msg'].removeprefix('Value error, ')}"
+    return validation_problem(error)
 
 
 def _check_rerank(settings: Settings) -> None:

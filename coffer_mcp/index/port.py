@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
 from coffer_mcp.models import Chunk, SearchFilters, SourceMode
+from coffer_mcp.store import stored_document_id
 
 __all__ = [
     "AuditRow",
@@ -117,7 +118,7 @@ class DocumentFilter:
     @classmethod
     def of(cls, filters: SearchFilters | None, document_ids: Sequence[str] | None = None) -> DocumentFilter:
         """The filter of a caller's ``SearchFilters`` (already checked), within ``document_ids`` if given."""
-        ids = tuple(i.upper() for i in document_ids or ())  # document ids are ULIDs: case-insensitive
+        ids = tuple(map(stored_document_id, document_ids or ()))
         if filters is None:
             return cls(document_ids=ids)
         return cls(

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.errors import InvalidArgumentError, validation_message
 from coffer_mcp.mcp_server._common import NO_NUL
 from coffer_mcp.models import FILTER_HINT
 
@@ -175,7 +175,7 @@ def _problem(error: Mapping[str, Any], loc: tuple[Any, ...], prop: Mapping[str, 
     if error["type"] == "extra_forbidden" and len(loc) > 1:
         return f"{_where(loc[:-1])} has no key '{str(loc[-1])[:_SHOWN_VALUE]}'"
     if error["type"] == "value_error":  # a check of the value itself: its message says what is wrong
-        return f"{where} is refused: " + str(error["msg"]).removeprefix("Value error, ")
+        return f"{where} is refused: " + validation_message(error)
     if not prop:
         return f"{where} is refused: {error['msg']}"
     return f"{where} must be {describe(prop)}, not {_shown(error.get('input'))}"

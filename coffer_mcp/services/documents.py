@@ -69,6 +69,7 @@ from coffer_mcp.store import (
     remove_file,
     render_document,
     sanitize_filename,
+    stored_document_id,
 )
 from coffer_mcp.timeutil import utc_now
 
@@ -953,8 +954,8 @@ def _with_tags(metadata: dict[str, Any], tags: list[str] | None) -> dict[str, An
 
 
 def _check_id(kb: str, doc_id: str) -> str:
-    """The document id as stored: a ULID is case-insensitive, so ``01hz…`` names ``01HZ…``."""
-    canonical = doc_id.upper() if isinstance(doc_id, str) else doc_id
+    """The document id as stored (``stored_document_id``), or the unknown-document error."""
+    canonical = stored_document_id(doc_id) if isinstance(doc_id, str) else doc_id
     if not isinstance(canonical, str) or not is_document_id(canonical):
         raise _missing(kb, doc_id)
     return canonical

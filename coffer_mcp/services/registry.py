@@ -248,13 +248,17 @@ class Registry:
             KnowledgeBaseNotFoundError: no such knowledge base; the hint names those that exist.
         """
         kb = self.paths.kb(validate_kb_name(name))
-        if kb.root.is_symlink():  # never listed (``kb_folders``) nor indexed: a store holds its folders
+        try:
+            mode = kb.root.lstat().st_mode  # one call on every read: is it there, and a folder or a link
+        except OSError:
+            mode = 0
+        if stat.S_ISLNK(mode):  # never listed (``kb_folders``) nor indexed: a store holds its folders
             raise KnowledgeBaseNotFoundError(
                 f"Knowledge base '{name}' does not exist: knowledge/{name} is a symbolic link.",
                 hint="A knowledge base is a real folder inside COFFER_HOME/knowledge: move the folder there "
                 "instead of linking it, or follow the other folder ({tool:ingest_path} with {arg:follow=true}).",
             )
-        if not kb.root.is_dir():
+        if not stat.S_ISDIR(mode):
             raise self.unknown_kb(name)
         if name not in self.index.kb_stamps():
             self.sync()

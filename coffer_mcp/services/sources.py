@@ -18,6 +18,7 @@ from coffer_mcp.models import DirectoryIngestResult, IngestResult, Progress, Sou
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.services.follow import FollowService
 from coffer_mcp.services.registry import Registry
+from coffer_mcp.store import stored_document_id
 
 __all__ = ["SourceService"]
 
@@ -126,7 +127,7 @@ class SourceService:
         """
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
-        row = self.registry.index.get_document(kb, doc_id.upper())  # a ULID is case-insensitive
+        row = self.registry.index.get_document(kb, stored_document_id(doc_id))
         if row is None:
             raise DocumentNotFoundError(
                 f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",

@@ -38,6 +38,7 @@ from coffer_mcp.store.paths import (
     check_path_text,
     is_document_id,
     sanitize_filename,
+    stored_document_id,
     validate_kb_name,
 )
 from coffer_mcp.store.scan import document_files, markdown_entries
@@ -79,6 +80,7 @@ __all__ = [
     "remove_stale_temp_files",
     "render_document",
     "sanitize_filename",
+    "stored_document_id",
     "unindexed_mark",
     "unindexed_since",
     "unindexed_writes",

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.errors import InvalidArgumentError, validation_problem
 from coffer_mcp.store.files import atomic_write
 from coffer_mcp.store.frontmatter import UnsafeFrontmatterError, load_bounded_yaml
 
@@ -67,18 +66,11 @@ def make_kb_config(**values: object) -> KbConfig:
     try:
         return KbConfig.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(_problem(e) for e in exc.errors(include_url=False))
+        problems = "; ".join(validation_problem(e) for e in exc.errors(include_url=False))
         raise InvalidArgumentError(
             f"Invalid knowledge base settings: {problems}.",
             hint="chunk_size is 64-8192 characters; chunk_overlap is 0 up to half of chunk_size.",
         ) from exc
-
-
-def _problem(error: Any) -> str:
-    """One refused setting in plain words: a check of the whole (the overlap) is not named ``config``."""
-    message = str(error["msg"]).removeprefix("Value error, ")
-    where = ".".join(map(str, error["loc"]))
-    return f"{where}: {message}" if where else message
 
 
 def read_kb_config(path: Path, *, fallback_time: str) -> KbConfig:

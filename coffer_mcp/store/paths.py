@@ -43,6 +43,7 @@ __all__ = [
     "check_path_text",
     "is_document_id",
     "sanitize_filename",
+    "stored_document_id",
     "validate_kb_name",
 ]
 
@@ -98,6 +99,11 @@ def validate_kb_name(name: object) -> str:
 def is_document_id(value: str) -> bool:
     """True if ``value`` has the shape of a document id (a ULID)."""
     return bool(_ULID.fullmatch(value))
+
+
+def stored_document_id(value: str) -> str:
+    """A document id as the store writes it: a ULID is case-insensitive, so ``01hz…`` names ``01HZ…``."""
+    return value.upper()
 
 
 def sanitize_filename(filename: str) -> str:
