@@ -167,22 +167,25 @@ class EmbeddingService:
         try:
             return self._dispatch(request)
         except EmbeddingError as exc:
-            self._note_failure()
             return {"ok": False, "message": exc.message, "hint": exc.hint_template, "code": exc.code}, []
         # The model runs native code whose exception types are open-ended: the client maps this
         # answer as it would map the exception in-process (CooldownEmbedder's wording and hint).
         except Exception as exc:
             log.exception("embedding failed")
-            self._note_failure()
             return {"ok": False, "foreign": True, "message": shorten(exc)}, []
 
-    def _note_failure(self) -> None:
-        """After a failed request: a model that could not be loaded leaves nothing to serve, so the
-        service exits once its requests are answered instead of idling (each client is cooling down;
-        the next need starts a service that tries again)."""
-        if not self.embedder.loaded:
-            with self._lock:
-                self._unservable = True
+    def _model(self, priority: int, call: Callable[[], _T]) -> _T:
+        """Run ``call`` on the model's worker. A model that could not be loaded leaves nothing to
+        serve: the service then exits once its requests are answered, instead of idling (each client
+        is cooling down; the next need starts a service that tries again). A bad request never
+        reaches here, so it never ends the service."""
+        try:
+            return self._worker.call(priority, call)
+        except Exception:
+            if not self.embedder.loaded:
+                with self._lock:
+                    self._unservable = True
+            raise
 
     def _dispatch(self, request: dict[str, Any]) -> tuple[dict[str, Any], list[list[float]]]:
         op, embedder = request.get("op"), self.embedder
@@ -190,12 +193,12 @@ class EmbeddingService:
             status = {"pid": os.getpid(), "identity": embedder.identity, "requests": self.requests}
             return {"ok": True, "count": 0, **status}, []
         if op == "dimensions":
-            return {"ok": True, "count": 0, "dimensions": self._worker.call(_QUERY, embedder.dimensions)}, []
+            return {"ok": True, "count": 0, "dimensions": self._model(_QUERY, embedder.dimensions)}, []
         text, texts = request.get("text"), _text_list(request.get("texts"), embedder.batch_size)
         if op == "embed_query" and isinstance(text, str):
-            vectors = [self._worker.call(_QUERY, lambda: embedder.embed_query(text))]
+            vectors = [self._model(_QUERY, lambda: embedder.embed_query(text))]
         elif op == "embed_documents" and texts is not None:
-            vectors = self._worker.call(_DOCUMENTS, lambda: embedder.embed_documents(texts))
+            vectors = self._model(_DOCUMENTS, lambda: embedder.embed_documents(texts))
         else:
             raise EmbeddingError(
                 f"The shared embedding service cannot answer the request {str(request)[:200]}.",

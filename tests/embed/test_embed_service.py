@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -382,6 +383,9 @@ def test_the_service_answers_bad_requests_with_an_error_and_drops_oversized_fram
     assert too_many["ok"] is False
     assert raw_request(path, struct.pack(">I", 1 << 31)) is None  # 2 GB announced: closed unread
     assert raw_request(path, struct.pack(">I", 5) + b"nope!") is None  # not JSON
+    # Longer than the service takes to notice it should exit (a second): a bad request once counted
+    # as a model that cannot load, and the service left.
+    time.sleep(2.5)
     with socket.socket(socket.AF_UNIX) as sock:
         sock.connect(str(path))
         send_json(sock, {"op": "status"})
