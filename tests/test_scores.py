@@ -27,3 +27,23 @@ async def test_common_words_alone_come_back_as_a_phrase_or_not_at_all_with_a_hin
     assert not lone.is_error
     assert lone.structured_content["passages"] == []
     assert "common word" in lone.structured_content["hint"]
+
+
+@pytest.mark.anyio
+async def test_a_note_all_about_the_query_comes_first_across_knowledge_bases_however_small_its_own(
+    coffer: Coffer, notes: str
+) -> None:
+    """A knowledge base of one document gives every word in it the IDF 1e-6 (FTS5's floor): merged
+    as they were, its scores (0.000) put the note all about ducks below a passing mention."""
+    coffer.create_kb("tiny")
+    note = coffer.add_document("tiny", "ducks.md", "# Ducks\n\nThe mallard is a duck; a duck dabbles on the pond.")
+    for n in range(12):
+        coffer.add_document(notes, f"minutes-{n}.md", f"# Minutes {n}\n\nBudget, planning and the weekly review.")
+    walk = "# Walk\n\nA long walk by the river: we talked of budgets, saw a duck, went home."
+    coffer.add_document(notes, "walk.md", walk)
+    async with client_for(coffer) as client:
+        found = await client.call_tool("coffer__search_knowledge", {"kb": "*", "query": "duck"})
+    assert not found.is_error
+    passages = found.structured_content["passages"]
+    assert [p["document_id"] for p in passages][:1] == [note.document_id]
+    assert passages[0]["score"] > passages[1]["score"] > 0.01

@@ -195,8 +195,9 @@ def test_grep_gives_the_same_hits_with_and_without_ripgrep(coffer: Coffer, corpu
 def test_a_knowledge_bases_scores_depend_on_its_own_documents_only(
     coffer: Coffer, notes: str, home: Path, backend_settings: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 17: BM25 statistics per knowledge base. Another knowledge base's documents, a multi-KB
-    # search and a rebuild of the index from the files leave a knowledge base's scores as they were.
+    # Issue 17: BM25 statistics per knowledge base. Another knowledge base's documents and a rebuild
+    # of the index from the files leave a knowledge base's scores as they were. A multi-KB search
+    # ranks as one collection of them (tests/index/test_port.py).
     monkeypatch.setattr(search, "COMMON_MATCHES", 3)  # "database" is common in "other", not in notes
     texts = {
         "backups.md": "# Backups\n\nBackups of the database are taken nightly and restored weekly.",
@@ -218,10 +219,8 @@ def test_a_knowledge_bases_scores_depend_on_its_own_documents_only(
         coffer.add_document("other", f"o{i}.md", f"# Other {i}\n\nThe database database holds backups, item {i}.")
     assert scored(coffer) == before
     merged = scored(coffer, [notes, "other"])
-    assert [row for row in merged if row[0] == notes] == before
+    assert {row[1] for row in merged if row[0] == notes} == {row[1] for row in before}
     assert merged == sorted(merged, key=lambda row: -row[2])
-    alone = {row[1]: row[2] for row in scored(coffer, "other")}
-    assert all(alone[chunk] == score for kb, chunk, score in merged if kb == "other")
 
     _delete_index(coffer, home)
     with Coffer(load_settings(home=home, **backend_settings)) as rebuilt:

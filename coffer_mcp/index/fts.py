@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-__all__ = ["MAX_TERMS", "STOPWORDS", "QueryTerms", "analyze", "match_expression", "search_text"]
+__all__ = ["MAX_TERMS", "STOPWORDS", "QueryTerms", "analyze", "match_expression", "search_text", "settled"]
 
 MAX_TERMS = 64
 
@@ -97,6 +97,16 @@ def analyze(query: str) -> QueryTerms:
     # which ``casefold`` would turn into "ss" and "fi", words no document holds as written.
     tokens = [token.lower() for token in _WORD.findall(_CJK_RUN.sub(" ", query))]
     return QueryTerms(words=_unique(tokens)[:MAX_TERMS], cjk_runs=cjk_runs[:MAX_TERMS], tokens=tokens[:MAX_TERMS])
+
+
+def settled(score: float) -> float:
+    """A score of a search of several knowledge bases, to 12 significant digits.
+
+    The two indexes compute such a score in different orders of arithmetic (docs/design.md), so
+    equal scores may differ in their last bits; settled, they tie, and both indexes order them by
+    document and position.
+    """
+    return float(f"{score:.12g}")
 
 
 def match_expression(terms: list[str], operator: str) -> str:

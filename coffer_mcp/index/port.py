@@ -343,7 +343,9 @@ class Index(Protocol):
         """Chunks of documents ``where`` lets through matching the analyzed terms (all, or any), best BM25
         first; none for no terms.
 
-        A term of several words is a phrase: its words adjacent, in order.
+        A term of several words is a phrase: its words adjacent, in order. One knowledge base is
+        scored with its own statistics; several as one collection of them (a phrase's IDF from
+        all their chunks, a chunk's length against its own knowledge base's mean).
         """
         ...
 

@@ -965,19 +965,55 @@ def _drop_postgres_tables(index: Index) -> None:
     conn.execute("CREATE SCHEMA public")
 
 
-def test_a_multi_kb_search_merges_each_knowledge_bases_own_scores(index: Index) -> None:
-    kb(index, "notes")
+def test_a_multi_kb_search_ranks_as_one_knowledge_base_holding_them_all(index: Index) -> None:
+    texts = [NOTES, ["database", "database backups", "servers", *[f"filler {i}" for i in range(6)]]]
+    for name in ("a", "b", "ab"):
+        kb(index, name)
+    for n, chunks in enumerate(texts):
+        add(index, doc(f"doc-a{n}", "a"), *chunks)
+        add(index, doc(f"doc-b{n}", "b"), *chunks)
+        add(index, doc(f"x-doc-a{n}", "ab"), *chunks)  # the same chunks, and so the same mean length
+        add(index, doc(f"x-doc-b{n}", "ab"), *chunks)
+    for query, operator in [("database backups", "OR"), ("database backups", "AND"), ("server", "OR")]:
+        together = scores(index, query, ("a", "b"), operator)
+        one = scores(index, query, ("ab",), operator)
+        assert [r[:2] for r in together] == [(r[0].removeprefix("x-"), r[1]) for r in one]
+        assert [r[2] for r in together] == pytest.approx([r[2] for r in one], rel=1e-9)
+        assert together != sorted(scores(index, query, ("a",), operator) + scores(index, query, ("b",), operator))
+
+
+def test_a_small_knowledge_bases_best_match_is_not_buried_under_a_large_ones_passing_mention(index: Index) -> None:
+    """In a knowledge base of one document every word is in every chunk: FTS5 gives it the IDF 1e-6.
+    Searched with a larger one, it weighs what it weighs among all their chunks."""
+    kb(index, "tiny")
+    kb(index, "big")
+    add(index, doc("doc-tiny", "tiny"), "the duck: a mallard duck on the pond")
+    for n in range(20):
+        add(index, doc(f"doc-big{n:02d}", "big"), f"meeting minutes of week {n}", "budget and planning")
+    add(index, doc("doc-big99", "big"), "long minutes of a meeting where someone mentioned a duck in passing once")
+    assert scores(index, "duck", ("tiny",))[0][2] < 1e-5  # alone, as FTS5 scores it
+    ranked = scores(index, "duck", ("tiny", "big"))
+    assert [r[0] for r in ranked] == ["doc-tiny", "doc-big99"]
+    assert ranked[0][2] > 1
+
+
+def test_a_multi_kb_search_looks_deeper_where_its_own_ranking_differs_from_the_one_of_all(index: Index) -> None:
+    """In "big", ``alpha`` is in most chunks (IDF 1e-6 there): its own ranking puts all the ``beta``
+    chunks first, more than a search looks at in one go. Among all the chunks searched ``alpha`` is
+    rare, and its chunks come first: the best few of a short list are the same as of the whole one."""
+    kb(index, "big")
     kb(index, "other")
-    add(index, doc("doc-01", "notes"), *NOTES)
-    add(index, doc("doc-02", "other"), "database", "database backups", "servers", *[f"filler {i}" for i in range(6)])
-    for query in ("database backups", "server"):
-        alone = scores(index, query, ("notes",)) + scores(index, query, ("other",))
-        merged = scores(index, query, ("notes", "other"))
-        assert merged == sorted(alone, key=lambda r: (-r[2], r[0], r[1]))
-        assert {r[0] for r in merged} == {"doc-01", "doc-02"}
-        assert scores(index, query, ("notes", "other"))[:2] == merged[:2]
-        limited = search(index, query, "OR", kbs=("notes", "other"), limit=2)
-        assert [(r.document_id, r.position, r.score) for r in limited] == merged[:2]
+    for n in range(35):
+        add(index, doc(f"doc-alpha{n:02d}", "big"), f"alpha alpha alpha note {n}")
+    for n in range(25):
+        add(index, doc(f"doc-beta{n:02d}", "big"), f"beta and some other words of note {n}")
+    for n in range(100):
+        add(index, doc(f"doc-other{n:02d}", "other"), f"gamma filler {n}", "more filler", "and more")
+    whole = scores(index, "alpha beta", ("big", "other"))
+    assert whole[0][0].startswith("doc-alpha")
+    for limit in (1, 2, 5, 25):
+        short = search(index, "alpha beta", "OR", kbs=("big", "other"), limit=limit)
+        assert [(r.document_id, r.position, r.score) for r in short] == whole[:limit]
 
 
 def _to_previous_schema(index: Index) -> None:

@@ -9,8 +9,9 @@ with ``N`` the chunks of the chunk's knowledge base (the SQLite index has a FTS5
 knowledge base, and FTS5 counts its rows), ``n`` those of them holding the phrase, ``dl`` a chunk's
 length in tokens and ``avgdl`` the knowledge base's mean length; each phrase counts once per
 occurrence in the query (FTS5 scores ``"a" AND "a"`` twice). A knowledge base's scores so depend on
-its own chunks only; a multi-KB search merges the knowledge bases' scores as they are (the same
-formula over each one's own statistics). Terms are cut
+its own chunks only. A search of several ranks as one collection of them would: ``N`` and ``n`` are
+summed over the searched knowledge bases (``avgdl`` stays each one's own), as the SQLite index
+rescales FTS5's scores (docs/design.md). Terms are cut
 from ``fts.search_text`` by ``tokens.terms``, FTS5's tokenizer rebuilt in Python, and each query
 term goes through the same function, as a quoted phrase in an FTS5 ``MATCH`` does.
 
@@ -35,7 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from coffer_mcp.index.fts import STOPWORDS, search_text
+from coffer_mcp.index.fts import STOPWORDS, search_text, settled
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
 from coffer_mcp.index.postgres.filters import scope
@@ -77,7 +78,8 @@ _WEIGHTED_ROW = _TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgd
 _POSTING_WEIGHT = _TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")  # posting p of term d
 
 # Every matching chunk's BM25 in the knowledge bases %(kbs)s, in one statement (one snapshot of
-# postings and statistics), each from its knowledge base's own N, avgdl and document frequencies.
+# postings and statistics), each from its knowledge base's own avgdl and the N and document
+# frequencies of all of them (``together``).
 # %(terms)s: one term per single-token phrase (NULL for the others); %(hit_*)s: the matches of the
 # multi-token phrases, found in Python. Arithmetic in FTS5's order: each row carries its phrase's
 # match count (df), so one pass over the postings gives every row its IDF, and one hashed
@@ -102,10 +104,13 @@ WITH q AS (
     SELECT e.i, e.kb, e.chunk_id, e.tf, e.dl, count(*) OVER (PARTITION BY e.i, e.kb)
     FROM unnest(%(hit_i)s::int[], %(hit_kb)s::text[], %(hit_chunk)s::bigint[], %(hit_tf)s::int[], %(hit_dl)s::int[])
         AS e(i, kb, chunk_id, tf, dl)
+), together AS (
+    SELECT i, sum(df)::float8 AS df, (SELECT sum(n) FROM stats) AS n
+    FROM (SELECT DISTINCT i, kb, df FROM hits) f GROUP BY i
 ), weighted AS (
-    SELECT h.chunk_id, h.tf, h.dl, (s.n - h.df + 0.5::float8) / (h.df + 0.5::float8) AS x,
+    SELECT h.chunk_id, h.tf, h.dl, (t.n - t.df + 0.5::float8) / (t.df + 0.5::float8) AS x,
            s.tokens / nullif(s.n, 0) AS avgdl
-    FROM hits h JOIN stats s ON s.kb = h.kb
+    FROM hits h JOIN stats s ON s.kb = h.kb JOIN together t ON t.i = h.i
 ), scored AS (
     SELECT w.chunk_id, count(*) AS matched,
            sum({_WEIGHTED_ROW}) AS score
@@ -145,9 +150,13 @@ WITH q AS (
     FROM (SELECT DISTINCT ON (kb) kb, term FROM counted ORDER BY kb, df, i) r
     CROSS JOIN LATERAL (SELECT chunk_id FROM postings WHERE kb = r.kb AND term = r.term) p
     GROUP BY r.kb
+), together AS (
+    SELECT i, kb, term, avgdl,
+           (sum(n) OVER w - sum(df::float8) OVER w + 0.5::float8) / (sum(df::float8) OVER w + 0.5::float8) AS x
+    FROM counted WINDOW w AS (PARTITION BY i)
 ), weighted AS (
-    SELECT d.i, p.chunk_id, p.tf, p.dl, (d.n - d.df + 0.5::float8) / (d.df + 0.5::float8) AS x, d.avgdl
-    FROM counted d JOIN candidates c ON c.kb = d.kb
+    SELECT d.i, p.chunk_id, p.tf, p.dl, d.x, d.avgdl
+    FROM together d JOIN candidates c ON c.kb = d.kb
     CROSS JOIN LATERAL (
         SELECT chunk_id, tf, dl FROM postings WHERE kb = d.kb AND term = d.term AND chunk_id = ANY(c.ids) OFFSET 0
     ) p
@@ -189,10 +198,13 @@ WITH q AS (
     SELECT q.i, q.term, s.kb, s.writes, s.chunks, s.tokens, {_DF} AS df
     FROM q CROSS JOIN keyword_stats s {_KNOWN_JOIN} WHERE s.kb = ANY(%(kbs)s::text[])
 ), counted AS MATERIALIZED (
-    SELECT i, term, kb, df, df > greatest(%(depth)s, %(whole)s) AS common,
-           tokens::float8 / nullif(chunks, 0) AS avgdl,
-           (chunks::float8 - df + 0.5::float8) / (df + 0.5::float8) AS x
-    FROM found WHERE df > 0
+    SELECT * FROM (
+        SELECT i, term, kb, df, df > greatest(%(depth)s, %(whole)s) AS common,
+               tokens::float8 / nullif(chunks, 0) AS avgdl,
+               (sum(chunks::float8) OVER w - sum(df::float8) OVER w + 0.5::float8)
+                   / (sum(df::float8) OVER w + 0.5::float8) AS x
+        FROM found WINDOW w AS (PARTITION BY i)
+    ) f WHERE df > 0
 ), terms AS MATERIALIZED (
     SELECT c.*, c.common AND w.worth AS cut
     FROM counted c CROSS JOIN (
@@ -417,7 +429,7 @@ def search(
 ) -> list[dict[str, Any]]:
     """Chunks matching the terms (all, or any), best BM25 first, then by document and position.
 
-    Only the postings of ``kbs`` are read, each scored with its knowledge base's statistics. The
+    Only the postings of ``kbs`` are read, scored as one collection of them. The
     best ``limit`` (plus slack for ties) are ranked first and only those joined and filtered; when
     ``where`` leaves too few, the look goes deeper, then falls back to ranking inside the scope
     (with a document filter, after one look). ``counts`` keeps the terms' match counts for the
@@ -444,7 +456,7 @@ def search(
             top = sorted(counts.learn(rows), key=lambda row: (-row["score"], row["chunk_id"]))
         elif top is None:
             top = conn.execute(_SCORED + _TOP, {**params, "depth": depth}).fetchall()
-        rows = _passages(conn, {row["chunk_id"]: row["score"] for row in top}, kbs, where)
+        rows = _passages(conn, {row["chunk_id"]: _score(row["score"], kbs) for row in top}, kbs, where)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
         depth *= 8
@@ -454,7 +466,16 @@ def search(
         f"JOIN documents d ON d.id = c.document_id WHERE s.matched >= %(need)s AND {clause} "
         "ORDER BY s.score DESC, c.document_id, c.position LIMIT %(limit)s"
     )
-    return conn.execute(sql, {**params, **scope_params, "limit": limit}).fetchall()
+    rows = [
+        {**row, "score": _score(row["score"], kbs)}
+        for row in conn.execute(sql, {**params, **scope_params, "limit": limit})
+    ]
+    return sorted(rows, key=lambda r: (-r["score"], r["document_id"], r["position"]))
+
+
+def _score(score: float, kbs: Sequence[str]) -> float:
+    """A chunk's score as the SQLite index gives it: settled when several knowledge bases are searched."""
+    return settled(score) if len(kbs) > 1 else score
 
 
 def pruned_or(conn: Connection, params: dict[str, Any], depth: int, counts: TermCounts) -> list[dict[str, Any]] | None:

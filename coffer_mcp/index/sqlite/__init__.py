@@ -3,7 +3,7 @@
 ``SqliteIndex`` implements ``index.port.Index`` over ``coffer.db``. Each thread gets its own
 connection (SQLite connections are not shared across threads here); the schema is migrated once,
 by the first connection. The SQL itself lives in ``queries`` (documents, chunks, keyword search,
-history), ``keyword`` (one FTS5 table per knowledge base: BM25 from its own statistics),
+history), ``keyword`` (one FTS5 table per knowledge base: BM25 from its own statistics, several searched as one),
 ``vectors`` (one sqlite-vec table per embedding model) and ``schema`` (migrations).
 Big knowledge bases search their vectors through HNSW graphs kept beside the file (``ann``).
 """
@@ -222,7 +222,7 @@ class SqliteIndex:
     ) -> list[PassageRow]:
         if not terms:
             return []
-        rows = q.fts_search(self.conn, match_expression(list(terms), operator), kbs, as_filter(where), limit)
+        rows = q.fts_search(self.conn, terms, operator, kbs, as_filter(where), limit)
         return [_passage(row) for row in rows]
 
     def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:

@@ -6,9 +6,11 @@ scores move whenever another one got or lost documents, and made them differ aft
 was deleted until every knowledge base had been read again. With a table per knowledge base, a
 knowledge base's scores depend on its own chunks only, and are the same after any rebuild.
 
-Scores of different knowledge bases are comparable as they are: the same formula (k1 = 1.2,
-b = 0.75) over each one's own statistics, so a multi-KB search merges them by score (each a
-relevance within its collection, as when every collection is its own BM25 index).
+A search of several knowledge bases ranks as one collection of them would: a phrase's IDF comes
+from their chunks together (``idf``, from each table's ``statistics``), so that a phrase every
+chunk of a two-document knowledge base holds (IDF 1e-6 there, FTS5's floor) weighs what it weighs
+among all the chunks searched. Each knowledge base's own scores are rescaled phrase by phrase
+(``phrase_scores``); a chunk's length still counts against its own knowledge base's mean.
 
 ``keyword_tables`` maps a knowledge base to its table ``fts_<id>`` (a name may hold any
 character; it is never put into SQL). A table is created at a knowledge base's first chunk and
@@ -19,26 +21,31 @@ dropped with the knowledge base. Each table has one column, the chunk's headings
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from coffer_mcp.index.fts import search_text
+from coffer_mcp.index.fts import match_expression, search_text
 from coffer_mcp.index.sqlite.db import Connection, database_errors
 
 __all__ = [
     "body",
     "drop",
     "fill",
+    "idf",
     "index_rows",
     "matches_more_than",
+    "phrase_scores",
     "ranked",
     "rebuild",
+    "statistics",
     "tables",
     "unindex_rows",
     "verify",
 ]
 
 _TOKENIZER = "porter unicode61 remove_diacritics 2"
+_AVERAGES = 1  # the rowid of FTS5's record of a table's rows and tokens in ``<table>_data``
 
 
 def body(headings: str, text: str) -> str:
@@ -100,6 +107,48 @@ def ranked(conn: Connection, table: str, expression: str, depth: int) -> list[tu
     """The best ``depth`` ``(chunk id, -bm25)`` of one table, best first."""
     sql = f"SELECT rowid, -rank FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
     return [(row[0], row[1]) for row in conn.execute(sql, (expression, depth))]
+
+
+def statistics(conn: Connection, table: str, phrases: Sequence[str]) -> tuple[int, list[int]]:
+    """What FTS5's ``bm25()`` takes a phrase's IDF from: the table's rows (from FTS5's own record of
+    them), and how many of them hold each phrase."""
+    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = ?", (_AVERAGES,)).fetchone()
+    rows = _varints(row[0])[0] if row is not None and row[0] else 0
+    sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+    return rows, [conn.execute(sql, (match_expression([phrase], "AND"),)).fetchone()[0] for phrase in phrases]
+
+
+def idf(rows: int, matches: int) -> float:
+    """FTS5's IDF of a phrase that ``matches`` of ``rows`` rows hold (1e-6 where it would be ≤ 0)."""
+    value = math.log((rows - matches + 0.5) / (matches + 0.5))
+    return value if value > 0 else 1e-6
+
+
+def phrase_scores(conn: Connection, table: str, phrase: str, chunk_ids: Sequence[int]) -> dict[int, float]:
+    """``{chunk id: -bm25}`` of ``phrase`` alone, for those of ``chunk_ids`` that hold it: its IDF in
+    the table times its weight in the chunk (FTS5's score is the sum of these over the phrases)."""
+    if not chunk_ids:
+        return {}
+    marks = ", ".join("?" * len(chunk_ids))
+    sql = f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})"
+    return {row[0]: row[1] for row in conn.execute(sql, (match_expression([phrase], "AND"), *chunk_ids))}
+
+
+def _varints(data: bytes) -> list[int]:
+    """SQLite's variable-length integers (FTS5 writes its records with them)."""
+    values, i = [], 0
+    while i < len(data):
+        value = 0
+        for k in range(9):
+            byte, i = data[i], i + 1
+            if k == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
 
 
 def matches_more_than(conn: Connection, expression: str, count: int, kbs: Sequence[str] | None = None) -> bool:

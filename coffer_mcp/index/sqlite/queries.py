@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from coffer_mcp.index.fts import match_expression, settled
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.sqlite import keyword, vectors
 from coffer_mcp.index.sqlite.db import Connection, database_errors
@@ -350,22 +351,101 @@ _FTS_SLACK = 16
 _FTS_MAX_DEPTH = 4096
 
 
-def fts_search(conn: Connection, expression: str, kbs: Sequence[str], where: DocumentFilter, limit: int) -> list[Any]:
-    """Chunks matching an FTS5 expression, best BM25 first (``score`` is -bm25: higher is better).
+def fts_search(
+    conn: Connection, phrases: Sequence[str], operator: str, kbs: Sequence[str], where: DocumentFilter, limit: int
+) -> list[Any]:
+    """Chunks matching ``phrases`` (all, or any), best BM25 first (``score`` is -bm25: higher is better).
 
-    Each knowledge base has its own full-text table (``keyword``), so its scores come from its
-    own statistics; the knowledge bases' best are merged by score, then document and position.
+    Each knowledge base has its own full-text table (``keyword``), so a search of one scores with
+    its own statistics; a search of several ranks as one collection of them would (``_union``).
     FTS5 ranks every match, but joining every match to its chunk row costs more than ranking:
     so a table's best ``limit`` (plus slack, for ties) come from it alone, and only those are
     joined and filtered. When ``where`` leaves too few, the look goes deeper, then falls back to
     filtering every match inside the query. With a document filter, which may leave out nearly
     every match, one look at the best matches comes before that fallback.
     """
-    found: list[Any] = []
-    for kb, table in keyword.tables(conn, kbs).items():
-        found += _fts_search_one(conn, table, expression, kb, where, limit)
-    found.sort(key=lambda r: (-r["score"], r["document_id"], r["position"]))
-    return found[:limit]
+    tables = keyword.tables(conn, kbs)
+    expression = match_expression(list(phrases), operator)
+    if len(kbs) > 1:
+        return _union(conn, tables, phrases, expression, where, limit)
+    return [row for kb, table in tables.items() for row in _fts_search_one(conn, table, expression, kb, where, limit)]
+
+
+def _union(
+    conn: Connection, tables: dict[str, str], phrases: Sequence[str], expression: str, where: DocumentFilter, limit: int
+) -> list[dict[str, Any]]:
+    """The best ``limit`` matches of several knowledge bases, scored as one collection of them.
+
+    A phrase's IDF is taken from all their rows and matches together; a chunk's score in its own
+    table is the sum of each phrase's IDF there times the phrase's weight in the chunk, so each
+    phrase's part is rescaled by the ratio of the two IDFs (``keyword.phrase_scores`` gives the
+    parts). Each table's best matches by its own scores are the candidates. Another chunk of the
+    table scores at most its last candidate's own score, so at most ``_bound`` of it here; the
+    look at a table goes deeper while that bound could reach the ``limit``-th score (it rarely
+    does: the two IDFs differ little for a large table, and a small one gives all its matches at
+    once), and stops at ``_FTS_MAX_DEPTH``.
+    """
+    stats = {kb: keyword.statistics(conn, table, phrases) for kb, table in tables.items()}
+    rows = sum(rows for rows, _ in stats.values())
+    idf = [keyword.idf(rows, sum(matches[i] for _, matches in stats.values())) for i in range(len(phrases))]
+    ratios = {  # per knowledge base and phrase: the IDF here over the one in its table (0: no match there)
+        kb: [idf[i] / keyword.idf(own, n) if n else 0.0 for i, n in enumerate(matches)]
+        for kb, (own, matches) in stats.items()
+    }
+    want = dict.fromkeys(tables, limit + _FTS_SLACK)
+    found: dict[str, list[dict[str, Any]]] = {}
+    deeper = list(tables)
+    while True:
+        for kb in deeper:
+            own = _fts_search_one(conn, tables[kb], expression, kb, where, want[kb])
+            found[kb] = _rescaled(conn, tables[kb], phrases, ratios[kb], own)
+        merged = sorted((row for rows in found.values() for row in rows), key=_best_first)
+        last = merged[limit - 1]["score"] if len(merged) >= limit else None
+        deeper = [
+            kb
+            for kb, rows in found.items()
+            if len(rows) == want[kb] < _FTS_MAX_DEPTH
+            and (last is None or _bound(rows[-1]["own_score"], ratios[kb], idf) >= last)
+        ]
+        if not deeper:
+            return [{k: v for k, v in row.items() if k != "own_score"} for row in merged[:limit]]
+        for kb in deeper:
+            want[kb] = min(want[kb] * 8, _FTS_MAX_DEPTH)
+
+
+def _rescaled(
+    conn: Connection, table: str, phrases: Sequence[str], ratios: list[float], rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``rows`` (of one table, best first by its own scores) with their scores among all the tables."""
+    scale = {ratio for ratio in ratios if ratio}
+    if len(scale) <= 1:  # every phrase rescaled alike (one phrase, say)
+        factor = scale.pop() if scale else 0.0
+        return [{**row, "own_score": row["score"], "score": settled(row["score"] * factor)} for row in rows]
+    ids = [row["id"] for row in rows]
+    parts = {phrase: keyword.phrase_scores(conn, table, phrase, ids) for phrase in dict.fromkeys(phrases)}
+    return [
+        {
+            **row,
+            "own_score": row["score"],
+            "score": settled(sum(ratios[i] * parts[phrase].get(row["id"], 0.0) for i, phrase in enumerate(phrases))),
+        }
+        for row in rows
+    ]
+
+
+def _bound(own_score: float, ratios: list[float], idf: list[float]) -> float:
+    """The most a chunk scoring at most ``own_score`` in its table can score among all the tables.
+
+    Each phrase's part is at most the whole score in the table, and at most its IDF times
+    ``k1 + 1`` (BM25's weight of a phrase in a chunk stays below that).
+    """
+    return sum(min(ratio * own_score, value * 2.2) for ratio, value in zip(ratios, idf, strict=True) if ratio) * (
+        1 + 1e-9
+    )
+
+
+def _best_first(row: dict[str, Any]) -> tuple[float, str, int]:
+    return (-row["score"], row["document_id"], row["position"])
 
 
 def _fts_search_one(
