@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import Implementation
 
-from coffer_mcp import Coffer
+from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, build_server
 from tests.conftest import installed_script
 
@@ -343,6 +343,22 @@ async def test_the_server_instructions_name_the_knowledge_bases(coffer: Coffer) 
     coffer.add_document("handbook", "a.md", "# A\n\ntext")
     server = build_server(coffer)
     assert "handbook (1 documents)" in server.instructions
+
+
+def test_a_server_started_with_its_database_unreachable_says_the_knowledge_bases_were_not_listed(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It logged a traceback and named no knowledge base, as if there were none.
+    url = "postgresql://coffer:s3cret@127.0.0.1:9/coffer"  # nothing listens on port 9
+    with Coffer(load_settings(home=home, index_backend="postgres", database_url=url)) as coffer:
+        server = build_server(coffer)
+    assert "The knowledge bases could not be listed when this server started" in server.instructions
+    assert "coffer__list_knowledge_bases lists them" in server.instructions
+    logged = [r for r in caplog.records if r.name == "coffer_mcp.mcp_server"]
+    assert [(r.levelname, r.exc_info) for r in logged] == [("WARNING", None)]  # one line, no traceback
+    assert "Cannot connect to the PostgreSQL index" in logged[0].getMessage()
+    assert "COFFER_DATABASE_URL" in logged[0].getMessage()  # the hint
+    assert "s3cret" not in logged[0].getMessage() + server.instructions
 
 
 async def test_documents_are_listable_and_readable_as_resources(coffer: Coffer) -> None:

@@ -130,14 +130,7 @@ def _stop(server: Any) -> None:
 async def test_the_database_restarted_under_a_running_server_gives_clear_errors_then_works_again(
     tmp_path: Path, own_postgres: Any
 ) -> None:
-    import psycopg
-
-    name = f"coffer_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(own_postgres.get_uri(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    # A password in the URL (the server trusts local connections, so any will do): it must show nowhere.
-    url = re.sub(r"://postgres:?@", f"://postgres:{SECRET}@", own_postgres.get_uri(database=name), count=1)
-    assert SECRET in url
+    url = _own_database(own_postgres)
     home = tmp_path / "home"
     env = _team_env(home, url)
     info = Implementation(name="team", version="1")
@@ -167,6 +160,59 @@ async def test_the_database_restarted_under_a_running_server_gives_clear_errors_
             await _call(client, "coffer__add_document", kb="notes", filename="b.md", content="# B\n\nalpha gamma")
         assert "Traceback" not in "".join(server.stderr)
         assert SECRET not in "".join(server.stderr)
+
+
+async def test_a_server_started_while_the_database_is_down_says_so_in_one_line_and_works_once_it_is_up(
+    tmp_path: Path, own_postgres: Any
+) -> None:
+    # It logged a traceback, and its instructions silently named no knowledge base, as if there were none.
+    url = _own_database(own_postgres)
+    home = tmp_path / "home"
+    env = _team_env(home, url)
+    with Coffer(load_settings(env, home=home)) as core:
+        core.create_kb("notes")
+        core.add_document("notes", "a.md", "# A\n\nalpha beta")
+    _stop(own_postgres)
+    info = Implementation(name="team", version="1")
+    with http_server(home, env) as server:
+        async with Client(server.mcp_url, client_info=info) as client:
+            assert "could not be listed" in (client.instructions or ""), client.instructions
+            assert "coffer__list_knowledge_bases" in (client.instructions or "")
+            down = await client.call_tool("coffer__list_knowledge_bases", {})
+            assert down.is_error
+            assert _payload(down)["code"] == "store_error"
+
+            own_postgres.ensure_postgres_running()
+            deadline = time.monotonic() + 60
+            while True:
+                again = await client.call_tool("coffer__list_knowledge_bases", {})
+                if not again.is_error or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.2)
+            assert not again.is_error, again.content[0].text
+            assert [kb["name"] for kb in _payload(again)["knowledge_bases"]] == ["notes"]
+            found = await _call(client, "coffer__search_knowledge", kb="notes", query="alpha")
+            assert [p["title"] for p in found["passages"]] == ["A"]
+    stderr = "".join(server.stderr)
+    assert "Traceback" not in stderr
+    said = [line for line in server.stderr if "could not list the knowledge bases" in line]
+    assert len(said) == 1, stderr
+    assert "Cannot connect to the PostgreSQL index" in said[0]
+    assert "COFFER_DATABASE_URL" in said[0]  # the hint
+    assert SECRET not in stderr
+
+
+def _own_database(server: Any) -> str:
+    """A new database on ``server``, its URL carrying a password (it must show nowhere)."""
+    import psycopg
+
+    name = f"coffer_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    # The server trusts local connections, so any password will do.
+    url = re.sub(r"://postgres:?@", f"://postgres:{SECRET}@", server.get_uri(database=name), count=1)
+    assert SECRET in url
+    return url
 
 
 # -- a server of another store on the same database ------------------------------------------------
