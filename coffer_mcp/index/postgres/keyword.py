@@ -71,15 +71,15 @@ FUNCTION_TERMS = frozenset(term for word in STOPWORDS for term in terms(word))
 _PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
 
 # One phrase's BM25 term for a posting, in FTS5's arithmetic (as in _SCORED): ``{x}`` is the
-# phrase's (N - n + 0.5) / (n + 0.5) in the posting's knowledge base, ``{avgdl}`` that one's mean length.
+# phrase's (N - n + 0.5) / (n + 0.5) in the searched knowledge bases, ``{avgdl}`` the mean length of
+# the posting's own.
 _TERM_WEIGHT = """CASE WHEN {x} > 1 THEN ln({x}) ELSE 1e-6::float8 END * ({tf}::float8 * (1.2::float8 + 1.0::float8))
     / ({tf}::float8 + 1.2::float8 * (1::float8 - 0.75::float8 + 0.75::float8 * {dl}::float8 / {avgdl}))"""
 _WEIGHTED_ROW = _TERM_WEIGHT.format(x="w.x", tf="w.tf", dl="w.dl", avgdl="w.avgdl")  # a ``weighted`` row's
 _POSTING_WEIGHT = _TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.avgdl")  # posting p of term d
 
-# Every matching chunk's BM25 in the knowledge bases %(kbs)s, in one statement (one snapshot of
-# postings and statistics), each from its knowledge base's own avgdl and the N and document
-# frequencies of all of them (``together``).
+# Every matching chunk's BM25 in the knowledge base %(kbs)s, in one statement (one snapshot of
+# postings and statistics), from its N, avgdl and document frequencies.
 # %(terms)s: one term per single-token phrase (NULL for the others); %(hit_*)s: the matches of the
 # multi-token phrases, found in Python. Arithmetic in FTS5's order: each row carries its phrase's
 # match count (df), so one pass over the postings gives every row its IDF, and one hashed
@@ -90,7 +90,7 @@ _POSTING_WEIGHT = _TERM_WEIGHT.format(x="d.x", tf="p.tf", dl="p.dl", avgdl="d.av
 # term's postings are read through the primary key: the window in the LATERAL keeps the planner
 # from a hash join over the whole table, which it picks while the table has no statistics yet
 # (40 ms against 4 ms per SciFact query, measured).
-_SCORED = f"""
+_HITS = """
 WITH q AS (
     SELECT i::int AS i, term FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)
 ), stats AS (
@@ -104,20 +104,30 @@ WITH q AS (
     SELECT e.i, e.kb, e.chunk_id, e.tf, e.dl, count(*) OVER (PARTITION BY e.i, e.kb)
     FROM unnest(%(hit_i)s::int[], %(hit_kb)s::text[], %(hit_chunk)s::bigint[], %(hit_tf)s::int[], %(hit_dl)s::int[])
         AS e(i, kb, chunk_id, tf, dl)
-), together AS (
-    SELECT i, sum(df)::float8 AS df, (SELECT sum(n) FROM stats) AS n
-    FROM (SELECT DISTINCT i, kb, df FROM hits) f GROUP BY i
-), weighted AS (
-    SELECT h.chunk_id, h.tf, h.dl, (t.n - t.df + 0.5::float8) / (t.df + 0.5::float8) AS x,
-           s.tokens / nullif(s.n, 0) AS avgdl
-    FROM hits h JOIN stats s ON s.kb = h.kb JOIN together t ON t.i = h.i
-), scored AS (
+)"""
+_SUMMED = f"""
+, scored AS (
     SELECT w.chunk_id, count(*) AS matched,
            sum({_WEIGHTED_ROW}) AS score
     FROM weighted w
     GROUP BY w.chunk_id
 )
 """
+_SCORED = f"""{_HITS}, weighted AS (
+    SELECT h.chunk_id, h.tf, h.dl, (s.n - h.df + 0.5::float8) / (h.df + 0.5::float8) AS x,
+           s.tokens / nullif(s.n, 0) AS avgdl
+    FROM hits h JOIN stats s ON s.kb = h.kb
+){_SUMMED}"""
+# The same for several knowledge bases: each phrase's N and n summed over them (``together``; its
+# pass over the hits is left out of a one-KB search, where they are the knowledge base's own).
+_SCORED_TOGETHER = f"""{_HITS}, together AS (
+    SELECT i, sum(df)::float8 AS df, (SELECT sum(n) FROM stats) AS n
+    FROM (SELECT DISTINCT i, kb, df FROM hits) f GROUP BY i
+), weighted AS (
+    SELECT h.chunk_id, h.tf, h.dl, (t.n - t.df + 0.5::float8) / (t.df + 0.5::float8) AS x,
+           s.tokens / nullif(s.n, 0) AS avgdl
+    FROM hits h JOIN stats s ON s.kb = h.kb JOIN together t ON t.i = h.i
+){_SUMMED}"""
 
 
 # Each term's match count in each knowledge base, as the statements below take it: remembered by
@@ -443,7 +453,7 @@ def search(
     # Every phrase a single token: an AND of several is read from the rarest one's postings, an OR
     # (or one term alone) from each term's best postings.
     single, several = None not in params["terms"], len(params["terms"]) > 1
-    scored = _SCORED_AND if operator == "AND" and single and several else _SCORED
+    scored = _SCORED_AND if operator == "AND" and single and several else _SCORED if len(kbs) == 1 else _SCORED_TOGETHER
     pruned = single and (operator == "OR" or not several)
     counts = counts or TermCounts()
     depth, deepest = limit + _SLACK, (limit + _SLACK if where else _MAX_DEPTH)
@@ -455,7 +465,7 @@ def search(
             rows = conn.execute(_SCORED_AND + _TOP_AND_COUNTS, {**params, "depth": depth}).fetchall()
             top = sorted(counts.learn(rows), key=lambda row: (-row["score"], row["chunk_id"]))
         elif top is None:
-            top = conn.execute(_SCORED + _TOP, {**params, "depth": depth}).fetchall()
+            top = conn.execute(scored + _TOP, {**params, "depth": depth}).fetchall()
         rows = _passages(conn, {row["chunk_id"]: _score(row["score"], kbs) for row in top}, kbs, where)
         if len(rows) >= limit or len(top) < depth:
             return rows[:limit]
