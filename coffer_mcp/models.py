@@ -381,6 +381,14 @@ class Document(_Model):
     total_chars: int = Field(description="Length of the whole body in characters.")
     total_lines: int = Field(description="Length of the whole body in lines, counted as grep counts them.")
     has_more: bool = Field(default=False, description="True when the body continues after this part.")
+    next_offset: int | None = Field(
+        default=None, description="When a page has_more: the offset to read on from, in next_unit."
+    )
+    next_unit: Literal["chars", "lines"] | None = Field(
+        default=None,
+        description="The unit of next_offset: the page's own, or 'chars' when a line longer than a page was cut.",
+    )
+    note: str | None = Field(default=None, description="What to know about this page, e.g. that a long line was cut.")
     chunks: list[ChunkView] = Field(default_factory=list, description="With around_position: the chunks returned.")
 
 

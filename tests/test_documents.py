@@ -181,6 +181,37 @@ def test_long_documents_are_read_in_pages(coffer: Coffer, notes: str) -> None:
     assert whole.total_chars == len(whole.markdown)
 
 
+def test_a_page_of_lines_stops_at_the_last_whole_line_within_the_page_cap(coffer: Coffer, notes: str) -> None:
+    # 1,000 lines of 10,000 characters came back as one 10,001,000-character page.
+    body = "# Wide\n\n" + "".join(f"{i:05d}{'w' * 9_995}\n" for i in range(30))
+    doc_id = coffer.add_document(notes, "wide.md", body).document_id
+    page = coffer.read_document(notes, doc_id, offset=2, limit=1000, unit="lines")
+    assert len(page.markdown) == 19 * 10_001  # a 20th line would pass 200,000
+    assert (page.markdown[:5], page.markdown[-1]) == ("00000", "\n")
+    assert (page.has_more, page.next_offset, page.next_unit, page.note) == (True, 21, "lines", None)
+    last = coffer.read_document(notes, doc_id, offset=21, limit=1000, unit="lines")
+    assert (last.markdown[:5], last.has_more, last.next_offset) == ("00019", False, None)
+    past = coffer.read_document(notes, doc_id, offset=500, limit=1, unit="lines")
+    assert (past.markdown, past.has_more) == ("", False)
+
+
+def test_a_line_longer_than_a_page_is_cut_at_the_cap_and_goes_on_by_chars(coffer: Coffer, notes: str) -> None:
+    # A 1,000,000-character line came back whole from unit="lines", limit=1.
+    line = "".join(f"{i:09d}," for i in range(100_000))
+    doc_id = coffer.add_document(notes, "long.md", f"# Long\n\n{line}\nafter\n").document_id
+    page = coffer.read_document(notes, doc_id, offset=2, limit=1, unit="lines")
+    assert page.markdown == line[:200_000]
+    assert (page.has_more, page.next_offset, page.next_unit) == (True, 8 + 200_000, "chars")
+    assert "Line 3 has 1,000,000 characters" in str(page.note)
+    read, offset = page.markdown, page.next_offset
+    while offset is not None and "\n" not in read:
+        more = coffer.read_document(notes, doc_id, offset=offset, limit=200_000)
+        read, offset = read + more.markdown, more.next_offset
+    assert read.split("\n")[0] == line
+    after = coffer.read_document(notes, doc_id, offset=3, limit=1, unit="lines")
+    assert (after.markdown, after.has_more, after.note) == ("after", False, None)
+
+
 def test_a_document_id_typed_in_lower_case_names_the_document(coffer: Coffer, notes: str) -> None:
     # A ULID is case-insensitive; "01hz…" was refused as an unknown document.
     doc_id = coffer.add_document(notes, "a.md", "# A\n\nalpha words").document_id

@@ -228,3 +228,24 @@ async def test_the_hit_on_line_n_is_what_read_document_returns_at_offset_n_minus
     assert all(hit == read for _, hit, read in lines)
     assert whole["total_lines"] == 9
     assert whole["markdown"].split("\n")[8] == "last line, needle mark"
+
+
+async def test_the_hit_on_a_line_longer_than_a_page_reads_as_a_capped_page_that_goes_on_by_chars(
+    coffer: Coffer, notes: str
+) -> None:
+    # read_document(unit="lines", limit=1) answered a 1,000,000-character line whole, past the page cap.
+    line = "needle " + "y" * 999_993
+    coffer.add_document(notes, "wide.md", f"# Wide\n\n{line}\n")
+    async with client_for(coffer) as client:
+        [hit] = (await call(client, "coffer__grep_knowledge", kb=notes, pattern="needle"))["hits"]
+        arguments = {"kb": notes, "doc_id": hit["document_id"]}
+        page = await call(
+            client, "coffer__read_document", **arguments, unit="lines", offset=hit["line_number"] - 1, limit=1
+        )
+        rest = await call(client, "coffer__read_document", **arguments, offset=page["next_offset"], limit=200_000)
+    assert hit["line_number"] == 3
+    assert page["markdown"] == line[:200_000]
+    assert (page["has_more"], page["next_unit"], page["next_offset"]) == (True, "chars", 8 + 200_000)
+    assert "Line 3 has 1,000,000 characters" in page["note"]
+    assert rest["markdown"] == line[200_000:400_000]
+    assert (rest["next_unit"], rest["next_offset"], "note" in rest) == ("chars", 400_008, False)

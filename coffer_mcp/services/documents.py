@@ -162,10 +162,8 @@ class DocumentService:
         }
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
-        pieces = _lines(body) if unit == "lines" else body
-        end = len(pieces) if limit is None else min(len(pieces), offset + limit)
-        page = "".join(pieces[offset:end]) if unit == "lines" else body[offset:end]
-        return Document(**common, markdown=page, offset=offset, unit=unit, has_more=end < len(pieces))
+        page = _line_page(body, offset, limit) if unit == "lines" else _char_page(body, offset, limit)
+        return Document(**common, **page, offset=offset, unit=unit)
 
     def _chunk_window(self, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
         rows, last = self.index.chunk_window(doc_id, position - window, position + window)
@@ -908,6 +906,41 @@ def _lines(body: str) -> list[str]:
     """
     lines = body.split("\n")
     return [line + "\n" for line in lines[:-1]] + lines[-1:]
+
+
+def _char_page(body: str, offset: int, limit: int | None) -> dict[str, Any]:
+    end = len(body) if limit is None else min(len(body), offset + limit)
+    return _page(body[offset:end], end, "chars", more=end < len(body))
+
+
+def _line_page(body: str, offset: int, limit: int | None) -> dict[str, Any]:
+    """Whole lines from ``offset``, as many as ``limit`` and ``MAX_PAGE_CHARS`` allow (all with no limit).
+
+    A line longer than a page on its own is cut at the cap, and the page says to read on by chars from
+    there: a page of lines stays as bounded as a page of chars, and ``offset=N-1, limit=1`` still starts
+    at grep's line N.
+    """
+    lines = _lines(body)
+    if limit is None:
+        return _page("".join(lines[offset:]), len(lines), "lines", more=False)
+    end, size = offset, 0
+    while end < min(len(lines), offset + limit) and size + len(lines[end]) <= MAX_PAGE_CHARS:
+        size += len(lines[end])
+        end += 1
+    if end > offset or offset >= len(lines):
+        return _page("".join(lines[offset:end]), end, "lines", more=end < len(lines))
+    start = sum(map(len, lines[:offset]))
+    note = (
+        f"Line {offset + 1} has {len(lines[offset].removesuffix(chr(10))):,} characters, more than a page holds: "
+        f"this is its first {MAX_PAGE_CHARS:,}. Read the rest with unit='chars', offset={start + MAX_PAGE_CHARS}."
+    )
+    return _page(lines[offset][:MAX_PAGE_CHARS], start + MAX_PAGE_CHARS, "chars", more=True) | {"note": note}
+
+
+def _page(text: str, end: int, unit: Literal["chars", "lines"], *, more: bool) -> dict[str, Any]:
+    if not more:
+        return {"markdown": text, "has_more": False}
+    return {"markdown": text, "has_more": True, "next_offset": end, "next_unit": unit}
 
 
 def _is_int(value: object) -> bool:
