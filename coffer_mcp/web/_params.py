@@ -118,14 +118,16 @@ def filters(request: Request) -> dict[str, Any] | None:
     """The document filters of a search or listing: ``tag=`` and ``format=`` (repeatable),
     ``path_prefix=``, ``created_after=``, ``created_before=``, ``updated_after=``, ``updated_before=``.
 
-    Empty values are left out; None when none is given. The core checks the values.
+    An empty ``path_prefix=`` or time is left out, as a form's blank box sends it; an empty ``tag=``
+    or ``format=`` is passed on, so the core refuses it as the MCP tools do (it is no tag, and leaving
+    it out would answer for every document). None when no filter is given. The core checks the values.
 
     Raises:
         InvalidArgumentError: a value too long or holding NUL, or too many of one parameter.
     """
     found: dict[str, Any] = {}
     for name, key in _FILTER_LISTS.items():
-        values = [value for value in request.query_params.getlist(name) if value != ""]
+        values = request.query_params.getlist(name)
         if len(values) > MAX_FILTER_VALUES:
             raise InvalidArgumentError(
                 f"{len(values)} '{name}' values given; the limit is {MAX_FILTER_VALUES}.",

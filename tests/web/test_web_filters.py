@@ -79,6 +79,10 @@ def test_the_document_list_takes_the_same_filters(
         ({"created_after": "last week"}, "created_after"),
         ({"format": "p d f"}, "formats"),
         ({"created_after": "2025-02-01", "created_before": "2025-01-01"}, "created_after"),
+        # An empty tag or format was dropped, so tag= searched everything; over MCP it is refused.
+        ({"tag": ""}, "'tags': '' is not a tag"),
+        ({"tag": ["draft", " "]}, "'tags': ' ' is not a tag"),
+        ({"format": ""}, "'formats': '' is not a format"),
     ],
 )
 def test_a_bad_filter_is_a_400_with_the_filter_named_and_a_hint_in_the_viewers_words(
@@ -115,6 +119,15 @@ def test_a_person_narrows_a_search_with_the_filter_panel(
     assert "only tag project-x, draft · format md" in page.evaluate(text_of("#results .facts"))
     assert page.evaluate("location.hash") == "#/search/lock?tag=project-x&tag=draft&format=md"
     page.screenshot(tmp_path / "filtered-search.png")
+
+    # A box left blank (or only commas) sends nothing, not an empty tag= the API refuses.
+    page.evaluate("""(() => {
+        document.querySelector('#filter-tag').value = ' , ';
+        document.querySelector('#filter-format').value = 'csv';
+        document.querySelector('#search-form').requestSubmit();
+    })()""")
+    page.wait_for(f"{count('#results .passage')} === 1 && {text_of('#results .passage .title')} === 'locks'")
+    assert page.evaluate("location.hash") == "#/search/lock?format=csv"
 
     # A bookmarked filtered search fills the panel and runs with its filters.
     page.evaluate(f"location.hash = {json.dumps('#/kb/notes/search/lock?format=csv')}")
