@@ -56,6 +56,7 @@ def test_an_ingest_writes_markdown_with_frontmatter_and_keeps_the_original(
         ("tool.exe", "MZ binary", "unsupported_type"),
         ("scan.pdf", (FIXTURES / "scanned.pdf").read_bytes(), "scanned_pdf"),
         ("broken.pdf", b"%PDF-1.7 truncated garbage", "conversion_failed"),
+        ("nul.md", b"# A\n\nab\x00cd", "unsupported_type"),  # bytes (a file): NUL says binary
     ],
 )
 def test_a_rejected_ingest_persists_nothing(
@@ -69,6 +70,31 @@ def test_a_rejected_ingest_persists_nothing(
     assert files_under(home / "knowledge") == before
     assert coffer.index.document_counts() == {}
     assert [e.event for e in coffer.index.audit_events() if e.event.startswith("KB_DOCUMENT")] == []
+
+
+def test_text_content_with_nul_characters_is_stored_without_them_as_an_edit_would_be(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    # Text an agent sent was refused as "binary"; an edit (and every converter) drops control characters.
+    content = "# Log\n\nbefore\x00after\x00\n"
+    added = coffer.add_document(notes, "log.md", content)
+    assert added.note == "2 NUL characters (\\x00) were removed from the content, the first at offset 13."
+    assert coffer.read_document(notes, added.document_id).markdown == "# Log\n\nbeforeafter"
+    raw = home / "knowledge" / notes / "raw" / f"{added.document_id}.md"
+    assert raw.read_bytes() == b"# Log\n\nbeforeafter\n"  # reconverting the original needs no NUL either
+    again = coffer.add_document(notes, "log.md", content)
+    assert (again.status, again.document_id) == ("unchanged", added.document_id)
+    named = coffer.add_document(notes, "Untitled", "x\x00y")
+    assert named.note is not None
+    assert named.note.startswith("1 NUL character (\\x00) was removed from the content, the first at offset 1. ")
+    assert "'Untitled' has no extension" in named.note
+
+
+def test_a_file_with_a_nul_byte_is_refused_naming_where(coffer: Coffer, notes: str) -> None:
+    with pytest.raises(IngestRejectedError) as caught:
+        coffer.add_document(notes, "nul.txt", b"plain\x00text")
+    assert caught.value.message == "'nul.txt' does not look like text: it holds a NUL byte (at byte 5)."
+    assert "extension" in caught.value.hint
 
 
 def test_an_oversized_document_is_too_large(home: Path) -> None:

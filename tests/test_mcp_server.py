@@ -320,6 +320,20 @@ async def test_binary_formats_can_be_added_as_base64(coffer: Coffer) -> None:
     assert bad["code"] == "invalid_argument"
 
 
+async def test_text_an_agent_sends_with_nul_characters_is_added_without_them(connect) -> None:
+    # It was refused as "binary": text the agent sent, which an edit would have kept without the NULs.
+    async with connect() as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="log.md", content="# Log\n\nab\x00cd")
+        read = await call(client, "coffer__read_document", kb="kb", doc_id=added["document_id"])
+        edited = await call(client, "coffer__edit_document", kb="kb", doc_id=added["document_id"], content="e\x00f")
+        again = await call(client, "coffer__read_document", kb="kb", doc_id=added["document_id"])
+    assert added["status"] == "created"
+    assert added["note"] == "1 NUL character (\\x00) was removed from the content, the first at offset 9."
+    assert read["markdown"] == "# Log\n\nabcd"
+    assert (edited["status"], again["markdown"]) == ("updated", "ef")
+
+
 async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_actor(coffer: Coffer) -> None:
     async with client_for(coffer) as client:
         await call(client, "coffer__create_knowledge_base", name="kb")

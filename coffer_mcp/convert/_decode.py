@@ -29,8 +29,8 @@ def decode_text(data: bytes, filename: str) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data.decode(encoding, errors="replace")
-    if b"\x00" in data[:_SNIFF_BYTES]:
-        raise _binary(filename)
+    if (nul := data.find(b"\x00", 0, _SNIFF_BYTES)) >= 0:
+        raise _binary(filename, f"it holds a NUL byte (at byte {nul:,})")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -55,9 +55,9 @@ def _detect(data: bytes) -> str | None:
     return matches[0].encoding
 
 
-def _binary(filename: str) -> IngestRejectedError:
+def _binary(filename: str, why: str = "its bytes are binary or in no known encoding") -> IngestRejectedError:
     return IngestRejectedError(
         "unsupported_type",
-        f"{filename!r} does not look like text: its bytes are binary or in no known encoding.",
+        f"{filename!r} does not look like text: {why}.",
         hint="Check that the file extension matches the content; save text files as UTF-8.",
     )

@@ -207,7 +207,9 @@ class DocumentService:
         paths, _ = self.registry.open_kb(kb)
         name, note = _filename(filename), None
         if isinstance(content, str):
-            name, note = _text_upload(name, content)
+            content, removed = _without_nul(content)
+            name, named = _text_upload(name, content)
+            note = " ".join(part for part in (removed, named) if part) or None
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
         self.registry.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
@@ -869,6 +871,21 @@ class _Planned:
         """The original of an earlier upload in another format: only the latest original is kept."""
         old = self.existing
         return self._original(old.original_format) if old is not None and old.original_format != self.ext else None
+
+
+def _without_nul(content: str) -> tuple[str, str | None]:
+    """Text content without its NUL characters, and a note saying where they were.
+
+    Text holds no NUL: a body drops control characters anyway (``clean_markdown``, as an edit's does),
+    and PostgreSQL text cannot hold one. Left in, the UTF-8 bytes looked binary and text an agent sent
+    was refused as such; they are dropped from the kept original too, so reconverting it works.
+    """
+    first = content.find("\x00")
+    if first < 0:
+        return content, None
+    count = content.count("\x00")
+    said = "1 NUL character (\\x00) was" if count == 1 else f"{count:,} NUL characters (\\x00) were"
+    return content.replace("\x00", ""), f"{said} removed from the content, the first at offset {first:,}."
 
 
 def _text_upload(name: str, content: str) -> tuple[str, str | None]:

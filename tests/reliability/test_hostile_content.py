@@ -223,7 +223,8 @@ async def test_hostile_content_queries_and_patterns_through_mcp_get_results_or_t
                 assert not result.is_error or tool_error_code(result) == "invalid_pattern", pattern
             cases = [
                 ("%%% not base64 %%%", "base64", "invalid_argument"),
-                ("\x00\x01\x02", "text", "unsupported_type"),
+                ("\x00\x01\x02", "text", "empty"),  # text: NUL and control characters dropped, nothing left
+                (base64.b64encode(b"ab\x00cd").decode(), "base64", "unsupported_type"),  # a file's bytes: binary
                 ("\x01\x02\x1f", "text", "empty"),
                 ("   \n\t  ", "text", "empty"),
                 (base64.b64encode(b"\xff\xfe\x00\x00").decode(), "base64", None),
