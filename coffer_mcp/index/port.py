@@ -293,8 +293,8 @@ class Index(Protocol):
         """The most recently updated documents of every knowledge base."""
         ...
 
-    def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
-        """Which of ``among`` are ids of documents of another knowledge base than ``kb``."""
+    def ids_outside(self, kb: str, among: Sequence[str]) -> dict[str, str]:
+        """Which of ``among`` are ids of documents of another knowledge base than ``kb``, and of which."""
         ...
 
     def upsert_document(self, row: DocumentRow, *, embedding: bool = False) -> None:

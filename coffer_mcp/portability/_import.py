@@ -287,7 +287,7 @@ def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: s
 
 def _ids_elsewhere(registry: Registry, ids: list[str], target: str) -> set[str]:
     """Ids used by another knowledge base, in its files or in the index."""
-    taken = registry.index.ids_outside(target, ids)
+    taken = set(registry.index.ids_outside(target, ids))
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(registry.paths.knowledge):
             if entry.name.startswith(".") or entry.name == target or not entry.is_dir(follow_symlinks=False):

@@ -176,7 +176,7 @@ def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filt
     assert [d.id for d in index.documents("notes")] == [f"doc-{i}" for i in range(10, 17)]
     assert [d.id for d in index.documents("notes", with_source_path=True)] == ["doc-12", "doc-15"]
     assert [d.id for d in index.recent_documents(3)] == ["doc-20", "doc-16", "doc-15"]
-    assert index.ids_outside("notes", ["doc-10", "doc-20", "nope"]) == {"doc-20"}
+    assert index.ids_outside("notes", ["doc-10", "doc-20", "nope"]) == {"doc-20": "other"}
     assert index.document_counts() == {"notes": 7, "other": 1}
 
 

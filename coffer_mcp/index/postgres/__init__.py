@@ -351,7 +351,7 @@ class PostgresIndex:
         return [_document(row) for row in q.recent_documents(self.conn, limit)]
 
     @_mapped
-    def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
+    def ids_outside(self, kb: str, among: Sequence[str]) -> dict[str, str]:
         return q.ids_outside(self.conn, kb, among)
 
     @_mapped

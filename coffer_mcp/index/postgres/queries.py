@@ -225,9 +225,9 @@ def recent_documents(conn: Connection, limit: int) -> list[dict[str, Any]]:
     return conn.execute("SELECT * FROM documents ORDER BY updated_at DESC, id LIMIT %s", (_limit(limit),)).fetchall()
 
 
-def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
-    rows = conn.execute("SELECT id FROM documents WHERE kb <> %s AND id = ANY(%s::text[])", (kb, list(among)))
-    return {row["id"] for row in rows}
+def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> dict[str, str]:
+    rows = conn.execute("SELECT id, kb FROM documents WHERE kb <> %s AND id = ANY(%s::text[])", (kb, list(among)))
+    return {row["id"]: row["kb"] for row in rows}
 
 
 def upsert_document(conn: Connection, row: dict[str, Any]) -> None:

@@ -178,7 +178,7 @@ class SqliteIndex:
     def recent_documents(self, limit: int) -> list[DocumentRow]:
         return [_document(row) for row in q.recent_documents(self.conn, limit)]
 
-    def ids_outside(self, kb: str, among: Sequence[str]) -> set[str]:
+    def ids_outside(self, kb: str, among: Sequence[str]) -> dict[str, str]:
         return q.ids_outside(self.conn, kb, among)
 
     def upsert_document(self, row: DocumentRow, *, embedding: bool = False) -> None:

@@ -196,12 +196,12 @@ def recent_documents(conn: Connection, limit: int) -> list[Any]:
     return conn.execute("SELECT * FROM documents ORDER BY updated_at DESC, id LIMIT ?", (limit,)).fetchall()
 
 
-def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> set[str]:
-    taken: set[str] = set()
+def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> dict[str, str]:
+    taken: dict[str, str] = {}
     for start in range(0, len(among), 500):
         part = list(among[start : start + 500])
-        sql = f"SELECT id FROM documents WHERE kb != ? AND id IN ({', '.join('?' * len(part))})"
-        taken.update(row[0] for row in conn.execute(sql, [kb, *part]))
+        sql = f"SELECT id, kb FROM documents WHERE kb != ? AND id IN ({', '.join('?' * len(part))})"
+        taken.update((row[0], row[1]) for row in conn.execute(sql, [kb, *part]))
     return taken
 
 
