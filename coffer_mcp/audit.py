@@ -25,7 +25,13 @@ class AuditEvent(str, enum.Enum):
     KB_CREATED = "KB_CREATED", "a knowledge base was created (details: description, vector)"
     KB_UPDATED = "KB_UPDATED", "a knowledge base's settings changed (details: the changed settings)"
     KB_DELETED = "KB_DELETED", "a knowledge base was deleted with its documents (details: files removed)"
-    KB_DOCUMENT_INGESTED = "KB_DOCUMENT_INGESTED", "a document was added (details: filename, source_sha256)"
+    KB_DOCUMENT_INGESTED = (
+        "KB_DOCUMENT_INGESTED",
+        (
+            "a document was added (details: filename, source_sha256), or one copied by hand from another knowledge "
+            "base was given an id of its own (actor reconcile; details: copied_from, its knowledge base and id there)"
+        ),
+    )
     KB_DOCUMENT_UPDATED = (
         "KB_DOCUMENT_UPDATED",
         (

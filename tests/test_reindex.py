@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sqlite3
 import threading
 import time
@@ -422,3 +423,93 @@ def test_a_bulk_ingest_leaves_the_packing_to_another_server_already_at_it(
     finally:
         other.close()
     assert packed * 1.4 < left_loose, (packed, left_loose)
+
+
+def document_ids(coffer: Coffer, kb: str) -> set[str]:
+    return {doc.document_id for doc in coffer.list_documents(kb, limit=100).documents}
+
+
+def test_a_knowledge_base_folder_copied_by_hand_gets_new_ids_and_the_original_keeps_its_own(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    # Both folders held the same ids: whichever was read last took the rows, the other listed
+    # no document, verify reported drift that a reindex could not fix, and a search of '*' found
+    # one copy only.
+    ids = fill(coffer)
+    coffer.edit_document(notes, ids["faq.md"], "# FAQ\n\nThe proxy needs a restart after edits.")
+    knowledge = home / "knowledge"
+    shutil.copytree(knowledge / notes, knowledge / "copy")
+    copied = document_ids(coffer, "copy")  # the copy is read first
+    for _ in range(2):
+        assert [(kb.name, kb.document_count) for kb in coffer.list_kbs()] == [("copy", 3), (notes, 3)]
+        assert (document_ids(coffer, notes), document_ids(coffer, "copy")) == (set(ids.values()), copied)
+    assert not copied & set(ids.values())
+    copy = coffer.paths.kb("copy")
+    for doc_id in copied:
+        meta, _ = parse_document(copy.doc(doc_id).read_text(encoding="utf-8"))
+        assert meta["id"] == doc_id
+        assert [raw.stem for raw in copy.raw_files(doc_id)] == [doc_id]
+    assert sorted(p.name for p in copy.docs.iterdir()) == sorted(f"{i}.md" for i in copied)
+    edited = coffer.search("copy", "restart edits").passages[0]
+    assert coffer.read_document("copy", edited.document_id).metadata["source_mode"] == "edited"
+    hits = coffer.search("*", "proxy restart", 10).passages
+    assert {(hit.kb, hit.document_id) for hit in hits} >= {(notes, ids["faq.md"]), ("copy", edited.document_id)}
+    adopted = [e for e in coffer.index.audit_events("copy") if e.event == "KB_DOCUMENT_INGESTED"]
+    assert sorted(e.details["copied_from"]["document_id"] for e in adopted) == sorted(ids.values())
+    assert {e.document_id for e in adopted} == copied
+    for name in (notes, "copy"):
+        assert coffer.verify(name).ok
+        coffer.reindex(name)
+        assert coffer.verify(name).ok
+    assert (document_ids(coffer, notes), document_ids(coffer, "copy")) == (set(ids.values()), copied)
+
+
+def test_a_document_file_copied_into_another_knowledge_base_gets_a_new_id_there(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    ids = fill(coffer)
+    coffer.create_kb("other")
+    source, target = coffer.paths.kb(notes), coffer.paths.kb("other")
+    shutil.copy2(source.doc(ids["faq.md"]), target.doc(ids["faq.md"]))
+    [copied] = document_ids(coffer, "other")
+    assert copied != ids["faq.md"]
+    assert document_ids(coffer, notes) == set(ids.values())
+    assert not target.doc(ids["faq.md"]).exists()
+    assert coffer.read_document("other", copied).title == "FAQ"
+    assert {hit.kb for hit in coffer.search("*", "restart").passages} == {notes, "other"}
+    assert coffer.verify(notes).ok
+    assert coffer.verify("other").ok
+
+
+def test_a_knowledge_base_folder_moved_by_hand_keeps_its_ids(coffer: Coffer, notes: str, home: Path) -> None:
+    ids = fill(coffer)
+    knowledge = home / "knowledge"
+    os.rename(knowledge / notes, knowledge / "moved")
+    assert [(kb.name, kb.document_count) for kb in coffer.list_kbs()] == [("moved", 3)]
+    assert document_ids(coffer, "moved") == set(ids.values())
+    assert coffer.verify("moved").ok
+
+
+def test_a_document_file_moved_into_another_knowledge_base_keeps_its_id(coffer: Coffer, notes: str, home: Path) -> None:
+    ids = fill(coffer)
+    coffer.create_kb("other")
+    os.rename(coffer.paths.kb(notes).doc(ids["faq.md"]), coffer.paths.kb("other").doc(ids["faq.md"]))
+    assert document_ids(coffer, "other") == {ids["faq.md"]}
+    assert document_ids(coffer, notes) == {ids["guide.md"], ids["zh.md"]}
+    assert coffer.verify("other").ok
+
+
+def test_a_document_file_copied_into_another_knowledge_base_while_watched_gets_a_new_id(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    # What the watcher of ``coffer serve`` applies: the changed files only, not a full check.
+    ids = fill(coffer)
+    coffer.create_kb("other")
+    copied = coffer.paths.kb("other").doc(ids["faq.md"])
+    shutil.copy2(coffer.paths.kb(notes).doc(ids["faq.md"]), copied)
+    assert coffer.registry.reindex_changed("other", [copied]) == 1
+    assert coffer.index.get_document(notes, ids["faq.md"]) is not None
+    [row] = coffer.index.documents("other")
+    assert row.id != ids["faq.md"]
+    assert coffer.verify(notes).ok
+    assert coffer.verify("other").ok

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 
 from ulid import ULID
 
+from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import derive_title
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
+from coffer_mcp.indexing.copies import Copy, renumber_copies
 from coffer_mcp.indexing.truth import Truth, read_truth, text_field
 from coffer_mcp.indexing.vectorize import (
     embed_document,
@@ -63,6 +65,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+COPY_ACTOR = "reconcile"
+"""The audit log's actor of a read (or reindex) that gave a document copied in by hand a new id."""
 
 IndexProgress = Callable[[int, int], None]
 """``progress(done, total)``, called by ``reconcile`` after each document it indexes."""
@@ -148,6 +153,8 @@ class Drift:
     """What differs between ``docs/`` and the rows of one knowledge base."""
 
     changed: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Those of ``changed`` without a row in this knowledge base (dropped in, copied or moved in by hand)."""
     removed: list[str] = field(default_factory=list)
     foreign: list[Path] = field(default_factory=list)
     embeddings_due: bool = False
@@ -175,8 +182,11 @@ def detect_drift(index: Index, kb: KbPaths, config: KbConfig, embedder: Embedder
         except FileNotFoundError:
             continue  # deleted while we looked: the next read sees it gone
         seen.add(doc_id)
-        if known.get(doc_id) != (file_stamp(stat), params):
+        stamp = known.get(doc_id)
+        if stamp != (file_stamp(stat), params):
             drift.changed.append(doc_id)
+            if stamp is None:
+                drift.unknown.append(doc_id)
     drift.removed = [doc_id for doc_id in known if doc_id not in seen]
     if config.vector and embedder_usable(embedder):
         drift.embeddings_due = bool(index.pending_documents(kb.name, embedder.identity, limit=1))
@@ -209,7 +219,9 @@ def reconcile(
     remove_stale_temp_files(kb.docs, kb.raw, kb.root)
     drift = detect_drift(index, kb, config, embedder)
     adopted = [adopt_foreign_file(kb, path) for path in drift.foreign]
-    targets = sorted({*drift.changed, *(a for a in adopted if a)})
+    copies = {copy.new_id: copy for copy in renumber_copies(index, kb, drift.unknown)}
+    gone = {copy.old_id for copy in copies.values()}
+    targets = sorted({*(d for d in drift.changed if d not in gone), *copies, *(a for a in adopted if a)})
     if force:
         targets = sorted({*targets, *index.doc_stamps(kb.name)})
     total = len(targets) + len(drift.removed)
@@ -217,7 +229,8 @@ def reconcile(
     for done, doc_id in enumerate(targets, 1):
         # Embedding waits until every file is indexed: a slow provider never delays the text index.
         truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
-        indexed += index_document(index, kb, config, doc_id, force=force, truth=truth) is not None
+        record = _copy_record(index, kb, copies[doc_id]) if doc_id in copies else _nothing
+        indexed += index_document(index, kb, config, doc_id, force=force, truth=truth, record=record) is not None
         if progress:
             progress(done, total)
     if drift.removed:
@@ -236,10 +249,20 @@ def reconcile(
     return {
         "indexed": indexed,
         "removed": len(drift.removed),
-        "adopted": sum(map(bool, adopted)),
+        "adopted": sum(map(bool, adopted)) + len(copies),
         "embedded": embedded,
         "documents": documents,
     }
+
+
+def _nothing() -> None:
+    pass
+
+
+def _copy_record(index: Index, kb: KbPaths, copy: Copy) -> Callable[[], None]:
+    """The audit record of a document copied in by hand and given an id of its own."""
+    details = {"copied_from": {"kb": copy.source_kb, "document_id": copy.old_id}}
+    return lambda: index.audit(AuditEvent.KB_DOCUMENT_INGESTED, kb.name, COPY_ACTOR, copy.new_id, details)
 
 
 def _raw_entries(kb: KbPaths) -> list[Path]:

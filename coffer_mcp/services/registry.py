@@ -446,8 +446,8 @@ class Registry:
 
         A file already indexed as it is — a write of this or of another Coffer process — costs a
         ``stat`` and one row read; a file edited, added or removed by hand goes through the one
-        reindex routine under the knowledge base's lock (a Markdown file without an id is adopted
-        by a reconcile). Returns how many files were applied.
+        reindex routine under the knowledge base's lock (a Markdown file without an id, or one copied
+        in from another knowledge base, is adopted by a reconcile). Returns how many files were applied.
         """
         kb, config = self.open_kb(name)
         due = [path for path in dict.fromkeys(files) if self._due(name, config, path)]
@@ -456,15 +456,21 @@ class Registry:
         with self.writing(kb):
             config = self.config(name)
             due = [path for path in due if self._due(name, config, path)]  # another writer may have indexed them
-            if any(not is_document_id(path.stem) for path in due):
+            ids = [path.stem for path in due if is_document_id(path.stem)]
+            if len(ids) < len(due) or self.index.ids_outside(name, ids):
+                # A file without an id is adopted, and one whose id another knowledge base holds
+                # (copied or moved in by hand) is given a new id or taken over, by a reconcile.
                 self.reconcile_locked(kb, config)
             for path in due:
-                if is_document_id(path.stem):
-                    embedder = self.embedder if config.vector else None
-                    index_document(self.index, kb, config, path.stem, embedder=embedder)
-                    if not path.exists():
-                        for raw in kb.raw_files(path.stem):  # a document deleted by hand takes its original along
-                            remove_file(raw)
+                if not is_document_id(path.stem):
+                    continue
+                if not path.exists() and self.index.get_document(name, path.stem) is None:
+                    continue  # no rows of ours to remove (a copy renumbered above: the id is another KB's)
+                embedder = self.embedder if config.vector else None
+                index_document(self.index, kb, config, path.stem, embedder=embedder)
+                if not path.exists():
+                    for raw in kb.raw_files(path.stem):  # a document deleted by hand takes its original along
+                        remove_file(raw)
             self.wrote(kb)
         return len(due)
 
