@@ -64,6 +64,18 @@ def build_base(home: Path, sources: Path) -> None:
         (sources / name).write_text(new, encoding="utf-8")
 
 
+COPY = "copy"
+"""The knowledge base ``copy_kb`` makes: the base's folder copied by hand (``cp -r``)."""
+
+
+def copy_kb(coffer: Coffer) -> None:
+    """Copy the base's folder by hand (once) and read: the copy's documents are given new ids."""
+    copy = coffer.paths.knowledge / COPY
+    if not copy.exists():  # copytree makes no commit point: the copy is whole before the first one
+        shutil.copytree(coffer.paths.kb(KB).root, copy)
+    coffer.list_kbs()
+
+
 SCENARIOS: dict[str, Scenario] = {
     "add": lambda c, ids, src: c.add_document(KB, "new.md", NEW),
     "replace": lambda c, ids, src: c.add_document(KB, "a.md", ALPHA_V2, replace=True),
@@ -73,6 +85,7 @@ SCENARIOS: dict[str, Scenario] = {
     "create_kb": lambda c, ids, src: c.create_kb("fresh", FRESH_KB_DESCRIPTION),
     "delete_kb": lambda c, ids, src: c.delete_kb(KB),
     "update_kb": lambda c, ids, src: c.update_kb(KB, chunk_size=128, chunk_overlap=16),
+    "copy_kb": lambda c, ids, src: copy_kb(c),
 }
 
 
