@@ -15,7 +15,13 @@ from coffer_mcp.store.files import (
     unindexed_since,
     unindexed_writes,
 )
-from coffer_mcp.store.frontmatter import body_line_offset, body_sha256, parse_document, render_document
+from coffer_mcp.store.frontmatter import (
+    body_line_offset,
+    body_sha256,
+    parse_document,
+    parse_frontmatter,
+    render_document,
+)
 from coffer_mcp.store.kbconfig import (
     MAX_FOLLOWED,
     KbConfig,
@@ -73,6 +79,7 @@ __all__ = [
     "markdown_entries",
     "note_unindexed",
     "parse_document",
+    "parse_frontmatter",
     "path_stamp",
     "read_kb_config",
     "read_store_file",

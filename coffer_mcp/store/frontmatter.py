@@ -7,8 +7,12 @@ does not count as an edit.
 Frontmatter may come from anyone (a file dropped into ``docs/``, a pack), so it is parsed within
 bounds: at most ``MAX_FRONTMATTER_CHARS``, no YAML anchors or aliases (an 894-byte "billion
 laughs" block of nested aliases otherwise expands to 10⁸ items: minutes, gigabytes of memory and
-of index), and at most ``MAX_FRONTMATTER_DEPTH`` levels of nesting. A block beyond these bounds is
-ignored like a mangled one: the document keeps its body and counts as edited outside Coffer.
+of index), and at most ``MAX_FRONTMATTER_DEPTH`` levels of nesting.
+
+A block that does not parse — a typo in YAML typed by hand, no closing ``---`` line, a value that
+is not a mapping, a block beyond these bounds — gives no metadata, but is never taken for an
+absent one: ``parse_frontmatter`` says what is wrong and where (the file's line and column), so
+the document keeps its body while Coffer refuses to rewrite the file over the block.
 """
 
 from __future__ import annotations
@@ -16,19 +20,21 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 __all__ = [
     "MAX_FRONTMATTER_CHARS",
     "MAX_FRONTMATTER_DEPTH",
+    "ParsedDocument",
     "UnsafeFrontmatterError",
     "body_line_offset",
     "body_sha256",
     "frontmatter_problem",
     "load_bounded_yaml",
     "parse_document",
+    "parse_frontmatter",
     "render_document",
 ]
 
@@ -39,6 +45,7 @@ MAX_FRONTMATTER_DEPTH = 16
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _OPEN = "---\n"
+_HEADER_LINE = 2  # the file's line of the block's first line: YAML's marks count from the block
 # The block ends at its first line that is "---" or "..." alone: followed by a line break or by
 # the end of the file (an editor that adds no final newline, a body deleted by hand).
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\r?\Z)", re.MULTILINE)
@@ -52,12 +59,21 @@ _CLOSERS = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndTo
 
 
 class UnsafeFrontmatterError(ValueError):
-    """A frontmatter block beyond the parser's bounds (size, aliases, nesting); ``body`` follows it."""
+    """A frontmatter block beyond the parser's bounds (size, aliases, nesting)."""
 
-    def __init__(self, reason: str, body: str) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.body = body
+
+
+class ParsedDocument(NamedTuple):
+    """A document file split into its frontmatter and its body."""
+
+    frontmatter: dict[str, Any] | None
+    """The block's mapping; None without a block, with an empty one, or with one that does not parse."""
+    body: str
+    problem: str | None = None
+    """Why the file's block does not parse (where, when YAML says); None when it does or there is none."""
 
 
 def body_sha256(body: str) -> str:
@@ -80,27 +96,63 @@ class _NoAliasDumper(_DUMPER):  # type: ignore[misc,valid-type]
 
 def frontmatter_problem(text: str, *, whole: bool = False) -> str | None:
     """Why a document's frontmatter block (``whole``: a whole YAML file) is beyond bounds, or None."""
+    header = text if whole else _split(text.lstrip("\ufeff"))[0]
     try:
-        if whole:
-            _check_bounds(text, "")
-        else:
-            _split_and_load(text)
+        _check_bounds(header or "")
     except UnsafeFrontmatterError as exc:
         return exc.reason
     return None
 
 
 def parse_document(text: str) -> tuple[dict[str, Any] | None, str]:
-    """Split a document file into (frontmatter, body).
+    """Split a document file into (frontmatter, body), as ``parse_frontmatter`` does, without the problem."""
+    return parse_frontmatter(text)[:2]
 
-    The frontmatter is ``None`` when the file has none, it is not a YAML mapping (a user may
-    have mangled it in an editor) or it is beyond the parser's bounds; the body is then
-    everything after the block, or the whole file when there is no block at all.
+
+def parse_frontmatter(text: str) -> ParsedDocument:
+    """Split a document file into its frontmatter, its body and what is wrong with its block.
+
+    The body is everything after the block (the whole file when it has none), stripped. A block
+    that is opened but never closed, that is not YAML, not a mapping or beyond the parser's bounds
+    gives no frontmatter and a ``problem``: a user's typo, not a file without metadata.
     """
+    text = text.lstrip("\ufeff")
+    header, rest = _split(text)
+    if header is None:
+        unclosed = text.startswith((_OPEN, "---\r\n"))
+        return ParsedDocument(None, text.strip(), "no '---' line closes the frontmatter" if unclosed else None)
+    body = text[rest:].strip()
     try:
-        return _split_and_load(text)
+        _check_bounds(header)
+        meta = yaml.load(header, Loader=_LOADER)  # noqa: S506 - a safe loader
     except UnsafeFrontmatterError as exc:
-        return None, exc.body
+        return ParsedDocument(None, body, exc.reason)
+    except yaml.YAMLError as exc:
+        return ParsedDocument(None, body, _yaml_problem(exc))
+    except RecursionError:
+        return ParsedDocument(None, body, "the frontmatter nests too deeply")
+    if meta is None:  # an empty block, or only comments: nothing to lose
+        return ParsedDocument(None, body)
+    if not isinstance(meta, dict):
+        return ParsedDocument(None, body, f"the frontmatter is a YAML {_kind(meta)}, not 'key: value' lines")
+    return ParsedDocument({str(k): _plain(v) for k, v in meta.items()}, body)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line on a YAML error, at the file's line and column (``line 4, column 5: …``)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return f"the frontmatter is not valid YAML: {' '.join(str(exc).split())}"
+    where = _mark(exc.problem_mark)
+    context = f" ({exc.context} at line {_mark(exc.context_mark)})" if exc.context and exc.context_mark else ""
+    return f"line {where}: {exc.problem}{context}"
+
+
+def _mark(mark: Any) -> str:
+    return f"{mark.line + _HEADER_LINE}, column {mark.column + 1}"
+
+
+def _kind(value: Any) -> str:
+    return "list" if isinstance(value, list) else "single value"
 
 
 def body_line_offset(text: str) -> int:
@@ -126,22 +178,6 @@ def _split(text: str) -> tuple[str | None, int]:
     return text[head_start : close.start()], close.end()
 
 
-def _split_and_load(text: str) -> tuple[dict[str, Any] | None, str]:
-    text = text.lstrip("\ufeff")
-    header, rest = _split(text)
-    if header is None:
-        return None, text.strip()
-    body = text[rest:]
-    try:
-        _check_bounds(header, body.strip())
-        meta = yaml.load(header, Loader=_LOADER)  # noqa: S506 - a safe loader
-    except (yaml.YAMLError, RecursionError):
-        return None, body.strip()
-    if not isinstance(meta, dict):
-        return None, body.strip()
-    return {str(k): _plain(v) for k, v in meta.items()}, body.strip()
-
-
 def load_bounded_yaml(text: str) -> Any:
     """Parse a small YAML file of the store (``kb.yaml``) within the frontmatter's bounds.
 
@@ -149,26 +185,26 @@ def load_bounded_yaml(text: str) -> Any:
         UnsafeFrontmatterError: the text is too long, uses anchors or aliases, or nests too deeply.
         yaml.YAMLError: the text is not YAML.
     """
-    _check_bounds(text, "")
+    _check_bounds(text)
     return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
 
 
-def _check_bounds(header: str, body: str) -> None:
+def _check_bounds(header: str) -> None:
     """Refuse a header that is too long, uses anchors or aliases, or nests too deeply.
 
     Runs libyaml's scanner only (no objects are built), so the check itself is bounded by the
     header's length.
     """
     if len(header) > MAX_FRONTMATTER_CHARS:
-        raise UnsafeFrontmatterError(f"the frontmatter is over {MAX_FRONTMATTER_CHARS:,} characters", body)
+        raise UnsafeFrontmatterError(f"the frontmatter is over {MAX_FRONTMATTER_CHARS:,} characters")
     depth = 0
     for token in yaml.scan(header, Loader=_LOADER):
         if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
-            raise UnsafeFrontmatterError("the frontmatter uses YAML anchors or aliases", body)
+            raise UnsafeFrontmatterError("the frontmatter uses YAML anchors or aliases")
         if isinstance(token, _OPENERS):
             depth += 1
             if depth > MAX_FRONTMATTER_DEPTH:
-                raise UnsafeFrontmatterError(f"the frontmatter nests over {MAX_FRONTMATTER_DEPTH} levels", body)
+                raise UnsafeFrontmatterError(f"the frontmatter nests over {MAX_FRONTMATTER_DEPTH} levels")
         elif isinstance(token, _CLOSERS):
             depth -= 1
 

@@ -17,6 +17,7 @@ from coffer_mcp.store import (
     body_sha256,
     file_lock,
     parse_document,
+    parse_frontmatter,
     render_document,
     sanitize_filename,
 )
@@ -121,6 +122,34 @@ def test_damaged_frontmatter_yields_no_metadata_but_keeps_the_body(text: str) ->
     meta, body = parse_document(text)
     assert meta is None
     assert body
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "---\nid: X\ntitle: [Plan: draft\ntags:\n- a\n---\n\nbody",
+            "(while parsing a flow sequence at line 3, column 8)",
+        ),
+        ('\ufeff---\r\nid: X\r\ntitle: "Plan\r\n---\r\nbody', "while scanning a quoted scalar at line 3, column 8"),
+        ("---\nid: X\n title: Plan\n---\nbody", "line 3, column 7: mapping values are not allowed"),
+        ("---\n- a list\n---\nbody", "a YAML list, not 'key: value' lines"),
+        ("---\nid: X\n\nbody", "no '---' line closes the frontmatter"),
+        ("---\na: &x [1]\nb: *x\n---\nbody", "anchors or aliases"),
+    ],
+    ids=["unclosed-bracket", "unclosed-quote-crlf-bom", "bad-indent", "a-list", "never-closed", "alias"],
+)
+def test_a_frontmatter_that_does_not_parse_says_what_is_wrong_and_where_in_the_file(text: str, problem: str) -> None:
+    parsed = parse_frontmatter(text)
+    assert parsed.frontmatter is None
+    assert parsed.body.endswith("body")
+    assert parsed.problem is not None
+    assert problem in parsed.problem
+
+
+@pytest.mark.parametrize("text", ["# No frontmatter\n\nbody", "---\n---\nbody", "---\n# a comment\n---\nbody"])
+def test_a_file_without_frontmatter_or_with_an_empty_one_has_no_problem(text: str) -> None:
+    assert parse_frontmatter(text) == (None, "body" if text.startswith("---") else text, None)
 
 
 def test_the_content_hash_ignores_surrounding_whitespace() -> None:
