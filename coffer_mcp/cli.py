@@ -720,6 +720,8 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_read(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         document = coffer.read_document(args.name, args.doc_id)
+    if document.warning and not args.json:
+        _NOTES.append(f"warning: {document.warning}")
     _emit(args, document, lambda d: d.markdown)
 
 

@@ -33,6 +33,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
     ├── RerankError                     rerank_unavailable (search keeps its order; doctor reports it)
     ├── ConfigError                     invalid_config
+    ├── FrontmatterError                invalid_frontmatter (a document's YAML, typed by hand, does not parse)
     ├── StoreError                      store_error | busy | schema_too_new
     │   └── SnapshotError               invalid_snapshot
     └── the viewer's file actions       NoOpenerError no_opener, OpenerFailedError opener_failed,
@@ -65,6 +66,7 @@ __all__ = [
     "EngineUnavailableError",
     "FetchError",
     "ForbiddenActionError",
+    "FrontmatterError",
     "IngestRejectedError",
     "InvalidArgumentError",
     "InvalidNameError",
@@ -157,6 +159,9 @@ ERROR_CODES: dict[str, str] = {
     "mistyped home, a volume not mounted); nothing was changed",
     "schema_too_new": "`coffer.db` was written by a newer Coffer; the hint says how to upgrade or rebuild it",
     "invalid_config": "`config.yaml` or a `COFFER_*` variable does not load; the hint names what to fix",
+    "invalid_frontmatter": "a write (edit, tags, re-ingest) to a document whose frontmatter does not parse (a YAML "
+    "typo made by hand): the message names the file and where YAML failed; the file was left untouched (also why "
+    "a forced reindex did not convert it again)",
     "internal_error": "an unexpected failure inside Coffer (a bug); the message names only the exception's type, "
     "the traceback goes to the server's stderr",
 }
@@ -398,6 +403,12 @@ class RerankError(CofferError):
 
 class ConfigError(CofferError):
     code = "invalid_config"
+
+
+class FrontmatterError(CofferError):
+    """A document file whose frontmatter does not parse: rewriting it would drop its metadata, so it is left alone."""
+
+    code = "invalid_frontmatter"
 
 
 class StoreError(CofferError):

@@ -390,6 +390,11 @@ class Document(_Model):
     )
     note: str | None = Field(default=None, description="What to know about this page, e.g. that a long line was cut.")
     chunks: list[ChunkView] = Field(default_factory=list, description="With around_position: the chunks returned.")
+    warning: str | None = Field(
+        default=None,
+        description="Set when the file's frontmatter does not parse (a YAML typo made by hand): where, and that "
+        "the metadata is what Coffer last read from it; edits are refused until the YAML is fixed.",
+    )
 
 
 class IngestResult(_Model):

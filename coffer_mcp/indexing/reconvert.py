@@ -6,8 +6,8 @@ converting its format today would record another value — a better converter, o
 writes the new Markdown over the old, keeping the document's id, dates of origin and source
 fields. Never silently: a plain reindex or a read does not do it, and each document it cannot
 do is reported. A document edited by hand or by an agent is never overwritten (its Markdown is
-its truth now); a missing or replaced original, or a conversion that fails, leaves the
-Markdown as it was.
+its truth now), nor is one whose frontmatter does not parse; a missing or replaced original, or a
+conversion that fails, leaves the Markdown as it was.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import ConversionOptions, derive_title
-from coffer_mcp.errors import CofferError, ReconversionBlockedError
+from coffer_mcp.errors import CofferError, FrontmatterError, ReconversionBlockedError
 from coffer_mcp.index import Index
-from coffer_mcp.indexing.truth import Truth, read_truth, truth_of
+from coffer_mcp.indexing.truth import Truth, check_rewritable, keeping_metadata, read_truth, truth_of
 from coffer_mcp.models import ReconversionSkip
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import DocumentMeta, KbPaths, atomic_write, body_sha256, read_store_file, render_document
@@ -55,10 +55,16 @@ class Reconversion:
         truth = read_truth(kb, doc_id)
         if truth is None:
             return None
+        if truth.problem is not None and (last := index.get_document(kb.name, doc_id)) is not None:
+            truth = keeping_metadata(kb, truth, last)  # its converter is the one its row last knew
         row = truth.row
         engine = self.options.engine(row.original_format)
         if row.conversion_engine == engine:
             return truth
+        try:
+            check_rewritable(kb, truth)
+        except FrontmatterError as exc:
+            return self._skip(truth, exc)
         if row.source_mode != "converted":
             return self._skip(
                 truth,

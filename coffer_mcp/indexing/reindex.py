@@ -21,10 +21,10 @@ from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import derive_title
-from coffer_mcp.index import Index
+from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.indexing.copies import Copy, renumber_copies
-from coffer_mcp.indexing.truth import Truth, read_truth, text_field
+from coffer_mcp.indexing.truth import Truth, keeping_metadata, read_truth, text_field
 from coffer_mcp.indexing.vectorize import (
     embed_document,
     embed_due,
@@ -43,7 +43,7 @@ from coffer_mcp.store import (
     frontmatter_tags,
     is_document_id,
     markdown_entries,
-    parse_document,
+    parse_frontmatter,
     remove_file,
     remove_stale_temp_files,
     render_document,
@@ -109,7 +109,7 @@ def index_document(
     or replace). Rebuilt chunks of a vector KB keep their vectors when
     every chunk's text and the title are unchanged; otherwise they are embedded with ``embedder``
     when one is usable, or the document stays due (``embed_pending``). Call while holding the KB
-    lock.
+    lock. A file whose frontmatter does not parse keeps the metadata its row had (``keeping_metadata``).
     """
     truth = truth or read_truth(kb, doc_id)
     if truth is None:
@@ -117,8 +117,10 @@ def index_document(
             index.delete_document(doc_id)
             record()
         return None
-    row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
     current = None if new else index.get_document(kb.name, doc_id)
+    if truth.problem is not None:
+        truth = _broken_frontmatter(kb, truth, current)
+    row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
     if current is not None and not row.source_stamp and current.source_sha256 == row.source_sha256:
         row = dataclasses.replace(row, source_stamp=current.source_stamp)  # the same source bytes: still vouched for
     unchanged = (
@@ -146,6 +148,19 @@ def index_document(
     if config.vector and not kept and embedder_usable(embedder):
         embed_document(index, kb.name, doc_id, embedder)
     return written
+
+
+def _broken_frontmatter(kb: KbPaths, truth: Truth, current: DocumentRow | None) -> Truth:
+    """A file whose frontmatter does not parse, said once (indexing runs when its file changes), with the
+    metadata its row had."""
+    kept = current is not None and bool(current.metadata)
+    log.warning(
+        "the frontmatter of %s does not parse (%s): %s until its YAML is fixed by hand, and Coffer will not rewrite it",
+        kb.doc(truth.row.id),
+        truth.problem,
+        "its document keeps the metadata it had" if kept else "its document is indexed without metadata",
+    )
+    return keeping_metadata(kb, truth, current) if current is not None else truth
 
 
 @dataclass(slots=True)
@@ -293,9 +308,11 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
         log.warning("cannot adopt %s: %s", path, exc)
         return None
     doc_id = str(ULID())
-    meta, body = parse_document(data.decode("utf-8", errors="replace"))
+    meta, body, problem = parse_frontmatter(data.decode("utf-8", errors="replace"))
     if not body.strip():
         return None
+    if problem is not None:
+        log.warning("adopting %s: its frontmatter does not parse (%s); its bytes are kept in raw/", path, problem)
     created = from_epoch_ns(stat.st_mtime_ns)
     metadata = DocumentMeta(
         id=doc_id,

@@ -2,20 +2,31 @@
 
 The frontmatter is the truth; what it lacks falls back to the file (its name, its mtime, the hash
 of its body). A body whose hash differs from the recorded one was edited outside Coffer.
+
+A frontmatter that does not parse (a YAML typo made by hand) is not a file without metadata: the
+``Truth`` says what is wrong with it, its body is still indexed, ``keeping_metadata`` gives it the
+metadata its row last had, and ``check_rewritable`` refuses any write over it.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from coffer_mcp.convert import derive_title
+from coffer_mcp.errors import FrontmatterError
 from coffer_mcp.index import DocumentRow
-from coffer_mcp.store import KbPaths, body_sha256, file_stamp, frontmatter_tags, parse_document, read_store_file
+from coffer_mcp.store import (
+    KbPaths,
+    body_sha256,
+    file_stamp,
+    frontmatter_tags,
+    parse_frontmatter,
+    read_store_file,
+)
 from coffer_mcp.timeutil import from_epoch_ns
 
-__all__ = ["Truth", "read_truth", "text_field", "truth_of"]
+__all__ = ["Truth", "check_rewritable", "keeping_metadata", "read_truth", "text_field", "truth_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +35,8 @@ class Truth:
 
     row: DocumentRow
     body: str
+    problem: str | None = None
+    """Why the file's frontmatter does not parse (the row then has none of its metadata), or None."""
 
 
 def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
@@ -32,22 +45,66 @@ def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
         data, stat = read_store_file(kb.doc(doc_id))
     except FileNotFoundError:
         return None
-    meta, body = parse_document(data.decode("utf-8", errors="replace"))
-    return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, stat), body)
+    meta, body, problem = parse_frontmatter(data.decode("utf-8", errors="replace"))
+    mtime = from_epoch_ns(stat.st_mtime_ns)
+    return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, file_stamp(stat), mtime), body, problem)
+
+
+def keeping_metadata(kb: KbPaths, truth: Truth, last: DocumentRow) -> Truth:
+    """``truth`` of a file whose frontmatter does not parse, with the metadata its row ``last`` had.
+
+    A typo in the YAML is not the user removing the document's tags, dates and source: until it is
+    fixed the document keeps them (tag filters and ``check_sources`` go on working), while its body
+    is indexed as the file has it now. ``truth`` as it is when its frontmatter parses, or when the
+    row has no metadata to keep.
+    """
+    if truth.problem is None or not last.metadata:
+        return truth
+    row = truth.row  # derived without a frontmatter: its updated_at is the file's modification time
+    kept = _derive_row(kb, row.id, last.metadata, False, truth.body, row.file_stamp, row.updated_at, row.source_stamp)
+    return Truth(kept, truth.body, truth.problem)
+
+
+def check_rewritable(kb: KbPaths, truth: Truth) -> None:
+    """Refuse to write over a document file whose frontmatter does not parse.
+
+    Coffer would write the frontmatter from what it could read, and drop every field of the block
+    (its source, dates, conversion record, keys written by hand) for good.
+
+    Raises:
+        FrontmatterError: the file's frontmatter does not parse.
+    """
+    if truth.problem is None:
+        return
+    raise FrontmatterError(
+        f"The frontmatter of document {truth.row.id} does not parse ({truth.problem}), in {kb.doc(truth.row.id)}; "
+        "Coffer will not rewrite it and lose what it holds.",
+        hint="Fix the YAML between its '---' lines by hand (a typo such as an unclosed bracket or quote), then "
+        "try again. The file was left untouched; its body is still searchable.",
+    )
 
 
 def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str, *, source_stamp: str = "") -> Truth:
     """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back);
     ``source_stamp``: that of the source file just read, if one vouches for its bytes."""
-    return Truth(_derive_row(kb, doc_id, metadata, False, body, kb.doc(doc_id).stat(), source_stamp), body)
+    stat = kb.doc(doc_id).stat()
+    mtime = from_epoch_ns(stat.st_mtime_ns)
+    return Truth(_derive_row(kb, doc_id, metadata, False, body, file_stamp(stat), mtime, source_stamp), body)
 
 
 def _derive_row(
-    kb: KbPaths, doc_id: str, meta: dict[str, Any], bare: bool, body: str, stat: os.stat_result, source_stamp: str = ""
+    kb: KbPaths,
+    doc_id: str,
+    meta: dict[str, Any],
+    bare: bool,
+    body: str,
+    stamp: str,
+    mtime: str,
+    source_stamp: str = "",
 ) -> DocumentRow:
-    """The index row of a document, from its frontmatter with file-based fallbacks (never "now")."""
+    """The index row of a document, from its frontmatter with fallbacks to its file's ``stamp`` and
+    modification time ``mtime`` (never "now")."""
     content_sha = body_sha256(body)
-    mtime = from_epoch_ns(stat.st_mtime_ns)
     # A body whose hash differs from the one we recorded was edited outside Coffer.
     edited_outside = bare or meta.get("content_sha256") not in (None, content_sha)
     filename = text_field(meta.get("original_filename")) or f"{doc_id}.md"
@@ -68,7 +125,7 @@ def _derive_row(
         updated_at=mtime if edited_outside else (text_field(meta.get("updated_at")) or mtime),
         metadata=meta,
         tags=frontmatter_tags(meta),
-        file_stamp=file_stamp(stat),
+        file_stamp=stamp,
         source_stamp=source_stamp,
     )
 

@@ -1,7 +1,8 @@
 """Verification: do the files, the rows, the full-text index and the vectors agree?
 
 Read-only. Used by ``coffer kb verify`` and by the reliability tests after concurrent writers and
-crashes; ``coffer kb reindex`` repairs whatever it reports.
+crashes; ``coffer kb reindex`` repairs whatever it reports, except a frontmatter that does not
+parse: a typo made by hand, which only the user can fix.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def _check_document(index: Index, kb: KbPaths, row: DocumentRow, vector_model: s
     if truth is None:
         return [f"{doc_id}: file vanished during verification"]
     problems = []
+    if truth.problem is not None:  # not drift a reindex repairs: only the user can fix their YAML
+        problems.append(f"{doc_id}: frontmatter does not parse ({truth.problem}); fix it by hand in {kb.doc(doc_id)}")
     if truth.row.content_sha256 != row.content_sha256:
         problems.append(f"{doc_id}: index holds other content than the file")
     if file_stamp(kb.doc(doc_id).stat()) != row.file_stamp:

@@ -39,7 +39,7 @@ from coffer_mcp.errors import (
 from coffer_mcp.index import DocumentFilter, DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import index_document
-from coffer_mcp.indexing.truth import read_truth, truth_of
+from coffer_mcp.indexing.truth import check_rewritable, read_truth, truth_of
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -64,7 +64,7 @@ from coffer_mcp.store import (
     fsync_dir,
     is_document_id,
     note_unindexed,
-    parse_document,
+    parse_frontmatter,
     read_store_file,
     remove_file,
     render_document,
@@ -146,8 +146,10 @@ class DocumentService:
             text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise _missing(kb, doc_id) from None
-        meta, body = parse_document(text)
+        meta, body, problem = parse_frontmatter(text)
         row = self.index.get_document(kb, doc_id)
+        if problem is not None and row is not None:  # what the index kept of it while its YAML is broken
+            meta = row.metadata
         metadata = dict(meta or {})
         if row is not None:  # a body edited by hand: what the index derives, as list_documents says it
             metadata.update(source_mode=row.source_mode, updated_at=row.updated_at)
@@ -159,6 +161,7 @@ class DocumentService:
             "title": str(row.title if row is not None else (meta or {}).get("title", doc_id)),
             "total_chars": len(body),
             "total_lines": body.count("\n") + 1,
+            "warning": None if problem is None else _frontmatter_warning(paths, doc_id, problem),
         }
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
@@ -323,6 +326,8 @@ class DocumentService:
             return early
         if keep_edits and existing is not None and existing.source_mode == "edited":
             raise _conflict(existing)
+        if existing is not None and (truth := read_truth(paths, existing.id)) is not None:
+            check_rewritable(paths, truth)
         conversion = converted.conversion
         doc_id = existing.id if existing is not None else str(ULID())
         now = utc_now()
@@ -470,6 +475,7 @@ class DocumentService:
             truth = read_truth(paths, doc_id)
             if truth is None:
                 raise _missing(kb, doc_id)
+            check_rewritable(paths, truth)
             same_body = body is None or truth.row.content_sha256 == body_sha256(body)
             if same_body and (chosen is None or _same_tags(truth.row.tags, chosen)):
                 return self._ingest_result(paths, doc_id, "unchanged")
@@ -1017,6 +1023,13 @@ def _conflict(row: DocumentRow) -> SourceConflictError:
         "file changed too, and is not ingested over the edits.",
         hint="Keep editing in Coffer, or re-ingest the file with {arg:replace=true} to take its version (the "
         "edits are lost).",
+    )
+
+
+def _frontmatter_warning(paths: KbPaths, doc_id: str, problem: str) -> str:
+    return (
+        f"The frontmatter of {paths.doc(doc_id)} does not parse ({problem}). Until its YAML is fixed by hand, "
+        "the document keeps the metadata Coffer last read from it, and Coffer will not edit or retag it."
     )
 
 
