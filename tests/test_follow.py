@@ -369,6 +369,29 @@ def test_a_file_moved_into_a_followed_folder_with_its_folder_is_ingested(
     assert titles(coffer, "dolphins") == []
 
 
+def test_a_followed_file_replaced_by_a_folder_of_its_name_is_a_deleted_file(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    # Seen by the watcher (one event, for the path) and by a full sync alike.
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    alpha = folder / "alpha.md"
+    alpha.unlink()
+    alpha.mkdir()
+    write(alpha / "inner.md", "# Inner\n\nIbexes on the ridge.")
+    result = coffer.follow.sync("kb", str(folder), changed=[alpha])
+    assert sorted((Path(i.path).name, i.status) for i in result.items) == [("alpha.md", "removed"), ("inner.md", "created")]
+    assert titles(coffer, "aardvarks") == []
+    # And the other way round: a followed folder replaced by a file of its name, found by a full sync.
+    (folder / "deep" / "beta.md").unlink()
+    (folder / "deep").rmdir()
+    write(folder / "deep", "# Deep\n\nDugongs graze on seagrass.")
+    [full] = coffer.sync_followed("kb")
+    assert (full.removed, full.created) == (1, 0)  # "deep" has no extension: not a format Coffer reads
+    assert titles(coffer, "beavers") == []
+    assert coffer.check_sources("kb").missing == 0
+
+
 def test_packs_never_carry_followed_folders(make: Callable[..., Coffer], folder: Path, tmp_path: Path) -> None:
     coffer = make()
     coffer.follow_folder("kb", folder)

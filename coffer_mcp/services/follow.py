@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,9 +285,13 @@ class FollowService:
             if is_dir:  # a folder moved in: its files raise no events of their own
                 subfolders: set[str] = set()
                 files.update(dict.fromkeys(visible_files(path, folders=subfolders)))
+                if (row := self._find(kb, path)) is not None:  # a file replaced by a folder of its name
+                    gone[row.id] = row
                 known.update(subfolders)
             elif present:
                 files[path] = None
+                if str(path) in known:  # a folder replaced by a file of its name
+                    gone.update((row.id, row) for row in self._gone_rows(kb, path, known))
             else:
                 gone.update((row.id, row) for row in self._gone_rows(kb, path, known))
         return list(map(str, files)), [row for row in gone.values() if _gone_for_sure(row.source_path, folder)]
@@ -456,17 +461,18 @@ class _Doc:
 def _gone_for_sure(source: str, folder: str) -> bool:
     """Whether a followed file is really gone: its followed folder is there (not unmounted), the file is not.
 
-    A file that cannot be looked at (in a folder this user may not read) is not gone.
+    A folder now at its path (or a file where one of its folders was) is no file to ingest: the
+    file is gone. A file that cannot be looked at (in a folder this user may not read) is not.
     """
     if not os.path.isdir(folder):
         return False
     try:
-        os.lstat(source)
-    except FileNotFoundError:
+        info = os.lstat(source)
+    except (FileNotFoundError, NotADirectoryError):
         return True
     except OSError:
         return False
-    return False
+    return stat.S_ISDIR(info.st_mode)
 
 
 def _stamp(path: Path) -> str:
