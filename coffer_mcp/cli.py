@@ -554,7 +554,8 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
 
     def render(r) -> str:
         lines = [f"{c.status:<9} {c.document_id}  {c.source_path}" for c in r.documents]
-        summary = ", ".join(f"{getattr(r, s)} {s}" for s in ("unchanged", "changed", "missing", "edited", "updated"))
+        counted = ("unchanged", "changed", "missing", "edited", "updated", "added", "removed")
+        summary = ", ".join(f"{getattr(r, s)} {s}" for s in counted)
         followed = [_followed_line(f) for f in r.followed]
         return (
             "\n".join([*lines, summary, *followed])

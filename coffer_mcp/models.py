@@ -572,14 +572,17 @@ class VerifyReport(_Model):
     ok: bool
 
 
-SourceStatus = Literal["unchanged", "changed", "missing", "edited", "updated", "refused"]
+SourceStatus = Literal["unchanged", "changed", "missing", "edited", "updated", "refused", "added", "removed"]
 
 
 class SourceCheck(_Model):
     document_id: str
     title: str
     source_path: str
-    status: SourceStatus
+    status: SourceStatus = Field(
+        description="updated: refreshed from its file (by the sync of a followed folder, or auto_update_sources); "
+        "added: ingested by that sync (a new file); removed: deleted by it (its file is gone)."
+    )
     message: str | None = None
 
 
@@ -592,6 +595,8 @@ class SourceReport(_Model):
     edited: int
     updated: int
     refused: int = 0
+    added: int = 0
+    removed: int = 0
     followed: list[FollowedFolder] = Field(
         default_factory=list, description="The folders the knowledge base follows (new files there are ingested)."
     )

@@ -256,6 +256,43 @@ def test_stamps_learned_by_a_long_sync_are_kept_as_it_goes(
     assert stamps == [source_stamp(files[0].stat()), "", ""]
 
 
+def statuses(report: Any) -> dict[str, str]:
+    return {Path(c.source_path).name: c.status for c in report.documents}
+
+
+@pytest.mark.anyio
+async def test_check_sources_says_what_its_own_sync_of_the_followed_folders_did(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    beta = coffer.index.find_document("kb", source_path=str(folder / "deep" / "beta.md"))
+    write(folder / "alpha.md", "# Alpha\n\nAlbatrosses glide over the ocean.")
+    (folder / "deep" / "beta.md").unlink()
+    write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    report = coffer.check_sources("kb")
+    assert statuses(report) == {"alpha.md": "updated", "beta.md": "removed", "gamma.md": "added"}
+    assert (report.unchanged, report.updated, report.added, report.removed) == (0, 1, 1, 1)
+    [removed] = [c for c in report.documents if c.status == "removed"]
+    assert (removed.document_id, removed.title) == (beta.id, "Beta")
+    assert statuses(coffer.check_sources("kb")) == {"alpha.md": "unchanged", "gamma.md": "unchanged"}
+    # An agent reads the same; and a snapshot restored behind the folder's back is synced again, and said so.
+    snapshot = coffer.snapshot_kb("kb")
+    write(folder / "alpha.md", "# Alpha\n\nAnts march in line.")
+    (folder / "gamma.md").unlink()
+    coffer.check_sources("kb")
+    coffer.restore_snapshot("kb", snapshot.id)
+    async with Client(build_server(coffer), client_info=CLIENT) as client:
+        result = await client.call_tool("coffer__check_sources", {"kb": "kb"})
+    body = result.structured_content
+    assert {Path(d["source_path"]).name: d["status"] for d in body["documents"]} == {
+        "alpha.md": "updated",
+        "gamma.md": "removed",
+    }
+    assert (body["updated"], body["removed"], body.get("added", 0)) == (1, 1, 0)
+    assert titles(coffer, "ants") == ["Alpha"]
+
+
 def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(
     make: Callable[..., Coffer], folder: Path
 ) -> None:
@@ -380,7 +417,10 @@ def test_a_followed_file_replaced_by_a_folder_of_its_name_is_a_deleted_file(
     alpha.mkdir()
     write(alpha / "inner.md", "# Inner\n\nIbexes on the ridge.")
     result = coffer.follow.sync("kb", str(folder), changed=[alpha])
-    assert sorted((Path(i.path).name, i.status) for i in result.items) == [("alpha.md", "removed"), ("inner.md", "created")]
+    assert sorted((Path(i.path).name, i.status) for i in result.items) == [
+        ("alpha.md", "removed"),
+        ("inner.md", "created"),
+    ]
     assert titles(coffer, "aardvarks") == []
     # And the other way round: a followed folder replaced by a file of its name, found by a full sync.
     (folder / "deep" / "beta.md").unlink()
@@ -565,12 +605,31 @@ def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytes
     assert main(["--home", str(home), "kb", "describe", "kb"]) == 0
     assert f"following  {folder}  (2 documents" in capsys.readouterr().out
     write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    (folder / "alpha.md").unlink()
     assert main(["--home", str(home), "kb", "check-sources", "kb"]) == 0  # syncs the followed folder first
     out = capsys.readouterr().out
-    assert "3 unchanged" in out
-    assert f"following  {folder}  (3 documents" in out
+    assert f"added     {coffer_id(home, folder / 'gamma.md')}  {folder / 'gamma.md'}" in out
+    [removed] = [line for line in out.splitlines() if line.startswith("removed")]
+    assert removed.endswith(f"  {folder / 'alpha.md'}")
+    assert "1 unchanged, 0 changed, 0 missing, 0 edited, 0 updated, 1 added, 1 removed" in out
+    assert f"following  {folder}  (2 documents" in out
+    write(folder / "gamma.md", "# Gamma\n\nGeckos climb glass.")
+    assert main(["--home", str(home), "kb", "check-sources", "kb", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["updated"], report["added"], report["removed"]) == (1, 0, 0)
+    assert {Path(d["source_path"]).name: d["status"] for d in report["documents"]} == {
+        "beta.md": "unchanged",
+        "gamma.md": "updated",
+    }
     assert main(["--home", str(home), "kb", "unfollow", "kb", str(folder), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def coffer_id(home: Path, source: Path) -> str:
+    with Coffer(load_settings(home=home)) as coffer:
+        row = coffer.index.find_document("kb", source_path=str(source))
+    assert row is not None
+    return row.id
 
 
 def test_a_hand_edited_follow_list_keeps_its_usable_entries(coffer: Coffer, home: Path, folder: Path) -> None:

@@ -83,8 +83,9 @@ def check_sources(job: Job, kb: KbName) -> SourceReport:
     """Compare documents ingested from a path with their source files.
 
     Followed folders are synced first, and listed. Each document is unchanged, changed, missing,
-    edited (both changed: left alone) or updated (refreshed, with auto_update_sources);
-    coffer__update_from_source refreshes a changed one.
+    edited (both changed: left alone), updated (refreshed by that sync, or with auto_update_sources),
+    added or removed (by that sync: a new file, a deleted one); coffer__update_from_source
+    refreshes a changed one.
     """
     svc = job.service
     return svc.check_sources(

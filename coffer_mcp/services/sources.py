@@ -3,13 +3,16 @@
 Documents ingested from a path keep it as ``source_path``; ``check_sources`` compares each one
 with its file (hashing it in blocks) and reports ``unchanged``, ``changed``, ``missing``,
 ``edited`` (the source changed but the document was edited by hand, so it is never clobbered) or
-``updated`` (the knowledge base has ``auto_update_sources`` and the document was refreshed).
+``updated`` (the knowledge base has ``auto_update_sources`` and the document was refreshed). What
+its own sync of the followed folders did is said too: ``updated``, ``added`` and ``removed``
+documents (a report of all ``unchanged`` after a sync that changed things would hide it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 from coffer_mcp.access import check_inside, read_stamped_source, sha256_source
 from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBlockedError
@@ -89,9 +92,12 @@ class SourceService:
         and is reported ``refused``: a source path may come from an untrusted pack.
         """
         _, config = self.registry.open_kb(kb)
+        synced: dict[str, SourceStatus] = {}  # document id -> what the sync did to it
+        removed: list[SourceCheck] = []
         if auto_update and config.follow:
             # Without a server's watcher, this is what brings followed folders up to date.
-            self.follow.sync_all(kb, actor=actor, progress=progress)
+            results = self.follow.sync_all(kb, actor=actor, progress=progress, unchanged_items=False)
+            synced, removed = _what_was_synced(results)
         self.registry.refresh(kb)
         rows = self.registry.index.documents(kb, with_source_path=True)
         checks = []
@@ -100,6 +106,8 @@ class SourceService:
             if status == "changed" and config.auto_update_sources and auto_update:
                 self.update_from_source(kb, row.id, actor=actor, within=within)
                 status = "updated"
+            elif status == "unchanged":
+                status = synced.get(row.id, status)
             checks.append(
                 SourceCheck(
                     document_id=row.id,
@@ -111,10 +119,8 @@ class SourceService:
             )
             if progress:
                 progress(done, len(rows), row.title)
-        counts = {
-            s: sum(c.status == s for c in checks)
-            for s in ("unchanged", "changed", "missing", "edited", "updated", "refused")
-        }
+        checks += removed
+        counts = {s: sum(c.status == s for c in checks) for s in get_args(SourceStatus)}
         followed = self.follow.followed(kb, sources=[row.source_path or "" for row in rows])
         return SourceReport(kb=kb, documents=checks, followed=followed, **counts)
 
@@ -161,6 +167,28 @@ class SourceService:
             keep_edits=True,
             source_stamp=stamp,
         )
+
+
+def _what_was_synced(results: Sequence[DirectoryIngestResult]) -> tuple[dict[str, SourceStatus], list[SourceCheck]]:
+    """What syncs of followed folders did: the documents they updated or added, and those they removed."""
+    synced: dict[str, SourceStatus] = {}
+    removed: list[SourceCheck] = []
+    for item in (item for result in results for item in result.items):
+        if item.document_id is None:
+            continue
+        if item.status in ("created", "updated"):
+            synced[item.document_id] = "added" if item.status == "created" else "updated"
+        elif item.status == "removed":
+            removed.append(
+                SourceCheck(
+                    document_id=item.document_id,
+                    title=item.title or "",
+                    source_path=item.path,
+                    status="removed",
+                    message="Its followed file is gone: the document was removed.",
+                )
+            )
+    return synced, removed
 
 
 def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[SourceStatus, str | None]:
