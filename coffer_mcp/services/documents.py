@@ -73,7 +73,15 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
-__all__ = ["MAX_OFFSET", "DocumentService", "FolderIngest", "failed_item", "skipped_name", "visible_files"]
+__all__ = [
+    "MAX_OFFSET",
+    "DocumentService",
+    "FolderIngest",
+    "editors_file",
+    "failed_item",
+    "skipped_name",
+    "visible_files",
+]
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
@@ -809,13 +817,25 @@ def visible_files(root: Path, *, folders: set[str] | None = None) -> Iterator[Pa
         dirs[:] = [d for d in dirs if not skipped_name(d)]
         for name in files:
             path = Path(folder) / name
-            if not name.startswith(".") and path.is_file() and not path.is_symlink():
+            if not name.startswith(".") and not editors_file(name) and path.is_file() and not path.is_symlink():
                 yield path
 
 
 def skipped_name(name: str) -> bool:
     """Whether a folder walk skips this name: hidden (``.git``, editors' temp files) or a tool folder."""
     return name.startswith(".") or name in _SKIPPED_DIRS
+
+
+def editors_file(name: str) -> bool:
+    """Whether a file is one an editor keeps beside the file it opened: never a document of its own.
+
+    Office's owner files (``~$report.docx``) and temporary saves (``~WRL0001.tmp``), backups
+    (``notes.md~``), Emacs auto-saves (``#notes.md#``), Vim swap files (``notes.swp``); the
+    hidden ones (``.~lock.report.docx#``, ``.notes.md.swp``) are skipped as hidden files.
+    """
+    if name.startswith("~$") or name.endswith(("~", ".swp", ".swo", ".swx")):
+        return True
+    return (name.startswith("~") and name.endswith(".tmp")) or (len(name) > 1 and name[0] == name[-1] == "#")
 
 
 def _size(file: Path) -> int:
