@@ -527,6 +527,8 @@ def _followed_line(folder) -> str:
     state = [f"{folder.documents} documents"]
     if not folder.present:
         state.append("missing: its documents are kept")
+    if folder.failed:
+        state.append(f"{folder.failed} failed")
     if folder.pending:
         state.append(f"{folder.pending} pending")
     if folder.last_sync:
@@ -555,8 +557,11 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
     def render(r) -> str:
         lines = [f"{c.status:<9} {c.document_id}  {c.source_path}" for c in r.documents]
         counted = ("unchanged", "changed", "missing", "edited", "updated", "added", "removed")
-        summary = ", ".join(f"{getattr(r, s)} {s}" for s in counted)
+        summary = ", ".join(f"{getattr(r, s)} {s}" for s in counted) + (
+            f", {len(r.failed)} failed" if r.followed else ""
+        )
         followed = [_followed_line(f) for f in r.followed]
+        lines += map(_ingest_line, r.failed)
         return (
             "\n".join([*lines, summary, *followed])
             if lines

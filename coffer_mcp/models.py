@@ -306,6 +306,11 @@ class FollowedFolder(_Model):
     last_sync: str | None = Field(
         default=None, description="When this server last brought the folder up to date (UTC), or null."
     )
+    failed: int | None = Field(
+        default=None,
+        description="Files of the folder that could not be ingested (check_sources lists them, with why); null "
+        "until this server has synced the folder.",
+    )
 
 
 class KnowledgeBaseDetails(KnowledgeBaseSummary):
@@ -597,6 +602,11 @@ class SourceReport(_Model):
     refused: int = 0
     added: int = 0
     removed: int = 0
+    failed: list[DirectoryIngestItem] = Field(
+        default_factory=list,
+        description="Files of the followed folders that could not be ingested (a scanned or damaged PDF, an "
+        "unsupported format), with why and what to do; listed until they are fixed or deleted.",
+    )
     followed: list[FollowedFolder] = Field(
         default_factory=list, description="The folders the knowledge base follows (new files there are ingested)."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -293,6 +294,44 @@ async def test_check_sources_says_what_its_own_sync_of_the_followed_folders_did(
     assert titles(coffer, "ants") == ["Alpha"]
 
 
+EDITORS_FILES = ("~$report.docx", "alpha.md~", "#alpha.md#", "notes.swp", "~WRL0001.tmp")
+"""Lock, swap, backup and auto-save files that editors leave beside the files they open."""
+
+
+def test_files_of_a_followed_folder_that_fail_to_ingest_are_listed_with_why_until_they_are_fixed(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    write(folder / "broken.pdf", "not a pdf")
+    write(folder / "deep" / "empty.md", "")
+    for name in EDITORS_FILES:  # passed over in silence: never documents, never failures
+        (folder / name).write_bytes(b"\x05Owner  " + b"\x00" * 150)
+    report = coffer.check_sources("kb")
+    assert {Path(f.path).name: f.code for f in report.failed} == {
+        "broken.pdf": "conversion_failed",
+        "empty.md": "empty",
+    }
+    assert all(f.message and f.hint for f in report.failed)
+    assert len(report.documents) == 2
+    assert coffer.describe_kb("kb").followed[0].failed == 2
+    # A new process (the CLI, a server that starts) finds them again with its first sync.
+    assert coffer.describe_kb("kb").followed[0].failed == 2
+    later = make()
+    assert later.describe_kb("kb").followed[0].failed is None  # not synced by this process yet: not known
+    assert [Path(f.path).name for f in later.check_sources("kb").failed] == ["broken.pdf", "empty.md"]
+    assert later.describe_kb("kb").followed[0].failed == 2
+    # Fixed or deleted, they are failures no more; a watcher's sync of the changed paths says so too.
+    write(folder / "deep" / "empty.md", "# Empty\n\nEmus, at last.")
+    later.follow.sync("kb", str(folder), changed=[folder / "deep" / "empty.md"])
+    assert later.describe_kb("kb").followed[0].failed == 1
+    (folder / "broken.pdf").unlink()
+    later.follow.sync("kb", str(folder), changed=[folder / "broken.pdf"])
+    assert later.describe_kb("kb").followed[0].failed == 0
+    assert later.check_sources("kb").failed == []
+    assert titles(later, "emus") == ["Empty"]
+
+
 def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(
     make: Callable[..., Coffer], folder: Path
 ) -> None:
@@ -486,6 +525,34 @@ async def test_the_watcher_applies_changes_of_followed_folders_and_of_docs(
 
 
 @pytest.mark.anyio
+async def test_a_file_the_watcher_cannot_ingest_is_logged_and_shown_in_metrics_until_it_is_gone(
+    make: Callable[..., Coffer], folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    caplog.set_level(logging.WARNING, logger="coffer_mcp")  # the default level
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        assert coffer.describe_kb("kb").followed[0].failed == 0
+        (folder / "~$report.docx").write_bytes(b"\x05Owner  " + b"\x00" * 150)  # Word's owner file: ignored
+        write(folder / "broken.pdf", "not a pdf")
+        await eventually(lambda: coffer.describe_kb("kb").followed[0].failed == 1, "the failure to be seen")
+        async with Client(build_server(coffer), client_info=CLIENT) as client:
+            metrics = (await client.call_tool("coffer__knowledge_base_metrics", {"kb": "kb"})).structured_content
+            report = (await client.call_tool("coffer__check_sources", {"kb": "kb"})).structured_content
+        assert metrics["followed"][0]["failed"] == 1
+        [failure] = report["failed"]
+        assert (Path(failure["path"]).name, failure["code"]) == ("broken.pdf", "conversion_failed")
+        assert failure["hint"]
+        (folder / "broken.pdf").unlink()
+        await eventually(lambda: coffer.describe_kb("kb").followed[0].failed == 0, "the failure to be gone")
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [m for m in logged if "broken.pdf" in m and "not ingested" in m]
+    assert not [m for m in logged if "~$report.docx" in m]
+    assert len(sources(coffer)) == 2
+
+
+@pytest.mark.anyio
 async def test_the_watcher_outlives_a_followed_folder_that_vanishes_and_catches_up_when_it_is_back(
     make: Callable[..., Coffer], folder: Path
 ) -> None:
@@ -614,6 +681,7 @@ def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytes
     assert "1 unchanged, 0 changed, 0 missing, 0 edited, 0 updated, 1 added, 1 removed" in out
     assert f"following  {folder}  (2 documents" in out
     write(folder / "gamma.md", "# Gamma\n\nGeckos climb glass.")
+    write(folder / "broken.pdf", "not a pdf")
     assert main(["--home", str(home), "kb", "check-sources", "kb", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["updated"], report["added"], report["removed"]) == (1, 0, 0)
@@ -621,6 +689,12 @@ def test_following_from_the_command_line(home: Path, folder: Path, capsys: pytes
         "beta.md": "unchanged",
         "gamma.md": "updated",
     }
+    assert [(Path(f["path"]).name, f["code"]) for f in report["failed"]] == [("broken.pdf", "conversion_failed")]
+    assert main(["--home", str(home), "kb", "check-sources", "kb"]) == 0
+    out = capsys.readouterr().out
+    assert "rejected  conversion_failed: Could not read 'broken.pdf' as a PDF" in out
+    assert "\n          hint: " in out
+    assert f"following  {folder}  (2 documents, 1 failed" in out
     assert main(["--home", str(home), "kb", "unfollow", "kb", str(folder), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
 

@@ -1,21 +1,24 @@
 """What this process's watcher is doing, kept in the registry so every service can report it.
 
 The watcher (``services/watcher.py``) records which followed folders it watches, how many changes
-it has seen and not applied yet, and when it last brought each folder up to date; metrics and
-``check_sources`` read it back as ``FollowedFolder``s. Nothing here is persisted: another process
-(the CLI, a second server) has its own, and reports ``watched: false`` for folders it does not watch.
+it has seen and not applied yet, and when it last brought each folder up to date; every sync
+records the files it could not ingest. Metrics and ``check_sources`` read it back as
+``FollowedFolder``s. Nothing here is persisted: another process (the CLI, a second server) has its
+own, and reports ``watched: false`` for folders it does not watch. Failures need no record on disk
+either: a file that failed has no document, so no stamp vouches for it, and the first full sync of
+a process (a server's start, ``check_sources``) tries it again and finds its failure again.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coffer_mcp.index import DocumentRow, Index
-from coffer_mcp.models import FollowedFolder
+from coffer_mcp.models import DirectoryIngestItem, FollowedFolder
 from coffer_mcp.store import KbConfig
 from coffer_mcp.timeutil import utc_now
 
@@ -35,6 +38,8 @@ class FolderActivity:
     """Documents from the folder as this process last counted them (None: not known)."""
     version: int = 0
     """Bumped by every sync: a count made while another sync ran is not trusted."""
+    failed: Mapping[str, DirectoryIngestItem] | None = None
+    """The folder's files that could not be ingested, by path (None: no full sync ran in this process)."""
 
 
 class FollowActivity:
@@ -63,11 +68,22 @@ class FollowActivity:
         with self._guard:
             self._folders[kb, folder] = replace(self._folders.get((kb, folder), FolderActivity()), pending=count)
 
-    def synced(self, kb: str, folder: str, *, counted: tuple[int, int] | None = None, added: int = 0) -> None:
-        """The folder was just brought up to date: nothing is pending.
+    def synced(
+        self,
+        kb: str,
+        folder: str,
+        *,
+        counted: tuple[int, int] | None = None,
+        added: int = 0,
+        failed: Sequence[DirectoryIngestItem] = (),
+        changed: Collection[str] | None = None,
+    ) -> list[DirectoryIngestItem]:
+        """The folder was just brought up to date: nothing is pending. Returns the failures new since.
 
         ``counted`` is ``(documents, version)``: what a full sync that began at ``version`` found,
         trusted only if no other sync ended meanwhile; a partial sync ``added`` (or removed) some.
+        ``failed`` are the files the sync could not ingest: all of the folder's, or (a sync of the
+        ``changed`` paths) those among and under them, whose earlier failures they replace.
         """
         with self._guard:
             current = self._folders.get((kb, folder), FolderActivity())
@@ -75,9 +91,29 @@ class FollowActivity:
                 documents = counted[0] if counted[1] == current.version else None
             else:
                 documents = None if current.documents is None else max(0, current.documents + added)
+            before = current.failed or {}
+            now: dict[str, DirectoryIngestItem] | None = None
+            if changed is None:
+                now = {}
+            elif current.failed is not None:
+                now = {path: item for path, item in before.items() if not _under_any(path, changed)}
+            if now is not None:
+                now.update((item.path, item) for item in failed)
             self._folders[kb, folder] = replace(
-                current, pending=0, last_sync=utc_now(), documents=documents, version=current.version + 1
+                current,
+                pending=0,
+                last_sync=utc_now(),
+                documents=documents,
+                version=current.version + 1,
+                failed=now,
             )
+            return [item for item in failed if before.get(item.path) != item]
+
+    def failed(self, kb: str, folders: Iterable[str]) -> list[DirectoryIngestItem]:
+        """The files of these followed folders that could not be ingested, as far as this process knows."""
+        with self._guard:
+            known = [self._folders.get((kb, folder), FolderActivity()).failed or {} for folder in folders]
+        return sorted({path: item for failed in known for path, item in failed.items()}.values(), key=_path)
 
     def counted(self, kb: str, folder: str, documents: int, version: int) -> None:
         """A count of the folder's documents read at ``version`` (kept if no sync ended since)."""
@@ -85,6 +121,15 @@ class FollowActivity:
             current = self._folders.get((kb, folder), FolderActivity())
             if current.version == version:
                 self._folders[kb, folder] = replace(current, documents=documents)
+
+
+def _under_any(path: str, changed: Collection[str]) -> bool:
+    """Whether ``path`` is one of the ``changed`` paths or lies under one of them."""
+    return path in changed or any(str(parent) in changed for parent in Path(path).parents)
+
+
+def _path(item: DirectoryIngestItem) -> str:
+    return item.path
 
 
 def inside(path: str, folder: str) -> bool:
@@ -143,6 +188,7 @@ def followed_folders(
                 watched=state.watched,
                 pending=state.pending,
                 last_sync=state.last_sync,
+                failed=None if state.failed is None else len(state.failed),
             )
         )
     return folders

@@ -37,7 +37,7 @@ from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedE
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, Progress
 from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
-from coffer_mcp.services.documents import DocumentService, failed_item, skipped_name, visible_files
+from coffer_mcp.services.documents import DocumentService, editors_file, failed_item, skipped_name, visible_files
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
     MAX_FOLLOWED,
@@ -193,7 +193,9 @@ class FollowService:
         """
         paths, _ = self.registry.open_kb(kb)
         items: list[DirectoryIngestItem] = []
+        failed: list[DirectoryIngestItem] = []
         counts = dict.fromkeys(_COUNTED, 0)
+        changed = None if changed is None else list(changed)
         if Path(folder).is_dir():
             rows: dict[str, _Doc] | None = None
             version = self.registry.activity.get(kb, folder).version
@@ -212,6 +214,8 @@ class FollowService:
                 if item.path in looked_at:
                     self._remember((paths.name, item.path), looked_at.pop(item.path), item)
                 counts[item.status] = counts.get(item.status, 0) + 1
+                if item.status == "rejected":
+                    failed.append(item)
                 if unchanged_items or item.status != "unchanged":
                     items.append(item)
                 if progress:
@@ -237,10 +241,10 @@ class FollowService:
                     fsync_dir(paths.docs)
                     fsync_dir(paths.raw)
             added = counts["created"] - counts["removed"]
-            if rows is not None:
-                self.registry.activity.synced(kb, folder, counted=(len(rows) + added, version))
-            else:
-                self.registry.activity.synced(kb, folder, added=added)
+            counted = (len(rows) + added, version) if rows is not None else None
+            looked = None if changed is None else {str(path) for path in changed}
+            new = self.registry.activity.synced(kb, folder, counted=counted, added=added, failed=failed, changed=looked)
+            _log_failures(kb, folder, new)
         else:
             log.warning("followed folder %s of %s is missing; its documents are kept", folder, kb)
         return DirectoryIngestResult.model_validate(
@@ -289,7 +293,8 @@ class FollowService:
                     gone[row.id] = row
                 known.update(subfolders)
             elif present:
-                files[path] = None
+                if not editors_file(path.name):
+                    files[path] = None
                 if str(path) in known:  # a folder replaced by a file of its name
                     gone.update((row.id, row) for row in self._gone_rows(kb, path, known))
             else:
@@ -363,8 +368,6 @@ class FollowService:
 
     def _remember(self, key: tuple[str, str], version: int, item: DirectoryIngestItem) -> None:
         """Keep what a file read at ``version`` came to, when reading it again would come to the same."""
-        if item.status == "rejected":
-            log.info("followed file %s not ingested: %s", item.path, item.message)
         if item.status == "unchanged":
             self._known[key] = (version, None)
         elif item.status == "conflict" or (item.status == "rejected" and item.code != "unreadable"):
@@ -473,6 +476,27 @@ def _gone_for_sure(source: str, folder: str) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(info.st_mode)
+
+
+def _log_failures(kb: str, folder: str, failed: Sequence[DirectoryIngestItem]) -> None:
+    """Say once, at the default level, that files of a followed folder could not be ingested (each at info).
+
+    One line per sync, not per file: a followed folder of 5,000 photos would fill the log at every start.
+    """
+    if not failed:
+        return
+    for item in failed:
+        log.info("followed file %s not ingested: %s %s", item.path, item.message, item.hint or "")
+    first = failed[0]
+    more = f" (and {len(failed) - 1} more files)" if len(failed) > 1 else ""
+    log.warning(
+        "%s%s of followed folder %s not ingested into %s: %s check_sources lists them, with what to do.",
+        Path(first.path).name,
+        more,
+        folder,
+        kb,
+        first.message,
+    )
 
 
 def _stamp(path: Path) -> str:

@@ -85,7 +85,8 @@ class SourceService:
         """Compare every path-ingested document with its source file, and list the folders followed.
 
         With ``auto_update``, the folders the knowledge base follows are first brought up to date
-        (new files ingested, changed ones updated, deleted ones removed: see ``FollowService``).
+        (new files ingested, changed ones updated, deleted ones removed: see ``FollowService``), and
+        the report says what that did; files there that could not be ingested are listed ``failed``.
         With the KB's ``auto_update_sources`` (and ``auto_update``), changed documents that were
         not edited by hand are refreshed in place and reported ``updated``. With ``within`` (what
         agents get: ``allowed_dirs``), a source outside those folders is neither read nor hashed
@@ -122,7 +123,8 @@ class SourceService:
         checks += removed
         counts = {s: sum(c.status == s for c in checks) for s in get_args(SourceStatus)}
         followed = self.follow.followed(kb, sources=[row.source_path or "" for row in rows])
-        return SourceReport(kb=kb, documents=checks, followed=followed, **counts)
+        failed = self.registry.activity.failed(kb, config.follow)
+        return SourceReport(kb=kb, documents=checks, followed=followed, failed=failed, **counts)
 
     def update_from_source(
         self, kb: str, doc_id: str, *, actor: str = "cli", within: Sequence[Path] | None = None
