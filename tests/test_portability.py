@@ -6,6 +6,7 @@ import copy
 import hashlib
 import io
 import json
+import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -410,3 +411,29 @@ def test_importing_beside_its_source_gives_the_copy_new_ids_and_leaves_the_sourc
         hit = service.search("copy", "sourdough").passages[0]
         assert hit.document_id == copied.renamed_ids[ids["bread.md"]]
         assert service.read_document("copy", hit.document_id).metadata["id"] == hit.document_id
+
+
+def test_a_merge_reports_a_document_whose_tags_title_or_own_frontmatter_differ_as_a_conflict(
+    pack: Path, tmp_path: Path
+) -> None:
+    with open_service(tmp_path / "b") as dest:
+        dest.import_pack(pack)
+        ids = {d.original_filename: d.document_id for d in dest.list_documents("notes").documents}
+        kb = dest.paths.kb("notes")
+        dest.edit_document("notes", ids["kayak.md"], tags=["boats"])
+        bread = kb.doc(ids["bread.md"]).read_text(encoding="utf-8")
+        kb.doc(ids["bread.md"]).write_text(bread.replace("title: Baking", "title: Bread\nauthor: me"), encoding="utf-8")
+        garden = kb.doc(ids["garden.md"]).read_text(encoding="utf-8")  # only Coffer's bookkeeping differs
+        kb.doc(ids["garden.md"]).write_text(
+            re.sub("updated_at: .*", "updated_at: '2031-01-01T00:00:00.000Z'", garden), encoding="utf-8"
+        )
+        before = files_of(kb.root)
+        merged = dest.import_pack(pack, merge=True)
+        assert files_of(kb.root) == before  # the documents here were kept
+    conflicts = {c.document_id: c for c in merged.conflicts}
+    assert set(conflicts) == {ids["kayak.md"], ids["bread.md"]}
+    assert conflicts[ids["kayak.md"]].differences == ["tags"]
+    assert "tags (here boats, in the pack none)" in conflicts[ids["kayak.md"]].message
+    assert conflicts[ids["bread.md"]].differences == ["title", "metadata"]
+    assert "'author'" in conflicts[ids["bread.md"]].message
+    assert [(s.document_id, s.reason) for s in merged.skipped] == [(ids["garden.md"], "already_present")]

@@ -17,13 +17,8 @@ See docs/portability.md.
 
 from coffer_mcp.portability._export import PACK_SUFFIX, ExportResult, export_kb
 from coffer_mcp.portability._format import FORMAT_VERSION, PackError
-from coffer_mcp.portability._import import (
-    ImportConflict,
-    ImportResult,
-    SkippedDocument,
-    import_pack,
-    remove_abandoned_imports,
-)
+from coffer_mcp.portability._import import ImportResult, import_pack, remove_abandoned_imports
+from coffer_mcp.portability._merge import ImportConflict, SkippedDocument
 from coffer_mcp.portability._snapshots import (
     RestoreResult,
     SnapshotError,

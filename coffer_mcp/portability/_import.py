@@ -14,7 +14,7 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
@@ -22,10 +22,10 @@ from ulid import ULID
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
 from coffer_mcp.indexing.reindex import index_progress, reconcile
-from coffer_mcp.indexing.truth import read_truth
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
 from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
 from coffer_mcp.portability._format import PackError
+from coffer_mcp.portability._merge import ImportConflict, SkippedDocument, plan_merge
 from coffer_mcp.portability._vectors import load_vectors
 from coffer_mcp.store import (
     IMPORTING,
@@ -47,9 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_MEMBERS",
-    "ImportConflict",
     "ImportResult",
-    "SkippedDocument",
     "import_pack",
     "remove_abandoned_imports",
 ]
@@ -63,20 +61,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-class SkippedDocument(_Model):
-    document_id: str
-    reason: Literal["already_present", "duplicate_source"] = Field(
-        description="already_present: the same id with the same content; duplicate_source: another "
-        "document of the knowledge base has the same original (source_sha256)."
-    )
-    existing_document_id: str
-
-
-class ImportConflict(_Model):
-    document_id: str
-    message: str
-
-
 class ImportResult(_Model):
     """What ``import_pack`` did."""
 
@@ -87,7 +71,9 @@ class ImportResult(_Model):
     documents: int = Field(description="Documents in the knowledge base afterwards.")
     skipped: list[SkippedDocument] = Field(default_factory=list, description="Merge: documents already there.")
     conflicts: list[ImportConflict] = Field(
-        default_factory=list, description="Merge: same id, different content; the existing document was kept."
+        default_factory=list,
+        description="Merge: same id, but a different body, title, tags or hand-written frontmatter; "
+        "the existing document was kept.",
     )
     renamed_ids: dict[str, str] = Field(
         default_factory=dict, description="Pack ids taken by another knowledge base here, and their new ids."
@@ -113,8 +99,9 @@ def import_pack(
     Every member is verified (names, types, sizes, sha256, manifest counts) before the store is
     touched; a refused pack changes nothing. The KB is named ``as_name`` or as in the pack.
     An existing name is refused unless ``merge``: then documents whose original (source_sha256)
-    is already there are skipped, ids are kept, and same-id-different-content is reported as a
-    conflict, never overwritten. The embedder is never called.
+    is already there are skipped, ids are kept, and a document already here under its id that
+    differs (body, title, tags, hand-written frontmatter) is reported as a conflict, never
+    overwritten (see ``_merge``). The embedder is never called.
 
     Raises:
         PackError: the pack is damaged, tampered with or unsafe (code ``invalid_pack``).
@@ -200,55 +187,22 @@ def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, prog
     index = registry.index
     with registry.writing(kb):
         reconcile(index, kb, config)  # the rows must say what the files say before we compare
-        add, skipped, conflicts = _plan(registry, kb, extracted)
-        renamed = _reassign_ids(registry, extracted.kb, add, name)
-        raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in add)
+        plan = plan_merge(kb, index.documents(kb.name), extracted.kb, extracted.manifest.doc_ids)
+        renamed = _reassign_ids(registry, extracted.kb, plan.add, name)
+        raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in plan.add)
         counts = reconcile(index, kb, config, progress=index_progress(progress))
-        result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in add}, counts["documents"])
+        result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in plan.add}, counts["documents"])
         result = result.model_copy(
             update={
-                "skipped": skipped,
-                "conflicts": conflicts,
+                "skipped": plan.skipped,
+                "conflicts": plan.conflicts,
                 "renamed_ids": renamed,
-                "documents_added": len(add),
+                "documents_added": len(plan.add),
                 "raw_files_added": raws,
             }
         )
         _audit(registry, name, actor, extracted, result)
     return result
-
-
-def _plan(registry: Registry, kb: KbPaths, extracted: Extracted) -> tuple[list[str], list, list]:
-    """Which pack documents a merge adds, skips, or reports as conflicts."""
-    by_id: dict[str, str] = {}
-    by_source: dict[str, str] = {}
-    for row in registry.index.documents(kb.name):
-        by_id[row.id] = row.content_sha256
-        by_source.setdefault(row.source_sha256, row.id)
-    add, skipped, conflicts = [], [], []
-    for doc_id in extracted.manifest.doc_ids:
-        truth = read_truth(extracted.kb, doc_id)
-        assert truth is not None  # verified present
-        if doc_id in by_id:
-            if by_id[doc_id] == truth.row.content_sha256:
-                skipped.append(
-                    SkippedDocument(document_id=doc_id, reason="already_present", existing_document_id=doc_id)
-                )
-            else:
-                conflicts.append(
-                    ImportConflict(
-                        document_id=doc_id,
-                        message="A document with this id and different content is already here; it was kept.",
-                    )
-                )
-        elif truth.row.source_sha256 in by_source:
-            existing = by_source[truth.row.source_sha256]
-            skipped.append(
-                SkippedDocument(document_id=doc_id, reason="duplicate_source", existing_document_id=existing)
-            )
-        else:
-            add.append(doc_id)
-    return add, skipped, conflicts
 
 
 def _move_document(staged: KbPaths, kb: KbPaths, doc_id: str) -> int:
