@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import hashlib
 import io
 import json
@@ -354,6 +355,38 @@ def test_a_file_that_is_not_a_pack_is_refused(target: Coffer, tmp_path: Path) ->
     with pytest.raises(InvalidArgumentError, match="Cannot read"):
         target.import_pack(tmp_path / "missing.cofferpack")
     assert store_state(target) == before
+
+
+NOT_PACKS = [
+    ("sample.docx", "a ZIP archive"),
+    ("sample.pdf", "a PDF document"),
+    ("sample.md", "a text file"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "found"), NOT_PACKS)
+def test_a_document_passed_as_a_pack_is_called_not_a_pack_not_a_damaged_one(
+    fixture: str, found: str, target: Coffer
+) -> None:
+    before = store_state(target)
+    with pytest.raises(PackError, match=f"is not a Coffer pack: it is {found}") as caught:
+        target.import_pack(FIXTURES / fixture)
+    assert "gzip-compressed tar" in caught.value.message
+    assert "coffer kb ingest" in caught.value.hint
+    assert "damaged" not in caught.value.message + caught.value.hint
+    assert store_state(target) == before
+
+
+def test_a_tar_gz_that_is_not_a_pack_is_called_not_a_pack(target: Coffer, tmp_path: Path) -> None:
+    other = write_members(tmp_path / "backup.tar.gz", [(tarfile.TarInfo("notes.txt"), b"hello")])
+    with pytest.raises(PackError, match="not a Coffer pack") as caught:
+        target.import_pack(other)
+    assert "damaged" not in caught.value.message + caught.value.hint
+    plain = tmp_path / "notes.txt.gz"
+    with gzip.open(plain, "wb") as handle:
+        handle.write(b"just some text\n" * 100)
+    with pytest.raises(PackError, match="is not a Coffer pack: it is gzip-compressed, but not a tar archive"):
+        target.import_pack(plain)
 
 
 # -- names and merge ---------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from coffer_mcp.portability._format import (
     parse_config,
     parse_manifest,
 )
+from coffer_mcp.portability._sniff import GZIP_MAGIC, HEAD_BYTES, NOT_A_PACK_HINT, check_looks_like_pack
 from coffer_mcp.store import KbPaths, make_kb_config
 from coffer_mcp.store.frontmatter import frontmatter_problem
 
@@ -105,10 +106,16 @@ def _open_pack(pack: Path) -> Iterator[_Bounded]:
     except OSError as exc:
         raise InvalidArgumentError(f"Cannot read {pack}: {exc.strerror or exc}.", hint="Check the path.") from exc
     with handle:
-        compressed = handle.read(2) == b"\x1f\x8b"
+        head = handle.read(HEAD_BYTES)
         handle.seek(0)
+        compressed = head.startswith(GZIP_MAGIC)
         source: BinaryIO = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle  # type: ignore[assignment]
         with source:
+            inner = None
+            if compressed:  # a damaged gzip stream raises here, and is reported as a damaged pack
+                inner = source.read(HEAD_BYTES)
+                source.seek(0)
+            check_looks_like_pack(pack, head, inner)
             yield _Bounded(source, MAX_MANIFEST_BYTES + _STREAM_SLACK)
 
 
@@ -148,8 +155,11 @@ class _Bounded(io.RawIOBase):
 def _read_manifest(tar: tarfile.TarFile, first: tarfile.TarInfo | None, limits: Limits) -> Manifest:
     if first is None:
         raise PackError("The pack is empty.")
-    if _member_name(first) != MANIFEST:
-        raise PackError(f"The pack's first member is {first.name!r:.120}, not manifest.json.")
+    if first.name != MANIFEST or _member_name(first) != MANIFEST:
+        raise PackError(
+            f"This tar archive is not a Coffer pack: its first member is {first.name!r:.120}, not manifest.json.",
+            hint=f"{NOT_A_PACK_HINT} If it is a pack, it was altered: export it again from its source.",
+        )
     if first.size > MAX_MANIFEST_BYTES:
         raise PackError(f"The pack's manifest claims {first.size:,} bytes; the limit is {MAX_MANIFEST_BYTES:,}.")
     manifest = parse_manifest(_read_all(tar, first))
