@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import tarfile
 from collections.abc import Callable
@@ -149,6 +150,33 @@ def test_a_mixed_format_kb_round_trips_with_its_vectors_into_a_fresh_home_withou
         assert results(dest, "copy", "hybrid") == hybrid
         assert embedder.calls == len(QUERIES)  # the queries, and no document
         assert dest.describe_kb("copy").documents_degraded == 0
+
+
+def listing(coffer: Coffer, kb: str) -> dict[str, dict]:
+    """Every document's fields (details included) by original filename, without its id and path."""
+    page = coffer.list_documents(kb, limit=100)
+    return {d.original_filename: d.model_dump(exclude={"document_id", "kb", "path"}) for d in page.documents}
+
+
+def test_a_round_trip_keeps_tags_times_to_the_millisecond_and_source_fields(tmp_path: Path) -> None:
+    with open_service(tmp_path / "a") as source:
+        source.create_kb("notes")
+        ids = fill(source, "notes")
+        source.edit_document("notes", ids["kayak.md"], tags=["boats", "water"])
+        source.ingest_path("notes", FIXTURES / "sample.docx", tags=["office"])
+        edited = source.paths.kb("notes").doc(ids["bread.md"])  # edited by hand: its time is the file's
+        edited.write_text(edited.read_text(encoding="utf-8") + "\nRye too.\n", encoding="utf-8")
+        os.utime(edited, ns=(1_786_002_962_713_456_789, 1_786_002_962_713_456_789))
+        before = listing(source, "notes")
+        assert before["bread.md"]["updated_at"] == "2026-08-06T07:56:02.713Z"
+        source.export_kb("notes", tmp_path / "p.cofferpack")
+        copied = source.import_pack(tmp_path / "p.cofferpack", as_name="copy")  # new ids, rewritten files
+        assert len(copied.renamed_ids) == 4
+        assert listing(source, "copy") == before
+    with open_service(tmp_path / "b") as dest:
+        dest.import_pack(tmp_path / "p.cofferpack")
+        assert listing(dest, "notes") == before
+        assert files_of(dest.paths.kb("notes").root) == files_of(tmp_path / "a" / "knowledge" / "notes")
 
 
 def test_the_pack_is_a_gzip_tar_whose_first_member_is_a_manifest_of_every_file(pack: Path) -> None:
@@ -470,3 +498,15 @@ def test_a_merge_reports_a_document_whose_tags_title_or_own_frontmatter_differ_a
     assert conflicts[ids["bread.md"]].differences == ["title", "metadata"]
     assert "'author'" in conflicts[ids["bread.md"]].message
     assert [(s.document_id, s.reason) for s in merged.skipped] == [(ids["garden.md"], "already_present")]
+
+
+@pytest.mark.parametrize("mtime", ["nan", "inf", "-1.5", "1e400", "99999999999999999999", "x"])
+def test_a_pack_whose_file_time_is_absurd_imports_with_the_time_ignored(
+    mtime: str, pack: Path, target: Coffer, tmp_path: Path
+) -> None:
+    members = read_members(pack)
+    i = named(members, "docs/")
+    info = copy.copy(members[i][0])
+    info.pax_headers = {"mtime": mtime}
+    odd = write_members(tmp_path / "odd.cofferpack", [*members[:i], (info, members[i][1]), *members[i + 1 :]])
+    assert target.import_pack(odd).documents == 3

@@ -31,6 +31,7 @@ from coffer_mcp.portability._format import (
     PackedKb,
     VectorSet,
     config_yaml,
+    exact_mtime,
 )
 from coffer_mcp.portability._vectors import export_identity, write_vectors
 from coffer_mcp.store import KbPaths, read_kb_config, remove_file
@@ -238,7 +239,7 @@ def _write_pack(
                 _add(tar, KB_YAML, io.BytesIO(config), manifest.files[KB_YAML])
                 for done, (member, path) in enumerate(files, 1):
                     with path.open("rb") as handle:
-                        _add(tar, member, handle, manifest.files[member], int(os.fstat(handle.fileno()).st_mtime))
+                        _add(tar, member, handle, manifest.files[member], os.fstat(handle.fileno()).st_mtime_ns)
                     if progress:
                         progress(done, len(files), "writing")
                 if vector_file is not None:
@@ -259,10 +260,17 @@ def _write_pack(
     return sink.digest.hexdigest(), sink.size
 
 
-def _add(tar: tarfile.TarFile, member: str, handle: BinaryIO, entry: FileEntry, mtime: int | None = None) -> None:
-    """Add one member, checking it still has the content the manifest records."""
+def _add(tar: tarfile.TarFile, member: str, handle: BinaryIO, entry: FileEntry, mtime_ns: int | None = None) -> None:
+    """Add one member, checking it still has the content the manifest records.
+
+    A file's time travels exactly (to the nanosecond, in a pax ``mtime`` record) beside the whole
+    seconds of the tar header: it is the ``updated_at`` of a document edited by hand.
+    """
     info = tarfile.TarInfo(member)
-    info.size, info.mode, info.mtime = entry.size, 0o644, int(time.time()) if mtime is None else mtime
+    info.size, info.mode, info.mtime = entry.size, 0o644, int(time.time())
+    if mtime_ns is not None and mtime_ns >= 0:
+        info.mtime = mtime_ns // 10**9
+        info.pax_headers = {"mtime": exact_mtime(mtime_ns)}
     reader = _HashingReader(handle)
     try:
         tar.addfile(info, reader)

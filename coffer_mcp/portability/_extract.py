@@ -34,6 +34,7 @@ from coffer_mcp.portability._format import (
     member_kind,
     parse_config,
     parse_manifest,
+    parse_mtime,
 )
 from coffer_mcp.portability._sniff import GZIP_MAGIC, HEAD_BYTES, NOT_A_PACK_HINT, check_looks_like_pack
 from coffer_mcp.store import KbPaths, make_kb_config
@@ -214,14 +215,21 @@ def _copy_members(
         if size != entry.size or sha != entry.sha256:
             raise PackError(f"{name} does not match the sha256 its manifest records: it was altered.")
         _check_yaml(name, dest)
-        if 0 <= member.mtime < 2**34:  # keep file times: they are the fallback for missing timestamps
-            os.utime(dest, (member.mtime, member.mtime))
+        _keep_time(dest, member)
         seen.add(name)
         if progress:
             progress(len(seen), total, "verifying")
     missing = sorted(set(manifest.files) - seen)
     if missing:
         raise PackError(f"The pack lacks {len(missing)} member(s) its manifest lists, e.g. {missing[0]}.")
+
+
+def _keep_time(dest: Path, member: tarfile.TarInfo) -> None:
+    """Give the file its time in the pack, exactly: it is the ``updated_at`` of a document edited by
+    hand, and the fallback for missing timestamps."""
+    ns = parse_mtime(member.pax_headers["mtime"] if "mtime" in member.pax_headers else str(member.mtime))
+    if ns is not None:
+        os.utime(dest, ns=(ns, ns))
 
 
 def _check_yaml(name: str, path: Path) -> None:

@@ -32,9 +32,11 @@ __all__ = [
     "VectorDocument",
     "VectorSet",
     "config_yaml",
+    "exact_mtime",
     "member_kind",
     "parse_config",
     "parse_manifest",
+    "parse_mtime",
 ]
 
 FORMAT: Literal["coffer-pack"] = "coffer-pack"
@@ -48,6 +50,8 @@ _ULID = r"[0-9A-HJKMNP-TV-Z]{26}"
 DOC_MEMBER = re.compile(rf"docs/({_ULID})\.md")
 RAW_MEMBER = re.compile(rf"raw/({_ULID})\.([a-z0-9_-]{{1,16}})")
 _SHA256 = r"^[0-9a-f]{64}$"
+_MTIME = re.compile(r"(\d{1,11})(?:\.(\d{1,9})\d*)?")
+_MAX_MTIME = 2**34  # seconds: beyond the year 2500 a file time is a lie
 
 
 class _Strict(BaseModel):
@@ -206,3 +210,17 @@ def _check_vectors(manifest: Manifest, docs: set[str]) -> None:
             f"The manifest counts {manifest.counts.vectors} vectors, which does not match the "
             "vectors it describes or the size of the vectors member."
         )
+
+
+def exact_mtime(ns: int) -> str:
+    """A file time (``st_mtime_ns``) as a pax ``mtime`` record: decimal seconds, to the nanosecond."""
+    return f"{ns // 10**9}.{ns % 10**9:09d}"
+
+
+def parse_mtime(text: str) -> int | None:
+    """The nanoseconds of a pax ``mtime`` record read exactly (a float would lose them); None when
+    it is not a plain time since 1970 that a file may have."""
+    found = _MTIME.fullmatch(text.strip())
+    if found is None or int(found.group(1)) >= _MAX_MTIME:
+        return None
+    return int(found.group(1)) * 10**9 + int((found.group(2) or "0").ljust(9, "0"))

@@ -231,7 +231,9 @@ def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: s
         if meta is None:
             os.rename(path, staged.doc(new))
         else:
+            mtime = path.stat().st_mtime_ns  # the updated_at of a document edited by hand
             atomic_write(staged.doc(new), render_document({**meta, "id": new}, body).encode("utf-8"))
+            os.utime(staged.doc(new), ns=(mtime, mtime))
             path.unlink()
         for raw in staged.raw_files(old):
             os.rename(raw, raw.with_name(f"{new}{raw.suffix}"))
