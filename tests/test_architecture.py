@@ -37,6 +37,7 @@ OWNERS = {
     "xlrd": ("convert",),
     "pptx": ("convert",),
     "bs4": ("convert",),
+    "lxml": ("convert",),
     "fastembed": ("embed", "rerank"),
     "openai": ("embed",),
     "starlette": ("web",),

@@ -1,6 +1,7 @@
 """DOCX to Markdown: MarkItDown's route (equations to LaTeX, mammoth to HTML), with regular tables.
 
-Only the last step differs from MarkItDown's own converter: its HTML goes through
+Two steps differ from MarkItDown's own converter: table rows that skip grid columns get empty
+cells in their place first (``fill_skipped_columns``), and its HTML goes through
 ``html_to_markdown``, so merged cells stay in their columns and the first row is the header.
 """
 
@@ -10,6 +11,7 @@ import io
 from typing import ClassVar
 
 from ._base import ExtensionConverter, engine_missing
+from ._docxrows import fill_skipped_columns
 
 __all__ = ["DocxConverter"]
 
@@ -21,7 +23,7 @@ _STYLE_MAP = "u => u\np[style-name='Title'] => h1:fresh"
 class DocxConverter(ExtensionConverter):
     """Headings, lists, links and tables of a Word document."""
 
-    name = "mammoth/1"
+    name = "mammoth/2"  # 2: rows that start late (w:gridBefore) keep their cells in place
     extensions: ClassVar[frozenset[str]] = frozenset({"docx"})
 
     def convert(self, data: bytes, filename: str) -> str:
@@ -32,7 +34,7 @@ class DocxConverter(ExtensionConverter):
             raise engine_missing("DOCX converter (mammoth, markitdown)", "docx", "'markitdown[docx]'") from exc
         from ._htmltables import html_to_markdown
 
-        stream = pre_process_docx(io.BytesIO(data))
+        stream = fill_skipped_columns(pre_process_docx(io.BytesIO(data)))
         embedded = mammoth.read_embedded_style_map(stream)
         stream.seek(0)
         style_map = "\n".join(part for part in (embedded, _STYLE_MAP) if part)

@@ -87,3 +87,15 @@ def test_converted_text_shares_most_distinctive_words_with_the_reference(referen
     got = words(conversion.markdown)
 
     assert len(expected & got) >= 0.6 * len(expected)
+
+
+@pytest.mark.skipif(not EXPECTED.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_word_tables_have_every_value_in_the_column_docling_puts_it_in() -> None:
+    # Rows that start late (w:gridBefore) and merges down over them: a value in the wrong column,
+    # or a header value invented in a data row, is the worst kind of conversion error.
+    def rows(markdown: str) -> list[str]:
+        return [re.sub(r"\| -+ ", "| --- ", line) for line in markdown.splitlines() if line.startswith("|")]
+
+    conversion = converted("word_tables.docx")
+    assert isinstance(conversion, Conversion)
+    assert rows(conversion.markdown) == rows((EXPECTED / "docling__word_tables.docx.md").read_text(encoding="utf-8"))

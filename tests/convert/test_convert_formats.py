@@ -23,7 +23,7 @@ CASES = [
     ("sample.xml", "passthrough", "sample.xml", ["<title>Juniper Atlas</title>"]),
     ("sample.csv", "csv", "sample", ["Obsidian Kettle"]),
     ("sample.html", "trafilatura/1", "Tidal Orchard Cartography", ["means charting trees"]),
-    ("sample.docx", "mammoth/1", "Quarterly Bramble Report", ["bramble yield forecast"]),
+    ("sample.docx", "mammoth/2", "Quarterly Bramble Report", ["bramble yield forecast"]),
     ("sample.xlsx", "openpyxl/1", "sample", ["saffron ledger", "Marigold Traders"]),
     ("sample.pptx", "python-pptx/1", "Velvet Compass Roadmap", ["Lantern Metrics"]),
     ("sample.pdf", "pypdfium2/1", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
