@@ -4,7 +4,9 @@ MarkItDown reads each sheet with pandas as one table, so a sheet holding several
 gaps, comes out as a single grid full of ``NaN`` and ``Unnamed: 4`` headers, and whole numbers
 print as ``1.0``. Here a sheet's non-empty cells are grouped into blocks (cells touching each
 other, merged ranges filled with their value as docling does), each block is a table whose first
-row is the header, and values print as a person would type them.
+row is the header, and values print as a person would type them. A formula shows the value the
+spreadsheet application cached for it, or its own text (``=B2*2``) when none was cached, as in
+every file openpyxl or pandas writes.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ class SheetConverter:
     """Workbooks: ``openpyxl`` for .xlsx, ``xlrd`` for legacy .xls."""
 
     extensions = frozenset({"xlsx", "xls"})
-    names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/1", "xls": "xlrd/1"}
-    name = "openpyxl/1"
+    # openpyxl/2: formulas without a cached value show their text
+    names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/2", "xls": "xlrd/1"}
+    name = "openpyxl/2"
 
     def can_handle(self, ext: str) -> bool:
         return ext in self.extensions
@@ -122,23 +125,41 @@ def _xlsx_sheets(data: bytes) -> list[tuple[str, Grid]]:
         import openpyxl
     except ImportError as exc:
         raise _missing("openpyxl", "xlsx") from exc
-    # Not read-only: merged ranges are only known to a fully loaded sheet. data_only: the values
-    # Excel last computed, not the formulas.
-    workbook = openpyxl.load_workbook(io.BytesIO(data), data_only=True)
+    # Not read-only: merged ranges are only known to a fully loaded sheet. Formulas as their text;
+    # the values cached for them come from a second load, made only for a workbook that has any.
+    workbook = openpyxl.load_workbook(io.BytesIO(data))
+    cached: Any = None
     sheets = []
-    for sheet in workbook.worksheets:
+    for index, sheet in enumerate(workbook.worksheets):
         if sheet.sheet_state != "visible":
             continue
         grid: Grid = {}
         for row in sheet.iter_rows():
             for cell in row:
-                text = cell_text(cell.value)
-                if text and cell.row is not None and cell.column is not None:  # (typed optional for merged cells)
+                if cell.row is None or cell.column is None:  # (typed optional for merged cells)
+                    continue
+                value = cell.value
+                if cell.data_type == "f":
+                    if cached is None:
+                        cached = openpyxl.load_workbook(io.BytesIO(data), data_only=True)
+                    value = _formula_value(value, cached.worksheets[index].cell(cell.row, cell.column))
+                text = cell_text(value)
+                if text:
                     grid[(cell.row - 1, cell.column - 1)] = text
         for area in sheet.merged_cells.ranges:
             _fill(grid, area.min_row - 1, area.min_col - 1, area.max_row - 1, area.max_col - 1)
         sheets.append((sheet.title, grid))
     return sheets
+
+
+def _formula_value(formula: Any, computed: Any) -> Any:
+    """The value cached for a formula; an empty text result is empty; with no value, the formula."""
+    if computed.value is not None:
+        return computed.value
+    if computed.data_type == "str":  # Excel cached "" (=IF(A2="","",…)): openpyxl reads None
+        return None
+    text = getattr(formula, "text", formula)  # an ArrayFormula keeps its formula in .text
+    return text if isinstance(text, str) else None
 
 
 def _xls_sheets(data: bytes) -> list[tuple[str, Grid]]:

@@ -103,6 +103,20 @@ def test_a_sparse_sheet_becomes_one_table_per_block_with_whole_numbers_and_no_na
     ]
 
 
+def typed_row() -> dict[str, str]:
+    """The one data row of typed.xlsx, by column header."""
+    header, _, values = table_rows(convert_fixture("typed.xlsx").markdown)
+    return dict(zip(header.strip("| ").split(" | "), values[2:-2].split(" | "), strict=True))
+
+
+def test_a_formula_shows_its_cached_value_and_without_one_its_formula_text() -> None:
+    row = typed_row()
+
+    assert row["double"] == "=B2*2"  # written by openpyxl: no value cached
+    assert row["cached"] == "3703.5"
+    assert row["blank if none"] == ""  # Excel cached the empty text of =IF(…,"",…)
+
+
 def test_slides_each_get_a_heading_and_body_placeholder_lines_are_bullets() -> None:
     markdown = convert_fixture("sample.pptx").markdown
 
@@ -126,7 +140,7 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
     [
         ("pdf", "pypdfium2/1"),
         ("docx", "mammoth/2"),
-        ("xlsx", "openpyxl/1"),
+        ("xlsx", "openpyxl/2"),
         ("xls", "xlrd/1"),
         ("pptx", "python-pptx/1"),
         ("html", "trafilatura/1"),
