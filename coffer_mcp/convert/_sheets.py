@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 from collections.abc import Iterator
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, ClassVar
 
 from coffer_mcp.errors import EngineUnavailableError
@@ -26,13 +28,15 @@ __all__ = ["SheetConverter", "blocks", "cell_text"]
 Grid = dict[tuple[int, int], str]
 """(row, column) -> the text of a non-empty cell, zero-based."""
 
+_QUOTED = re.compile(r'"[^"]*"|\\.')  # literal text in a number format: "%" there is not a percent
+
 
 class SheetConverter:
     """Workbooks: ``openpyxl`` for .xlsx, ``xlrd`` for legacy .xls."""
 
     extensions = frozenset({"xlsx", "xls"})
-    # openpyxl/2: formulas without a cached value show their text
-    names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/2", "xls": "xlrd/1"}
+    # 2: formulas without a cached value show their text; percent formats; whole numbers exact
+    names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/2", "xls": "xlrd/2"}
     name = "openpyxl/2"
 
     def can_handle(self, ext: str) -> bool:
@@ -48,21 +52,43 @@ class SheetConverter:
         return "\n\n".join(parts) + "\n"
 
 
-def cell_text(value: Any) -> str:
-    """A cell value as text: ``3`` not ``3.0``, dates in ISO 8601, booleans as TRUE / FALSE."""
+def cell_text(value: Any, number_format: str = "General") -> str:
+    """A cell value as text: ``3`` not ``3.0``, dates in ISO 8601, booleans as TRUE / FALSE.
+
+    A percent format shows ``25%`` for 0.25, with the format's decimals; other number formats
+    (separators, currencies) are left out, the plain number being what a search matches.
+    """
     if value is None:
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    positive = number_format.split(";", maxsplit=1)[0]  # the section for positive numbers
+    if isinstance(value, (int, float)) and "%" in _QUOTED.sub("", positive):
+        return _percent(value, positive)
     if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e16:
-            return str(int(value))
-        return format(value, ".15g")
+        return _number(value)
     if isinstance(value, dt.datetime):
         return value.date().isoformat() if value.time() == dt.time() else value.isoformat(sep=" ")
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
     return str(value).strip()
+
+
+def _number(value: float) -> str:
+    """A whole number with every digit the file stores (a double: 1.234567890123457e+19 is
+    12345678901234570000), else at most 15 significant digits, as Excel shows it."""
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(Decimal(repr(value))))
+    return format(value, ".15g")
+
+
+def _percent(value: float, section: str) -> str:
+    digits = _QUOTED.sub("", section).split("%")[0]
+    decimals = len(re.sub(r"[^0#?]", "", digits.partition(".")[2])) if "." in digits else 0
+    scaled = Decimal(repr(value)) * 100
+    if not scaled.is_finite():
+        return format(value, ".15g")
+    return f"{scaled.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)}%"
 
 
 def blocks(grid: Grid) -> list[list[list[str]]]:
@@ -143,7 +169,7 @@ def _xlsx_sheets(data: bytes) -> list[tuple[str, Grid]]:
                     if cached is None:
                         cached = openpyxl.load_workbook(io.BytesIO(data), data_only=True)
                     value = _formula_value(value, cached.worksheets[index].cell(cell.row, cell.column))
-                text = cell_text(value)
+                text = cell_text(value, cell.number_format)
                 if text:
                     grid[(cell.row - 1, cell.column - 1)] = text
         for area in sheet.merged_cells.ranges:
@@ -175,7 +201,7 @@ def _xls_sheets(data: bytes) -> list[tuple[str, Grid]]:
         grid: Grid = {}
         for r in range(sheet.nrows):
             for c, cell in enumerate(sheet.row(r)):
-                text = cell_text(_xls_value(cell, book.datemode, xlrd))
+                text = cell_text(_xls_value(cell, book.datemode, xlrd), _xls_format(book, cell))
                 if text:
                     grid[(r, c)] = text
         for top, bottom, left, right in sheet.merged_cells:
@@ -195,6 +221,13 @@ def _xls_value(cell: Any, datemode: int, xlrd: Any) -> Any:
     if cell.ctype == xlrd.XL_CELL_ERROR:
         return None
     return cell.value
+
+
+def _xls_format(book: Any, cell: Any) -> str:
+    try:
+        return str(book.format_map[book.xf_list[cell.xf_index].format_key].format_str)
+    except (IndexError, KeyError, AttributeError, TypeError):
+        return "General"
 
 
 def _fill(grid: Grid, top: int, left: int, bottom: int, right: int) -> None:

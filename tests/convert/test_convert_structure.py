@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp.convert import Conversion, convert, engine_for
+from coffer_mcp.convert._sheets import cell_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -117,6 +118,30 @@ def test_a_formula_shows_its_cached_value_and_without_one_its_formula_text() -> 
     assert row["blank if none"] == ""  # Excel cached the empty text of =IF(…,"",…)
 
 
+def test_sheet_numbers_read_as_formatted_and_whole_numbers_keep_every_stored_digit() -> None:
+    row = typed_row()
+
+    assert (row["date"], row["amount"], row["zip"]) == ("2024-03-05", "1234.5", "02134")
+    assert (row["share"], row["rate"]) == ("25%", "12.35%")
+    assert row["big"] == "12345678901234570000"  # the double the file holds, not 1.23456789012346e+19
+
+
+@pytest.mark.parametrize(
+    ("value", "number_format", "text"),
+    [
+        (0.125, "0%", "13%"),  # half up, as Excel rounds (not 12%)
+        (-0.125, "0%", "-13%"),
+        (1, "0.0%", "100.0%"),
+        (0.25, "#,##0.00%;[Red]-0.00%", "25.00%"),
+        (0.5, '0.0"%"', "0.5"),  # a quoted % is text, not a percent
+        (2.0**60, "General", "1152921504606847000"),
+        (0.1 + 0.2, "General", "0.3"),
+    ],
+)
+def test_cell_text_applies_the_number_format_a_reader_sees(value: float, number_format: str, text: str) -> None:
+    assert cell_text(value, number_format) == text
+
+
 def test_slides_each_get_a_heading_and_body_placeholder_lines_are_bullets() -> None:
     markdown = convert_fixture("sample.pptx").markdown
 
@@ -141,7 +166,7 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
         ("pdf", "pypdfium2/1"),
         ("docx", "mammoth/2"),
         ("xlsx", "openpyxl/2"),
-        ("xls", "xlrd/1"),
+        ("xls", "xlrd/2"),
         ("pptx", "python-pptx/1"),
         ("html", "trafilatura/1"),
         ("epub", "markitdown"),
