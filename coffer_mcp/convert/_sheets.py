@@ -1,4 +1,4 @@
-"""XLSX / XLS to Markdown: one heading per visible sheet, one table per block of cells.
+"""XLSX / XLS to Markdown: one heading per visible sheet with values, one table per block of cells.
 
 MarkItDown reads each sheet with pandas as one table, so a sheet holding several tables, or
 gaps, comes out as a single grid full of ``NaN`` and ``Unnamed: 4`` headers, and whole numbers
@@ -35,7 +35,8 @@ class SheetConverter:
     """Workbooks: ``openpyxl`` for .xlsx, ``xlrd`` for legacy .xls."""
 
     extensions = frozenset({"xlsx", "xls"})
-    # 2: formulas without a cached value show their text; percent formats; whole numbers exact
+    # 2: formulas without a cached value show their text; percent formats; whole numbers exact;
+    # empty sheets left out
     names: ClassVar[dict[str, str]] = {"xlsx": "openpyxl/2", "xls": "xlrd/2"}
     name = "openpyxl/2"
 
@@ -47,6 +48,8 @@ class SheetConverter:
         sheets = _xls_sheets(data) if ext == "xls" else _xlsx_sheets(data)
         parts = []
         for title, grid in sheets:
+            if not grid:
+                continue  # a sheet with no values: a bare heading would be a section with nothing in it
             parts.append(f"## {title}")
             parts.extend(_render(block) for block in blocks(grid))
         return "\n\n".join(parts) + "\n"

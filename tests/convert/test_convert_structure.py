@@ -126,6 +126,12 @@ def test_sheet_numbers_read_as_formatted_and_whole_numbers_keep_every_stored_dig
     assert row["big"] == "12345678901234570000"  # the double the file holds, not 1.23456789012346e+19
 
 
+def test_a_workbook_leaves_out_an_empty_sheet_rather_than_writing_a_bare_heading() -> None:
+    markdown = convert_fixture("typed.xlsx").markdown
+
+    assert re.findall(r"^#+ .*$", markdown, re.MULTILINE) == ["## Rates"]
+
+
 @pytest.mark.parametrize(
     ("value", "number_format", "text"),
     [
