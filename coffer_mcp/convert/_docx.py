@@ -1,7 +1,8 @@
 """DOCX to Markdown: MarkItDown's route (equations to LaTeX, mammoth to HTML), with regular tables.
 
-Two steps differ from MarkItDown's own converter: table rows that skip grid columns get empty
-cells in their place first (``fill_skipped_columns``), and its HTML goes through
+Three steps differ from MarkItDown's own converter: table rows that skip grid columns get empty
+cells in their place first (``fill_skipped_columns``), review comments become footnotes
+(``comments_as_footnotes``: MarkItDown drops them), and the HTML goes through
 ``html_to_markdown``, so merged cells stay in their columns and the first row is the header.
 """
 
@@ -11,19 +12,20 @@ import io
 from typing import ClassVar
 
 from ._base import ExtensionConverter, engine_missing
+from ._docxcomments import COMMENT_STYLE, comment_authors, comments_as_footnotes
 from ._docxrows import fill_skipped_columns
 
 __all__ = ["DocxConverter"]
 
 # Underlines kept (as MarkItDown does); Word's Title style is the document's heading (mammoth
-# would make it a plain paragraph).
-_STYLE_MAP = "u => u\np[style-name='Title'] => h1:fresh"
+# would make it a plain paragraph); comments kept (_docxcomments).
+_STYLE_MAP = f"u => u\np[style-name='Title'] => h1:fresh\n{COMMENT_STYLE}"
 
 
 class DocxConverter(ExtensionConverter):
     """Headings, lists, links and tables of a Word document."""
 
-    name = "mammoth/2"  # 2: rows that start late (w:gridBefore) keep their cells in place
+    name = "mammoth/2"  # 2: rows that start late (w:gridBefore) keep their cells in place; comments kept
     extensions: ClassVar[frozenset[str]] = frozenset({"docx"})
 
     def convert(self, data: bytes, filename: str) -> str:
@@ -39,4 +41,5 @@ class DocxConverter(ExtensionConverter):
         stream.seek(0)
         style_map = "\n".join(part for part in (embedded, _STYLE_MAP) if part)
         html = mammoth.convert_to_html(stream, style_map=style_map, include_embedded_style_map=False).value
-        return html_to_markdown(html)
+        html, comments = comments_as_footnotes(html, comment_authors(stream))
+        return html_to_markdown(html) + (f"\n\n{comments}\n" if comments else "")

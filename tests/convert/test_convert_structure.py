@@ -88,6 +88,19 @@ def test_docx_rows_that_start_late_or_end_early_keep_each_value_in_its_own_colum
     ]
 
 
+def test_docx_comments_are_kept_as_notes_at_the_end_marked_where_they_were_made() -> None:
+    markdown = convert_fixture("comments.docx").markdown
+
+    assert markdown.startswith(
+        "The lighthouse budget[^comment-1] doubles next year.\n\nKeepers rotate weekly[^comment-2]\n"
+    )
+    assert markdown.endswith(
+        "\n## Comments\n\n"
+        "[^comment-1]: Mira Stone: Check the figure against the tide ledger.\n\n"
+        "[^comment-2]: Unknown Author: Monthly in winter. Ask the harbour office.\n"
+    )
+
+
 def test_a_sparse_sheet_becomes_one_table_per_block_with_whole_numbers_and_no_nan() -> None:
     markdown = convert_fixture("sparse.xlsx").markdown
 
