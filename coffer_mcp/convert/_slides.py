@@ -1,8 +1,8 @@
 """PPTX to Markdown: a heading per slide (its title), bullets as lists, tables with merged cells.
 
 MarkItDown writes each text box as its raw text, so bullets lose their markers and run
-together, and a slide without a title shape has no boundary at all. Pictures and charts still go
-through MarkItDown's own helpers.
+together, and a slide without a title shape has no boundary at all. Pictures still go through
+MarkItDown's own helper; charts are tables of the values their part caches (``chart_markdown``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import io
 from typing import Any, ClassVar
 
 from ._base import ExtensionConverter, engine_missing
+from ._charts import chart_markdown
 from ._csv import markdown_table
 
 __all__ = ["SlideConverter"]
@@ -22,7 +23,7 @@ _BODY_PLACEHOLDERS = {2, 7}  # PP_PLACEHOLDER.BODY, OBJECT: their paragraphs are
 class SlideConverter(ExtensionConverter):
     """One section per slide, in slide order; speaker notes under ``### Notes``."""
 
-    name = "python-pptx/1"
+    name = "python-pptx/2"  # 2: chart values as a sheet prints them, every chart type
     extensions: ClassVar[frozenset[str]] = frozenset({"pptx"})
 
     def convert(self, data: bytes, filename: str) -> str:
@@ -31,7 +32,7 @@ class SlideConverter(ExtensionConverter):
             from markitdown.converters import PptxConverter
         except ImportError as exc:
             raise engine_missing("PPTX converter (python-pptx)", "pptx", "'markitdown[pptx]'") from exc
-        helper = PptxConverter()  # for pictures and charts
+        helper = PptxConverter()  # for pictures
         deck = pptx.Presentation(io.BytesIO(data))
         parts: list[str] = []
         for number, slide in enumerate(deck.slides, 1):
@@ -69,7 +70,7 @@ def _shape(shape: Any, helper: Any) -> list[str]:
     if getattr(shape, "has_table", False) and shape.has_table:
         return [_table(shape.table)]
     if getattr(shape, "has_chart", False) and shape.has_chart:
-        return [helper._convert_chart_to_markdown(shape.chart).strip()]
+        return [chart_markdown(shape.chart_part.blob)]
     if shape.has_text_frame:
         return [_text_frame(shape)]
     return []

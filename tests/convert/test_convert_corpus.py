@@ -99,3 +99,13 @@ def test_word_tables_have_every_value_in_the_column_docling_puts_it_in() -> None
     conversion = converted("word_tables.docx")
     assert isinstance(conversion, Conversion)
     assert rows(conversion.markdown) == rows((EXPECTED / "docling__word_tables.docx.md").read_text(encoding="utf-8"))
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_a_3d_chart_python_pptx_cannot_plot_still_gives_its_values() -> None:
+    conversion = converted("pptx_chart.pptx")
+    assert isinstance(conversion, Conversion)
+
+    assert "| 2019 | 120 | 80 |" in conversion.markdown
+    assert "[unsupported chart]" not in conversion.markdown
+    assert "| Q1 | 10 |" in conversion.markdown  # a bar3DChart: docling's reference has no values either

@@ -25,7 +25,7 @@ CASES = [
     ("sample.html", "trafilatura/1", "Tidal Orchard Cartography", ["means charting trees"]),
     ("sample.docx", "mammoth/2", "Quarterly Bramble Report", ["bramble yield forecast"]),
     ("sample.xlsx", "openpyxl/2", "sample", ["saffron ledger", "Marigold Traders"]),
-    ("sample.pptx", "python-pptx/1", "Velvet Compass Roadmap", ["Lantern Metrics"]),
+    ("sample.pptx", "python-pptx/2", "Velvet Compass Roadmap", ["Lantern Metrics"]),
     ("sample.pdf", "pypdfium2/1", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
     ("sample.ipynb", "markitdown", "Notebook of Pelican Sums", ["print(sum(pelicans))"]),
     ("sample.epub", "markitdown", "Chapter One: The Amber Tundra", ["amber tundra chronicle"]),

@@ -168,6 +168,18 @@ def test_slides_each_get_a_heading_and_body_placeholder_lines_are_bullets() -> N
     assert "\n## Lantern Metrics\n\n- Lantern uptime stayed above ninety-nine percent." in markdown
 
 
+def test_chart_values_print_as_a_sheet_prints_them_whole_numbers_without_a_point() -> None:
+    markdown = convert_fixture("chart.pptx").markdown
+
+    assert "### Chart: Waders by year\n" in markdown
+    assert table_rows(markdown) == [
+        "| Category | Herons | Share |",
+        "| --- | --- | --- |",
+        "| 2019 | 120 | 25% |",  # the series' own 0% format, as in a sheet
+        "| 2020 | 130 | 13% |",
+    ]
+
+
 def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page_is_asked_for() -> None:
     main = convert_fixture("sample.html")
     whole = convert_fixture("sample.html", html_main_content=False)
@@ -186,7 +198,7 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
         ("docx", "mammoth/2"),
         ("xlsx", "openpyxl/2"),
         ("xls", "xlrd/2"),
-        ("pptx", "python-pptx/1"),
+        ("pptx", "python-pptx/2"),
         ("html", "trafilatura/1"),
         ("epub", "markitdown"),
         ("md", "passthrough"),
