@@ -24,6 +24,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     │   ├── DocumentNotFoundError       unknown_document
     │   └── SnapshotNotFoundError       unknown_snapshot
     ├── KnowledgeBaseExistsError        kb_exists
+    ├── EditConflictError               edit_conflict
     ├── PackError                       invalid_pack (a damaged, tampered or unsafe pack)
     ├── IngestRejectedError             unsupported_type | too_large | empty | scanned_pdf | duplicate
     │                                   | conversion_failed (a malformed file the engine cannot read)
@@ -62,6 +63,7 @@ __all__ = [
     "ConfigError",
     "ConfirmationRequiredError",
     "DocumentNotFoundError",
+    "EditConflictError",
     "EmbeddingError",
     "EngineUnavailableError",
     "FetchError",
@@ -125,6 +127,9 @@ ERROR_CODES: dict[str, str] = {
     "unknown_tool": "a tool this server does not offer (e.g. a write tool with `--read-only`); the hint lists those "
     "it does",
     "kb_exists": "creating (or importing under) the name of a knowledge base that exists",
+    "edit_conflict": "`edit_document` refused to replace a body that changed since it was read "
+    "(`expected_content_sha256` differs), or, without that argument, one edited by hand since Coffer last wrote "
+    "it; nothing was written",
     "unsupported_type": "an ingest refused: a format Coffer does not convert; nothing was written",
     "too_large": "an ingest refused: larger than `max_document_bytes` (`max_url_bytes` for a URL); nothing was written",
     "empty": "an ingest refused: no content, or no text after conversion; nothing was written",
@@ -194,6 +199,7 @@ TOOL_WORDS: dict[str, dict[Surface, str]] = {
         "cli": "coffer kb ingest",
         "web": "'coffer kb ingest' on the command line",
     },
+    "read_document": {"mcp": "coffer__read_document", "cli": "coffer kb read", "web": "the document page"},
     "check_sources": {
         "mcp": "coffer__check_sources",
         "cli": "coffer kb check-sources",
@@ -226,6 +232,12 @@ ARG_WORDS: dict[str, dict[Surface, str]] = {
         "web": "Filter with tag (repeated: all of them), path_prefix (of the path a document was ingested from), "
         "format (repeated: any of them), created_after, created_before, updated_after and updated_before "
         "(ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
+    },
+    # Only MCP and Python callers replace a body; the other surfaces name the argument as they do.
+    "expected_content_sha256": {
+        "mcp": "expected_content_sha256",
+        "cli": "expected_content_sha256 (an argument of edit_document over MCP)",
+        "web": "expected_content_sha256 (an argument of edit_document over MCP)",
     },
     # The viewer's HTTP API takes these as query parameters, under the MCP names.
     "limit=50": {"mcp": "limit=50", "cli": "--limit 50", "web": "limit=50"},
@@ -357,6 +369,12 @@ class DocumentNotFoundError(NotFoundError):
 
 class KnowledgeBaseExistsError(CofferError):
     code = "kb_exists"
+
+
+class EditConflictError(CofferError):
+    """A body replacement that could discard a change its caller has not seen; nothing was written."""
+
+    code = "edit_conflict"
 
 
 class IngestRejectedError(CofferError):

@@ -377,9 +377,10 @@ class Document(_Model):
     )
     metadata: dict[str, Any] | None = Field(
         default=None,
-        description="The document's frontmatter, with source_mode and updated_at as the index derives them "
-        "(a body edited by hand is 'edited'); over MCP on the first page, or with details=true.",
+        description="The document's frontmatter, with source_mode, updated_at and content_sha256 as the index "
+        "derives them (a body edited by hand is 'edited'); over MCP on the first page, or with details=true.",
     )
+    content_sha256: str = Field(description="SHA-256 of the whole body read: edit_document's expected_content_sha256.")
     path: str | None = Field(default=None, description="Absolute path of the Markdown file on disk (details).")
     offset: int = Field(default=0, description="Where this part starts, in `unit`s (chunks: the first position).")
     unit: Literal["chars", "lines", "chunks"] = "chars"

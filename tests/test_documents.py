@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.errors import DocumentNotFoundError, IngestRejectedError, InvalidArgumentError, StoreError
+from coffer_mcp.errors import (
+    DocumentNotFoundError,
+    EditConflictError,
+    IngestRejectedError,
+    InvalidArgumentError,
+    StoreError,
+)
 from coffer_mcp.store import parse_document
 from tests.conftest import FIXTURES
 
@@ -147,6 +153,78 @@ def test_editing_replaces_the_body_marks_it_edited_and_follows_the_new_title(cof
     assert coffer.search(notes, "new body").passages[0].title == "New title"
     same = coffer.edit_document(notes, doc.document_id, "# New title\n\nnew body text\n")
     assert same.status == "unchanged"
+
+
+def save_by_hand(path: str, line: str) -> None:
+    """What an editor does when the user adds a line to a document's file and saves it."""
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(f"\n{line}\n")
+
+
+def test_an_edit_built_on_a_read_the_user_has_since_changed_is_refused(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "plan.md", "# Plan\n\nstep 1")
+    read = coffer.read_document(notes, doc.document_id)
+    save_by_hand(doc.path, "step 2 (the user's)")
+    with pytest.raises(EditConflictError) as caught:
+        coffer.edit_document(
+            notes, doc.document_id, read.markdown + "\n\nstep 3 (agent)", expected_content_sha256=read.content_sha256
+        )
+    assert caught.value.code == "edit_conflict"
+    assert "coffer__read_document" in caught.value.hint
+    assert "expected_content_sha256" in caught.value.hint
+    assert "step 2 (the user's)" in Path(doc.path).read_text(encoding="utf-8")
+    again = coffer.read_document(notes, doc.document_id)
+    edited = coffer.edit_document(
+        notes, doc.document_id, again.markdown + "\n\nstep 3 (agent)", expected_content_sha256=again.content_sha256
+    )
+    assert edited.status == "updated"
+    assert (
+        coffer.read_document(notes, doc.document_id).markdown
+        == "# Plan\n\nstep 1\n\nstep 2 (the user's)\n\nstep 3 (agent)"
+    )
+
+
+def test_a_whole_body_edit_without_a_version_never_discards_a_hand_edit(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "plan.md", "# Plan\n\nstep 1")
+    read = coffer.read_document(notes, doc.document_id)
+    save_by_hand(doc.path, "step 2 (the user's)")
+    with pytest.raises(EditConflictError):  # not yet seen by the index
+        coffer.edit_document(notes, doc.document_id, read.markdown + "\n\nstep 3 (agent)")
+    coffer.list_documents(notes)  # a read picks the hand edit up (a watcher would too)
+    with pytest.raises(EditConflictError):  # still not the body Coffer wrote: only a version says it was seen
+        coffer.edit_document(notes, doc.document_id, read.markdown + "\n\nstep 3 (agent)")
+    assert "step 2 (the user's)" in Path(doc.path).read_text(encoding="utf-8")
+    assert not [e for e in coffer.index.audit_events() if e.event == "KB_DOCUMENT_UPDATED"]
+
+
+def test_a_hand_edited_document_is_retagged_as_it_is_and_then_edited_with_its_version(
+    coffer: Coffer, notes: str
+) -> None:
+    doc = coffer.add_document(notes, "plan.md", "# Plan\n\nstep 1")
+    save_by_hand(doc.path, "step 2 (the user's)")
+    tagged = coffer.edit_document(notes, doc.document_id, tags=["plan"])  # applies to the file as it is now
+    assert tagged.status == "updated"
+    read = coffer.read_document(notes, doc.document_id)
+    assert "step 2 (the user's)" in read.markdown
+    assert (
+        read.content_sha256
+        == read.metadata["content_sha256"]
+        == hashlib.sha256(read.markdown.strip().encode()).hexdigest()
+    )
+    assert read.content_sha256 == coffer.list_documents(notes).documents[0].content_sha256
+    coffer.edit_document(
+        notes, doc.document_id, read.markdown + "\n\nstep 3", expected_content_sha256=read.content_sha256
+    )
+    # Written by Coffer now: the next edit needs no version.
+    assert coffer.edit_document(notes, doc.document_id, "# Plan\n\nall done").status == "updated"
+
+
+@pytest.mark.parametrize("version", ["", "abc", "z" * 64, "0" * 65])
+def test_an_edit_with_a_malformed_version_is_refused(coffer: Coffer, notes: str, version: str) -> None:
+    doc = coffer.add_document(notes, "a.md", "# A\n\nbody")
+    with pytest.raises(InvalidArgumentError) as caught:
+        coffer.edit_document(notes, doc.document_id, "# A\n\nnew", expected_content_sha256=version)
+    assert "content_sha256" in caught.value.hint
 
 
 def test_an_edit_to_an_empty_body_is_refused(coffer: Coffer, notes: str) -> None:

@@ -59,7 +59,7 @@ CONTRACT = {
         ["kb", "filename", "content", "replace", "content_encoding", "tags"],
         (False, False, True),
     ),
-    "coffer__edit_document": (["kb", "doc_id", "content", "tags"], (False, True, True)),
+    "coffer__edit_document": (["kb", "doc_id", "content", "tags", "expected_content_sha256"], (False, True, True)),
     "coffer__delete_document": (["kb", "doc_id"], (False, True, True)),
     "coffer__list_documents": (["kb", "q", "limit", "offset", "details", "filters"], (True, None, None)),
     "coffer__create_knowledge_base": (["name", "description", "vector"], (False, False, False)),
@@ -249,6 +249,35 @@ async def test_re_uploads_are_idempotent_refused_or_replaced(connect) -> None:
         assert (replaced["document_id"], replaced["status"]) == (first["document_id"], "updated")
         listing = await call(client, "coffer__list_documents", kb="kb")
         assert listing["total"] == 1
+
+
+async def test_an_agents_edit_never_overwrites_what_the_user_saved_after_its_read(connect) -> None:
+    async with connect() as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="plan.md", content="# Plan\n\nstep 1\n")
+        doc = {"kb": "kb", "doc_id": added["document_id"]}
+        read = await call(client, "coffer__read_document", **doc)
+        with open(added["path"], "a", encoding="utf-8") as file:  # the user saves a line in their editor
+            file.write("\nstep 2 (the user's)\n")
+        mine = read["markdown"] + "\n\nstep 3 (agent)"
+        stale = await call_error(
+            client, "coffer__edit_document", **doc, content=mine, expected_content_sha256=read["content_sha256"]
+        )
+        unversioned = await call_error(client, "coffer__edit_document", **doc, content=mine)
+        again = await call(client, "coffer__read_document", **doc)
+        edited = await call(
+            client,
+            "coffer__edit_document",
+            **doc,
+            content=again["markdown"] + "\n\nstep 3 (agent)",
+            expected_content_sha256=again["content_sha256"],
+        )
+        final = await call(client, "coffer__read_document", **doc)
+    assert stale["code"] == unversioned["code"] == "edit_conflict"
+    assert "coffer__read_document" in stale["hint"]
+    assert "expected_content_sha256" in stale["hint"]
+    assert edited["status"] == "updated"
+    assert final["markdown"] == "# Plan\n\nstep 1\n\nstep 2 (the user's)\n\nstep 3 (agent)"
 
 
 async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(connect, home: Path) -> None:

@@ -26,7 +26,7 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import from_epoch_ns
 
-__all__ = ["Truth", "check_rewritable", "keeping_metadata", "read_truth", "text_field", "truth_of"]
+__all__ = ["Truth", "check_rewritable", "edited_by_hand", "keeping_metadata", "read_truth", "text_field", "truth_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,12 @@ def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str, *, s
     stat = kb.doc(doc_id).stat()
     mtime = from_epoch_ns(stat.st_mtime_ns)
     return Truth(_derive_row(kb, doc_id, metadata, False, body, file_stamp(stat), mtime, source_stamp), body)
+
+
+def edited_by_hand(truth: Truth) -> bool:
+    """Whether the body on disk may not be the one Coffer last wrote: its frontmatter records another
+    ``content_sha256``, or none (Coffer records one with every body it writes)."""
+    return truth.row.metadata.get("content_sha256") != truth.row.content_sha256
 
 
 def _derive_row(

@@ -151,12 +151,24 @@ def edit_document(
     doc_id: DocId,
     content: Annotated[str | None, Field(description="The whole new Markdown body, without frontmatter.")] = None,
     tags: Tags = None,
+    expected_content_sha256: Annotated[
+        str | None,
+        Field(
+            description="content_sha256 of the coffer__read_document the new body comes from.",
+            min_length=64,
+            max_length=64,
+        ),
+    ] = None,
 ) -> IngestResult:
     """Replace a document's whole Markdown body (read it first; not a diff), its tags, or both; it is re-indexed.
 
     It keeps its id; a new body makes it source_mode 'edited'. tags alone retag it ([] removes them).
+    With expected_content_sha256, a body changed since that read (e.g. saved by the user) is not overwritten:
+    edit_conflict, read again.
     """
-    return job.service.edit_document(kb, doc_id, content, tags=tags, actor=job.actor)
+    return job.service.edit_document(
+        kb, doc_id, content, tags=tags, expected_content_sha256=expected_content_sha256, actor=job.actor
+    )
 
 
 def delete_document(job: Job, kb: KbName, doc_id: DocId) -> DeleteResult:

@@ -91,7 +91,7 @@ def file_note(
             "the [document_id#position] citations of what came from documents.\n"
             f"2. Look for a note it continues: coffer__search_knowledge with kb='{kb}' and the title as query. If "
             "there is one, read it (coffer__read_document) and update it with coffer__edit_document, keeping what "
-            "still holds.\n"
+            "still holds and passing the read's content_sha256 as expected_content_sha256.\n"
             f"3. Otherwise add it: coffer__add_document with kb='{kb}', a short filename ending in .md made from the "
             "title, and the note as content.\n"
             "4. Tell the user the note's title and document_id."

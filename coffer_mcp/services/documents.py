@@ -32,6 +32,7 @@ from coffer_mcp.convert import (
 from coffer_mcp.errors import (
     CofferError,
     DocumentNotFoundError,
+    EditConflictError,
     IngestRejectedError,
     InvalidArgumentError,
     SourceConflictError,
@@ -39,7 +40,7 @@ from coffer_mcp.errors import (
 from coffer_mcp.index import DocumentFilter, DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import index_document
-from coffer_mcp.indexing.truth import check_rewritable, read_truth, truth_of
+from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, read_truth, truth_of
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -91,6 +92,7 @@ MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class DocumentService:
@@ -158,13 +160,16 @@ class DocumentService:
         row = self.index.get_document(kb, doc_id)
         if problem is not None and row is not None:  # what the index kept of it while its YAML is broken
             meta = row.metadata
-        metadata = dict(meta or {})
+        # The hash of the body served, not the frontmatter's (a hand edit leaves that one behind): an edit
+        # passes it back as expected_content_sha256.
+        metadata = {**(meta or {}), "content_sha256": body_sha256(body)}
         if row is not None:  # a body edited by hand: what the index derives, as list_documents says it
             metadata.update(source_mode=row.source_mode, updated_at=row.updated_at)
         common: dict[str, Any] = {
             "document_id": doc_id,
             "kb": kb,
             "metadata": metadata,
+            "content_sha256": metadata["content_sha256"],
             "path": str(paths.doc(doc_id)),
             "title": str(row.title if row is not None else (meta or {}).get("title", doc_id)),
             "total_chars": len(body),
@@ -464,17 +469,33 @@ class DocumentService:
         return self.edit_document(paths.name, result.document_id, None, tags=tags, actor=actor)
 
     def edit_document(
-        self, kb: str, doc_id: str, content: str | None = None, *, tags: Sequence[str] | None = None, actor: str = "cli"
+        self,
+        kb: str,
+        doc_id: str,
+        content: str | None = None,
+        *,
+        tags: Sequence[str] | None = None,
+        expected_content_sha256: str | None = None,
+        actor: str = "cli",
     ) -> IngestResult:
         """Replace a document's Markdown body (it becomes ``source_mode: edited``), its tags, or both.
 
         The title follows the new body's first H1 when it has one. ``tags`` replace the document's
         tags in its frontmatter (``[]`` removes them); without ``tags`` they are kept, and without
         ``content`` the body is. Nothing new is a no-op (``unchanged``).
+
+        ``expected_content_sha256`` (``read_document``'s ``content_sha256``) makes the edit conditional:
+        it is refused if the body on disk is another one now. Without it, a new body is refused when
+        the one on disk was edited by hand since Coffer last wrote or indexed it: built from a read,
+        it would discard that edit unseen. New tags alone apply to the file as it is.
+
+        Raises:
+            EditConflictError: either refusal; nothing was written.
         """
         paths, _ = self.registry.open_kb(kb)
         doc_id = _check_id(kb, doc_id)
         chosen = None if tags is None else check_tags(tags)
+        expected = _check_version(expected_content_sha256)
         if content is None and chosen is None:
             raise InvalidArgumentError("Nothing to change.", hint="Pass the new content, the new tags, or both.")
         body = None if content is None else self._new_body(content)
@@ -485,13 +506,16 @@ class DocumentService:
                 raise _missing(kb, doc_id)
             check_rewritable(paths, truth)
             same_body = body is None or truth.row.content_sha256 == body_sha256(body)
+            self._check_unseen(truth, expected, replacing=not same_body)
             if same_body and (chosen is None or _same_tags(truth.row.tags, chosen)):
                 return self._ingest_result(paths, doc_id, "unchanged")
             body = truth.body if body is None else body
             changes: dict[str, Any] = {"id": doc_id, "updated_at": utc_now()}
             if not same_body:
                 changes.update(
-                    title=first_heading(body) or truth.row.title, content_sha256=body_sha256(body), source_mode="edited"
+                    title=first_heading(body) or truth.row.title,
+                    content_sha256=body_sha256(body),
+                    source_mode="edited",
                 )
             metadata = _with_tags(DocumentMeta.updated(truth.row.metadata, **changes), chosen)
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
@@ -510,6 +534,28 @@ class DocumentService:
                 record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details),
             )
             return self._result(paths, edited.row, "updated", written)
+
+    def _check_unseen(self, truth: Truth, expected: str | None, *, replacing: bool) -> None:
+        """Refuse an edit that could discard a change to the body its caller has not seen.
+
+        Raises:
+            EditConflictError: the body is not ``expected``; or, with no ``expected``, a new body would
+                replace one edited by hand since Coffer last wrote it (or that the index has not seen).
+        """
+        doc_id = truth.row.id
+        if expected is not None:
+            if expected != truth.row.content_sha256:
+                raise _edit_conflict(f"Document {doc_id} changed since it was read; nothing was written.")
+            return
+        if not replacing:
+            return
+        indexed = self.index.get_document(truth.row.kb, doc_id)
+        unindexed = indexed is not None and indexed.content_sha256 != truth.row.content_sha256
+        if unindexed or edited_by_hand(truth):
+            raise _edit_conflict(
+                f"Document {doc_id}'s file was edited by hand since Coffer last wrote it; a new body from an "
+                "earlier read would discard that edit, so nothing was written."
+            )
 
     def _new_body(self, content: str) -> str:
         """An edit's new body, cleaned and checked.
@@ -1035,6 +1081,26 @@ def _check_id(kb: str, doc_id: str) -> str:
     if not isinstance(canonical, str) or not is_document_id(canonical):
         raise _missing(kb, doc_id)
     return canonical
+
+
+def _check_version(value: object) -> str | None:
+    """An edit's ``expected_content_sha256`` in lower case, or the invalid-argument error."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise InvalidArgumentError(
+            "expected_content_sha256 is not a SHA-256 (64 hexadecimal digits).",
+            hint="Pass the content_sha256 of the document as read_document returned it.",
+        )
+    return value.lower()
+
+
+def _edit_conflict(message: str) -> EditConflictError:
+    return EditConflictError(
+        message,
+        hint="Read the document again with {tool:read_document}, redo your edit on what it returns, and pass "
+        "that read's content_sha256 as {arg:expected_content_sha256}.",
+    )
 
 
 def _conflict(row: DocumentRow) -> SourceConflictError:
