@@ -17,7 +17,7 @@ from coffer_mcp.errors import (
     InvalidArgumentError,
     StoreError,
 )
-from coffer_mcp.store import parse_document
+from coffer_mcp.store import parse_document, render_document
 from tests.conftest import FIXTURES
 
 FRONTMATTER_KEYS = {
@@ -153,6 +153,19 @@ def test_editing_replaces_the_body_marks_it_edited_and_follows_the_new_title(cof
     assert coffer.search(notes, "new body").passages[0].title == "New title"
     same = coffer.edit_document(notes, doc.document_id, "# New title\n\nnew body text\n")
     assert same.status == "unchanged"
+
+
+def test_a_title_set_by_hand_in_the_frontmatter_survives_a_body_edit(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "note.md", "# Note\n\nbody")
+    path = Path(doc.path)
+    meta, body = parse_document(path.read_text(encoding="utf-8"))
+    path.write_text(render_document({**meta, "title": "My Hand Title"}, body), encoding="utf-8")
+    assert coffer.edit_document(notes, doc.document_id, tags=["x"]).title == "My Hand Title"
+    edited = coffer.edit_document(notes, doc.document_id, "# Note again\n\nbody changed by the agent")
+    assert edited.title == "My Hand Title" == coffer.list_documents(notes).documents[0].title
+    assert parse_document(path.read_text(encoding="utf-8"))[0]["title"] == "My Hand Title"
+    coffer.reindex(notes)
+    assert coffer.list_documents(notes).documents[0].title == "My Hand Title"
 
 
 def save_by_hand(path: str, line: str) -> None:

@@ -16,10 +16,10 @@ import hashlib
 from dataclasses import dataclass, field
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import ConversionOptions, derive_title
+from coffer_mcp.convert import ConversionOptions
 from coffer_mcp.errors import CofferError, FrontmatterError, ReconversionBlockedError
 from coffer_mcp.index import Index
-from coffer_mcp.indexing.truth import Truth, check_rewritable, keeping_metadata, read_truth, truth_of
+from coffer_mcp.indexing.truth import Truth, check_rewritable, hand_title, keeping_metadata, read_truth, truth_of
 from coffer_mcp.models import ReconversionSkip
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import DocumentMeta, KbPaths, atomic_write, body_sha256, read_store_file, render_document
@@ -132,13 +132,10 @@ class Reconversion:
 
 def _reconverted_metadata(truth: Truth, markdown: str, title: str, engine: str) -> dict[str, object]:
     """The old frontmatter with what conversion decides replaced; the title only if conversion chose it."""
-    old = truth.row.metadata
-    own_title = str(old.get("title") or "").strip()
-    derived = not own_title or own_title == derive_title(truth.body, truth.row.original_filename)
     now = utc_now()
     return DocumentMeta.updated(
-        old,
-        title=title if derived else own_title,
+        truth.row.metadata,
+        title=hand_title(truth) or title,
         content_sha256=body_sha256(markdown),
         conversion_engine=engine,
         converted_at=now,

@@ -26,7 +26,16 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import from_epoch_ns
 
-__all__ = ["Truth", "check_rewritable", "edited_by_hand", "keeping_metadata", "read_truth", "text_field", "truth_of"]
+__all__ = [
+    "Truth",
+    "check_rewritable",
+    "edited_by_hand",
+    "hand_title",
+    "keeping_metadata",
+    "read_truth",
+    "text_field",
+    "truth_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,16 @@ def edited_by_hand(truth: Truth) -> bool:
     """Whether the body on disk may not be the one Coffer last wrote: its frontmatter records another
     ``content_sha256``, or none (Coffer records one with every body it writes)."""
     return truth.row.metadata.get("content_sha256") != truth.row.content_sha256
+
+
+def hand_title(truth: Truth) -> str | None:
+    """The frontmatter's title if it was set by hand (it is not the one the body gives), else None.
+
+    A title the body gives (its first H1, else the file name) follows the body; one the user wrote
+    in the frontmatter is kept by every rewrite of the body: an edit, a conversion again.
+    """
+    own = text_field(truth.row.metadata.get("title"))
+    return own if own and own != derive_title(truth.body, truth.row.original_filename) else None
 
 
 def _derive_row(

@@ -40,7 +40,7 @@ from coffer_mcp.errors import (
 from coffer_mcp.index import DocumentFilter, DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import index_document
-from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, read_truth, truth_of
+from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, hand_title, read_truth, truth_of
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -480,7 +480,8 @@ class DocumentService:
     ) -> IngestResult:
         """Replace a document's Markdown body (it becomes ``source_mode: edited``), its tags, or both.
 
-        The title follows the new body's first H1 when it has one. ``tags`` replace the document's
+        The title follows the new body's first H1 when it has one, unless it was set by hand in the
+        frontmatter (``hand_title``: not the one the old body gave), which is kept. ``tags`` replace the document's
         tags in its frontmatter (``[]`` removes them); without ``tags`` they are kept, and without
         ``content`` the body is. Nothing new is a no-op (``unchanged``).
 
@@ -513,7 +514,7 @@ class DocumentService:
             changes: dict[str, Any] = {"id": doc_id, "updated_at": utc_now()}
             if not same_body:
                 changes.update(
-                    title=first_heading(body) or truth.row.title,
+                    title=hand_title(truth) or first_heading(body) or truth.row.title,
                     content_sha256=body_sha256(body),
                     source_mode="edited",
                 )
