@@ -1,4 +1,4 @@
-"""Write ``coffer_mcp/index/postgres/unicode61.py``: FTS5's character tables, read from FTS5 itself.
+"""Write ``coffer_mcp/index/unicode61.py``: FTS5's character tables, read from FTS5 itself.
 
 The PostgreSQL index tokenizes in Python exactly as SQLite's ``unicode61 remove_diacritics 2``
 tokenizer does. That tokenizer's tables are frozen at Unicode 6.1 (SQLite never changes them:
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODULE = REPO / "coffer_mcp" / "index" / "postgres" / "unicode61.py"
+MODULE = REPO / "coffer_mcp" / "index" / "unicode61.py"
 
 
 def code_points(first: int = 1, last: int = 0x10FFFF) -> list[int]:

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coffer_mcp.index import unicode61
 from coffer_mcp.index.fts import search_text
-from coffer_mcp.index.postgres import unicode61
-from coffer_mcp.index.postgres.porter import stem
-from coffer_mcp.index.postgres.tokens import term_counts, terms
+from coffer_mcp.index.porter import stem
 from coffer_mcp.index.sqlite.db import connect
+from coffer_mcp.index.tokens import term_counts, terms
 from scripts.gen_unicode61 import code_points, measure
 from tests.conftest import shared_path
 

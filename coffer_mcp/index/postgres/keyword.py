@@ -40,7 +40,7 @@ from coffer_mcp.index.fts import STOPWORDS, search_text, settled
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
 from coffer_mcp.index.postgres.filters import scope
-from coffer_mcp.index.postgres.tokens import terms
+from coffer_mcp.index.tokens import terms
 from coffer_mcp.models import Chunk
 
 __all__ = [

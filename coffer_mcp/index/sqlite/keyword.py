@@ -9,8 +9,8 @@ knowledge base's scores depend on its own chunks only, and are the same after an
 A search of several knowledge bases ranks as one collection of them would: a phrase's IDF comes
 from their chunks together (``idf``, from each table's ``statistics``), so that a phrase every
 chunk of a two-document knowledge base holds (IDF 1e-6 there, FTS5's floor) weighs what it weighs
-among all the chunks searched. Each knowledge base's own scores are rescaled phrase by phrase
-(``phrase_scores``); a chunk's length still counts against its own knowledge base's mean.
+among all the chunks searched; a chunk's length still counts against its own knowledge base's
+mean (``sqlite.queries``).
 
 ``keyword_tables`` maps a knowledge base to its table ``fts_<id>`` (a name may hold any
 character; it is never put into SQL). A table is created at a knowledge base's first chunk and
@@ -35,7 +35,6 @@ __all__ = [
     "idf",
     "index_rows",
     "matches_more_than",
-    "phrase_scores",
     "ranked",
     "rebuild",
     "statistics",
@@ -109,29 +108,19 @@ def ranked(conn: Connection, table: str, expression: str, depth: int) -> list[tu
     return [(row[0], row[1]) for row in conn.execute(sql, (expression, depth))]
 
 
-def statistics(conn: Connection, table: str, phrases: Sequence[str]) -> tuple[int, list[int]]:
-    """What FTS5's ``bm25()`` takes a phrase's IDF from: the table's rows (from FTS5's own record of
-    them), and how many of them hold each phrase."""
+def statistics(conn: Connection, table: str, phrases: Sequence[str]) -> tuple[int, int, list[int]]:
+    """What FTS5's ``bm25()`` takes from a table: its rows and their tokens (from FTS5's own record of
+    them), and how many rows hold each phrase."""
     row = conn.execute(f"SELECT block FROM {table}_data WHERE id = ?", (_AVERAGES,)).fetchone()
-    rows = _varints(row[0])[0] if row is not None and row[0] else 0
+    rows, tokens = [*_varints(row[0]), 0, 0][:2] if row is not None and row[0] else (0, 0)
     sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
-    return rows, [conn.execute(sql, (match_expression([phrase], "AND"),)).fetchone()[0] for phrase in phrases]
+    return rows, tokens, [conn.execute(sql, (match_expression([phrase], "AND"),)).fetchone()[0] for phrase in phrases]
 
 
 def idf(rows: int, matches: int) -> float:
     """FTS5's IDF of a phrase that ``matches`` of ``rows`` rows hold (1e-6 where it would be ≤ 0)."""
     value = math.log((rows - matches + 0.5) / (matches + 0.5))
     return value if value > 0 else 1e-6
-
-
-def phrase_scores(conn: Connection, table: str, phrase: str, chunk_ids: Sequence[int]) -> dict[int, float]:
-    """``{chunk id: -bm25}`` of ``phrase`` alone, for those of ``chunk_ids`` that hold it: its IDF in
-    the table times its weight in the chunk (FTS5's score is the sum of these over the phrases)."""
-    if not chunk_ids:
-        return {}
-    marks = ", ".join("?" * len(chunk_ids))
-    sql = f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})"
-    return {row[0]: row[1] for row in conn.execute(sql, (match_expression([phrase], "AND"), *chunk_ids))}
 
 
 def _varints(data: bytes) -> list[int]:

@@ -12,6 +12,7 @@ from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.sqlite import keyword, vectors
 from coffer_mcp.index.sqlite.db import Connection, database_errors
 from coffer_mcp.index.sqlite.filters import document_condition, scope
+from coffer_mcp.index.tokens import terms
 from coffer_mcp.models import Chunk, tag_key
 from coffer_mcp.timeutil import time_key, utc_now
 
@@ -376,29 +377,31 @@ def _union(
 ) -> list[dict[str, Any]]:
     """The best ``limit`` matches of several knowledge bases, scored as one collection of them.
 
-    A phrase's IDF is taken from all their rows and matches together; a chunk's score in its own
-    table is the sum of each phrase's IDF there times the phrase's weight in the chunk, so each
-    phrase's part is rescaled by the ratio of the two IDFs (``keyword.phrase_scores`` gives the
-    parts). Each table's best matches by its own scores are the candidates. Another chunk of the
-    table scores at most its last candidate's own score, so at most ``_bound`` of it here; the
-    look at a table goes deeper while that bound could reach the ``limit``-th score (it rarely
-    does: the two IDFs differ little for a large table, and a small one gives all its matches at
-    once), and stops at ``_FTS_MAX_DEPTH``.
+    A phrase's IDF is taken from all their rows and matches together; each candidate is scored
+    with it by FTS5's formula, from its own tokens (``tokens.terms``, FTS5's tokenizer rebuilt:
+    FTS5 cannot rescore a list of rows, as ``rowid IN (…)`` makes it count each phrase's matches
+    again for every row) and its own knowledge base's mean length. Each table's best matches by
+    its own scores are the candidates. In its own table a chunk scores the sum over the phrases of
+    the IDF there times the phrase's weight in it, so another chunk of the table scores here at
+    most ``_bound`` of its last candidate's own score; the look at a table goes deeper while that
+    bound could reach the ``limit``-th score (it rarely does: the two IDFs differ little for a
+    large table, and a small one gives all its matches at once), and stops at ``_FTS_MAX_DEPTH``.
     """
     stats = {kb: keyword.statistics(conn, table, phrases) for kb, table in tables.items()}
-    rows = sum(rows for rows, _ in stats.values())
-    idf = [keyword.idf(rows, sum(matches[i] for _, matches in stats.values())) for i in range(len(phrases))]
+    rows = sum(rows for rows, _, _ in stats.values())
+    idf = [keyword.idf(rows, sum(matches[i] for _, _, matches in stats.values())) for i in range(len(phrases))]
     ratios = {  # per knowledge base and phrase: the IDF here over the one in its table (0: no match there)
         kb: [idf[i] / keyword.idf(own, n) if n else 0.0 for i, n in enumerate(matches)]
-        for kb, (own, matches) in stats.items()
+        for kb, (own, _, matches) in stats.items()
     }
+    tokens = [terms(phrase) for phrase in phrases]
     want = dict.fromkeys(tables, limit + _FTS_SLACK)
     found: dict[str, list[dict[str, Any]]] = {}
     deeper = list(tables)
     while True:
         for kb in deeper:
             own = _fts_search_one(conn, tables[kb], expression, kb, where, want[kb])
-            found[kb] = _rescaled(conn, tables[kb], phrases, ratios[kb], own)
+            found[kb] = _rescored(conn, own, tokens, idf, stats[kb][1] / max(stats[kb][0], 1))
         merged = sorted((row for rows in found.values() for row in rows), key=_best_first)
         last = merged[limit - 1]["score"] if len(merged) >= limit else None
         deeper = [
@@ -413,24 +416,39 @@ def _union(
             want[kb] = min(want[kb] * 8, _FTS_MAX_DEPTH)
 
 
-def _rescaled(
-    conn: Connection, table: str, phrases: Sequence[str], ratios: list[float], rows: list[dict[str, Any]]
+def _rescored(
+    conn: Connection, rows: list[dict[str, Any]], phrases: list[list[str]], idf: list[float], avgdl: float
 ) -> list[dict[str, Any]]:
-    """``rows`` (of one table, best first by its own scores) with their scores among all the tables."""
-    scale = {ratio for ratio in ratios if ratio}
-    if len(scale) <= 1:  # every phrase rescaled alike (one phrase, say)
-        factor = scale.pop() if scale else 0.0
-        return [{**row, "own_score": row["score"], "score": settled(row["score"] * factor)} for row in rows]
-    ids = [row["id"] for row in rows]
-    parts = {phrase: keyword.phrase_scores(conn, table, phrase, ids) for phrase in dict.fromkeys(phrases)}
-    return [
-        {
-            **row,
-            "own_score": row["score"],
-            "score": settled(sum(ratios[i] * parts[phrase].get(row["id"], 0.0) for i, phrase in enumerate(phrases))),
-        }
-        for row in rows
-    ]
+    """``rows`` of one table with their scores among all the tables, in FTS5's arithmetic (k1 = 1.2,
+    b = 0.75): each phrase's occurrences (adjacent tokens, overlapping ones too) and the chunk's length
+    in tokens, from its full-text entry as ``keyword.body`` renders it."""
+    if not rows:
+        return []
+    marks = ", ".join("?" * len(rows))
+    entries = conn.execute(f"SELECT id, headings, text FROM chunks WHERE id IN ({marks})", [r["id"] for r in rows])
+    lengths: dict[int, tuple[list[str], int]] = {}
+    for chunk_id, headings, text in entries:
+        found = terms(keyword.body(headings, text))
+        lengths[chunk_id] = (found, len(found))
+    rescored = []
+    for row in rows:
+        found, length = lengths.get(row["id"], ([], 0))
+        score = 0.0
+        for phrase, weight in zip(phrases, idf, strict=True):
+            tf = _occurrences(found, phrase)
+            if tf:
+                score += weight * ((tf * (1.2 + 1.0)) / (tf + 1.2 * (1 - 0.75 + 0.75 * length / avgdl)))
+        rescored.append({**row, "own_score": row["score"], "score": settled(score)})
+    return rescored
+
+
+def _occurrences(found: list[str], phrase: list[str]) -> int:
+    if not phrase:
+        return 0
+    if len(phrase) == 1:
+        return found.count(phrase[0])
+    size = len(phrase)
+    return sum(found[i : i + size] == phrase for i in range(len(found) - size + 1))
 
 
 def _bound(own_score: float, ratios: list[float], idf: list[float]) -> float:

@@ -1,7 +1,8 @@
 """Text to index terms exactly as SQLite's ``porter unicode61 remove_diacritics 2`` tokenizer does.
 
 The PostgreSQL index keeps its own postings, so it must cut the same tokens as FTS5 or the two
-backends would rank differently. FTS5's ``unicode61``: a token starts at a character of
+backends would rank differently; the SQLite index scores the candidates of a search of several
+knowledge bases from them (``sqlite.queries``). FTS5's ``unicode61``: a token starts at a character of
 ``TOKEN_RANGES`` (letters, numbers and private use as of Unicode 6.1, plus everything unassigned
 then) and runs while those continue, or one of 25 combining diacritics (``DIACRITICS``) that it
 lets through inside a word; every other character separates tokens (punctuation, spaces, and
@@ -20,8 +21,8 @@ import functools
 import re
 from collections import Counter
 
-from coffer_mcp.index.postgres.porter import stem
-from coffer_mcp.index.postgres.unicode61 import DIACRITICS, FOLD_FROM, FOLD_TO, TOKEN_RANGES
+from coffer_mcp.index.porter import stem
+from coffer_mcp.index.unicode61 import DIACRITICS, FOLD_FROM, FOLD_TO, TOKEN_RANGES
 
 __all__ = ["term_counts", "terms"]
 
