@@ -25,6 +25,7 @@ from coffer_mcp.index.postgres import PostgresIndex
 from coffer_mcp.index.postgres import keyword as pg_keyword
 from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.index.sqlite import keyword as sqlite_keyword
+from coffer_mcp.index.sqlite import queries as sqlite_queries
 from coffer_mcp.models import Chunk
 from coffer_mcp.store.kbconfig import KbConfig
 from tests.index.corpus import QUERIES, passages
@@ -1014,6 +1015,35 @@ def test_a_multi_kb_search_looks_deeper_where_its_own_ranking_differs_from_the_o
     for limit in (1, 2, 5, 25):
         short = search(index, "alpha beta", "OR", kbs=("big", "other"), limit=limit)
         assert [(r.document_id, r.position, r.score) for r in short] == whole[:limit]
+
+
+def test_a_multi_kb_search_of_alike_knowledge_bases_looks_at_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two halves of one corpus: each phrase's IDF differs little between a half and both, so the
+    first candidates of each table settle a many-word query (a bound that summed every phrase's
+    ratio looked 4,096 deep at every search: 1.45 s against 29 ms, SciFact split in two)."""
+    index = SqliteIndex(tmp_path / "coffer.db")
+    kb(index, "a")
+    kb(index, "b")
+    words = ["cell", "membrane", "protein", "signal", "growth", "tissue", "enzyme", "receptor", "gene", "blood"]
+    rng = random.Random(3)
+    for n in range(160):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(8, 30)))
+        add(index, doc(f"doc-{n:03d}", "ab"[n % 2]), text)
+    looks: list[int] = []
+    original = sqlite_queries._fts_search_one
+
+    def counted(conn: Any, table: str, expression: str, kb_name: str, where: Any, limit: int) -> list[Any]:
+        looks.append(limit)
+        return original(conn, table, expression, kb_name, where, limit)
+
+    monkeypatch.setattr(sqlite_queries, "_fts_search_one", counted)
+    for query in ("cell membrane protein signal", "growth tissue enzyme", "receptor gene blood cell"):
+        looks.clear()
+        assert len(search(index, query, "OR", kbs=("a", "b"), limit=5)) == 5
+        assert looks == [21, 21], query
+    index.close()
 
 
 def _to_previous_schema(index: Index) -> None:

@@ -454,12 +454,18 @@ def _occurrences(found: list[str], phrase: list[str]) -> int:
 def _bound(own_score: float, ratios: list[float], idf: list[float]) -> float:
     """The most a chunk scoring at most ``own_score`` in its table can score among all the tables.
 
-    Each phrase's part is at most the whole score in the table, and at most its IDF times
-    ``k1 + 1`` (BM25's weight of a phrase in a chunk stays below that).
+    Its own score is the sum of its phrases' parts, each at most that phrase's IDF in the table
+    times ``k1 + 1`` (BM25's weight of a phrase in a chunk stays below that); here each part counts
+    ``ratio`` times. The most is had by giving the own score to the phrases of the highest ratios
+    first, each up to its cap.
     """
-    return sum(min(ratio * own_score, value * 2.2) for ratio, value in zip(ratios, idf, strict=True) if ratio) * (
-        1 + 1e-9
-    )
+    most, left = 0.0, own_score
+    for ratio, value in sorted(((r, v) for r, v in zip(ratios, idf, strict=True) if r), reverse=True):
+        part = min(left, value * 2.2 / ratio)  # the phrase's cap in its own table: its IDF there times k1 + 1
+        most, left = most + ratio * part, left - part
+        if left <= 0:
+            break
+    return most * (1 + 1e-9)
 
 
 def _best_first(row: dict[str, Any]) -> tuple[float, str, int]:
