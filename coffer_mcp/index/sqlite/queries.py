@@ -401,7 +401,7 @@ def _union(
     while True:
         for kb in deeper:
             own = _fts_search_one(conn, tables[kb], expression, kb, where, want[kb])
-            found[kb] = _rescored(conn, own, tokens, idf, stats[kb][1] / max(stats[kb][0], 1))
+            found[kb] = _rescored(own, tokens, idf, stats[kb][1] / max(stats[kb][0], 1))
         merged = sorted((row for rows in found.values() for row in rows), key=_best_first)
         last = merged[limit - 1]["score"] if len(merged) >= limit else None
         deeper = [
@@ -417,23 +417,15 @@ def _union(
 
 
 def _rescored(
-    conn: Connection, rows: list[dict[str, Any]], phrases: list[list[str]], idf: list[float], avgdl: float
+    rows: list[dict[str, Any]], phrases: list[list[str]], idf: list[float], avgdl: float
 ) -> list[dict[str, Any]]:
     """``rows`` of one table with their scores among all the tables, in FTS5's arithmetic (k1 = 1.2,
     b = 0.75): each phrase's occurrences (adjacent tokens, overlapping ones too) and the chunk's length
     in tokens, from its full-text entry as ``keyword.body`` renders it."""
-    if not rows:
-        return []
-    marks = ", ".join("?" * len(rows))
-    entries = conn.execute(f"SELECT id, headings, text FROM chunks WHERE id IN ({marks})", [r["id"] for r in rows])
-    lengths: dict[int, tuple[list[str], int]] = {}
-    for chunk_id, headings, text in entries:
-        found = terms(keyword.body(headings, text))
-        lengths[chunk_id] = (found, len(found))
     rescored = []
     for row in rows:
-        found, length = lengths.get(row["id"], ([], 0))
-        score = 0.0
+        found = terms(keyword.body(row["headings"], row["text"]))
+        length, score = len(found), 0.0
         for phrase, weight in zip(phrases, idf, strict=True):
             tf = _occurrences(found, phrase)
             if tf:
@@ -484,7 +476,7 @@ def _fts_search_one(
         depth *= 8
     clause, params = scope([kb], where)
     sql = f"""
-        SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
+        SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.headings, c.text, d.title,
                -bm25({table}) AS score
         FROM {table} JOIN chunks c ON c.id = {table}.rowid JOIN documents d ON d.id = c.document_id
         WHERE {table} MATCH ? AND {clause}
@@ -506,7 +498,7 @@ def _chunk_rows(
         return []
     clause, params = scope(kbs, where)
     rows = conn.execute(
-        f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title
+        f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.headings, c.text, d.title
             FROM chunks c JOIN documents d ON d.id = c.document_id
             WHERE c.id IN ({", ".join("?" * len(scores))}) AND {clause}""",
         [*scores, *params],
