@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from bisect import insort
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -380,13 +381,17 @@ def _union(
     A phrase's IDF is taken from all their rows and matches together; each candidate is scored
     with it by FTS5's formula, from its own tokens (``tokens.terms``, FTS5's tokenizer rebuilt:
     FTS5 cannot rescore a list of rows, as ``rowid IN (…)`` makes it count each phrase's matches
-    again for every row) and its own knowledge base's mean length. Each table's best matches by
-    its own scores are the candidates. In its own table a chunk scores the sum over the phrases of
-    the IDF there times the phrase's weight in it, so another chunk of the table scores here at
-    most ``_bound`` of its last candidate's own score; the look at a table goes deeper while that
-    bound could reach the ``limit``-th score (it rarely does: the two IDFs differ little for a
-    large table, and a small one gives all its matches at once), and stops at ``_FTS_MAX_DEPTH``.
+    again for every row) and its own knowledge base's mean length. Each table's matches come in
+    its own order, best first. In its own table a chunk scores the sum over the phrases of the IDF
+    there times the phrase's weight in it, so it scores here at most ``_bound`` of its own score,
+    and so does every chunk after it. Candidates are scored lazily, the one of highest bound next,
+    until no bound reaches the ``limit``-th score: a table is read deeper only while its bound
+    could (rarely: the two IDFs differ little for a large table, and a small one gives all its
+    matches at once), and at most ``_FTS_MAX_DEPTH`` deep. Tokenizing is most of the cost, and
+    most candidates of a table ranked much like the rest are never tokenized.
     """
+    if limit <= 0:
+        return []
     stats = {kb: keyword.statistics(conn, table, phrases) for kb, table in tables.items()}
     rows = sum(rows for rows, _, _ in stats.values())
     idf = [keyword.idf(rows, sum(matches[i] for _, _, matches in stats.values())) for i in range(len(phrases))]
@@ -395,43 +400,65 @@ def _union(
         for kb, (own, _, matches) in stats.items()
     }
     tokens = [terms(phrase) for phrase in phrases]
-    want = dict.fromkeys(tables, limit + _FTS_SLACK)
-    found: dict[str, list[dict[str, Any]]] = {}
-    deeper = list(tables)
+    readers = {kb: _Candidates(conn, table, expression, kb, where, limit + _FTS_SLACK) for kb, table in tables.items()}
+    best: list[dict[str, Any]] = []  # the best ``limit`` scored so far, best first
     while True:
-        for kb in deeper:
-            own = _fts_search_one(conn, tables[kb], expression, kb, where, want[kb])
-            found[kb] = _rescored(own, tokens, idf, stats[kb][1] / max(stats[kb][0], 1))
-        merged = sorted((row for rows in found.values() for row in rows), key=_best_first)
-        last = merged[limit - 1]["score"] if len(merged) >= limit else None
-        deeper = [
-            kb
-            for kb, rows in found.items()
-            if len(rows) == want[kb] < _FTS_MAX_DEPTH
-            and (last is None or _bound(rows[-1]["own_score"], ratios[kb], idf) >= last)
-        ]
-        if not deeper:
-            return [{k: v for k, v in row.items() if k != "own_score"} for row in merged[:limit]]
-        for kb in deeper:
-            want[kb] = min(want[kb] * 8, _FTS_MAX_DEPTH)
+        owns = {kb: reader.next_score() for kb, reader in readers.items()}
+        bounds = {kb: _bound(own, ratios[kb], idf) for kb, own in owns.items() if own is not None}
+        if not bounds:
+            return best
+        kb = max(bounds, key=lambda name: (bounds[name], name))
+        if len(best) == limit and bounds[kb] < best[-1]["score"]:
+            return best
+        row = readers[kb].take()
+        row["score"] = _score(row, tokens, idf, stats[kb][1] / max(stats[kb][0], 1))
+        insort(best, row, key=_best_first)
+        del best[limit:]
 
 
-def _rescored(
-    rows: list[dict[str, Any]], phrases: list[list[str]], idf: list[float], avgdl: float
-) -> list[dict[str, Any]]:
-    """``rows`` of one table with their scores among all the tables, in FTS5's arithmetic (k1 = 1.2,
-    b = 0.75): each phrase's occurrences (adjacent tokens, overlapping ones too) and the chunk's length
-    in tokens, from its full-text entry as ``keyword.body`` renders it."""
-    rescored = []
-    for row in rows:
-        found = terms(keyword.body(row["headings"], row["text"]))
-        length, score = len(found), 0.0
-        for phrase, weight in zip(phrases, idf, strict=True):
-            tf = _occurrences(found, phrase)
-            if tf:
-                score += weight * ((tf * (1.2 + 1.0)) / (tf + 1.2 * (1 - 0.75 + 0.75 * length / avgdl)))
-        rescored.append({**row, "own_score": row["score"], "score": settled(score)})
-    return rescored
+class _Candidates:
+    """One table's matches in its own order, best first, read deeper (eight times as deep, up to ``_FTS_MAX_DEPTH``)
+    when its first ones are taken."""
+
+    def __init__(
+        self, conn: Connection, table: str, expression: str, kb: str, where: DocumentFilter, depth: int
+    ) -> None:
+        self._look = lambda depth: _fts_search_one(conn, table, expression, kb, where, depth)
+        self._depth = depth
+        self._rows = self._look(depth)
+        self._taken: set[int] = set()
+        self._next = 0
+
+    def next_score(self) -> float | None:
+        """The own score of the next match not taken (``None``: none is left)."""
+        while True:
+            while self._next < len(self._rows) and self._rows[self._next]["id"] in self._taken:
+                self._next += 1  # a deeper look gives the rows taken again
+            if self._next < len(self._rows):
+                return float(self._rows[self._next]["score"])
+            if len(self._rows) < self._depth or self._depth >= _FTS_MAX_DEPTH:
+                return None
+            self._depth = min(self._depth * 8, _FTS_MAX_DEPTH)
+            self._rows, self._next = self._look(self._depth), 0
+
+    def take(self) -> dict[str, Any]:
+        row = dict(self._rows[self._next])
+        self._taken.add(row["id"])
+        self._next += 1
+        return row
+
+
+def _score(row: dict[str, Any], phrases: list[list[str]], idf: list[float], avgdl: float) -> float:
+    """``row``'s score among all the tables, in FTS5's arithmetic (k1 = 1.2, b = 0.75): each phrase's
+    occurrences (adjacent tokens, overlapping ones too) and the chunk's length in tokens, from its
+    full-text entry as ``keyword.body`` renders it."""
+    found = terms(keyword.body(row["headings"], row["text"]))
+    length, score = len(found), 0.0
+    for phrase, weight in zip(phrases, idf, strict=True):
+        tf = _occurrences(found, phrase)
+        if tf:
+            score += weight * ((tf * (1.2 + 1.0)) / (tf + 1.2 * (1 - 0.75 + 0.75 * length / avgdl)))
+    return settled(score)
 
 
 def _occurrences(found: list[str], phrase: list[str]) -> int:
