@@ -174,6 +174,16 @@ def heading_recall(got: list[tuple[int, str]], ref: list[tuple[int, str]]) -> fl
     return hits / len(ref)
 
 
+def heading_precision(got: list[tuple[int, str]], ref: list[tuple[int, str]]) -> float | None:
+    """Share of ``got``'s headings that are reference headings: a body line or a running header
+    made a heading pollutes the outline without lowering recall."""
+    if not got or not ref:
+        return None
+    texts = [text for _, text in ref]
+    hits = sum(1 for _, text in got if any(_similar(text, other) for other in texts))
+    return hits / len(got)
+
+
 def _similar(a: str, b: str) -> bool:
     """Same text, the same words in another order (a number put after), or 80% alike."""
     return (

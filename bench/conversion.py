@@ -215,6 +215,7 @@ def measure(
         row["precision"], row["recall"] = m.word_precision_recall(words, ref_words)
         row["order"] = m.order_similarity(words, ref_words)
         row["heading_recall"] = m.heading_recall(m.headings(markdown), m.headings(ref[0]))
+        row["heading_precision"] = m.heading_precision(m.headings(markdown), m.headings(ref[0]))
         row["ref_headings"] = len(m.headings(ref[0]))
         row.update({f"table_{k}": v for k, v in m.table_agreement(m.tables(markdown), m.tables(ref[0])).items()})
         row["title_ok"] = _title_ok(title, stem, ref_words)
@@ -276,6 +277,7 @@ _MEASURES = (
     "precision",
     "order",
     "heading_recall",
+    "heading_precision",
     "table_shape",
     "table_header",
     "glued",
@@ -318,13 +320,15 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -> str:
     head = (
-        "| file | engine | recall | precision | order | headings (rec.) | tables shape / header | glued "
+        "| file | engine | recall | precision | order | headings (rec. / prec.) | tables shape / header | glued "
         "| garbage | NaN | title | s | pages/s | peak MB |"
     )
     lines = ["## Per file", "", head, "|" + " --- |" * 14]
     for r in rows:
         headings = f"{r['headings']}" + (
-            f" ({_fmt(r.get('heading_recall'))})" if r.get("heading_recall") is not None else ""
+            f" ({_fmt(r.get('heading_recall'))} / {_fmt(r.get('heading_precision'))})"
+            if r.get("heading_recall") is not None
+            else ""
         )
         tables = f"{r['tables']}" + (
             f" ({_fmt(r['table_shape'])} / {_fmt(r['table_header'])})" if r.get("table_shape") is not None else ""
@@ -348,15 +352,16 @@ def markdown_tables(rows: list[dict[str, Any]], formats: list[dict[str, Any]]) -
         "## Per format",
         "",
         (
-            "| format | engine | files | recall | precision | order | heading rec. | table shape | table header "
-            "| glued | garbage | NaN | title ok | s | pages/s | peak MB |"
+            "| format | engine | files | recall | precision | order | heading rec. | heading prec. | table shape "
+            "| table header | glued | garbage | NaN | title ok | s | pages/s | peak MB |"
         ),
-        "|" + " --- |" * 16,
+        "|" + " --- |" * 17,
     ]
     for f in formats:
         lines.append(
             f"| {f['format']} | {f['engine']} | {f['files']} | {_fmt(f['recall'])} | {_fmt(f['precision'])} "
-            f"| {_fmt(f['order'])} | {_fmt(f['heading_recall'])} | {_fmt(f['table_shape'])} "
+            f"| {_fmt(f['order'])} | {_fmt(f['heading_recall'])} | {_fmt(f['heading_precision'])} "
+            f"| {_fmt(f['table_shape'])} "
             f"| {_fmt(f['table_header'])} "
             f"| {_fmt(f['glued'], 3)} | {_fmt(f['garbage'], 1)} | {_fmt(f['nan_unnamed'], 1)} | {_fmt(f['title_ok'])} "
             f"| {_fmt(f.get('seconds'))} | {_fmt(f.get('pages_per_s'))} | {_fmt(f.get('peak_mb'), 0)} |"
