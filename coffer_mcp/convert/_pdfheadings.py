@@ -6,12 +6,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from ._pdffurniture import PAGE_NUMBER
 from ._pdfium import Fragment, PdfPages
 
-__all__ = ["PAGE_NUMBER", "Block", "body_size", "close_gaps", "mark_headings", "title_of"]
+__all__ = ["Block", "body_size", "close_gaps", "mark_headings", "title_of"]
 
 _SECTION = re.compile(r"^(\d+(\.\d+)*\.?|[A-Z]\.|Chapter \d+|Appendix [A-Z])\s+\S")
-PAGE_NUMBER = re.compile(r"^(page\s*)?\d{1,4}(\s*(/|of)\s*\d{1,4})?$", re.IGNORECASE)
 _MAX_HEADING_CHARS = 160
 _LEADER = re.compile(r"(\. ?){4,}|…{2,}")  # a table of contents line: "Chapter 1 . . . . 7"
 

@@ -14,8 +14,8 @@ import re
 from collections import Counter
 from itertools import pairwise
 
+from ._pdffurniture import strip_furniture
 from ._pdfheadings import (
-    PAGE_NUMBER,
     Block,
     body_size,
     close_gaps,
@@ -35,13 +35,14 @@ _WORD = re.compile(r"[^\W\d_]+")
 
 def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
     """The Markdown of a PDF and the title it names (metadata or first heading; "" if none)."""
-    blocks = [block for page in doc.pages for block in _page_blocks(page, doc)]
+    body = body_size(doc)
+    blocks = [block for page in strip_furniture(doc.pages, body) for block in _page_blocks(page)]
     if not blocks:  # a scan: no text layer, whatever the metadata says
         return "", ""
     vocabulary = Counter(w.lower() for page in doc.pages for f in page for w in _WORD.findall(f.text))
     for block in blocks:
         block.joined = _join_lines(block.lines, vocabulary)
-    mark_headings(blocks, body_size(doc), doc)
+    mark_headings(blocks, body, doc)
     title = title_of(doc.title, doc.outline, blocks)
     close_gaps(blocks)
     return _render(blocks, title), title
@@ -50,8 +51,7 @@ def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
 # -- reading order -------------------------------------------------------------------------------
 
 
-def _page_blocks(fragments: list[Fragment], doc: PdfPages) -> list[Block]:
-    fragments = [f for f in fragments if not _page_furniture(f, fragments)]
+def _page_blocks(fragments: list[Fragment]) -> list[Block]:
     if not fragments:
         return []
     rtl = sum(f.rtl for f in fragments) > len(fragments) / 2
@@ -62,14 +62,6 @@ def _page_blocks(fragments: list[Fragment], doc: PdfPages) -> list[Block]:
         else:
             blocks.extend(_paragraphs(piece))
     return blocks
-
-
-def _page_furniture(fragment: Fragment, page: list[Fragment]) -> bool:
-    """A bare page number above or below everything else on the page."""
-    if not PAGE_NUMBER.match(fragment.text.strip()):
-        return False
-    others = [f for f in page if f is not fragment]
-    return not others or fragment.top >= max(f.bottom for f in others) or fragment.bottom <= min(f.top for f in others)
 
 
 def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:

@@ -109,3 +109,28 @@ def test_a_3d_chart_python_pptx_cannot_plot_still_gives_its_values() -> None:
     assert "| 2019 | 120 | 80 |" in conversion.markdown
     assert "[unsupported chart]" not in conversion.markdown
     assert "| Q1 | 10 |" in conversion.markdown  # a bar3DChart: docling's reference has no values either
+
+
+def headings(markdown: str) -> list[str]:
+    return re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_a_pdfs_running_footers_are_left_out() -> None:
+    conversion = converted("redp5110_sampled.pdf")
+    assert isinstance(conversion, Conversion)
+
+    # Footers of every page: "© Copyright IBM Corp. 2014. All rights reserved. xi", "20 Row and
+    # Column Access Control Support in IBM DB2 for i", "Chapter 3. Row and Column Access Control 19".
+    assert "All rights reserved" not in conversion.markdown
+    assert not re.search(r"^\d+ Row and Column Access Control Support", conversion.markdown, re.MULTILINE)
+    assert not re.search(r"^Chapter \d\. [^.]* \d+$", conversion.markdown, re.MULTILINE)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_a_one_page_pdfs_running_title_with_its_page_number_is_not_a_heading() -> None:
+    conversion = converted("2305.03393v1-pg9.pdf")
+    assert isinstance(conversion, Conversion)
+
+    assert headings(conversion.markdown)[1:] == ["5.1 Hyper Parameter Optimization", "5.2 Quantitative Results"]
+    assert "Structure Recognition 9" not in conversion.markdown

@@ -50,6 +50,15 @@ def test_pdf_headings_come_from_font_sizes_and_the_largest_first_one_is_the_titl
     ]
 
 
+def test_a_pdfs_running_header_and_numbered_footer_are_left_out_not_repeated_between_its_sections() -> None:
+    conversion = convert_fixture("running_headers.pdf")
+
+    assert "Kittiwake Harbour" not in conversion.markdown
+    headings = re.findall(r"^#+ (.+)$", conversion.markdown, re.MULTILINE)
+    assert headings == ["Tide Gauges", "Silt Surveys", "Mooring Repairs"]
+    assert not re.search(r"^\d+$", conversion.markdown, re.MULTILINE)  # no page number left as a paragraph
+
+
 def test_arabic_pdf_text_comes_out_in_reading_order_so_its_words_can_be_found() -> None:
     markdown = convert_fixture("right_to_left.pdf").markdown
 
@@ -194,7 +203,7 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
 @pytest.mark.parametrize(
     ("ext", "engine"),
     [
-        ("pdf", "pypdfium2/1"),
+        ("pdf", "pypdfium2/2"),
         ("docx", "mammoth/2"),
         ("xlsx", "openpyxl/2"),
         ("xls", "xlrd/2"),
