@@ -14,6 +14,10 @@ __all__ = ["Block", "body_size", "close_gaps", "mark_headings", "title_of"]
 _SECTION = re.compile(r"^(\d+(\.\d+)*\.?|[A-Z]\.|Chapter \d+|Appendix [A-Z])\s+\S")
 _MAX_HEADING_CHARS = 160
 _LEADER = re.compile(r"(\. ?){4,}|…{2,}")  # a table of contents line: "Chapter 1 . . . . 7"
+# Code is set in a fixed-width font, or, in a figure of a statement's syntax, in any font; its
+# operators and brackets almost never occur in a heading.
+_MONOSPACE = re.compile(r"courier|mono|consol|menlo|typewriter|lucidacons|inconsolata|cmtt|sftt|code", re.IGNORECASE)
+_CODE_CHARS = re.compile(r"[<>{}=;|]")
 
 
 @dataclass(slots=True)
@@ -85,28 +89,39 @@ def _heading_like(block: Block, body: float) -> bool:
         and any(ch.isalpha() for ch in text)
         and not text.endswith((",", ";"))
         and not _LEADER.search(text)
+        and not _code(block)
         and (block.size >= body * 1.06 or block.bold)
     )
 
 
 def _font_heading(block: Block, body: float, font: str, following: list[Block]) -> bool:
-    """One short line in another font than the body's, before a paragraph (a run-in style heading)."""
+    """One short line in another font than the body's, before a paragraph in another font again.
+
+    A run-in style heading; a line followed by more lines in its own font is a code listing's or
+    a figure's, not a heading.
+    """
     text = block.text()
     line = block.lines[0]
     return (
         block.kind == "text"
         and len(block.lines) == 1
         and line.font != font
+        and not _code(block)
         and 3 <= len(text) <= 80
         and abs(block.size - body) <= 0.1 * body
         and text[0].isupper()
         and not text.endswith((".", ",", ";", ":"))
         and bool(following)
         and following[0].kind == "text"
+        and following[0].lines[0].font != line.font
         and len(following[0].text()) > len(text)
         and not PAGE_NUMBER.match(text)
         and sum(ch.isalpha() for ch in text) >= 0.6 * len(text)
     )
+
+
+def _code(block: Block) -> bool:
+    return any(_MONOSPACE.search(line.font) for line in block.lines) or bool(_CODE_CHARS.search(block.text()))
 
 
 def _standalone(block: Block) -> bool:

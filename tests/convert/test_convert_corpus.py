@@ -116,7 +116,7 @@ def headings(markdown: str) -> list[str]:
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"shared corpus not present at {CORPUS}")
-def test_a_pdfs_running_footers_are_left_out() -> None:
+def test_a_pdfs_running_footers_are_left_out_and_its_syntax_figures_are_not_headings() -> None:
     conversion = converted("redp5110_sampled.pdf")
     assert isinstance(conversion, Conversion)
 
@@ -125,6 +125,9 @@ def test_a_pdfs_running_footers_are_left_out() -> None:
     assert "All rights reserved" not in conversion.markdown
     assert not re.search(r"^\d+ Row and Column Access Control Support", conversion.markdown, re.MULTILINE)
     assert not re.search(r"^Chapter \d\. [^.]* \d+$", conversion.markdown, re.MULTILINE)
+    # A statement's syntax drawn in a figure, and lines of SQL, are not headings.
+    code = [h for h in headings(conversion.markdown) if re.search(r"[<>|=]|^CALL ", h)]
+    assert code == []
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"shared corpus not present at {CORPUS}")
