@@ -17,7 +17,9 @@ _LEADER = re.compile(r"(\. ?){4,}|…{2,}")  # a table of contents line: "Chapte
 # Code is set in a fixed-width font, or, in a figure of a statement's syntax, in any font; its
 # operators and brackets almost never occur in a heading.
 _MONOSPACE = re.compile(r"courier|mono|consol|menlo|typewriter|lucidacons|inconsolata|cmtt|sftt|code", re.IGNORECASE)
-_CODE_CHARS = re.compile(r"[<>{}=;|]")
+_CODE_CHARS = re.compile(r"[<>{}=;|]|\w\(")  # "USER(HBEDOYA)": a call, where prose puts a space
+# A caption names the table, figure or listing under or over it; it heads no section.
+_CAPTION = re.compile(r"^(table|figure|fig\.|example|listing|chart|exhibit)\s+[\dA-Z]+([.-]\d+)*\b", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -121,7 +123,11 @@ def _font_heading(block: Block, body: float, font: str, following: list[Block]) 
 
 
 def _code(block: Block) -> bool:
-    return any(_MONOSPACE.search(line.font) for line in block.lines) or bool(_CODE_CHARS.search(block.text()))
+    """Code, or a caption: text set apart that is no heading."""
+    text = block.text()
+    return any(_MONOSPACE.search(line.font) for line in block.lines) or bool(
+        _CODE_CHARS.search(text) or _CAPTION.match(text)
+    )
 
 
 def _standalone(block: Block) -> bool:

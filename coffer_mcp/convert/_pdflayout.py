@@ -227,7 +227,8 @@ def _merge(row: list[Fragment]) -> Fragment:
         top=min(f.top for f in row),
         x1=max(f.x1 for f in row),
         bottom=max(f.bottom for f in row),
-        size=max(f.size for f in row),
+        # The size most of its characters have: a larger word does not make a callout a heading.
+        size=max(row, key=lambda f: len(f.text)).size,
         bold=all(f.bold for f in row),
         page=first.page,
         hyphen_join=row[-1].hyphen_join,

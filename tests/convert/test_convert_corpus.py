@@ -125,8 +125,8 @@ def test_a_pdfs_running_footers_are_left_out_and_its_syntax_figures_are_not_head
     assert "All rights reserved" not in conversion.markdown
     assert not re.search(r"^\d+ Row and Column Access Control Support", conversion.markdown, re.MULTILINE)
     assert not re.search(r"^Chapter \d\. [^.]* \d+$", conversion.markdown, re.MULTILINE)
-    # A statement's syntax drawn in a figure, and lines of SQL, are not headings.
-    code = [h for h in headings(conversion.markdown) if re.search(r"[<>|=]|^CALL ", h)]
+    # A statement's syntax drawn in a figure, lines of SQL or CL, and captions are not headings.
+    code = [h for h in headings(conversion.markdown) if re.search(r"[<>|=]|^CALL |\w\(|^(Figure|Table|Example) \d", h)]
     assert code == []
 
 

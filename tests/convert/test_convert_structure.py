@@ -59,13 +59,14 @@ def test_a_pdfs_running_header_and_numbered_footer_are_left_out_not_repeated_bet
     assert not re.search(r"^\d+$", conversion.markdown, re.MULTILINE)  # no page number left as a paragraph
 
 
-def test_a_line_of_code_between_paragraphs_is_text_not_a_heading() -> None:
+def test_a_line_of_code_or_a_caption_between_paragraphs_is_text_not_a_heading() -> None:
     markdown = convert_fixture("code_lines.pdf").markdown
 
     headings = re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
     assert headings == ["Tide Table Queries"]
     assert "CALL refresh_tides(2024)" in markdown
     assert "WHERE depth > 10 AND harbour = 'North'" in markdown
+    assert "\n\nTable 2 Berth depths by quay\n\n" in markdown
 
 
 def test_arabic_pdf_text_comes_out_in_reading_order_so_its_words_can_be_found() -> None:
