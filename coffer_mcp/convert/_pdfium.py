@@ -69,6 +69,8 @@ class PdfPages:
     """Bookmarks as (depth from 0, title)."""
     undecodable: int = 0
     """Characters dropped because the PDF gives no text for them (``(cid:N)`` elsewhere)."""
+    heights: list[float] = field(default_factory=list)
+    """Each page's height in points (``widths`` beside it)."""
 
 
 def read_pdf(data: bytes) -> PdfPages:
@@ -79,7 +81,7 @@ def read_pdf(data: bytes) -> PdfPages:
     try:
         title = (pdf.get_metadata_dict().get("Title") or "").strip()
         outline = [(item.level, (item.get_title() or "").strip()) for item in pdf.get_toc(max_depth=6)]
-        pages, widths, undecodable = [], [], 0
+        pages, widths, heights, undecodable = [], [], [], 0
         for index in range(len(pdf)):
             page = pdf[index]
             try:
@@ -89,8 +91,9 @@ def read_pdf(data: bytes) -> PdfPages:
                 page.close()
             pages.append(fragments)
             widths.append(width)
+            heights.append(height)
             undecodable += dropped
-        return PdfPages(pages, widths, title, [o for o in outline if o[1]], undecodable)
+        return PdfPages(pages, widths, title, [o for o in outline if o[1]], undecodable, heights)
     finally:
         pdf.close()
 

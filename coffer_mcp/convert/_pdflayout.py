@@ -36,7 +36,7 @@ _WORD = re.compile(r"[^\W\d_]+")
 def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
     """The Markdown of a PDF and the title it names (metadata or first heading; "" if none)."""
     body = body_size(doc)
-    blocks = [block for page in strip_furniture(doc.pages, body) for block in _page_blocks(page)]
+    blocks = [block for page in strip_furniture(doc.pages, doc.heights, body) for block in _page_blocks(page)]
     if not blocks:  # a scan: no text layer, whatever the metadata says
         return "", ""
     vocabulary = Counter(w.lower() for page in doc.pages for f in page for w in _WORD.findall(f.text))

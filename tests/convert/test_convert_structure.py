@@ -59,6 +59,17 @@ def test_a_pdfs_running_header_and_numbered_footer_are_left_out_not_repeated_bet
     assert not re.search(r"^\d+$", conversion.markdown, re.MULTILINE)  # no page number left as a paragraph
 
 
+def test_a_total_ending_each_page_is_content_not_a_running_footer() -> None:
+    """Like a footer's page number, only the amount changes from page to page; but the line sits
+    where the text is, not in the page's margin, and a one-page total is no running title."""
+    invoice = convert_fixture("invoice_totals.pdf").markdown
+    receipt = convert_fixture("receipt.pdf").markdown
+
+    assert "Subtotal 120" in invoice
+    assert "Subtotal 340" in invoice
+    assert "Total 1250" in receipt
+
+
 def test_a_line_of_code_or_a_caption_between_paragraphs_is_text_not_a_heading() -> None:
     markdown = convert_fixture("code_lines.pdf").markdown
 
