@@ -15,6 +15,7 @@ import pytest
 from coffer_mcp import Coffer
 from coffer_mcp.cli import main
 from coffer_mcp.errors import FrontmatterError
+from coffer_mcp.settings import load_settings
 from tests.test_mcp_server import call, call_error, client_for
 from tests.test_reconversion import as_if_converted_by_markitdown
 
@@ -58,6 +59,29 @@ def test_a_yaml_typo_keeps_the_documents_metadata_and_its_body_searchable(
     assert (listed.source_mode, listed.created_at) == ("edited", before["created_at"])
     assert [p.document_id for p in coffer.search(notes, "monday").passages] == [doc_id]
     assert path.read_text(encoding="utf-8").count(TYPO) == 1  # reads never rewrite the file
+
+
+@pytest.mark.sqlite_only  # deletes coffer.db
+def test_after_the_index_is_rebuilt_a_yaml_typo_still_keeps_what_the_blocks_other_entries_say(
+    coffer: Coffer, notes: str, tmp_path: Path, home: Path
+) -> None:
+    """No row is left to keep the metadata from: the entries the typo does not touch still parse."""
+    doc_id, path, before = ingest_and_break(coffer, notes, tmp_path)
+    coffer.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{home / 'coffer.db'}{suffix}").unlink(missing_ok=True)
+
+    with Coffer(load_settings(home=home)) as fresh:
+        [listed] = fresh.list_documents(notes, filters={"tags": ["important"]}).documents
+        kept = ("tags", "original_filename", "original_format", "source_path", "created_at", "source_sha256")
+        assert {key: listed.model_dump()[key] for key in kept} == {key: before[key] for key in kept}
+        assert (listed.document_id, listed.title, listed.source_mode) == (doc_id, "Plan", "converted")
+        read = fresh.read_document(notes, doc_id)
+        assert read.warning is not None
+        assert read.metadata is not None
+        assert (read.metadata["tags"], read.metadata["created_at"]) == (["important"], before["created_at"])
+        assert not fresh.verify(notes).ok
+    assert path.read_text(encoding="utf-8").count(TYPO) == 1
 
 
 def test_verify_reports_a_frontmatter_that_does_not_parse_until_it_is_fixed(

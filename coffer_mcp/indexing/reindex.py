@@ -308,7 +308,8 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
         log.warning("cannot adopt %s: %s", path, exc)
         return None
     doc_id = str(ULID())
-    meta, body, problem = parse_frontmatter(data.decode("utf-8", errors="replace"))
+    meta, body, problem, salvaged = parse_frontmatter(data.decode("utf-8", errors="replace"))
+    meta = meta or salvaged  # a block that does not parse: the title and tags of entries that do
     if not body.strip():
         return None
     if problem is not None:

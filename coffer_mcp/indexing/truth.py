@@ -5,7 +5,8 @@ of its body). A body whose hash differs from the recorded one was edited outside
 
 A frontmatter that does not parse (a YAML typo made by hand) is not a file without metadata: the
 ``Truth`` says what is wrong with it, its body is still indexed, ``keeping_metadata`` gives it the
-metadata its row last had, and ``check_rewritable`` refuses any write over it.
+metadata its row last had (without a row, after a rebuild of the index, it has what the block's
+entries that parse on their own say), and ``check_rewritable`` refuses any write over it.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def read_truth(kb: KbPaths, doc_id: str) -> Truth | None:
         data, stat = read_store_file(kb.doc(doc_id))
     except FileNotFoundError:
         return None
-    meta, body, problem = parse_frontmatter(data.decode("utf-8", errors="replace"))
+    meta, body, problem, salvaged = parse_frontmatter(data.decode("utf-8", errors="replace"))
+    meta = meta or salvaged  # a block that does not parse: what its entries that do say
     mtime = from_epoch_ns(stat.st_mtime_ns)
-    return Truth(_derive_row(kb, doc_id, meta or {}, meta is None, body, file_stamp(stat), mtime), body, problem)
+    return Truth(_derive_row(kb, doc_id, meta or {}, not meta, body, file_stamp(stat), mtime), body, problem)
 
 
 def keeping_metadata(kb: KbPaths, truth: Truth, last: DocumentRow) -> Truth:

@@ -156,10 +156,10 @@ class DocumentService:
             text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise _missing(kb, doc_id) from None
-        meta, body, problem = parse_frontmatter(text)
+        meta, body, problem, salvaged = parse_frontmatter(text)
         row = self.index.get_document(kb, doc_id)
-        if problem is not None and row is not None:  # what the index kept of it while its YAML is broken
-            meta = row.metadata
+        if problem is not None:  # what the index kept of it while its YAML is broken
+            meta = row.metadata if row is not None else salvaged
         # The hash of the body served, not the frontmatter's (a hand edit leaves that one behind): an edit
         # passes it back as expected_content_sha256.
         metadata = {**(meta or {}), "content_sha256": body_sha256(body)}

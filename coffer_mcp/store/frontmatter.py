@@ -74,6 +74,9 @@ class ParsedDocument(NamedTuple):
     body: str
     problem: str | None = None
     """Why the file's block does not parse (where, when YAML says); None when it does or there is none."""
+    salvaged: dict[str, Any] | None = None
+    """When the block does not parse: what its top-level entries that parse on their own say (a typo
+    in the title leaves the tags, dates and source readable); None otherwise."""
 
 
 def body_sha256(body: str) -> str:
@@ -128,7 +131,7 @@ def parse_frontmatter(text: str) -> ParsedDocument:
     except UnsafeFrontmatterError as exc:
         return ParsedDocument(None, body, exc.reason)
     except yaml.YAMLError as exc:
-        return ParsedDocument(None, body, _yaml_problem(exc))
+        return ParsedDocument(None, body, _yaml_problem(exc), _salvaged(header))
     except RecursionError:
         return ParsedDocument(None, body, "the frontmatter nests too deeply")
     if meta is None:  # an empty block, or only comments: nothing to lose
@@ -136,6 +139,27 @@ def parse_frontmatter(text: str) -> ParsedDocument:
     if not isinstance(meta, dict):
         return ParsedDocument(None, body, f"the frontmatter is a YAML {_kind(meta)}, not 'key: value' lines")
     return ParsedDocument({str(k): _plain(v) for k, v in meta.items()}, body)
+
+
+def _salvaged(header: str) -> dict[str, Any]:
+    """The top-level entries of a block that does not parse, each parsed on its own; those that do
+    not parse alone are left out. An entry is a line at the margin and the lines under it (indented,
+    list items, comments, blank lines); only the block's bounds were checked, which hold for each."""
+    entries: list[list[str]] = []
+    for line in header.splitlines(keepends=True):
+        if entries and (not line.strip() or line[0] in " \t#-"):
+            entries[-1].append(line)
+        else:
+            entries.append([line])
+    salvaged: dict[str, Any] = {}
+    for entry in entries:
+        try:
+            value = yaml.load("".join(entry), Loader=_LOADER)  # noqa: S506 - a safe loader
+        except (yaml.YAMLError, RecursionError):
+            continue
+        if isinstance(value, dict) and len(value) == 1:
+            salvaged.update({str(k): _plain(v) for k, v in value.items()})
+    return salvaged
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -147,9 +147,28 @@ def test_a_frontmatter_that_does_not_parse_says_what_is_wrong_and_where_in_the_f
     assert problem in parsed.problem
 
 
+@pytest.mark.parametrize(
+    ("text", "salvaged"),
+    [
+        (
+            "---\nid: X\ntitle: [Plan: draft\ntags:\n- a\n- b\ncreated_at: '2026-01-02'\n---\nbody",
+            {"id": "X", "tags": ["a", "b"], "created_at": "2026-01-02"},
+        ),
+        ("---\nid: X\ntags: [a, b\nsource:\n  path: /x.docx\n---\nbody", {"id": "X", "source": {"path": "/x.docx"}}),
+        ("---\nid: X\n title: Plan\n---\nbody", {}),  # an indented line belongs to the entry above it
+    ],
+    ids=["typo-in-title", "typo-in-tags", "bad-indent"],
+)
+def test_a_frontmatter_that_does_not_parse_keeps_what_its_other_entries_say(text: str, salvaged: dict) -> None:
+    parsed = parse_frontmatter(text)
+    assert (parsed.frontmatter, parsed.body) == (None, "body")
+    assert parsed.problem is not None
+    assert parsed.salvaged == salvaged
+
+
 @pytest.mark.parametrize("text", ["# No frontmatter\n\nbody", "---\n---\nbody", "---\n# a comment\n---\nbody"])
 def test_a_file_without_frontmatter_or_with_an_empty_one_has_no_problem(text: str) -> None:
-    assert parse_frontmatter(text) == (None, "body" if text.startswith("---") else text, None)
+    assert parse_frontmatter(text) == (None, "body" if text.startswith("---") else text, None, None)
 
 
 def test_the_content_hash_ignores_surrounding_whitespace() -> None:
