@@ -39,6 +39,13 @@ class AuditEvent(str, enum.Enum):
             "(details: source_mode edited)"
         ),
     )
+    KB_DOCUMENT_RENAMED = (
+        "KB_DOCUMENT_RENAMED",
+        (
+            "a followed file was renamed or moved inside its followed folder, its bytes unchanged: its document keeps "
+            "its id, tags and dates (details: renamed_from, source_path)"
+        ),
+    )
     KB_DOCUMENT_DELETED = (
         "KB_DOCUMENT_DELETED",
         "a document was deleted (details, when its followed source file was deleted: source_path)",

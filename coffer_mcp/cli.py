@@ -507,7 +507,7 @@ def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for item in items:
             print(_ingest_line(item))
-        statuses = ("created", "updated", "unchanged", "rejected", "conflict", "removed")
+        statuses = ("created", "updated", "unchanged", "rejected", "conflict", "removed", "renamed")
         counts = {s: sum(i.status == s for i in items) for s in statuses}
         print(", ".join(f"{n} {s}" for s, n in counts.items() if n or s in statuses[:4]), file=sys.stderr)
         for result in results:
@@ -556,7 +556,7 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
 
     def render(r) -> str:
         lines = [f"{c.status:<9} {c.document_id}  {c.source_path}" for c in r.documents]
-        counted = ("unchanged", "changed", "missing", "edited", "updated", "added", "removed")
+        counted = ("unchanged", "changed", "missing", "edited", "updated", "added", "removed", "renamed")
         summary = ", ".join(f"{getattr(r, s)} {s}" for s in counted) + (
             f", {len(r.failed)} failed" if r.followed else ""
         )

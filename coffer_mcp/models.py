@@ -578,7 +578,7 @@ class VerifyReport(_Model):
     ok: bool
 
 
-SourceStatus = Literal["unchanged", "changed", "missing", "edited", "updated", "refused", "added", "removed"]
+SourceStatus = Literal["unchanged", "changed", "missing", "edited", "updated", "refused", "added", "removed", "renamed"]
 
 
 class SourceCheck(_Model):
@@ -587,7 +587,8 @@ class SourceCheck(_Model):
     source_path: str
     status: SourceStatus = Field(
         description="updated: refreshed from its file (by the sync of a followed folder, or auto_update_sources); "
-        "added: ingested by that sync (a new file); removed: deleted by it (its file is gone)."
+        "added: ingested by that sync (a new file); removed: deleted by it (its file is gone); renamed: moved by "
+        "it to its file's new path (renamed or moved inside the followed folder: same id, tags and dates)."
     )
     message: str | None = None
 
@@ -603,6 +604,7 @@ class SourceReport(_Model):
     refused: int = 0
     added: int = 0
     removed: int = 0
+    renamed: int = 0
     failed: list[DirectoryIngestItem] = Field(
         default_factory=list,
         description="Files of the followed folders that could not be ingested (a scanned or damaged PDF, an "
@@ -615,9 +617,10 @@ class SourceReport(_Model):
 
 class DirectoryIngestItem(_Model):
     path: str
-    status: Literal["created", "updated", "unchanged", "rejected", "conflict", "removed", "kept"] = Field(
+    status: Literal["created", "updated", "unchanged", "rejected", "conflict", "removed", "kept", "renamed"] = Field(
         description="What happened to the file: conflict (changed, but its document was edited in Coffer: not "
-        "ingested), removed or kept (a followed file deleted: its document too, or not; see follow_deleted)."
+        "ingested), removed or kept (a followed file deleted: its document too, or not; see follow_deleted), "
+        "renamed (a followed file renamed or moved inside its folder: its document, same id and tags, follows it)."
     )
     document_id: str | None = None
     title: str | None = None
@@ -635,4 +638,5 @@ class DirectoryIngestResult(_Model):
     rejected: int
     conflict: int = 0
     removed: int = 0
+    renamed: int = 0
     followed: str | None = Field(default=None, description="The folder now followed (with follow=true).")

@@ -471,6 +471,185 @@ def test_a_followed_file_replaced_by_a_folder_of_its_name_is_a_deleted_file(
     assert coffer.check_sources("kb").missing == 0
 
 
+# -- renamed and moved files ---------------------------------------------------------------------
+
+
+def tagged(coffer: Coffer, path: Path, *tags: str) -> DocumentRow:
+    """The document of a followed file, given ``tags`` in Coffer."""
+    doc = coffer.index.find_document("kb", source_path=str(path))
+    coffer.edit_document("kb", doc.id, tags=list(tags))
+    return coffer.index.get_document("kb", doc.id)
+
+
+def test_a_renamed_followed_file_keeps_its_document_id_tags_and_creation_time(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    before = tagged(coffer, folder / "alpha.md", "zoo", "draft")
+    (folder / "alpha.md").rename(folder / "omega.md")
+    [result] = coffer.sync_followed("kb")
+    assert (result.renamed, result.created, result.removed) == (1, 0, 0)
+    [item] = [i for i in result.items if i.status == "renamed"]
+    assert (item.path, item.document_id, item.title) == (str(folder / "omega.md"), before.id, "Alpha")
+    # Agents that cited the document find it under the same id, wherever they look.
+    info = coffer.read_document("kb", before.id)
+    meta = info.metadata or {}
+    assert (meta["source_path"], meta["tags"], meta["created_at"]) == (
+        str(folder / "omega.md"),
+        ["zoo", "draft"],
+        before.created_at,
+    )
+    assert "Aardvarks" in (info.markdown or "")
+    assert [p.document_id for p in coffer.search("kb", "aardvarks", top_k=5).passages] == [before.id]
+    listed = {d.document_id: d for d in coffer.list_documents("kb", limit=100).documents}
+    assert (listed[before.id].source_path, listed[before.id].tags) == (str(folder / "omega.md"), ["zoo", "draft"])
+    assert sources(coffer) == [str(folder / "deep" / "beta.md"), str(folder / "omega.md")]
+    # The file on disk says so too (files are the truth), and the audit log records the rename.
+    on_disk = (coffer.paths.kb("kb").doc(before.id)).read_text(encoding="utf-8")
+    assert f"source_path: {folder / 'omega.md'}" in on_disk
+    assert "original_filename: omega.md" in on_disk
+    [renamed] = events(coffer, "KB_DOCUMENT_RENAMED")
+    assert (renamed.document_id, renamed.details) == (
+        before.id,
+        {"renamed_from": str(folder / "alpha.md"), "source_path": str(folder / "omega.md")},
+    )
+    assert events(coffer, "KB_DOCUMENT_DELETED") == []
+    [quiet] = coffer.sync_followed("kb")
+    assert (quiet.renamed, quiet.created, quiet.removed, quiet.unchanged) == (0, 0, 0, 2)
+
+
+def test_a_file_moved_into_a_subfolder_keeps_its_document_and_check_sources_says_renamed(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    write(folder / "report.txt", "Quarterly quokka census figures.")  # no heading: its title is its name
+    coffer.follow_folder("kb", folder)
+    before = tagged(coffer, folder / "report.txt", "finance")
+    assert before.title == "report"
+    (folder / "archive").mkdir()
+    (folder / "report.txt").rename(folder / "archive" / "report-2024.txt")
+    report = coffer.check_sources("kb")
+    assert (report.renamed, report.added, report.removed) == (1, 0, 0)
+    [check] = [c for c in report.documents if c.status == "renamed"]
+    assert (check.document_id, check.source_path) == (before.id, str(folder / "archive" / "report-2024.txt"))
+    after = coffer.index.get_document("kb", before.id)
+    # A title its file name gave follows the new name, as a re-ingest would give it.
+    assert (after.title, after.tags, after.created_at) == ("report-2024", ("finance",), before.created_at)
+
+
+def test_a_renamed_file_whose_document_was_edited_in_coffer_keeps_the_edit(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+    coffer.edit_document("kb", doc.id, "# Alpha\n\nArmadillos, edited in Coffer.")
+    (folder / "alpha.md").rename(folder / "deep" / "alpha.md")
+    [result] = coffer.sync_followed("kb")
+    assert [(i.status, i.document_id) for i in result.items if i.status != "unchanged"] == [("renamed", doc.id)]
+    row = coffer.index.get_document("kb", doc.id)
+    assert (row.source_path, row.source_mode) == (str(folder / "deep" / "alpha.md"), "edited")
+    assert "Armadillos" in (coffer.read_document("kb", doc.id).markdown or "")
+    assert [c.status for c in coffer.check_sources("kb").documents if c.document_id == doc.id] == ["unchanged"]
+
+
+def test_identical_files_renamed_at_once_each_keep_a_document_and_none_is_lost_or_merged(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    same = "# Twin\n\nTapirs trot in twos."
+    for name in ("one.md", "two.md", "three.md"):
+        write(folder / name, same)
+    coffer.follow_folder("kb", folder)
+    one, two, three = (tagged(coffer, folder / n, n.split(".")[0]) for n in ("one.md", "two.md", "three.md"))
+    (folder / "moved").mkdir()
+    (folder / "two.md").rename(folder / "moved" / "two.md")  # the same name: it is two's document
+    (folder / "one.md").rename(folder / "a-copy.md")
+    (folder / "three.md").unlink()  # two gone of one content and one new: the other is a deletion
+    [result] = coffer.sync_followed("kb")
+    assert (result.renamed, result.created, result.removed) == (2, 0, 1)
+    moved = {i.path: i.document_id for i in result.items if i.status == "renamed"}
+    assert moved == {str(folder / "moved" / "two.md"): two.id, str(folder / "a-copy.md"): one.id}
+    assert coffer.index.get_document("kb", three.id) is None
+    # One file of that content more than there were documents: a new document, the others untouched.
+    write(folder / "four.md", same)
+    (folder / "a-copy.md").rename(folder / "five.md")
+    [result] = coffer.sync_followed("kb")
+    assert (result.renamed, result.created, result.removed) == (1, 1, 0)
+    ids = {d.source_path: d.document_id for d in coffer.list_documents("kb", limit=100).documents}
+    assert ids[str(folder / "five.md")] == one.id  # in order of path: five.md before four.md
+    assert ids[str(folder / "four.md")] not in (one.id, two.id)
+    assert ids[str(folder / "moved" / "two.md")] == two.id
+    assert len(ids) == 5  # alpha, beta, two, four, five: one document per file
+
+
+def test_a_file_renamed_and_changed_at_once_is_a_deleted_file_and_a_new_one(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    # Documented: without the same bytes nothing says it is the same file.
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    before = tagged(coffer, folder / "alpha.md", "zoo")
+    (folder / "alpha.md").unlink()
+    write(folder / "omega.md", "# Alpha\n\nAardvarks amble, and an edit.")
+    [result] = coffer.sync_followed("kb")
+    assert (result.renamed, result.created, result.removed) == (0, 1, 1)
+    assert coffer.index.get_document("kb", before.id) is None
+
+
+def test_a_rename_the_watcher_reports_in_one_batch_or_in_two_keeps_the_document(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    alpha = tagged(coffer, folder / "alpha.md", "zoo")
+    beta = tagged(coffer, folder / "deep" / "beta.md", "dam")
+    # Both paths in one batch.
+    (folder / "alpha.md").rename(folder / "omega.md")
+    result = coffer.follow.sync("kb", str(folder), changed=[folder / "alpha.md", folder / "omega.md"])
+    assert [(i.status, i.path, i.document_id) for i in result.items] == [
+        ("renamed", str(folder / "omega.md"), alpha.id)
+    ]
+    # The old path alone (the new name comes in the next batch): the folder is looked at for it.
+    (folder / "deep" / "beta.md").rename(folder / "beta-moved.md")
+    result = coffer.follow.sync("kb", str(folder), changed=[folder / "deep" / "beta.md"])
+    assert [(i.status, i.path, i.document_id) for i in result.items] == [
+        ("renamed", str(folder / "beta-moved.md"), beta.id)
+    ]
+    result = coffer.follow.sync("kb", str(folder), changed=[folder / "beta-moved.md"])
+    assert [(i.status, i.document_id) for i in result.items] == [("unchanged", beta.id)]
+    # A folder renamed: each file in it.
+    (folder / "deep").rename(folder / "deeper")
+    (folder / "deeper" / "gamma.md").write_text("# Gamma\n\nGnus.", encoding="utf-8")
+    coffer.follow.sync("kb", str(folder), changed=[folder / "deep", folder / "deeper"])
+    gamma = tagged(coffer, folder / "deeper" / "gamma.md", "gnu")
+    (folder / "deeper").rename(folder / "deepest")
+    result = coffer.follow.sync("kb", str(folder), changed=[folder / "deeper", folder / "deepest"])
+    assert [(i.status, i.document_id) for i in result.items] == [("renamed", gamma.id)]
+    assert coffer.index.get_document("kb", gamma.id).tags == ("gnu",)
+    assert {t for d in coffer.list_documents("kb", limit=100).documents for t in d.tags} == {"zoo", "dam", "gnu"}
+
+
+@pytest.mark.anyio
+async def test_the_watcher_applies_a_rename_to_the_same_document(make: Callable[..., Coffer], folder: Path) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    alpha = tagged(coffer, folder / "alpha.md", "zoo")
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        (folder / "alpha.md").rename(folder / "deep" / "omega.md")
+
+        def moved() -> bool:
+            row = coffer.index.get_document("kb", alpha.id)
+            return row is not None and row.source_path == str(folder / "deep" / "omega.md")
+
+        await eventually(moved, "the rename")
+    assert coffer.index.get_document("kb", alpha.id).tags == ("zoo",)
+    assert sources(coffer) == [str(folder / "deep" / "beta.md"), str(folder / "deep" / "omega.md")]
+    assert events(coffer, "KB_DOCUMENT_DELETED") == []
+
+
 def test_packs_never_carry_followed_folders(make: Callable[..., Coffer], folder: Path, tmp_path: Path) -> None:
     coffer = make()
     coffer.follow_folder("kb", folder)

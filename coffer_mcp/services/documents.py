@@ -24,6 +24,7 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import (
     Conversion,
     clean_markdown,
+    derive_title,
     first_heading,
     looks_like_base64_of,
     quick_to_convert,
@@ -597,6 +598,45 @@ class DocumentService:
             self.index.delete_document(doc_id)
             self.index.audit(AuditEvent.KB_DOCUMENT_DELETED, paths.name, actor, doc_id, details)
         return DeleteResult(kb=paths.name, deleted=True, document_id=doc_id, files_removed=removed)
+
+    def move_source(
+        self, paths: KbPaths, doc_id: str, source_path: str, *, renamed_from: str, source_stamp: str, actor: str
+    ) -> IngestResult:
+        """Give a document the new path of its source file, renamed or moved with its bytes unchanged.
+
+        Its id, tags, dates and body stay; ``source_path`` and ``original_filename`` follow the
+        file, and so does a title its old file name gave (a title set by hand, by the body's H1 or
+        by its converter stays). One atomic write of the Markdown is the commit point: a crash
+        before it leaves the document at its old path, and the next sync moves it again. Call
+        holding the knowledge base's lock.
+
+        Raises:
+            DocumentNotFoundError: its file is gone.
+            FrontmatterError: its frontmatter does not parse (the file is left as it is).
+        """
+        truth = read_truth(paths, doc_id)
+        if truth is None:
+            raise _missing(paths.name, doc_id)
+        check_rewritable(paths, truth)
+        name = _filename(Path(source_path).name)
+        title = hand_title(truth) or derive_title(truth.body, name)
+        changes = {"source_path": source_path, "original_filename": name, "title": title, "updated_at": utc_now()}
+        metadata = DocumentMeta.updated(truth.row.metadata, **changes)
+        atomic_write(paths.doc(doc_id), render_document(metadata, truth.body).encode("utf-8"))
+        self.registry.wrote(paths)
+        moved = truth_of(paths, doc_id, metadata, truth.body, source_stamp=source_stamp)
+        details = {"renamed_from": renamed_from, "source_path": source_path}
+        written = index_document(
+            self.index,
+            paths,
+            self.registry.config(paths.name),
+            doc_id,
+            force=title != truth.row.title,  # a vector KB's chunks are embedded with their title
+            truth=moved,
+            embedder=self.registry.embedder,
+            record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_RENAMED, paths.name, actor, doc_id, details),
+        )
+        return self._result(paths, moved.row, "updated", written)
 
     def ingest_path(
         self,

@@ -14,6 +14,9 @@ and re-checked under the knowledge base's lock:
 - a deleted file's document is removed (``follow_deleted: remove``, the default: the knowledge
   base mirrors the folder) or kept (``keep``: ``check_sources`` reports it ``missing``); a
   document edited in Coffer is always kept, so a deletion never loses edits made in Coffer;
+- a file renamed or moved inside the folder (gone from one path, its bytes at another, in one
+  sync) is ``renamed``: its document follows it, with its id, tags and dates (``services/renames.py``);
+  renamed and changed at once, it is a deleted file and a new one;
 - a followed folder that is gone (an unmounted disk, a renamed folder) removes nothing.
 
 Files are read as an agent's ``ingest_path`` reads them: never through a symbolic link (neither a
@@ -24,6 +27,7 @@ lies inside it) cannot be followed: its own documents would be ingested again an
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -35,10 +39,11 @@ from coffer_mcp.access import check_inside, source_stamp, stamped_sha256_source
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
 from coffer_mcp.index import DocumentRow
-from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, Progress
+from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, IngestResult, Progress
 from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
 from coffer_mcp.services.documents import DocumentService, editors_file, failed_item, skipped_name, visible_files
 from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.renames import extension, hash_files, pair_moves, same_size_files, stamp_size
 from coffer_mcp.store import (
     MAX_FOLLOWED,
     KbPaths,
@@ -56,7 +61,7 @@ log = logging.getLogger(__name__)
 
 WATCHER = "watcher"
 """The actor of what the watcher writes, in the audit log."""
-_COUNTED = ("created", "updated", "unchanged", "rejected", "conflict", "removed")
+_COUNTED = ("created", "updated", "unchanged", "rejected", "conflict", "removed", "renamed")
 _VOUCHED_BATCH = 4096
 """Source stamps learned by a sync are written this many at a time (a first sync may learn 100,000)."""
 
@@ -204,7 +209,13 @@ class FollowService:
                 files, gone = self._full(kb, folder, rows)
             else:
                 files, gone = self._hinted(kb, folder, changed)
-            total = len(files) + len(gone)
+            moves = self._moves(paths, folder, files, gone, rows)
+            if moves:
+                moved_to = {move.path for move in moves}
+                moved = {move.row.id for move in moves}
+                files = [name for name in files if name not in moved_to]
+                gone = [row for row in gone if row.id not in moved]
+            total = len(files) + len(gone) + len(moves)
             looked_at: dict[str, int] = {}  # path -> version of the files read, until their items are reported
             vouched: list[tuple[str, str, str]] = []  # (document id, source sha256, stamp) of files found unchanged
 
@@ -234,6 +245,9 @@ class FollowService:
                         if len(vouched) >= _VOUCHED_BATCH:
                             self._keep_stamps(vouched)
                 self._keep_stamps(vouched)
+                for move in moves:
+                    for item in self._renamed(paths, folder, move, actor):
+                        finished(item)
                 for row in gone:
                     finished(self._gone(paths, folder, row, actor))
             finally:
@@ -426,6 +440,84 @@ class FollowService:
                 details = {"source_path": str(file), "source_sha256": sha}
                 self.index.audit(event, paths.name, actor, row.id, details)
 
+    def _moves(
+        self, paths: KbPaths, folder: str, files: list[str], gone: list[_Doc], rows: dict[str, _Doc] | None
+    ) -> list[_Move]:
+        """The documents whose file is gone that a file without a document holds the bytes of: moved, not deleted.
+
+        The new files of this sync are looked at first. With a watcher's hints (no ``rows``), gone
+        ones left over are looked for in the whole folder too — one ``lstat`` a file, and only files
+        of their size are read — since the watcher may report the new name in a later batch (or
+        have applied it already, as a new document: that one is not taken, no two are merged).
+        """
+        if not gone:
+            return []
+        kb, suffixes = paths.name, {extension(row.source_path) for row in gone}
+        new = [f for f in files if (rows.get(f) if rows is not None else self._find(kb, Path(f))) is None]
+        found = hash_files(new, folder, suffixes)
+        moves = pair_moves([(row.source_path, row.source_sha256) for row in gone], found)
+        left = [row for row in gone if row.source_path not in moves]
+        sizes = {
+            (size, extension(row.source_path)) for row in left if (size := self._source_size(paths, row)) is not None
+        }
+        if rows is None and sizes:
+            others = [f for f in same_size_files(folder, sizes, set(files)) if self._find(kb, Path(f)) is None]
+            more = hash_files(others, folder, suffixes)
+            moves.update(pair_moves([(row.source_path, row.source_sha256) for row in left], more))
+            found.update(more)
+        return [
+            _Move(row, moves[row.source_path], found[moves[row.source_path]][1])
+            for row in gone
+            if row.source_path in moves
+        ]
+
+    def _source_size(self, paths: KbPaths, row: _Doc) -> int | None:
+        """The size of a document's source file: from its stamp, else from the original kept in ``raw/``."""
+        size = stamp_size(row.source_stamp)
+        if size is None and (current := self.index.get_document(paths.name, row.id)) is not None:
+            with contextlib.suppress(OSError):
+                size = os.stat(paths.raw / f"{row.id}.{current.original_format or 'bin'}").st_size
+        return size
+
+    def _renamed(self, paths: KbPaths, folder: str, move: _Move, actor: str) -> list[DirectoryIngestItem]:
+        """Move a document to its file's new path (``renamed``), checked again under the lock.
+
+        Another server may have moved or removed it meanwhile, or the old file be back: then each
+        path is what it is now (a new file to ingest, a gone one), with the checks of each.
+        """
+        row, new = move.row, Path(move.path)
+        self._known.pop((paths.name, row.source_path), None)
+        result: IngestResult | None = None
+        try:
+            with self.registry.writing(paths):
+                current = self.index.get_document(paths.name, row.id)
+                holds = (
+                    current is not None
+                    and (current.source_path, current.source_sha256) == (row.source_path, row.source_sha256)
+                    and _gone_for_sure(row.source_path, folder)
+                    and self._find(paths.name, new) is None
+                )
+                if holds:
+                    result = self.documents.move_source(
+                        paths, row.id, move.path, renamed_from=row.source_path, source_stamp=move.stamp, actor=actor
+                    )
+        except (CofferError, OSError) as exc:
+            return [_refused(new, exc)]
+        if result is None:
+            within = [Path(folder)]
+            ingested = self.documents.ingest_file(paths, new, replace=True, actor=actor, within=within, keep_edits=True)
+            return [ingested, self._gone(paths, folder, row, actor)]
+        log.info("%s was renamed %s: document %s follows it", row.source_path, move.path, row.id)
+        return [
+            DirectoryIngestItem(
+                path=move.path,
+                status="renamed",
+                document_id=row.id,
+                title=result.title,
+                message=f"Renamed or moved from {row.source_path}: the document follows it.",
+            )
+        ]
+
     def _gone(self, paths: KbPaths, folder: str, row: _Doc, actor: str) -> DirectoryIngestItem:
         """A document whose followed file was deleted: removed, or kept (edited, or ``follow_deleted: keep``)."""
         source = row.source_path or ""
@@ -459,6 +551,15 @@ class _Doc:
     @classmethod
     def of(cls, row: DocumentRow) -> _Doc:
         return cls(row.id, row.title, row.source_path or "", row.source_sha256, row.source_mode, row.source_stamp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Move:
+    """A document whose file is gone, and the file at ``path`` that holds its bytes now (``stamp``: its stamp)."""
+
+    row: _Doc
+    path: str
+    stamp: str
 
 
 def _gone_for_sure(source: str, folder: str) -> bool:

@@ -4,8 +4,8 @@ Documents ingested from a path keep it as ``source_path``; ``check_sources`` com
 with its file (hashing it in blocks) and reports ``unchanged``, ``changed``, ``missing``,
 ``edited`` (the source changed but the document was edited by hand, so it is never clobbered) or
 ``updated`` (the knowledge base has ``auto_update_sources`` and the document was refreshed). What
-its own sync of the followed folders did is said too: ``updated``, ``added`` and ``removed``
-documents (a report of all ``unchanged`` after a sync that changed things would hide it).
+its own sync of the followed folders did is said too: ``updated``, ``added``, ``renamed`` and
+``removed`` documents (a report of all ``unchanged`` after a sync that changed things would hide it).
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class SourceService:
         """Compare every path-ingested document with its source file, and list the folders followed.
 
         With ``auto_update``, the folders the knowledge base follows are first brought up to date
-        (new files ingested, changed ones updated, deleted ones removed: see ``FollowService``), and
+        (new files ingested, changed ones updated, renamed ones moved, deleted ones removed: see
+        ``FollowService``), and
         the report says what that did; files there that could not be ingested are listed ``failed``.
         With the KB's ``auto_update_sources`` (and ``auto_update``), changed documents that were
         not edited by hand are refreshed in place and reported ``updated``. With ``within`` (what
@@ -171,6 +172,9 @@ class SourceService:
         )
 
 
+_SYNCED: dict[str, SourceStatus] = {"created": "added", "updated": "updated", "renamed": "renamed"}
+
+
 def _what_was_synced(results: Sequence[DirectoryIngestResult]) -> tuple[dict[str, SourceStatus], list[SourceCheck]]:
     """What syncs of followed folders did: the documents they updated or added, and those they removed."""
     synced: dict[str, SourceStatus] = {}
@@ -178,8 +182,8 @@ def _what_was_synced(results: Sequence[DirectoryIngestResult]) -> tuple[dict[str
     for item in (item for result in results for item in result.items):
         if item.document_id is None:
             continue
-        if item.status in ("created", "updated"):
-            synced[item.document_id] = "added" if item.status == "created" else "updated"
+        if item.status in ("created", "updated", "renamed"):
+            synced[item.document_id] = _SYNCED[item.status]
         elif item.status == "removed":
             removed.append(
                 SourceCheck(

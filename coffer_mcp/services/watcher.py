@@ -237,7 +237,7 @@ class Watcher:
             activity.pending(kb, folder, max(total - done, 1))  # 0 once the batch is recorded (synced)
 
         result = self.follow.sync(kb, folder, actor=WATCHER, progress=progress, changed=changed, unchanged_items=False)
-        did = {s: getattr(result, s) for s in ("created", "updated", "removed", "conflict", "rejected")}
+        did = {s: getattr(result, s) for s in ("created", "updated", "renamed", "removed", "conflict", "rejected")}
         if any(did.values()):
             log.info("%s -> %s: %s", folder, kb, ", ".join(f"{n} {s}" for s, n in did.items() if n))
 
