@@ -84,8 +84,8 @@ def check_sources(job: Job, kb: KbName) -> SourceReport:
 
     Followed folders are synced first, and listed. Each document is unchanged, changed, missing,
     edited (both changed: left alone), updated (refreshed by that sync, or with auto_update_sources),
-    added or removed (by that sync: a new file, a deleted one); coffer__update_from_source
-    refreshes a changed one.
+    added, removed or renamed (by that sync: a new file, a deleted one, one renamed or moved in its
+    folder: same id and tags); coffer__update_from_source refreshes a changed one.
     """
     svc = job.service
     return svc.check_sources(
