@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -629,6 +633,50 @@ def test_a_rename_the_watcher_reports_in_one_batch_or_in_two_keeps_the_document(
     assert [(i.status, i.document_id) for i in result.items] == [("renamed", gamma.id)]
     assert coffer.index.get_document("kb", gamma.id).tags == ("gnu",)
     assert {t for d in coffer.list_documents("kb", limit=100).documents for t in d.tags} == {"zoo", "dam", "gnu"}
+
+
+_KILLED_SYNC = """
+import sys
+from coffer_mcp import Coffer, load_settings
+from tests.reliability.crash_points import _arm
+home, folder, k, phase = sys.argv[1:]
+_arm(int(k), phase)
+with Coffer(load_settings(home=home, allowed_dirs=[folder])) as coffer:
+    coffer.sync_followed("kb")
+"""
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL as on Linux")
+def test_a_rename_killed_at_any_file_commit_point_keeps_the_document_and_the_next_sync_finishes_it(
+    make: Callable[..., Coffer], folder: Path, home: Path, tmp_path: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    alpha = tagged(coffer, folder / "alpha.md", "zoo")
+    coffer.close()
+    (folder / "alpha.md").rename(folder / "omega.md")
+    for k in range(1, 5):
+        outcomes = []
+        for phase in ("before", "after"):
+            copy = tmp_path / f"home-{k}-{phase}"
+            shutil.copytree(home, copy)
+            run = [sys.executable, "-c", _KILLED_SYNC, str(copy), str(folder), str(k), phase]
+            done = subprocess.run(run, cwd=Path(__file__).parents[1], capture_output=True, text=True, check=False)
+            outcomes.append(done.returncode)
+            assert done.returncode in (0, -signal.SIGKILL), done.stderr
+            with Coffer(load_settings(home=copy, allowed_dirs=[str(folder)])) as after:
+                assert after.verify("kb").problems == [] or done.returncode == -signal.SIGKILL
+                after.sync_followed("kb")
+                row = after.index.get_document("kb", alpha.id)
+                where = f"killed {phase} commit point {k}"
+                assert row is not None, where
+                assert (row.source_path, row.tags) == (str(folder / "omega.md"), ("zoo",)), where
+                assert sources(after) == [str(folder / "deep" / "beta.md"), str(folder / "omega.md")], where
+                assert after.verify("kb").problems == [], where
+        if -signal.SIGKILL not in outcomes:
+            return
+    raise AssertionError("the rename has more commit points than the test tries")
 
 
 @pytest.mark.anyio
