@@ -48,6 +48,9 @@ class Fragment:
     rtl: bool = False
     font: str = ""
     """The base font name most of its characters use ("" when the PDF does not say)."""
+    words: tuple[tuple[float, float], ...] = ()
+    """Each word's left and right edge, in the order of ``text.split()`` (a table splits a
+    fragment that crosses its column gutters between two words)."""
 
     @property
     def height(self) -> float:
@@ -226,18 +229,16 @@ def _split_wide_gaps(line: list[_Char], page: int, height: float) -> list[Fragme
 
 def _fragment(run: list[_Char], page: int, height: float) -> Fragment | None:
     hyphen = any(c.text == _LINE_END_HYPHEN for c in run[-3:])
-    text = "".join(c.text for c in run if c.text != _LINE_END_HYPHEN)
-    # Characters outside the BMP come as UTF-16 surrogate halves: pair them, drop lone ones.
-    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\ufffd", "")
     visible = [c for c in run if c.text.strip() and c.text != _LINE_END_HYPHEN]
-    if not visible or not text.strip():
+    words = [w for w in _words(run) if w[0]]
+    if not words:
         return None
     rtl = sum(_is_rtl(c.text) for c in visible) > len(visible) / 2
     size = statistics.median(c.size for c in visible)
     bold = sum(c.weight >= 600 for c in visible) > len(visible) / 2
     font = Counter(c.font for c in visible).most_common(1)[0][0]
     return Fragment(
-        text=" ".join(text.split()),
+        text=" ".join(text for text, _, _ in words),
         x0=min(c.left for c in visible),
         top=height - max(c.top for c in visible),
         x1=max(c.right for c in visible),
@@ -248,7 +249,25 @@ def _fragment(run: list[_Char], page: int, height: float) -> Fragment | None:
         hyphen_join=hyphen,
         rtl=rtl,
         font=font,
+        words=tuple((left, right) for _, left, right in words),
     )
+
+
+def _words(run: list[_Char]) -> list[tuple[str, float, float]]:
+    """The run's words (split at its spaces) with their left and right edges."""
+    words: list[list[_Char]] = [[]]
+    for char in run:
+        if not char.text.strip():
+            words.append([])
+        elif char.text != _LINE_END_HYPHEN:
+            words[-1].append(char)
+    return [(_text(word), min(c.left for c in word), max(c.right for c in word)) for word in words if word]
+
+
+def _text(chars: list[_Char]) -> str:
+    # Characters outside the BMP come as UTF-16 surrogate halves: pair them, drop lone ones.
+    text = "".join(c.text for c in chars)
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\ufffd", "")
 
 
 def _is_rtl(text: str) -> bool:

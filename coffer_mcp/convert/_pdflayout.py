@@ -234,6 +234,7 @@ def _merge(row: list[Fragment]) -> Fragment:
         hyphen_join=row[-1].hyphen_join,
         rtl=first.rtl,
         font=first.font,
+        words=tuple(word for f in row for word in f.words),
     )
 
 
