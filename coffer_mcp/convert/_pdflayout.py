@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from itertools import pairwise
 
 from ._pdffurniture import strip_furniture
@@ -76,13 +77,13 @@ def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
     if len(bands) > 1:
         pieces: list[list[Fragment] | Block] = []
         for group in _spaced_rows(bands):
-            table = _table(_flat(group), _vertical_split(_flat(group)), rtl) if len(group) > 1 else None
+            table = _table(_flat(group), rtl) if len(group) > 1 else None
             if table is not None:
                 pieces.append(table)
             else:
                 pieces.extend(piece for band in group for piece in _xy_cut(band, rtl))
         return pieces
-    table = _table(region, columns, rtl)
+    table = _table(region, rtl)
     if table is not None:
         return [table]
     return _table_under_heading(region, rtl) or [_rows(region, rtl)]
@@ -92,8 +93,7 @@ def _table_under_heading(region: list[Fragment], rtl: bool) -> list[list[Fragmen
     """A table right under a line or two that cross its gutters (its caption, section labels)."""
     rows = _row_groups(region)
     for skip in range(1, min(3, len(rows) - 1)):
-        rest = _flat(rows[skip:])
-        table = _table(rest, _vertical_split(rest), rtl)
+        table = _table(_flat(rows[skip:]), rtl)
         if table is not None:
             return [_rows(_flat(rows[:skip]), rtl), table]
     return []
@@ -173,11 +173,18 @@ def _rows(region: list[Fragment], rtl: bool) -> list[Fragment]:
     return [_merge(sorted(row, key=lambda f: -f.x1 if rtl else f.x0)) for row in _row_groups(region)]
 
 
-def _table(region: list[Fragment], columns: list[list[Fragment]], rtl: bool) -> Block | None:
+def _table(region: list[Fragment], rtl: bool) -> Block | None:
     """Cells aligned in 2+ columns over 2+ rows, short as table cells are; else None (text)."""
+    rows = _row_groups(region)
+    gutters = _hidden_gutters(rows)
+    if len(rows[0]) == 1 and _crosses(rows[0][0], gutters):
+        return None  # a caption over the table: _table_under_heading reads it as text
+    if gutters:
+        rows = [[piece for fragment in row for piece in _cut(fragment, gutters)] for row in rows]
+    region = _flat(rows)
+    columns = _vertical_split(region)
     if len(columns) < 2 or len(region) < 4:
         return None
-    rows = _row_groups(region)
     filled = sum(len(row) >= 2 for row in rows)
     average = sum(len(f.text) for f in region) / len(region)
     if len(rows) < 2 or filled < max(2, 0.5 * len(rows)) or average > 40:
@@ -192,6 +199,87 @@ def _table(region: list[Fragment], columns: list[list[Fragment]], rtl: bool) -> 
             line[index] = f"{line[index]} {fragment.text}".strip()
         cells.append(line)
     return Block(region, kind="table", cells=_merge_continuations(cells))
+
+
+def _hidden_gutters(rows: list[list[Fragment]]) -> list[tuple[float, float]]:
+    """Column gutters that a fragment runs across, hiding them from ``_vertical_split``.
+
+    A header cell over two columns ("simple complex" under "TEDs") or two cells closer than the
+    gap that separates fragments run together. A gutter here is a gap no word of a row of 2+
+    cells crosses, with a cell on each side of it and nothing across it in two or more of those
+    rows: a column boundary, not a space. Lines alone in their row (a caption, a group of
+    sub-headers, a note) are left out of the count: they may span the table.
+    """
+    cells = [row for row in rows if len(row) > 1]
+    if not cells:
+        return []
+    edges = sorted(edge for row in cells for f in row for edge in (f.words or ((f.x0, f.x1),)))
+    gaps: list[tuple[float, float]] = []
+    right = edges[0][1]
+    for x0, x1 in edges[1:]:
+        if x0 > right + 4:  # as wide as _vertical_split's gutters
+            gaps.append((right, x0))
+        right = max(right, x1)
+    crossed = [g for g in gaps if any(_crosses(f, [g]) for row in rows for f in row)]
+    return [g for g in crossed if _open_rows(cells, g) >= 2]
+
+
+def _crosses(fragment: Fragment, gutters: list[tuple[float, float]]) -> bool:
+    return any(fragment.x0 < left and fragment.x1 > right for left, right in gutters)
+
+
+def _meets(gap: tuple[float, float], gutters: list[tuple[float, float]]) -> bool:
+    return any(gap[0] < right and gap[1] > left for left, right in gutters)
+
+
+def _open_rows(rows: list[list[Fragment]], gutter: tuple[float, float]) -> int:
+    """Rows with a cell on each side of ``gutter`` and none across it."""
+    left, right = gutter
+    return sum(
+        not any(_crosses(f, [gutter]) for f in row)
+        and any(f.x1 <= left for f in row)
+        and any(f.x0 >= right for f in row)
+        for row in rows
+    )
+
+
+def _cut(fragment: Fragment, gutters: list[tuple[float, float]]) -> list[Fragment]:
+    """``fragment`` in pieces at the gaps between its words that fall in a gutter it crosses.
+
+    Only a gap clearly wider than a space is cut: half the text's size or more, and 1.5 times
+    the fragment's widest gap elsewhere (a fixed-width font's spaces are half its size too: a
+    line of code indented under a listing's keywords is not a row of cells).
+    """
+    words = fragment.text.split()
+    if len(words) != len(fragment.words) or not _crosses(fragment, gutters):
+        return [fragment]
+    gaps = [(a[1], b[0]) for a, b in pairwise(sorted(fragment.words))]
+    wide = [g for g in gaps if g[1] - g[0] >= 0.5 * fragment.size and _meets(g, gutters)]
+    spaces = max((right - left for left, right in gaps if (left, right) not in wide), default=0.0)
+    cuts = [right for left, right in wide if right - left > 1.5 * spaces]
+    if not cuts:
+        return [fragment]
+
+    def slot(index: int) -> int:  # which side of the cuts a word is on
+        return sum(fragment.words[index][0] >= cut for cut in cuts)
+
+    runs: list[list[int]] = []  # consecutive words in text order (right to left in Arabic) on one side
+    for index in range(len(words)):
+        if runs and slot(runs[-1][-1]) == slot(index):
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return [
+        replace(
+            fragment,
+            text=" ".join(words[i] for i in run),
+            x0=min(fragment.words[i][0] for i in run),
+            x1=max(fragment.words[i][1] for i in run),
+            words=tuple(fragment.words[i] for i in run),
+            hyphen_join=fragment.hyphen_join and run is runs[-1],
+        )
+        for run in runs
+    ]
 
 
 def _merge_continuations(rows: list[list[str]]) -> list[list[str]]:

@@ -137,3 +137,19 @@ def test_a_one_page_pdfs_running_title_with_its_page_number_is_not_a_heading() -
 
     assert headings(conversion.markdown)[1:] == ["5.1 Hyper Parameter Optimization", "5.2 Quantitative Results"]
     assert "Structure Recognition 9" not in conversion.markdown
+
+
+@pytest.mark.skipif(not EXPECTED.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_a_pdf_tables_sub_headers_under_a_spanning_header_keep_their_own_columns() -> None:
+    # "simple complex all" under "TEDs" is one run of text across two column gutters, and "0.927
+    # 0.853" two cells closer than a gutter: docling's reference has 8 columns, values in each.
+    def cells(markdown: str) -> list[list[str]]:
+        table = [line for line in markdown.splitlines() if line.startswith("| ") and "OTSL" in line]
+        return [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+
+    conversion = converted("2305.03393v1-pg9.pdf")
+    assert isinstance(conversion, Conversion)
+
+    expected = cells((EXPECTED / "docling__2305.03393v1-pg9.pdf.md").read_text(encoding="utf-8"))
+    assert len(expected) == 4
+    assert cells(conversion.markdown) == expected
