@@ -77,20 +77,17 @@ def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
     if len(bands) > 1:
         pieces: list[list[Fragment] | Block] = []
         for group in _spaced_rows(bands):
-            table = _table(_flat(group), rtl) if len(group) > 1 else None
-            if table is not None:
-                pieces.append(table)
-            else:
-                pieces.extend(piece for band in group for piece in _xy_cut(band, rtl))
+            table = _table_under_heading(_flat(group), rtl) if len(group) > 1 else []
+            pieces.extend(table or [piece for band in group for piece in _xy_cut(band, rtl)])
         return pieces
-    table = _table(region, rtl)
-    if table is not None:
-        return [table]
     return _table_under_heading(region, rtl) or [_rows(region, rtl)]
 
 
 def _table_under_heading(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
-    """A table right under a line or two that cross its gutters (its caption, section labels)."""
+    """The region's table, after a line or two that are no row of it (its caption, a title); [] if none."""
+    table = _table(region, rtl)
+    if table is not None:
+        return [table]
     rows = _row_groups(region)
     for skip in range(1, min(3, len(rows) - 1)):
         table = _table(_flat(rows[skip:]), rtl)
@@ -198,6 +195,8 @@ def _table(region: list[Fragment], rtl: bool) -> Block | None:
             index = where[id(fragment)]
             line[index] = f"{line[index]} {fragment.text}".strip()
         cells.append(line)
+    if sum(bool(cell) for cell in cells[0]) < 2 and len(cells) > 2:
+        return None  # a title over the table, in one of its columns: _table_under_heading reads it as text
     return Block(region, kind="table", cells=_merge_continuations(cells))
 
 

@@ -153,3 +153,15 @@ def test_a_pdf_tables_sub_headers_under_a_spanning_header_keep_their_own_columns
     expected = cells((EXPECTED / "docling__2305.03393v1-pg9.pdf.md").read_text(encoding="utf-8"))
     assert len(expected) == 4
     assert cells(conversion.markdown) == expected
+
+
+@pytest.mark.skipif(not EXPECTED.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_a_title_over_a_pdf_forms_table_is_text_and_its_columns_stay_apart() -> None:
+    # "Estimate Totals" sits over the repair estimate's cost table in one of its columns: read as
+    # the table's header row it hid that "Hours" and "Rate" are two columns, as MarkItDown has them.
+    conversion = converted("REPAIR-2022-INV-001_multipage.pdf")
+    assert isinstance(conversion, Conversion)
+
+    assert "|  |  | Hours | Rate | Cost |" in conversion.markdown
+    assert "| Body Labor |  | 2 | 150 | 300 |" in conversion.markdown
+    assert not re.search(r"^\|.*Estimate Totals", conversion.markdown, re.MULTILINE)
