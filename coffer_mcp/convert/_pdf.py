@@ -16,7 +16,7 @@ _PASSWORD_WORDS = ("password", "encrypt")
 class PdfConverter(ExtensionConverter):
     """Headings, paragraphs in reading order, lists; a title from the metadata or first heading."""
 
-    name = "pypdfium2/3"  # 3: a table cell run across a column gutter is cut there (2: no running headers)
+    name = "pypdfium2/3"  # 3: table columns a cell ran across, titles over tables, headers set up the page
     extensions: ClassVar[frozenset[str]] = frozenset({"pdf"})
 
     def convert(self, data: bytes, filename: str) -> str:

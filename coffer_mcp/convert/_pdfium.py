@@ -10,6 +10,7 @@ layout (columns, paragraphs, headings) is worked out in ``_pdflayout``.
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import statistics
 from collections import Counter
@@ -51,6 +52,9 @@ class Fragment:
     words: tuple[tuple[float, float], ...] = ()
     """Each word's left and right edge, in the order of ``text.split()`` (a table splits a
     fragment that crosses its column gutters between two words)."""
+    vertical: bool = False
+    """Set rotated a quarter turn (a narrow table's column headers): the box is tall, and
+    ``size`` is its width."""
 
     @property
     def height(self) -> float:
@@ -112,6 +116,7 @@ class _Char:
     weight: int
     generated: bool
     font: str = ""
+    vertical: bool = False
 
 
 def _page_fragments(page: Any, index: int, height: float) -> tuple[list[Fragment], int]:
@@ -144,8 +149,10 @@ def _chars(textpage: Any) -> tuple[list[_Char], int]:
         raw.FPDFText_GetLooseCharBox(handle, i, box)
         generated = raw.FPDFText_IsGenerated(handle, i) == 1
         weight, font = (0, "") if generated else _font(raw, handle, i, fonts)
-        height = box.top - box.bottom
-        chars.append(_Char(text, box.left, box.bottom, box.right, box.top, height, weight, generated, font))
+        # Text turned a quarter turn runs up or down the page: its size is the box's width.
+        vertical = abs(math.sin(raw.FPDFText_GetCharAngle(handle, i))) > 0.9
+        height = box.right - box.left if vertical else box.top - box.bottom
+        chars.append(_Char(text, box.left, box.bottom, box.right, box.top, height, weight, generated, font, vertical))
     return _fix_lam_alef(chars), dropped
 
 
@@ -207,6 +214,11 @@ def _jumps(line: list[_Char], char: _Char) -> bool:
     last = next((c for c in reversed(line) if c.text.strip()), None)
     if last is None or last.text == _LINE_END_HYPHEN:
         return last is not None
+    if char.vertical != last.vertical:
+        return True
+    if char.vertical:  # the line runs up or down the page: it stays in one band across it
+        middle = (char.left + char.right) / 2
+        return not (last.left - 1 <= middle <= last.right + 1)
     middle = (char.top + char.bottom) / 2
     return not (last.bottom - 1 <= middle <= last.top + 1)
 
@@ -218,13 +230,19 @@ def _split_wide_gaps(line: list[_Char], page: int, height: float) -> list[Fragme
     for char in line:
         visible = char.text.strip() and char.text != _LINE_END_HYPHEN
         if visible and previous is not None:
-            gap = max(char.left - previous.right, previous.left - char.right)
+            gap = _gap(previous, char)
             if gap > max(1.0 * max(char.size, previous.size), 8.0):
                 runs.append([])
         runs[-1].append(char)
         if visible:
             previous = char
     return [f for run in runs if (f := _fragment(run, page, height)) is not None]
+
+
+def _gap(previous: _Char, char: _Char) -> float:
+    if char.vertical:
+        return max(char.bottom - previous.top, previous.bottom - char.top)
+    return max(char.left - previous.right, previous.left - char.right)
 
 
 def _fragment(run: list[_Char], page: int, height: float) -> Fragment | None:
@@ -250,6 +268,7 @@ def _fragment(run: list[_Char], page: int, height: float) -> Fragment | None:
         rtl=rtl,
         font=font,
         words=tuple((left, right) for _, left, right in words),
+        vertical=visible[0].vertical,
     )
 
 

@@ -99,11 +99,20 @@ def _table_under_heading(region: list[Fragment], rtl: bool) -> list[list[Fragmen
 def _row_groups(region: list[Fragment]) -> list[list[Fragment]]:
     rows: list[list[Fragment]] = []
     for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
-        if rows and fragment.top < min(f.bottom for f in rows[-1]) - 0.5 * fragment.height:
+        # A cell set up the page belongs to the row it reaches into (headers are bottom-aligned).
+        overlap = 0.0 if fragment.vertical else 0.5 * fragment.height
+        if rows and fragment.top < _row_bottom(rows[-1]) - overlap:
             rows[-1].append(fragment)
         else:
             rows.append([fragment])
     return rows
+
+
+def _row_bottom(row: list[Fragment]) -> float:
+    """Where a row's first line ends; a cell set up the page (a column header) fills the row."""
+    lines = [f.bottom for f in row if not f.vertical]
+    turned = [f.bottom for f in row if f.vertical]
+    return max(([min(lines)] if lines else []) + turned)
 
 
 def _spaced_rows(bands: list[list[Fragment]]) -> list[list[list[Fragment]]]:
@@ -125,6 +134,8 @@ def _flat(group: list[list[Fragment]]) -> list[Fragment]:
 
 
 def _one_row(band: list[Fragment]) -> bool:
+    if any(f.vertical for f in band):
+        return len(_row_groups(band)) == 1
     top = min(f.top for f in band)
     return all(f.top < top + 0.5 * f.height for f in band)
 

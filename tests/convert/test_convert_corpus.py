@@ -156,6 +156,23 @@ def test_a_pdf_tables_sub_headers_under_a_spanning_header_keep_their_own_columns
 
 
 @pytest.mark.skipif(not EXPECTED.is_dir(), reason=f"shared corpus not present at {CORPUS}")
+def test_a_pdf_tables_headers_turned_up_the_page_head_the_columns_docling_puts_them_over() -> None:
+    # Table 2-2: "*JOBCTL", "QIBM_DB_SECADM", ... read upwards; the X marks under them.
+    def table(markdown: str) -> list[str]:
+        start = markdown.index("| User action")
+        return [
+            re.sub(r"\| -+ ", "| --- ", line) for line in markdown[start:].split("\n\n", maxsplit=1)[0].splitlines()
+        ]
+
+    conversion = converted("redp5110_sampled.pdf")
+    assert isinstance(conversion, Conversion)
+
+    expected = table((EXPECTED / "docling__redp5110_sampled.pdf.md").read_text(encoding="utf-8"))
+    assert len(expected) == 14
+    assert table(conversion.markdown) == expected
+
+
+@pytest.mark.skipif(not EXPECTED.is_dir(), reason=f"shared corpus not present at {CORPUS}")
 def test_a_title_over_a_pdf_forms_table_is_text_and_its_columns_stay_apart() -> None:
     # "Estimate Totals" sits over the repair estimate's cost table in one of its columns: read as
     # the table's header row it hid that "Hours" and "Rate" are two columns, as MarkItDown has them.

@@ -253,3 +253,17 @@ def test_sub_headers_set_closer_than_a_pdf_tables_columns_keep_one_column_each()
     ]
     assert markdown.startswith("Table 1 Recall of the wader models by plumage\n\n")  # its caption is text
     assert "\n\nThe simple plumages were scored on the spring survey and the complex ones" in markdown
+
+
+def test_a_pdf_tables_column_headers_set_up_the_page_are_read_whole_as_its_header_row() -> None:
+    """Each letter of a header turned a quarter turn sits on a line of its own: read as one line
+    each, the headers were rows of single letters above a table with fewer columns."""
+    markdown = convert_fixture("rotated_headers.pdf").markdown
+
+    assert table_rows(markdown) == [
+        "| Action | Harbour master | Pilot | Visitor |",
+        "| --- | --- | --- | --- |",
+        "| Open the lock gates | X | X |  |",
+        "| Moor at the fuel berth | X |  | X |",
+    ]
+    assert markdown.startswith("Table 3 Who may do what in the harbour\n\n")
