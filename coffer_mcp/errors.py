@@ -134,8 +134,9 @@ ERROR_CODES: dict[str, str] = {
     "too_large": "an ingest refused: larger than `max_document_bytes` (`max_url_bytes` for a URL); nothing was written",
     "empty": "an ingest refused: no content, or no text after conversion; nothing was written",
     "scanned_pdf": "an ingest refused: a PDF without a text layer (scanned pages); nothing was written",
-    "duplicate": "an ingest refused: changed content under an existing filename without `replace=true`; nothing "
-    "was written",
+    "duplicate": "an ingest refused: changed content under an existing filename without `replace=true`, or an "
+    "upload under the name of documents ingested from a path or URL (never replaced by an upload) or of several "
+    "uploads (the message lists their ids); nothing was written",
     "conversion_failed": "an ingest refused: a malformed file the converter cannot read, or a conversion over "
     "`conversion_timeout` or `conversion_memory_mb`; nothing was written",
     "engine_unavailable": "an ingest refused: the converter library for that format is not installed; nothing was "
@@ -200,6 +201,22 @@ TOOL_WORDS: dict[str, dict[Surface, str]] = {
         "web": "'coffer kb ingest' on the command line",
     },
     "read_document": {"mcp": "coffer__read_document", "cli": "coffer kb read", "web": "the document page"},
+    "ingest_url": {
+        "mcp": "coffer__ingest_url",
+        "cli": "coffer kb ingest-url",
+        "web": "'coffer kb ingest-url' on the command line",
+    },
+    "delete_document": {
+        "mcp": "coffer__delete_document",
+        "cli": "coffer kb rm",
+        "web": "'coffer kb rm' on the command line",
+    },
+    # Only MCP and Python callers replace a body (an editor on the document's file does it by hand).
+    "edit_document": {
+        "mcp": "coffer__edit_document",
+        "cli": "edit_document over MCP (or an editor on the document's file)",
+        "web": "edit_document over MCP (or an editor on the document's file)",
+    },
     "check_sources": {
         "mcp": "coffer__check_sources",
         "cli": "coffer kb check-sources",

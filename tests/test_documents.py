@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -143,6 +144,70 @@ def test_the_same_file_in_two_knowledge_bases_is_two_documents(coffer: Coffer, n
     a = coffer.add_document(notes, "same.md", "# S\n\nx")
     b = coffer.add_document("other", "same.md", "# S\n\nx")
     assert a.document_id != b.document_id
+
+
+def test_an_upload_never_replaces_a_document_ingested_from_a_path_that_shares_its_name(
+    coffer: Coffer, notes: str, tmp_path: Path, home: Path
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("# The user's notes\n\nkept in their folder", encoding="utf-8")
+    ingested = coffer.ingest_path(notes, source).items[0].document_id
+    assert ingested is not None
+    for replace in (False, True):
+        with pytest.raises(IngestRejectedError) as caught:
+            coffer.add_document(notes, "notes.md", "# Agent note\n\nsomething else", replace=replace)
+        assert caught.value.reason == "duplicate"
+        assert ingested in caught.value.message
+        assert str(source) in caught.value.message
+        assert "coffer__edit_document" in caught.value.hint
+        assert "replace=true to update that document" not in caught.value.hint  # it would not
+    kept = coffer.read_document(notes, ingested)
+    assert (kept.metadata["source_path"], kept.title) == (str(source), "The user's notes")
+    raw = home / "knowledge" / notes / "raw" / f"{ingested}.md"
+    assert raw.read_bytes() == source.read_bytes()
+    assert coffer.check_sources(notes).documents[0].status == "unchanged"
+
+
+def adopt(coffer: Coffer, home: Path, kb: str, name: str, text: str, *, mtime: float | None = None) -> str:
+    """A Markdown file dropped into ``docs/`` by hand, adopted (an upload of that name): its id."""
+    before = {d.document_id for d in coffer.list_documents(kb).documents}
+    dropped = home / "knowledge" / kb / "docs" / name
+    dropped.write_text(text, encoding="utf-8")
+    if mtime is not None:  # an adopted file's created_at is its modification time
+        os.utime(dropped, (mtime, mtime))
+    (adopted,) = {d.document_id for d in coffer.list_documents(kb).documents} - before
+    return adopted
+
+
+def test_an_upload_replaces_the_upload_of_its_name_not_an_older_path_document_of_that_name(
+    coffer: Coffer, notes: str, tmp_path: Path, home: Path
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("# From the folder\n\nthe file's text", encoding="utf-8")
+    ingested = coffer.ingest_path(notes, source).items[0].document_id
+    uploaded = adopt(coffer, home, notes, "notes.md", "# Uploaded\n\nfirst version", mtime=time.time() + 3600)
+    replaced = coffer.add_document(notes, "notes.md", "# Uploaded\n\nsecond version", replace=True)
+    assert (replaced.document_id, replaced.status) == (uploaded, "updated")
+    assert "second version" in coffer.read_document(notes, uploaded).markdown
+    untouched = coffer.read_document(notes, str(ingested))
+    assert ("the file's text" in untouched.markdown, untouched.metadata["source_path"]) == (True, str(source))
+
+
+def test_an_upload_whose_name_several_uploads_share_is_refused_with_their_ids(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    first = adopt(coffer, home, notes, "notes.md", "# One\n\nthe first notes")
+    second = adopt(coffer, home, notes, "notes.md", "# Two\n\nthe second notes")
+    with pytest.raises(IngestRejectedError) as caught:
+        coffer.add_document(notes, "notes.md", "# Three\n\nwhich one?", replace=True)
+    assert caught.value.reason == "duplicate"
+    assert first in caught.value.message
+    assert second in caught.value.message
+    assert "coffer__edit_document" in caught.value.hint
+    assert "the first notes" in coffer.read_document(notes, first).markdown
+    assert "the second notes" in coffer.read_document(notes, second).markdown
+    (home / "knowledge" / notes / "docs" / f"{second}.md").unlink()  # deleted by hand: no longer ambiguous
+    assert coffer.add_document(notes, "notes.md", "# Three\n\nthis one", replace=True).document_id == first
 
 
 def test_editing_replaces_the_body_marks_it_edited_and_follows_the_new_title(coffer: Coffer, notes: str) -> None:

@@ -250,3 +250,19 @@ def test_turning_html_main_content_off_and_reindexing_converts_fetched_pages_aga
         assert coffer.search("kb", "quixfooter").passages == []
         assert coffer.reindex("kb").reconverted == 1
         assert [p.document_id for p in coffer.search("kb", "quixfooter").passages] == [doc_id]
+
+
+def test_an_upload_under_the_name_of_fetched_pages_replaces_none_of_them(trusting: Coffer) -> None:
+    with web_server() as (base, _):
+        pages = [trusting.ingest_url("kb", f"{base}/{folder}/index.html") for folder in ("a", "b")]
+        assert [page.original_filename for page in pages] == ["index.html", "index.html"]
+        with pytest.raises(CofferError) as caught:
+            trusting.add_document("kb", "index.html", "<h1>Mine</h1><p>an agent's page</p>", replace=True)
+        assert caught.value.code == "duplicate"
+        for folder, page in zip(("a", "b"), pages, strict=True):
+            url = f"{base}/{folder}/index.html"
+            assert f"{page.document_id} from {url}" in caught.value.message
+            assert trusting.read_document("kb", page.document_id).metadata["source_url"] == url
+        again = trusting.ingest_url("kb", f"{base}/a/index.html")  # a URL's own re-ingest still finds its document
+    assert (again.document_id, again.status) == (pages[0].document_id, "unchanged")
+    assert trusting.list_documents("kb").total == 2

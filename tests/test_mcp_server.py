@@ -251,6 +251,24 @@ async def test_re_uploads_are_idempotent_refused_or_replaced(connect) -> None:
         assert listing["total"] == 1
 
 
+async def test_an_agents_upload_is_refused_the_name_of_a_file_ingested_from_a_path(
+    coffer: Coffer, tmp_path: Path
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("# My notes\n\nfrom my folder", encoding="utf-8")
+    coffer.create_kb("kb")
+    ingested = coffer.ingest_path("kb", source).items[0].document_id
+    async with client_for(coffer) as client:
+        upload = {"kb": "kb", "filename": "notes.md", "content": "# Agent note\n\nmine"}
+        error = await call_error(client, "coffer__add_document", **upload, replace=True)
+        assert error["code"] == "duplicate"
+        assert f"{ingested} from {source}" in error["message"]
+        assert "coffer__edit_document" in error["hint"]
+        read = await call(client, "coffer__read_document", kb="kb", doc_id=ingested)
+    assert "from my folder" in read["markdown"]
+    assert read["metadata"]["source_path"] == str(source)
+
+
 async def test_an_agents_edit_never_overwrites_what_the_user_saved_after_its_read(connect) -> None:
     async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")

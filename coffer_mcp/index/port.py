@@ -274,6 +274,11 @@ class Index(Protocol):
         """The oldest document matching the one criterion given (a re-upload's match)."""
         ...
 
+    def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
+        """Up to ``limit`` documents whose ``original_filename`` is ``filename``: uploads (neither a
+        ``source_path`` nor a ``source_url``) first, then those ingested from a path or URL; oldest first."""
+        ...
+
     def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
         """Every document of a knowledge base, oldest first (optionally only those with a source path)."""
         ...

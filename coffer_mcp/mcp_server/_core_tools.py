@@ -138,8 +138,9 @@ def add_document(
 ) -> IngestResult:
     """Add a document to a knowledge base; it is converted to Markdown and indexed.
 
-    The same content under the same filename returns the existing document (status unchanged); changed content
-    is refused as 'duplicate' unless replace=true (update in place).
+    The same content under the filename of an earlier upload returns that document (status unchanged); changed
+    content is refused as 'duplicate' unless replace=true (update in place). A document ingested from a path or
+    URL is never replaced by an upload: change it with edit_document.
     """
     data = _decode(content, content_encoding)
     return job.service.add_document(kb, filename, data, replace=replace, actor=job.actor, tags=tags)

@@ -94,6 +94,7 @@ MAX_LIST_LIMIT = 1000
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_NAMED = 10  # the documents of one filename an upload weighs (and a refusal lists)
 
 
 class DocumentService:
@@ -215,8 +216,11 @@ class DocumentService:
         """Ingest one file's bytes (or text) as a document.
 
         Re-upload semantics: a document is matched by ``source_path`` for path ingests, else by
-        ``original_filename``. Identical bytes ⇒ no-op (``unchanged``); changed bytes ⇒ updated in
-        place only with ``replace``, otherwise rejected as ``duplicate``; no match ⇒ a new document.
+        ``original_filename`` among earlier uploads. Identical bytes ⇒ no-op (``unchanged``); changed
+        bytes ⇒ updated in place only with ``replace``, otherwise rejected as ``duplicate``; no match
+        ⇒ a new document. An upload never replaces a document ingested from a path or URL: a name
+        taken only by such documents, or by several uploads, is refused as ``duplicate`` (the
+        message lists their ids).
         ``tags`` are kept in the frontmatter (None keeps a re-uploaded document's own; given with
         identical bytes, they replace its tags).
         """
@@ -392,12 +396,18 @@ class DocumentService:
         return self._result(paths, truth.row, "updated" if existing is not None else "created", written)
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
-        """A re-upload's document: matched by ``source_path``, else ``source_url``, else ``original_filename``."""
+        """A re-ingest's document: matched by ``source_path``, else ``source_url``; an upload's (neither) by
+        ``original_filename``, among uploads only (``_upload_match``).
+
+        Raises:
+            IngestRejectedError: ``duplicate``, an upload whose name is ambiguous or taken by a document
+                ingested from a path or URL.
+        """
         if source_path:
             return self.index.find_document(kb, source_path=source_path)
         if source_url:
             return self.index.find_document(kb, source_url=source_url)
-        return self.index.find_document(kb, filename=filename)
+        return _upload_match(kb, filename, self.index.documents_named(kb, filename, _NAMED))
 
     def _live_match(
         self, paths: KbPaths, name: str, source_path: str | None, source_url: str | None
@@ -406,6 +416,10 @@ class DocumentService:
 
         Call while holding the KB lock.
         """
+        if not (source_path or source_url):  # a file deleted by hand leaves no ambiguity behind
+            for named in self.index.documents_named(paths.name, name, _NAMED):
+                if not paths.doc(named.id).exists():
+                    index_document(self.index, paths, self.registry.config(paths.name), named.id)
         while (row := self._match(paths.name, name, source_path, source_url)) is not None:
             if paths.doc(row.id).exists():
                 return row
@@ -984,6 +998,49 @@ class _Planned:
         """The original of an earlier upload in another format: only the latest original is kept."""
         old = self.existing
         return self._original(old.original_format) if old is not None and old.original_format != self.ext else None
+
+
+def _upload_match(kb: str, name: str, named: Sequence[DocumentRow]) -> DocumentRow | None:
+    """The document an upload of ``name`` is a new version of, among the documents of that name (uploads first).
+
+    Only an earlier upload can be: a document ingested from a path or URL is that source's (its
+    re-ingest, ``check_sources`` and a followed folder keep it in step), and an upload taking it
+    over would drop its source and its original unseen.
+
+    Raises:
+        IngestRejectedError: ``duplicate``: several uploads have the name, or only documents of a source do.
+    """
+    uploads = [row for row in named if not (row.source_path or row.source_url)]
+    if len(uploads) == 1:
+        return uploads[0]
+    if uploads:
+        raise IngestRejectedError(
+            "duplicate",
+            f"'{name}' is the name of {_listed(uploads)} uploaded documents in knowledge base '{kb}' "
+            f"({', '.join(row.id for row in uploads)}): an upload cannot tell which one it is a new version of, "
+            "so nothing was written.",
+            hint="Change the one you mean with {tool:edit_document} and its doc_id, or delete the others with "
+            "{tool:delete_document} and upload again; or upload under another filename.",
+        )
+    if named:
+        sources = "; ".join(f"{row.id} from {row.source_path or row.source_url}" for row in named)
+        raise IngestRejectedError(
+            "duplicate",
+            f"'{name}' is the name of {_listed(named, 'document')} ingested from a file or URL in knowledge base "
+            f"'{kb}' ({sources}): an upload never replaces such a document, so nothing was written.",
+            hint="To change that document, edit it with {tool:edit_document} and its doc_id (it keeps its source), "
+            "or ingest its source again ({tool:ingest_path} or {tool:ingest_url} with {arg:replace=true}); to add "
+            "your file as a document of its own, upload it under another filename.",
+        )
+    return None
+
+
+def _listed(rows: Sequence[DocumentRow], noun: str = "") -> str:
+    """How many ``rows`` there are (``10 or more`` when ``_NAMED`` were looked at), with ``noun`` pluralised."""
+    count = f"{len(rows)} or more" if len(rows) >= _NAMED else str(len(rows))
+    if not noun:
+        return count
+    return f"a {noun}" if len(rows) == 1 else f"{count} {noun}s"
 
 
 def _without_nul(content: str) -> tuple[str, str | None]:

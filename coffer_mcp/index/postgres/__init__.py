@@ -332,6 +332,10 @@ class PostgresIndex:
         return _maybe_document(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
 
     @_mapped
+    def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
+        return [_document(row) for row in q.documents_named(self.conn, kb, filename, limit)]
+
+    @_mapped
     def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
         return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
 

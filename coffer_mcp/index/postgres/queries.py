@@ -32,6 +32,7 @@ __all__ = [
     "document_chunk_count",
     "document_counts",
     "documents",
+    "documents_named",
     "embedded_models",
     "find_document",
     "get_document",
@@ -183,6 +184,15 @@ def find_document(conn: Connection, kb: str, by: str, value: str) -> dict[str, A
         f"SELECT * FROM documents WHERE kb = %s AND {_MATCH_COLUMN[by]} = %s ORDER BY created_at, id LIMIT 1",
         (kb, clean(value)),
     ).fetchone()
+
+
+def documents_named(conn: Connection, kb: str, filename: str, limit: int) -> list[dict[str, Any]]:
+    """Documents named ``filename``, uploads (no source path or URL) first, then oldest first."""
+    return conn.execute(
+        "SELECT * FROM documents WHERE kb = %s AND original_filename = %s "
+        "ORDER BY (COALESCE(source_path, '') = '' AND COALESCE(source_url, '') = '') DESC, created_at, id LIMIT %s",
+        (kb, clean(filename), limit),
+    ).fetchall()
 
 
 def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> list[dict[str, Any]]:

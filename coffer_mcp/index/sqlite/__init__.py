@@ -163,6 +163,9 @@ class SqliteIndex:
             raise ValueError(f"find_document takes exactly one criterion, got {by}")
         return _maybe_document(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
 
+    def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
+        return [_document(row) for row in q.documents_named(self.conn, kb, filename, limit)]
+
     def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
         return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
 

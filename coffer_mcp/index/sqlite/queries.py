@@ -32,6 +32,7 @@ __all__ = [
     "document_chunk_count",
     "document_counts",
     "documents",
+    "documents_named",
     "embedded_models",
     "find_document",
     "fts_matches_more_than",
@@ -181,6 +182,15 @@ def find_document(conn: Connection, kb: str, by: str, value: str) -> Any:
         f"SELECT * FROM documents WHERE kb = ? AND {_MATCH_COLUMN[by]} = ? ORDER BY created_at, id LIMIT 1",
         (kb, value),
     ).fetchone()
+
+
+def documents_named(conn: Connection, kb: str, filename: str, limit: int) -> list[Any]:
+    """Documents named ``filename``, uploads (no source path or URL) first, then oldest first."""
+    return conn.execute(
+        "SELECT * FROM documents WHERE kb = ? AND original_filename = ? ORDER BY (COALESCE(source_path, '') = '' "
+        f"AND COALESCE({_MATCH_COLUMN['source_url']}, '') = '') DESC, created_at, id LIMIT ?",
+        (kb, filename, limit),
+    ).fetchall()
 
 
 def documents(conn: Connection, kb: str, *, with_source_path: bool = False) -> list[Any]:
