@@ -210,6 +210,52 @@ def test_an_upload_whose_name_several_uploads_share_is_refused_with_their_ids(
     assert coffer.add_document(notes, "notes.md", "# Three\n\nthis one", replace=True).document_id == first
 
 
+NOTE = "---\ntitle: Mine\ntags: [own, Shared]\naliases: [x]\nid: the-note's-own-id\n---\n# Body title\n\nHeron text.\n"
+
+
+def test_a_markdown_notes_own_frontmatter_gives_title_and_tags_and_is_not_indexed_as_text(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    added = coffer.add_document(notes, "note.md", NOTE, tags=["shared", "given"])
+    assert (added.title, added.tags) == ("Mine", ["own", "Shared", "given"])
+    read = coffer.read_document(notes, added.document_id)
+    assert read.markdown == "# Body title\n\nHeron text."
+    assert read.metadata["id"] == added.document_id  # the note's own keys never take Coffer's place
+    assert read.metadata["source_frontmatter"] == {
+        "title": "Mine",
+        "tags": ["own", "Shared"],
+        "aliases": ["x"],
+        "id": "the-note's-own-id",
+    }
+    assert added.chunk_count == 1
+    assert coffer.search(notes, "aliases").passages == []
+    assert [d.document_id for d in coffer.list_documents(notes, filters={"tags": ["own"]}).documents] == [
+        added.document_id
+    ]
+    raw = home / "knowledge" / notes / "raw" / f"{added.document_id}.md"
+    assert raw.read_text(encoding="utf-8") == NOTE  # the original, block and all
+    again = coffer.add_document(notes, "note.md", NOTE, tags=["other"])  # identical bytes, new tags
+    assert (again.status, again.tags) == ("updated", ["own", "Shared", "other"])
+    coffer.reindex(notes)  # rows rebuilt from the files keep them
+    assert coffer.read_document(notes, added.document_id).title == "Mine"
+    assert coffer.list_documents(notes, filters={"tags": ["own"]}).total == 1
+
+
+def test_a_followed_or_ingested_note_keeps_its_frontmatter_title_and_a_thematic_break_stays_text(
+    coffer: Coffer, notes: str, tmp_path: Path
+) -> None:
+    (tmp_path / "note.md").write_text(NOTE, encoding="utf-8")
+    (tmp_path / "rule.md").write_text("---\nA paragraph between two rules.\n---\n\nMore text.\n", encoding="utf-8")
+    (tmp_path / "only.md").write_text("---\ntitle: Nothing else\n---\n", encoding="utf-8")
+    items = {Path(i.path).name: i for i in coffer.ingest_path(notes, tmp_path).items}
+    assert items["note.md"].title == "Mine"
+    assert "title: Mine" not in coffer.read_document(notes, str(items["note.md"].document_id)).markdown
+    rule = coffer.read_document(notes, str(items["rule.md"].document_id))
+    assert rule.markdown.startswith("---\nA paragraph between two rules.\n---")
+    assert "source_frontmatter" not in rule.metadata
+    assert (items["only.md"].status, items["only.md"].code) == ("rejected", "empty")
+
+
 def test_editing_replaces_the_body_marks_it_edited_and_follows_the_new_title(coffer: Coffer, notes: str) -> None:
     doc = coffer.add_document(notes, "a.md", "# Old title\n\nold body text")
     edited = coffer.edit_document(notes, doc.document_id, "# New title\n\nnew body text")
@@ -669,3 +715,12 @@ def test_every_fixture_format_ingests_to_searchable_markdown(
 def test_text_with_lone_surrogates_is_stored_with_replacement_characters(coffer: Coffer, notes: str) -> None:
     doc = coffer.add_document(notes, "s.md", "# T\n\nbad \ud800 surrogate")
     assert coffer.read_document(notes, doc.document_id).markdown == "# T\n\nbad \ufffd surrogate"
+
+
+def test_a_note_dropped_into_docs_keeps_its_own_block_as_an_ingested_one_does(
+    coffer: Coffer, notes: str, home: Path
+) -> None:
+    adopted = adopt(coffer, home, notes, "dropped.md", NOTE)
+    read = coffer.read_document(notes, adopted)
+    assert (read.title, read.metadata["id"]) == ("Mine", adopted)
+    assert read.metadata["source_frontmatter"]["aliases"] == ["x"]

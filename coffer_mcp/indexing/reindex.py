@@ -299,7 +299,7 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
 
     ``notes.md`` becomes ``docs/<ULID>.md`` (the original bytes are kept as ``raw/<ULID>.md``);
     the hand-made file is removed only after both are written. A title and tags in its own
-    frontmatter are kept.
+    frontmatter are kept, and the whole block as ``source_frontmatter`` (as an ingested note's).
     """
     try:
         data = path.read_bytes()
@@ -328,6 +328,7 @@ def adopt_foreign_file(kb: KbPaths, path: Path) -> str | None:
         created_at=created,
         updated_at=created,
         tags=list(frontmatter_tags(meta or {})) or None,
+        source_frontmatter=meta or None,
     ).to_dict()
     kb.raw.mkdir(parents=True, exist_ok=True)
     atomic_write_all(

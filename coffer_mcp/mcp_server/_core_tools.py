@@ -140,7 +140,8 @@ def add_document(
 
     The same content under the filename of an earlier upload returns that document (status unchanged); changed
     content is refused as 'duplicate' unless replace=true (update in place). A document ingested from a path or
-    URL is never replaced by an upload: change it with edit_document.
+    URL is never replaced by an upload: change it with edit_document. A Markdown file's own YAML frontmatter
+    gives the document its title and tags (merged with tags) and is kept as metadata, not indexed as text.
     """
     data = _decode(content, content_encoding)
     return job.service.add_document(kb, filename, data, replace=replace, actor=job.actor, tags=tags)

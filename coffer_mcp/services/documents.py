@@ -41,8 +41,17 @@ from coffer_mcp.errors import (
 from coffer_mcp.index import DocumentFilter, DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import index_document
-from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, hand_title, read_truth, truth_of
+from coffer_mcp.indexing.truth import (
+    Truth,
+    check_rewritable,
+    edited_by_hand,
+    hand_title,
+    read_truth,
+    text_field,
+    truth_of,
+)
 from coffer_mcp.models import (
+    MAX_TAGS,
     ChunkView,
     DeleteResult,
     DirectoryIngestItem,
@@ -54,6 +63,7 @@ from coffer_mcp.models import (
     Progress,
     SearchFilters,
     check_tags,
+    unique_tags,
 )
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import (
@@ -63,8 +73,10 @@ from coffer_mcp.store import (
     atomic_write_all,
     body_sha256,
     check_path_text,
+    frontmatter_tags,
     fsync_dir,
     is_document_id,
+    note_frontmatter,
     note_unindexed,
     parse_frontmatter,
     read_store_file,
@@ -327,8 +339,8 @@ class DocumentService:
             return early
         if keep_edits and match is not None and match.source_mode == "edited":
             raise _conflict(match)
-        conversion = conversion_options(self.registry.settings).convert(name, data)
-        return _Converted(paths, name, data, source, source_sha, match, locked, conversion, source_stamp)
+        conversion, note = _without_note_block(name, conversion_options(self.registry.settings).convert(name, data))
+        return _Converted(paths, name, data, source, source_sha, match, locked, conversion, source_stamp, note)
 
     def _plan(
         self, converted: _Converted, *, replace: bool, keep_edits: bool, tags: list[str] | None
@@ -363,7 +375,8 @@ class DocumentService:
             updated_at=now,
             source_path=source_path,
             source_url=source_url,
-            tags=list(existing.tags) if tags is None and existing is not None else tags,
+            tags=_note_tags(converted.note, list(existing.tags) if tags is None and existing is not None else tags),
+            source_frontmatter=converted.note or None,
         ).to_dict()
         return _Planned(
             paths,
@@ -478,8 +491,13 @@ class DocumentService:
         )
 
     def _retag(self, paths: KbPaths, result: IngestResult, tags: list[str] | None, actor: str) -> IngestResult:
-        """An unchanged re-upload's answer, after giving its document ``tags`` when they differ."""
-        if tags is None or result.status != "unchanged" or _same_tags(result.tags, tags):
+        """An unchanged re-upload's answer, after giving its document ``tags`` when they differ (with the
+        tags of its own frontmatter, which an ingest always keeps)."""
+        if tags is None or result.status != "unchanged":
+            return result
+        row = self.index.get_document(paths.name, result.document_id)
+        tags = _note_tags(row.metadata.get("source_frontmatter") if row is not None else None, tags) or []
+        if _same_tags(result.tags, tags):
             return result
         return self.edit_document(paths.name, result.document_id, None, tags=tags, actor=actor)
 
@@ -960,6 +978,7 @@ class _Converted:
     locked: bool  # matched under a folder ingest's lease, so the match still holds
     conversion: Conversion
     source_stamp: str  # the source file's, when it vouches for ``data`` (else "")
+    note: dict[str, Any] | None  # a Markdown file's own frontmatter (``_without_note_block``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1041,6 +1060,40 @@ def _listed(rows: Sequence[DocumentRow], noun: str = "") -> str:
     if not noun:
         return count
     return f"a {noun}" if len(rows) == 1 else f"{count} {noun}s"
+
+
+def _without_note_block(name: str, conversion: Conversion) -> tuple[Conversion, dict[str, Any] | None]:
+    """A Markdown file's conversion without its own frontmatter block, and that block's mapping.
+
+    A note's block (Obsidian, Jekyll, Hugo) is metadata, not text to index: its ``title`` is the
+    document's, its tags join the document's (``_note_tags``), and the whole block is kept as
+    ``source_frontmatter`` (the original bytes stay in ``raw/``).
+
+    Raises:
+        IngestRejectedError: ``empty``, the file is a block with no body after it.
+    """
+    if conversion.original_format not in ("md", "markdown"):
+        return conversion, None
+    found = note_frontmatter(conversion.markdown)
+    if found is None:
+        return conversion, None
+    note, body = found
+    if not body:
+        raise IngestRejectedError(
+            "empty",
+            f"{name!r} has a frontmatter block and no text after it.",
+            hint="The file has no text to index; check that you picked the right file.",
+        )
+    title = text_field(note.get("title")) or derive_title(body, name)
+    return Conversion(body, title, conversion.engine, conversion.original_format), note
+
+
+def _note_tags(note: object, tags: list[str] | None) -> list[str] | None:
+    """``tags`` after the tags of a Markdown file's own frontmatter ``note`` (None: no tags at all)."""
+    own = frontmatter_tags(note) if isinstance(note, dict) else ()
+    if not own:
+        return tags
+    return unique_tags([*own, *(tags or [])])[:MAX_TAGS]
 
 
 def _without_nul(content: str) -> tuple[str, str | None]:

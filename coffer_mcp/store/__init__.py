@@ -18,6 +18,7 @@ from coffer_mcp.store.files import (
 from coffer_mcp.store.frontmatter import (
     body_line_offset,
     body_sha256,
+    note_frontmatter,
     parse_document,
     parse_frontmatter,
     render_document,
@@ -77,6 +78,7 @@ __all__ = [
     "is_document_id",
     "make_kb_config",
     "markdown_entries",
+    "note_frontmatter",
     "note_unindexed",
     "parse_document",
     "parse_frontmatter",

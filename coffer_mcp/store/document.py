@@ -16,7 +16,7 @@ from coffer_mcp.models import MAX_TAGS, unique_tags
 
 __all__ = ["DocumentMeta", "frontmatter_tags"]
 
-_OPTIONAL = ("source_path", "source_url", "tags")
+_OPTIONAL = ("source_path", "source_url", "tags", "source_frontmatter")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,8 @@ class DocumentMeta:
     source_path: str | None = None
     source_url: str | None = None
     tags: list[str] | None = None
+    source_frontmatter: dict[str, Any] | None = None
+    """A Markdown file's own frontmatter block, as it was (its title and tags also became the document's)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Other keys of the file's frontmatter, kept as they are."""
 

@@ -33,6 +33,7 @@ __all__ = [
     "body_sha256",
     "frontmatter_problem",
     "load_bounded_yaml",
+    "note_frontmatter",
     "parse_document",
     "parse_frontmatter",
     "render_document",
@@ -139,6 +140,23 @@ def parse_frontmatter(text: str) -> ParsedDocument:
     if not isinstance(meta, dict):
         return ParsedDocument(None, body, f"the frontmatter is a YAML {_kind(meta)}, not 'key: value' lines")
     return ParsedDocument({str(k): _plain(v) for k, v in meta.items()}, body)
+
+
+def note_frontmatter(text: str) -> tuple[dict[str, Any], str] | None:
+    """A Markdown file's own frontmatter (a note from Obsidian, Jekyll, Hugo…) and the body after it.
+
+    None when the file has no block, or one that is no mapping: ``---`` over a paragraph and
+    another ``---`` is a thematic break and text, not metadata. A block with a YAML typo gives
+    its top-level entries that parse on their own, as adopting a hand-made file does; an empty
+    block gives an empty mapping.
+    """
+    if _split(text.lstrip("\ufeff"))[0] is None:
+        return None
+    meta, body, problem, salvaged = parse_frontmatter(text)
+    found = meta if meta is not None else salvaged
+    if found:
+        return found, body
+    return ({}, body) if problem is None else None
 
 
 def _salvaged(header: str) -> dict[str, Any]:
