@@ -470,3 +470,17 @@ async def test_an_agent_snapshots_exports_and_restores_a_knowledge_base(home: Pa
         assert coffer.read_document("kb", doc.document_id).markdown == "# A\n\nthe original words"
         assert Path(pack["path"]).is_file()
         assert outside["code"] == "path_not_allowed"
+
+
+@pytest.mark.parametrize("page", [{"offset": 5, "unit": "lines"}, {"limit": 10}, {"unit": "lines"}])
+async def test_read_document_refuses_page_arguments_beside_around_position(coffer: Coffer, page: dict) -> None:
+    coffer.create_kb("kb", chunk_size=128, chunk_overlap=0)
+    body = "# Long\n\n" + "\n\n".join(f"Paragraph {i} about topic {i} with some padding words." for i in range(20))
+    doc = {"kb": "kb", "doc_id": coffer.add_document("kb", "long.md", body).document_id}
+    async with client_for(coffer) as client:
+        error = await call_error(client, "coffer__read_document", **doc, around_position=2, **page)
+        assert error["code"] == "invalid_argument"
+        assert all(name in error["message"] for name in page)
+        assert "around_position" in error["hint"]
+        window = await call(client, "coffer__read_document", **doc, around_position=2)  # alone, as before
+    assert window["unit"] == "chunks"

@@ -1210,6 +1210,17 @@ def _check_page(offset: int, limit: int | None, unit: str, around: int | None, w
             f"around_position must be 0-{MAX_OFFSET:,} and window 0-20.",
             hint="Pass the position of a search passage, with window=1.",
         )
+    if around is not None and (offset != 0 or limit is not None or unit != "chars"):
+        given = ", ".join(
+            f"{name}={value!r}"
+            for name, value, default in (("offset", offset, 0), ("limit", limit, None), ("unit", unit, "chars"))
+            if value != default
+        )
+        raise InvalidArgumentError(
+            f"around_position reads chunks, so it takes no page arguments ({given}).",
+            hint="Pass around_position (and window) alone for a passage and its neighbours, or offset, limit "
+            "and unit without it for a page.",
+        )
 
 
 def _same_tags(have: Sequence[str], want: Sequence[str]) -> bool:
