@@ -381,6 +381,23 @@ async def test_text_an_agent_sends_with_nul_characters_is_added_without_them(con
     assert (edited["status"], again["markdown"]) == ("updated", "ef")
 
 
+async def test_a_filename_that_would_display_as_another_is_stored_without_its_hidden_characters(connect) -> None:
+    """A right-to-left override shows "invoice\u202efdp.exe" as "invoiceexe.pdf"; a NUL hides nothing
+    but no file system holds it. Both are removed, and the note says so."""
+    async with connect() as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        spoofed = await call(
+            client, "coffer__add_document", kb="kb", filename="invoice\u202efdp.md", content="# A\n\nx"
+        )
+        nul = await call(client, "coffer__add_document", kb="kb", filename="lo\x00g.md", content="# B\n\ny")
+        listed = await call(client, "coffer__list_documents", kb="kb")
+    assert (
+        spoofed["note"] == "The filename is 'invoicefdp.md': 1 control or text-direction character was removed from it."
+    )
+    assert nul["note"] == "The filename is 'log.md': 1 control or text-direction character was removed from it."
+    assert sorted(row["original_filename"] for row in listed["documents"]) == ["invoicefdp.md", "log.md"]
+
+
 async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_actor(coffer: Coffer) -> None:
     async with client_for(coffer) as client:
         await call(client, "coffer__create_knowledge_base", name="kb")

@@ -75,6 +75,7 @@ from coffer_mcp.store import (
     check_path_text,
     frontmatter_tags,
     fsync_dir,
+    hidden_characters,
     is_document_id,
     note_frontmatter,
     note_unindexed,
@@ -238,11 +239,19 @@ class DocumentService:
         """
         chosen = None if tags is None else check_tags(tags)
         paths, _ = self.registry.open_kb(kb)
-        name, note = _filename(filename), None
+        name, notes = _filename(filename), []
         if isinstance(content, str):
             content, removed = _without_nul(content)
             name, named = _text_upload(name, content)
-            note = " ".join(part for part in (removed, named) if part) or None
+            notes += [removed, named]
+        if hidden := hidden_characters(filename or ""):  # a name that would display as another one
+            count = (
+                "1 control or text-direction character was"
+                if hidden == 1
+                else f"{hidden} control or text-direction characters were"
+            )
+            notes.insert(0, f"The filename is {name!r}: {count} removed from it.")
+        note = " ".join(part for part in notes if part) or None
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
         self.registry.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content

@@ -58,7 +58,9 @@ _KB_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,63}")
 # Names Windows refuses as file names; refusing them everywhere keeps a store portable.
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(1, 10)}
 _ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, and the invisible marks that turn text's direction (``report\u202egpj.exe``
+shows as ``reportexe.jpg``): a name holding them displays as another name."""
 _MAX_FILENAME = 255
 MAX_PATH_CHARS = 4096
 
@@ -106,12 +108,18 @@ def stored_document_id(value: str) -> str:
     return value.upper()
 
 
+def hidden_characters(filename: str) -> int:
+    """How many characters ``sanitize_filename`` drops from ``filename``'s final component as
+    unseen (control characters, direction marks): what an upload's ``note`` tells the agent."""
+    return len(_CONTROL.findall(filename.replace("\\", "/").split("/")[-1]))
+
+
 def sanitize_filename(filename: str) -> str:
     """The final path component of ``filename``, safe to record as metadata.
 
-    Directory parts (``/`` and ``\\``), control characters and surrounding dots/spaces are
-    dropped; the result is NFC-normalized and at most 255 characters (extension kept).
-    Returns "" when nothing usable remains.
+    Directory parts (``/`` and ``\\``), control characters and marks that turn the text's direction
+    (``_CONTROL``), and surrounding dots/spaces are dropped; the result is NFC-normalized and at
+    most 255 characters (extension kept). Returns "" when nothing usable remains.
     """
     name = unicodedata.normalize("NFC", filename.replace("\\", "/")).split("/")[-1]
     name = _CONTROL.sub("", name).strip().strip(".").strip()

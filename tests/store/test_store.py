@@ -30,6 +30,8 @@ from coffer_mcp.store import (
         ("..\\..\\win.md", "win.md"),
         ("/etc/passwd", "passwd"),
         ("a\x00b\x1f.md", "ab.md"),
+        ("invoice\u202efdp.exe", "invoicefdp.exe"),  # shown as "invoiceexe.pdf" with the mark
+        ("\u2067note\u2069.md\u200f", "note.md"),
         ("  spaced .md ", "spaced .md"),
         ("...", ""),
         ("e\u0301.md", "\u00e9.md"),
