@@ -1005,8 +1005,9 @@ def _print_json(value: Any) -> None:
 
 
 def _render_search(result) -> str:
+    hint = f"\nhint: {reword(result.hint, 'cli')}" if result.hint else ""  # the query itself shaped the answer
     if not result.passages:
-        return f"no passages found (strategy: {result.strategy})"
+        return f"no passages found (strategy: {result.strategy}){hint}"
     blocks = []
     for rank, p in enumerate(result.passages, 1):
         text = " ".join(p.text.split())
@@ -1018,7 +1019,7 @@ def _render_search(result) -> str:
             + (f"   {where}\n" if where else "")
             + f"   {text}{more}"
         )
-    return "\n".join(blocks) + f"\n(strategy: {result.strategy}{_rerank_note(result.rerank)})"
+    return "\n".join(blocks) + f"\n(strategy: {result.strategy}{_rerank_note(result.rerank)}){hint}"
 
 
 def _rerank_note(info) -> str:

@@ -217,6 +217,11 @@ TOOL_WORDS: dict[str, dict[Surface, str]] = {
         "cli": "edit_document over MCP (or an editor on the document's file)",
         "web": "edit_document over MCP (or an editor on the document's file)",
     },
+    "grep_knowledge": {
+        "mcp": "coffer__grep_knowledge",
+        "cli": "coffer kb grep",
+        "web": "'coffer kb grep' on the command line",
+    },
     "check_sources": {
         "mcp": "coffer__check_sources",
         "cli": "coffer kb check-sources",

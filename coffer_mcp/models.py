@@ -452,7 +452,8 @@ class SearchResult(_Model):
     passages: list[Passage]
     knowledge_bases: list[str] = Field(description="The knowledge bases searched.")
     hint: str | None = Field(
-        default=None, description="Set when the query itself limited what could be found (e.g. only common words)."
+        default=None,
+        description="Set when the query itself limited what could be found (only common words, or only symbols).",
     )
     rerank: RerankInfo | None = Field(default=None, description="Only when a reranker is configured.")
 

@@ -108,6 +108,16 @@ def test_human_output_is_readable(run) -> None:
     assert run("kb", "search", "notes", "zzzqqq").startswith("no passages found")
 
 
+def test_a_search_says_on_the_command_line_what_its_query_left_it(run) -> None:
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
+    symbols = run("kb", "search", "notes", "♫")
+    assert symbols.startswith("no passages found")
+    assert "hint: The query has no word" in symbols
+    assert "use coffer kb grep" in symbols  # in the command line's words
+    assert "hint: 'the' is a common word" in run("kb", "search", "notes", "the")
+
+
 def test_errors_are_one_line_with_a_hint_and_exit_one(run) -> None:
     run("kb", "create", "notes")
     err = run("kb", "search", "nope", "x", code=1)

@@ -1,11 +1,11 @@
-"""Keyword scores as an agent sees them over MCP: what a query of common words alone returns."""
+"""Keyword scores as an agent sees them over MCP: what a query of common words, or of symbols, alone returns."""
 
 from __future__ import annotations
 
 import pytest
 
 from coffer_mcp import Coffer
-from tests.test_mcp_server import client_for
+from tests.test_mcp_server import call, client_for
 
 
 @pytest.fixture
@@ -27,6 +27,20 @@ async def test_common_words_alone_come_back_as_a_phrase_or_not_at_all_with_a_hin
     assert not lone.is_error
     assert lone.structured_content["passages"] == []
     assert "common word" in lone.structured_content["hint"]
+
+
+@pytest.mark.anyio
+async def test_an_emoji_alone_finds_the_passage_grep_finds_and_a_miss_says_to_grep(coffer: Coffer, notes: str) -> None:
+    party = coffer.add_document(notes, "party.md", "# Party\n\nThe launch went well 🎉 and the → arrow too.")
+    async with client_for(coffer) as client:
+        found = await call(client, "coffer__search_knowledge", kb=notes, query="🎉")
+        grepped = await call(client, "coffer__grep_knowledge", kb=notes, pattern="🎉")
+        missing = await call(client, "coffer__search_knowledge", kb=notes, query="★")
+    assert [p["document_id"] for p in found["passages"]] == [party.document_id]
+    assert [h["document_id"] for h in grepped["hits"]] == [party.document_id]
+    assert "coffer__grep_knowledge" in found["hint"]
+    assert missing["passages"] == []
+    assert "no passage holds '★'" in missing["hint"]
 
 
 @pytest.mark.anyio

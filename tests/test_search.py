@@ -150,6 +150,30 @@ def test_common_words_alone_are_matched_as_a_phrase(coffer: Coffer, notes: str) 
     assert coffer.search(notes, "the question", 10).hint is None
 
 
+def test_a_query_of_symbols_alone_finds_the_passages_holding_them_and_says_how(coffer: Coffer, notes: str) -> None:
+    arrow = coffer.add_document(notes, "arrow.md", "# Arrows\n\nThe → arrow points right; ★ marks a star.").document_id
+    party_text = "# Party\n\nWe celebrated 🎉 twice 🎉 and rated it ≥ 4 ★."
+    party = coffer.add_document(notes, "party.md", party_text).document_id
+    coffer.add_document(notes, "plain.md", "# Plain\n\nNo symbols here, only words and -> once.")
+    assert top(coffer, "→") == [arrow]
+    assert top(coffer, "🎉") == [party]
+    assert set(top(coffer, "★")) == {arrow, party}
+    assert top(coffer, "★ ≥") == [party, arrow]  # all pieces first, then any, as for words
+    found = coffer.search(notes, "🎉", 5)
+    assert found.hint is not None
+    assert "'🎉'" in found.hint
+    assert "coffer__grep_knowledge" in found.hint
+    # Nothing holds it: still an answer that says why, and what to use instead.
+    missing = coffer.search(notes, "♫", 5)
+    assert missing.passages == []
+    assert missing.hint is not None
+    assert "no passage holds '♫'" in missing.hint
+    assert "coffer__grep_knowledge" in missing.hint
+    assert coffer.search(notes, "\x00\x07", 5).hint is not None  # nothing to look for at all
+    # A word beside the symbol is searched as before, with nothing to explain.
+    assert coffer.search(notes, "→ arrow", 5).hint is None
+
+
 def test_scores_are_positive_and_passages_carry_their_place(coffer: Coffer, corpus: dict[str, str]) -> None:
     [passage, *_] = coffer.search("notes", "navigable small world").passages
     assert passage.score > 0

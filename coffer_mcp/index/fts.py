@@ -29,6 +29,8 @@ MAX_TERMS = 64
 _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 # What unicode61 treats as token characters: letters, numbers, marks, private use.
 _WORD = regex.compile(r"[\p{L}\p{N}\p{M}\p{Co}]+")
+# Never in indexed text (cleaning drops control characters) and refused by PostgreSQL (NUL, lone surrogates).
+_UNSEARCHABLE = regex.compile(r"[\p{Cc}\p{Cs}]+")
 
 # Function words dropped from queries (when something else remains): they match most chunks,
 # add nothing to the ranking, and make every OR query score the whole corpus.
@@ -62,6 +64,14 @@ class QueryTerms:
     """Maximal runs of CJK characters, in query order."""
     tokens: list[str] = field(default_factory=list)
     """Non-CJK word tokens, lower-cased, in query order, repeats kept (for a phrase)."""
+    literals: list[str] = field(default_factory=list)
+    """The query's space-separated pieces, as typed, when it has no word and no CJK run
+    (``→``, ``★ ≥``, ``🎉``, ``->``): the index holds no term for them, a substring scan finds them."""
+
+    @property
+    def only_symbols(self) -> bool:
+        """No word, number or CJK character: nothing the full-text index can look up."""
+        return bool(self.literals)
 
     @property
     def only_stopwords(self) -> bool:
@@ -75,7 +85,7 @@ class QueryTerms:
         (``"to be or not to be"``): each of its words is in most chunks, so as separate terms
         they would match nearly everything with a score of about zero, while the phrase
         finds the passages that say it. One stopword alone has no terms: it says nothing to
-        rank by (``stopword_only_hint`` tells the caller). A one-character CJK run goes unless
+        rank by (``query_hint`` tells the caller). A one-character CJK run goes unless
         it is all there is (it can only match one-character runs in the text).
         """
         if self.only_stopwords:
@@ -86,8 +96,8 @@ class QueryTerms:
         return terms[:MAX_TERMS]
 
     def substring_terms(self) -> list[str]:
-        """Terms for the substring scan used when the index finds nothing (``ackend``, ``向``)."""
-        return _unique([*self.words, *self.cjk_runs])[:MAX_TERMS]
+        """Terms for the substring scan used when the index finds nothing (``ackend``, ``向``, ``→``)."""
+        return _unique([*self.words, *self.cjk_runs, *self.literals])[:MAX_TERMS]
 
 
 def analyze(query: str) -> QueryTerms:
@@ -96,7 +106,15 @@ def analyze(query: str) -> QueryTerms:
     # Lower-cased, not case-folded: FTS5's unicode61 folds case itself but keeps "ß" and "ﬁ",
     # which ``casefold`` would turn into "ss" and "fi", words no document holds as written.
     tokens = [token.lower() for token in _WORD.findall(_CJK_RUN.sub(" ", query))]
-    return QueryTerms(words=_unique(tokens)[:MAX_TERMS], cjk_runs=cjk_runs[:MAX_TERMS], tokens=tokens[:MAX_TERMS])
+    # Symbols, emoji and punctuation separate tokens in FTS5 (or are tokens of their own there,
+    # for characters newer than its Unicode tables): a query of nothing else is looked for as written.
+    literals = [] if tokens or cjk_runs else _unique(_UNSEARCHABLE.sub(" ", query).split())
+    return QueryTerms(
+        words=_unique(tokens)[:MAX_TERMS],
+        cjk_runs=cjk_runs[:MAX_TERMS],
+        tokens=tokens[:MAX_TERMS],
+        literals=literals[:MAX_TERMS],
+    )
 
 
 def settled(score: float) -> float:

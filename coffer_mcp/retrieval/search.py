@@ -8,7 +8,9 @@ Keyword search runs AND-first, widening to OR, then a substring fallback:
    ``COMMON_MATCHES`` chunks whenever the rarer terms can fill the list alone.
 2. When the index finds nothing — a partial word (``ackend``), a single CJK character (``向``) —
    a bounded substring scan. Latin terms must all be present there, so a stray short word never
-   matches inside unrelated words.
+   matches inside unrelated words. A query of symbols alone (``→``, ``★ ≥``, ``🎉``) has no
+   term the index holds: it goes to the scan directly, its space-separated pieces as typed,
+   and ``query_hint`` says so (grep finds every line that holds them).
 
 Hybrid search fuses a keyword and a vector list, a passage being one ``(document_id, position)``:
 each list's scores are min-max normalized and combined as ``0.6 * keyword + 0.4 * vector``
@@ -31,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from coffer_mcp.errors import render_hint
 from coffer_mcp.index import Index, PassageRow, Where
 from coffer_mcp.index.fts import analyze
 from coffer_mcp.models import Passage
@@ -44,7 +47,7 @@ __all__ = [
     "fuse_rrf",
     "keyword_search",
     "lone_stopword",
-    "stopword_only_hint",
+    "query_hint",
     "to_passage",
     "vector_search",
 ]
@@ -77,9 +80,14 @@ def lone_stopword(query: str) -> bool:
     return terms.only_stopwords and len(terms.tokens) == 1
 
 
-def stopword_only_hint(query: str, found: bool) -> str | None:
-    """What to tell a caller whose query is nothing but function words (None for any other query)."""
+def query_hint(query: str, found: bool) -> str | None:
+    """What to tell a caller whose query is nothing but function words, nothing but symbols, or
+    nothing searchable at all (None for any other query)."""
     terms = analyze(query)
+    if terms.only_symbols:
+        return _symbols_hint(terms.literals, found)
+    if not (terms.words or terms.cjk_runs):
+        return "The query holds only control characters, which no document's text holds: pass the words to look for."
     if not terms.only_stopwords:
         return None
     words = ", ".join(repr(w) for w in terms.words[:5])
@@ -92,6 +100,24 @@ def stopword_only_hint(query: str, found: bool) -> str | None:
     return (
         f"The query has only common words ({words}), each found in most passages: it was matched {outcome}. "
         "Add a word that names what you look for for a ranked search."
+    )
+
+
+def _symbols_hint(literals: list[str], found: bool) -> str:
+    shown = " ".join(literals[:5])
+    if len(shown) > 60:
+        shown = shown[:59] + "…"
+    if found:
+        outcome = (
+            f"so passages holding {shown!r} as written are returned, ranked by how often it occurs "
+            f"(the first {SUBSTRING_SCAN_LIMIT} such passages are looked at)"
+        )
+    else:
+        outcome = f"and no passage holds {shown!r} as written"
+    return render_hint(
+        f"The query has no word, number or CJK character for the keyword index to look up, {outcome}. "
+        "To find every line holding a symbol or emoji, use {tool:grep_knowledge}; to rank passages, add a word "
+        "that names what you look for."
     )
 
 

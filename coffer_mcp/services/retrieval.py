@@ -44,7 +44,7 @@ from coffer_mcp.retrieval.search import (
     fuse_convex,
     keyword_search,
     lone_stopword,
-    stopword_only_hint,
+    query_hint,
     vector_search,
 )
 from coffer_mcp.services.registry import Registry
@@ -174,7 +174,7 @@ class RetrievalService:
         names = self.registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
         if lone_stopword(query):  # "the": nothing to rank by, by keyword or by vector
             return SearchResult(
-                strategy="keyword", passages=[], knowledge_bases=names, hint=stopword_only_hint(query, found=False)
+                strategy="keyword", passages=[], knowledge_bases=names, hint=query_hint(query, found=False)
             )
         reranker, info = self._reranker() if rerank else (None, None)
         depth = max(top_k, reranker.candidates) if reranker is not None else top_k
@@ -225,13 +225,13 @@ class RetrievalService:
         if wanted == "vector":
             return "vector", near[:depth], None
         keyword = keyword_half()
-        return "hybrid", fuse_convex(keyword, near, depth), stopword_only_hint(query, found=bool(keyword))
+        return "hybrid", fuse_convex(keyword, near, depth), query_hint(query, found=bool(keyword))
 
     def _keyword(
         self, names: list[str], query: str, depth: int, where: DocumentFilter
     ) -> tuple[Strategy, list[Passage], str | None]:
         passages = keyword_search(self.registry.index, names, query, depth, where)
-        return "keyword", passages, stopword_only_hint(query, found=bool(passages))
+        return "keyword", passages, query_hint(query, found=bool(passages))
 
     def _reranker(self) -> tuple[BudgetedReranker | None, RerankInfo | None]:
         """The configured reranker, or None with why it cannot run (None, None when there is none)."""

@@ -61,6 +61,19 @@ def test_stopword_only_queries_become_a_phrase_and_single_characters_keep_their_
     assert analyze("的 向量").index_terms() == ["向量"]
 
 
+def test_a_query_of_symbols_alone_is_kept_as_typed_for_the_substring_scan() -> None:
+    assert analyze("→").index_terms() == []
+    assert analyze(" ★  ≥ ★ ").substring_terms() == ["★", "≥"]
+    assert analyze("🎉").only_symbols
+    # Any word, number or CJK character makes it an ordinary query: the symbols are separators.
+    assert analyze("→ arrow").literals == []
+    assert analyze("≥ 4").literals == []
+    assert analyze("→ 向").substring_terms() == ["向"]
+    # Characters no indexed text holds (cleaning drops them; PostgreSQL refuses them) are not looked for.
+    assert analyze("\x00 ★\x07\ud800").literals == ["★"]
+    assert analyze("\x00").substring_terms() == []
+
+
 def test_cjk_text_is_indexed_as_bigrams_and_other_text_as_is() -> None:
     assert search_text("近邻搜索 and HNSW") == " 近邻 邻搜 搜索  and HNSW"
     assert search_text("x的y") == "x 的 y"
