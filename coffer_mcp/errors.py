@@ -245,15 +245,15 @@ ARG_WORDS: dict[str, dict[Surface, str]] = {
         "web": "a literal search (fixed_strings=true)",
     },
     "filters": {
-        "mcp": "filters takes tags (a list: documents carrying all of them), path_prefix (of the path a document "
-        "was ingested from), formats (a list of original formats: pdf, docx, md, ...), created_after, "
+        "mcp": "filters takes tags (a list: documents carrying all of them), path_prefix (an absolute folder, or "
+        "file, documents were ingested from), formats (a list of original formats: pdf, docx, md, ...), created_after, "
         "created_before, updated_after and updated_before (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
-        "cli": "Filter with --tag TAG (repeated: all of them), --path-prefix PATH (of the path a document was "
-        "ingested from), --format EXT (repeated: any of them), --created-after, --created-before, --updated-after "
+        "cli": "Filter with --tag TAG (repeated: all of them), --path-prefix PATH (a folder, or file, documents "
+        "were ingested from), --format EXT (repeated: any of them), --created-after, --created-before, --updated-after "
         "and --updated-before TIME (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
-        "web": "Filter with tag (repeated: all of them), path_prefix (of the path a document was ingested from), "
-        "format (repeated: any of them), created_after, created_before, updated_after and updated_before "
-        "(ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
+        "web": "Filter with tag (repeated: all of them), path_prefix (an absolute folder, or file, documents were "
+        "ingested from), format (repeated: any of them), created_after, created_before, updated_after and "
+        "updated_before (ISO 8601, e.g. 2025-01-31 or 2025-01-31T12:00:00Z)",
     },
     # Only MCP and Python callers replace a body; the other surfaces name the argument as they do.
     "expected_content_sha256": {

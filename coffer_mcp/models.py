@@ -7,6 +7,7 @@ both the return type and the published JSON schema.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
@@ -184,7 +185,10 @@ class SearchFilters(BaseModel):
 
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Carrying all of them.")
     path_prefix: Annotated[str | None, WithJsonSchema({"type": "string", "maxLength": 4096})] = Field(
-        default=None, min_length=1, max_length=4096, description="Ingested from a path starting so."
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="Ingested from this absolute path, or from under it if a folder.",
     )
     formats: list[str] = Field(default_factory=list, max_length=MAX_FORMATS, description="Any of these: pdf, md, ...")
     created_after: _Time = None
@@ -216,9 +220,19 @@ class SearchFilters(BaseModel):
     @field_validator("path_prefix")
     @classmethod
     def _path(cls, value: str | None) -> str | None:
-        if value is not None and _CONTROL.search(value):
+        """The prefix normalised as recorded source paths are (absolute, no ``..``, ``.`` or ``//``)."""
+        if value is None:
+            return None
+        if _CONTROL.search(value):
             raise ValueError("a path prefix holds no control characters")
-        return value
+        if not os.path.isabs(value):
+            raise ValueError(
+                f"{value[:60]!r} is not an absolute path (documents record the absolute path they were ingested "
+                "from: see source_path in list_documents)"
+            )
+        path = os.path.normpath(value)
+        # POSIX keeps two leading slashes apart; a resolved source path never starts so.
+        return path[1:] if os.sep == "/" and path.startswith("//") else path
 
     @field_validator("created_after", "created_before", "updated_after", "updated_before")
     @classmethod

@@ -183,6 +183,11 @@ FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
     ({"tags": ["x", "Y"]}, {"u.md"}),
     ({"path_prefix": "{root}/papers/"}, {"p1.md", "p2.md"}),
     ({"path_prefix": "{root}/"}, {"p1.md", "p2.md", "n1.md"}),
+    ({"path_prefix": "{root}/papers"}, {"p1.md", "p2.md"}),  # a folder, with or without its final slash
+    ({"path_prefix": "{root}/pap"}, set()),  # a path prefix, not a string prefix
+    ({"path_prefix": "{root}/notes/../papers/."}, {"p1.md", "p2.md"}),
+    ({"path_prefix": "{root}//papers//"}, {"p1.md", "p2.md"}),
+    ({"path_prefix": "{root}/papers/p1.md"}, {"p1.md"}),
     ({"formats": ["csv"]}, {"t.csv"}),
     ({"formats": [".CSV", "md"]}, {"p1.md", "p2.md", "n1.md", "t.csv", "u.md"}),
     ({"created_after": "2024-03-05"}, {"n1.md", "t.csv", "u.md"}),
@@ -218,6 +223,28 @@ async def test_each_filter_restricts_grep_to_the_documents_search_and_list_retur
             found = await call(client, GREP, kb="lib", pattern="common", filters=rooted(filters, library["root"]))
             assert ids_of(found) == {library[name] for name in expected}, filters
             assert (found["engine"], found["truncated"]) == (engine, False)
+
+
+async def test_a_path_prefix_is_a_folder_not_the_start_of_a_name_and_its_wildcards_are_literal(
+    coffer: Coffer, tmp_path: Path
+) -> None:
+    coffer.create_kb("lib")
+    source = tmp_path / "src"
+    folders = ("papers", "papers-old", "pa%ers", "pa_ers", "p*[a]")
+    for folder in folders:
+        (source / folder).mkdir(parents=True)
+        (source / folder / "x.md").write_text(f"# {folder}\n\ncommon words in {folder}\n", encoding="utf-8")
+    coffer.ingest_path("lib", source)
+    rows = coffer.index.documents("lib", with_source_path=True)
+    ids = {Path(row.source_path or "").parent.name: row.id for row in rows}
+    assert set(ids) == set(folders)
+    async with client_for(coffer) as client:
+        for folder in folders:
+            filters = {"path_prefix": f"{source}/{folder}"}
+            found = await call(client, SEARCH, kb="lib", query="common", top_k=20, filters=filters)
+            page = await call(client, LIST, kb="lib", filters=filters)
+            grepped = await call(client, GREP, kb="lib", pattern="common", filters=filters)
+            assert ids_of(found) == ids_of(page) == ids_of(grepped) == {ids[folder]}, folder
 
 
 def rooted(filters: dict[str, Any], root: str) -> dict[str, Any]:
@@ -334,6 +361,7 @@ BAD_FILTERS: list[tuple[Any, str]] = [
     ({"formats": ["p d f"]}, "'filters' key 'formats' is refused: 'p d f' is not a format"),
     ({"tags": "x"}, "'filters' key 'tags' must be a list"),
     ({"tags": [""]}, "'filters' key 'tags' is refused: '' is not a tag"),
+    ({"path_prefix": "papers/"}, "'filters' key 'path_prefix' is refused: 'papers/' is not an absolute path"),
     ({"updated_after": "2025-02-01", "updated_before": "2025-01-01"}, "updated_after must be earlier"),
     ("tags=x", "'filters' must be an object"),
 ]

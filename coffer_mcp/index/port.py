@@ -22,6 +22,7 @@ Conventions every implementation keeps:
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -114,6 +115,19 @@ class DocumentFilter:
 
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) for f in fields(self))
+
+    def path_scope(self) -> tuple[str, str] | None:
+        """``(path, folder)``: ``path_prefix`` as the source paths it keeps, those equal to ``path`` or
+        starting with ``folder`` (``path`` and a separator), so ``/a/papers`` keeps ``/a/papers/x.pdf``
+        and not ``/a/papers-old/x.pdf``; a trailing separator changes nothing. None without a prefix.
+
+        Compared as plain strings by both indexes (no ``LIKE``): ``%``, ``_``, ``*`` or ``[`` in a
+        path are themselves.
+        """
+        if not self.path_prefix:
+            return None
+        path = self.path_prefix.rstrip(os.sep + (os.altsep or "")) or os.sep
+        return path, path if path.endswith(os.sep) else path + os.sep
 
     @classmethod
     def of(cls, filters: SearchFilters | None, document_ids: Sequence[str] | None = None) -> DocumentFilter:

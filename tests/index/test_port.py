@@ -263,6 +263,40 @@ def test_every_filter_key_restricts_the_listing_and_they_combine_with_and(index:
     assert ([row.id for row in page], total) == (["doc-12"], 2)
 
 
+def test_a_path_prefix_keeps_that_path_and_what_is_under_it_matched_literally(index: Index) -> None:
+    kb(index, "notes")
+    sources = {
+        "doc-01": "/d/papers/x.md",
+        "doc-02": "/d/papers/sub/y.md",
+        "doc-03": "/d/papers-old/x.md",  # a sibling whose name starts the same
+        "doc-04": "/d/pa%ers/x.md",  # LIKE and GLOB wildcards, which must match only themselves
+        "doc-05": "/d/pa_ers/x.md",
+        "doc-06": "/d/p*[a]?/x.md",
+        "doc-07": "/d/notes.md",
+        "doc-08": "/d/notes.md.bak",
+    }
+    for doc_id, source in sources.items():
+        add(index, doc(doc_id, "notes", source_path=source), f"lock in {doc_id}")
+    add(index, doc("doc-09", "notes"), "lock uploaded, no source")
+    cases = {
+        "/d/papers": ["doc-01", "doc-02"],
+        "/d/papers/": ["doc-01", "doc-02"],
+        "/d/pap": [],
+        "/d/pa%ers": ["doc-04"],
+        "/d/pa_ers": ["doc-05"],
+        "/d/p*[a]?": ["doc-06"],
+        "/d/p*": [],
+        "/d/notes.md": ["doc-07"],  # a file's own path
+        "/d/papers/sub/y.md": ["doc-02"],
+        "/": [f"doc-0{i}" for i in range(1, 9)],
+    }
+    for prefix, expected in cases.items():
+        where = DocumentFilter(path_prefix=prefix)
+        assert listed(index, where) == expected, prefix
+        rows = index.keyword_search(["lock"], "AND", ["notes"], where, 20)  # searches alike, inside the query
+        assert sorted(row.document_id for row in rows) == expected, prefix
+
+
 def test_a_filtered_keyword_search_returns_limit_rows_though_better_matches_are_filtered_out(index: Index) -> None:
     kb(index, "notes")
     for i in range(60):  # the best matches of the whole index carry no tag

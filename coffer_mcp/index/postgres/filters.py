@@ -24,9 +24,9 @@ def document_condition(where: DocumentFilter, alias: str = "d") -> tuple[str, di
     for i, tag in enumerate(where.tags):
         parts.append(f"{alias}.id IN (SELECT document_id FROM document_tags WHERE tag = %(f_tag{i})s)")
         params[f"f_tag{i}"] = tag
-    if where.path_prefix:
-        parts.append(f"starts_with({alias}.source_path, %(f_path)s)")
-        params["f_path"] = where.path_prefix
+    if (paths := where.path_scope()) is not None:
+        parts.append(f"({alias}.source_path = %(f_path)s OR starts_with({alias}.source_path, %(f_folder)s))")
+        params["f_path"], params["f_folder"] = paths
     if where.formats:
         parts.append(f"ascii_lower({alias}.original_format) = ANY(%(f_formats)s::text[])")
         params["f_formats"] = list(where.formats)

@@ -25,9 +25,10 @@ def document_condition(where: DocumentFilter, alias: str = "d") -> tuple[str, li
     for tag in where.tags:
         parts.append(f"{alias}.id IN (SELECT document_id FROM document_tags WHERE tag = ?)")
         params.append(tag)
-    if where.path_prefix:
-        parts.append(f"substr({alias}.source_path, 1, length(?)) = ?")
-        params.extend((where.path_prefix, where.path_prefix))
+    if (paths := where.path_scope()) is not None:
+        path, folder = paths
+        parts.append(f"({alias}.source_path = ? OR substr({alias}.source_path, 1, length(?)) = ?)")
+        params.extend((path, folder, folder))
     if where.formats:
         parts.append(f"lower({alias}.original_format) IN ({_marks(where.formats)})")
         params.extend(where.formats)
