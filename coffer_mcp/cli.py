@@ -716,7 +716,9 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
 
     def render(r) -> str:
         lines = [f"{h.path}:{h.file_line}:{h.line}" for h in r.hits]  # file lines, for editors
-        if r.truncated:
+        if r.timed_out:
+            lines.append(f"(stopped at the time limit)\nhint: {reword(r.hint or '', 'cli')}")
+        elif r.truncated:
             lines.append(f"(truncated after {len(r.hits)} matches; raise --max-matches to see more)")
         return "\n".join(lines) if lines else "no matches"
 

@@ -488,6 +488,12 @@ class GrepResult(_Model):
     hits: list[GrepHit]
     truncated: bool = Field(description="True when more matches exist or the scan timed out.")
     engine: Literal["ripgrep", "python"]
+    timed_out: bool | None = Field(
+        default=None,
+        description="True when the scan stopped at the time limit (grep_timeout) before reading everything: "
+        "more lines may match, and more matches allowed would not find them (the hint says what would).",
+    )
+    hint: str | None = Field(default=None, description="What to do about a scan that timed out.")
 
 
 class DeleteResult(_Model):

