@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -194,6 +196,24 @@ def _attr(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
+# '<' and the characters NFKC reads as one (small and fullwidth forms).
+_BRACKET = re.compile("[<\ufe64\uff1c]")
+_TAG_NAME = re.compile(r"\s*/?\s*passage")
+_TAG_LOOKAHEAD = 64  # characters after a bracket looked at: spaces, a slash and the name fit many times
+
+
 def _inside(text: str) -> str:
-    # A passage that contains the closing tag must not end the data early.
-    return text.replace("</passage", "<\\/passage")
+    """``text`` with every bracket that would open or close a ``<passage`` tag written ``&lt;``.
+
+    Only those brackets change, so code and prose with '<' read as they are. A document must not
+    end its passage early nor plant one attributed to another document, so the name is matched
+    the way a reader would read it: in any case, after spaces or a slash, in fullwidth letters,
+    with invisible format characters (zero-width spaces, soft hyphens) in it.
+    """
+    return _BRACKET.sub(lambda m: "&lt;" if _opens_tag(text, m.end()) else m.group(), text)
+
+
+def _opens_tag(text: str, start: int) -> bool:
+    ahead = (c for c in text[start : start + _TAG_LOOKAHEAD] if unicodedata.category(c) != "Cf")
+    folded = "".join(unicodedata.normalize("NFKC", c) for c in ahead).casefold()
+    return _TAG_NAME.match(folded) is not None
