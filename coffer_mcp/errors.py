@@ -126,6 +126,8 @@ ERROR_CODES: dict[str, str] = {
     "unknown_snapshot": "no such snapshot of that knowledge base",
     "unknown_tool": "a tool this server does not offer (e.g. a write tool with `--read-only`); the hint lists those "
     "it does",
+    "unknown_prompt": "`prompts/get` of a prompt this server does not offer (e.g. `file_note` with `--read-only`); "
+    "the hint lists those it does",
     "kb_exists": "creating (or importing under) the name of a knowledge base that exists",
     "edit_conflict": "`edit_document` refused to replace a body that changed since it was read "
     "(`expected_content_sha256` differs), or, without that argument, one edited by hand since Coffer last wrote "

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import sys
 import unicodedata
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, PromptReference, ResourceTemplateReference
+from mcp.types import INVALID_PARAMS, ErrorData, PromptReference, ResourceTemplateReference
 
 from coffer_mcp import Coffer
 from coffer_mcp.mcp_server import build_server
@@ -148,6 +152,65 @@ async def test_a_prompt_on_an_unknown_knowledge_base_is_refused_with_the_existin
     assert refused.value.error.code == INVALID_PARAMS
     assert "pantry" in refused.value.error.message
     assert "kitchen" in refused.value.error.message  # the hint names those that exist
+
+
+# prompts/get the SDK would answer with an internal error: (name, arguments, data code, what the message names).
+BAD_GETS = (
+    ("nope", {}, "unknown_prompt", ["'nope'", "Prompts on this server: research, file_note, summarize_document"]),
+    ("research", {}, "invalid_argument", ["'question'", "question (required), kb (optional)"]),
+    ("summarize_document", {"kb": "kitchen"}, "invalid_argument", ["'doc_id'", "kb (required), doc_id (required)"]),
+    ("research", {"question": "rye", "topic": "x"}, "invalid_argument", ["no argument 'topic'", "kb (optional)"]),
+)
+
+
+async def bad_gets(client: Client) -> list[ErrorData]:
+    refusals = []
+    for name, arguments, _, _ in BAD_GETS:
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt(name, arguments)
+        refusals.append(refused.value.error)
+    return refusals
+
+
+def assert_invalid_params_naming_the_known_ones(refusals: list[ErrorData]) -> None:
+    for error, (_, _, code, named) in zip(refusals, BAD_GETS, strict=True):
+        assert error.code == INVALID_PARAMS
+        assert error.data["code"] == code
+        assert all(part in error.message for part in named), error.message
+        assert error.message == f"{error.data['message']} {error.data['hint']}"
+
+
+@pytest.mark.parametrize("transport", ["memory", "legacy"])
+async def test_an_unknown_prompt_or_a_missing_or_undeclared_argument_is_invalid_params_naming_the_known_ones(
+    coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        async with open_client(transport, coffer, home) as client:
+            refusals = await bad_gets(client)
+    assert_invalid_params_naming_the_known_ones(refusals)
+    assert not [r for r in caplog.records if r.levelno > logging.WARNING or r.exc_info]  # no traceback logged
+
+
+async def test_a_refused_prompt_leaves_no_traceback_on_the_stdio_servers_stderr(home: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "COFFER_HOME": str(home), "COFFER_EMBEDDING_PROVIDER": "none"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer_mcp", "serve"], env=env)
+    with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as errlog, anyio.fail_after(60):
+        async with Client(stdio_client(params, errlog=errlog), client_info=CLIENT) as client:
+            refusals = await bad_gets(client)
+    assert_invalid_params_naming_the_known_ones(refusals)
+    stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
+    assert "Traceback" not in stderr
+    assert "ERROR" not in stderr
+
+
+async def test_a_read_only_server_says_why_it_has_no_file_note_prompt(coffer: Coffer, kitchen: dict[str, str]) -> None:
+    async with Client(build_server(coffer, read_only=True), client_info=CLIENT) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("file_note", {"kb": "kitchen"})
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.data["code"] == "unknown_prompt"
+    assert "read-only" in refused.value.error.message
+    assert refused.value.error.data["hint"] == "Prompts on this server: research, summarize_document."
 
 
 async def test_the_file_note_prompt_names_the_knowledge_base_and_the_tools_that_file_it(

@@ -86,6 +86,7 @@ def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError
     server = CofferServer(
         run,
         TOOL_NAMES,
+        all_prompts=tuple(p.name for p in PROMPTS),
         refusal=refusal,
         name="coffer",
         title="Coffer knowledge base",

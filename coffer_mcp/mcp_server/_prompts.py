@@ -5,7 +5,9 @@ write (then a read-only server leaves it out) and its body. A body is a plain sy
 function ``body(service, **arguments)``: its parameters after ``service`` are the prompt's
 arguments (strings: MCP prompt arguments are strings) and its docstring is the description.
 A ``CofferError`` (an unknown knowledge base, say) answers ``prompts/get`` with a JSON-RPC
-invalid-params error whose message carries the hint, and whose data is ``{code, message, hint}``.
+invalid-params error whose message carries the hint, and whose data is ``{code, message, hint}``;
+so does a prompt this server does not offer, or a missing or undeclared argument
+(``prompt_refusal``, checked by the server before the SDK renders).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import functools
 import inspect
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -22,12 +24,13 @@ from mcp.server.mcpserver import MCPServer, UserMessage
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, EmbeddedResource, TextResourceContents
+from mcp.types import Prompt as MCPPrompt
 from pydantic import Field
 
-from coffer_mcp.errors import CofferError
+from coffer_mcp.errors import CofferError, InvalidArgumentError, NotFoundError
 from coffer_mcp.services import Coffer  # at run time: the bodies' signatures are read (eval_str)
 
-__all__ = ["PROMPTS", "PromptEntry", "register_prompts"]
+__all__ = ["PROMPTS", "PromptEntry", "invalid_params", "prompt_refusal", "register_prompts"]
 
 RESEARCH_PASSAGES = 8  # what the first search hands the model; it searches again for more
 SUMMARY_CHARS = 50_000  # of a document embedded in the summary prompt (the read tool's default page)
@@ -170,8 +173,7 @@ def sdk_prompt(entry: PromptEntry, service: Coffer | None) -> Prompt:
         try:
             return entry.body(service, **arguments)
         except CofferError as exc:
-            message = f"{exc.message} {exc.hint}".strip()
-            raise MCPError(code=INVALID_PARAMS, message=message, data=exc.to_dict()) from exc
+            raise invalid_params(exc) from exc
 
     parameters = _parameters(entry.body)
     render.__name__ = render.__qualname__ = entry.name
@@ -185,6 +187,49 @@ def sdk_prompt(entry: PromptEntry, service: Coffer | None) -> Prompt:
 def _parameters(body: Callable[..., Any]) -> tuple[inspect.Parameter, ...]:
     _service, *arguments = inspect.signature(body, eval_str=True).parameters.values()
     return tuple(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in arguments)
+
+
+def invalid_params(error: CofferError) -> MCPError:
+    """``error`` as the JSON-RPC invalid-params error ``prompts/get`` answers with (see the module docstring)."""
+    return MCPError(code=INVALID_PARAMS, message=f"{error.message} {error.hint}".strip(), data=error.to_dict())
+
+
+def prompt_refusal(
+    name: str, arguments: Mapping[str, str], offered: Sequence[MCPPrompt], *, switched_off: bool
+) -> CofferError | None:
+    """Why ``prompts/get`` of ``name`` with ``arguments`` cannot run, before the SDK tries it: None when it can.
+
+    Args:
+        name: The prompt asked for.
+        arguments: Its arguments, as sent.
+        offered: The prompts this server lists.
+        switched_off: ``name`` is one of Coffer's prompts that this server leaves out (read-only).
+    """
+    prompt = next((p for p in offered if p.name == name), None)
+    if prompt is None:
+        hidden = "; it leads the model to write, and this server is read-only" if switched_off else ""
+        return NotFoundError(
+            f"There is no prompt {name[:100]!r}{hidden}.",
+            code="unknown_prompt",
+            hint=f"Prompts on this server: {', '.join(p.name for p in offered) or 'none'}.",
+        )
+    declared = prompt.arguments or []
+    missing = [a.name for a in declared if a.required and a.name not in arguments]
+    unknown = [repr(a[:100]) for a in arguments if a not in {d.name for d in declared}]
+    if not missing and not unknown:
+        return None
+    plural = "s" if len(missing) > 1 else ""
+    problems = ([f"needs the argument{plural} {_listed([repr(m) for m in missing])}"] if missing else []) + (
+        [f"has no argument {_listed(unknown[:10])}"] if unknown else []
+    )
+    accepted = ", ".join(f"{a.name} ({'required' if a.required else 'optional'})" for a in declared)
+    return InvalidArgumentError(
+        f"The prompt {name!r} {' and '.join(problems)}.", hint=f"Arguments of {name}: {accepted or 'none'}."
+    )
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _selector(kb: str) -> str | list[str]:

@@ -1,9 +1,10 @@
-"""``MCPServer`` with Coffer's error shape on every tool error, and documents as resources.
+"""``MCPServer`` with Coffer's error shape on every tool and prompt error, and documents as resources.
 
 The SDK answers a call it refuses itself (an unknown tool, arguments that break the input schema,
 a crash outside the tool body) with its own text. ``call_tool`` is the one place such refusals
 pass, so they are turned into ``{"code", "message", "hint"}`` here, like the ``CofferError``s the
-tool bodies return through the ``Runner``.
+tool bodies return through the ``Runner``. ``get_prompt`` does the same for prompts: the SDK
+answers an unknown prompt or a missing argument with an internal error, Coffer with invalid params.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from typing import Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult, Resource, SetLevelRequestParams, Tool
+from mcp.types import (
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    Resource,
+    SetLevelRequestParams,
+    Tool,
+)
 from pydantic import ValidationError
 
 from coffer_mcp.errors import CofferError, NotFoundError
 from coffer_mcp.mcp_server._arguments import invalid_arguments, mistyped_arguments, unknown_arguments
 from coffer_mcp.mcp_server._client_log import set_level
+from coffer_mcp.mcp_server._prompts import invalid_params, prompt_refusal
 from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
 from coffer_mcp.mcp_server._wire import input_schema
 
@@ -37,18 +46,26 @@ class CofferServer(MCPServer):
     Args:
         runner: Runs the tool bodies; its service (None when unconfigured) lists the resources.
         all_tools: Every tool name Coffer has, to explain one this server does not offer.
+        all_prompts: Every prompt name Coffer has, likewise.
         refusal: An error every call answers with, whatever its arguments (the configuration is
             broken, so no tool can run).
         **kwargs: ``MCPServer``'s keywords.
     """
 
     def __init__(
-        self, runner: Runner, all_tools: tuple[str, ...] = (), *, refusal: CofferError | None = None, **kwargs: Any
+        self,
+        runner: Runner,
+        all_tools: tuple[str, ...] = (),
+        *,
+        all_prompts: tuple[str, ...] = (),
+        refusal: CofferError | None = None,
+        **kwargs: Any,
     ) -> None:
         self._schemas: dict[str, dict[str, Any]] | None = None  # the published input schemas, by tool
         super().__init__(**kwargs)
         self.runner = runner
         self.all_tools = all_tools
+        self.all_prompts = all_prompts
         self.refusal = refusal
 
     async def list_tools(self) -> list[Tool]:
@@ -99,6 +116,19 @@ class CofferServer(MCPServer):
             return self._unknown_tool(name, offered=list(schemas))
         schema = schemas[name]
         return self.refusal or unknown_arguments(name, schema, arguments) or mistyped_arguments(name, schema, arguments)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        # The SDK answers an unknown prompt or a missing argument with a bare ValueError: an
+        # "Internal server error" with a traceback on stderr. Refused here, it is invalid params.
+        offered = await self.list_prompts()
+        switched_off = name in self.all_prompts
+        refusal = self.refusal or prompt_refusal(name, arguments or {}, offered, switched_off=switched_off)
+        if refusal is not None:
+            log.info("prompt %r refused: %s", name[:100], refusal.message)
+            raise invalid_params(refusal)
+        return await super().get_prompt(name, arguments, context)
 
     async def list_resources(self) -> list[Resource]:
         static = await super().list_resources()
