@@ -115,7 +115,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_pattern": "a regex that does not compile",
     "confirmation_required": "a destructive call without `confirm=true`, from a client that cannot ask the user",
     "confirmation_declined": "the user declined or dismissed the confirmation the client showed for a destructive "
-    "call; nothing was changed",
+    "call, or the client's answer was not a clear yes; nothing was changed",
     "path_not_allowed": "a path outside `allowed_dirs` (the hint lists them, or how to allow one)",
     "url_refused": "a URL the SSRF guard refuses: another scheme, a private, local or metadata address, "
     "credentials or a backslash in it",

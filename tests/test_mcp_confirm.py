@@ -15,12 +15,17 @@ from tests.mcp_clients import TRANSPORTS, error_of, open_client, structured
 pytestmark = pytest.mark.anyio
 
 
+NOTHING: dict[str, Any] = {}  # stands for an accepted answer without content (an ``ElicitResult`` with none)
+
+
 class User:
     """A client's elicitation callback: what the user was asked, and how they answer."""
 
     def __init__(self, action: str = "accept", content: dict[str, Any] | None = None) -> None:
         self.action = action
         self.content = {"confirm": True} if content is None and action == "accept" else content
+        if content is NOTHING:
+            self.content = None
         self.asked: list[ElicitRequestParams] = []
 
     async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
@@ -76,8 +81,15 @@ async def test_the_user_is_asked_and_their_yes_deletes_the_knowledge_base(
         ("decline", None, "declined"),
         ("cancel", None, "dismissed the question"),
         ("accept", {"confirm": False}, "without ticking"),
+        # What a client sends that is not a yes is a no, not a Coffer bug (internal_error).
+        ("accept", {"confirm": ""}, "without ticking"),
+        ("accept", {"confirm": "maybe"}, "without ticking"),
+        ("accept", {"confirm": None}, "without ticking"),
+        ("accept", {"confirm": ["yes"]}, "without ticking"),
+        ("accept", {"sure": True}, "without ticking"),
+        ("accept", NOTHING, "without an answer"),
     ],
-    ids=["declined", "dismissed", "unticked"],
+    ids=["declined", "dismissed", "unticked", "empty-string", "maybe", "null", "list", "other-field", "no-content"],
 )
 async def test_anything_but_a_ticked_yes_refuses_even_with_confirm_true(
     coffer: Coffer, home: Path, pantry: Path, transport: str, action: str, content: dict | None, said: str

@@ -3,8 +3,9 @@
 A tool whose registry entry has a question (deleting a knowledge base, restoring a snapshot)
 asks the user itself when the client supports form elicitation: the client shows the question
 with a checkbox, and the call goes ahead only if the user ticks it and accepts. Declining,
-dismissing or accepting without the tick refuses the call with ``confirmation_declined``,
-whatever ``confirm`` says: the model does not answer for the user. A client without elicitation
+dismissing, accepting without the tick, or any answer that is not a clear yes (an empty or
+malformed form) refuses the call with ``confirmation_declined``, whatever ``confirm`` says: the
+model does not answer for the user. A client without elicitation
 (or a connection that cannot carry a request to it) falls back to the ``confirm`` argument,
 which the model sets to true once the user agreed in the conversation. Either way an unknown target
 is refused as such before anyone is asked: the question checks it, and so does the tool's body
@@ -24,8 +25,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
 
 from coffer_mcp.errors import CofferError, ConfirmationRequiredError
 
@@ -41,6 +43,7 @@ __all__ = [
     "delete_kb_question",
     "restore_question",
     "settle",
+    "unanswered",
 ]
 
 CONFIRMATION = "confirmation"  # the tool function's parameter the resolver fills (not in the input schema)
@@ -50,9 +53,22 @@ Question = Callable[["Coffer", Mapping[str, Any]], str]
 
 
 class Confirmation(BaseModel):
-    """The form the client shows under the question."""
+    """The form the client shows under the question.
+
+    An answer that is not a clear yes is a no: a client that sends ``""``, ``null`` or ``"maybe"``
+    for the box has not ticked it, and the call is declined as such rather than failing on the
+    answer's shape. (What pydantic reads as a boolean keeps its meaning: ``"true"`` and ``1`` tick.)
+    """
 
     confirm: bool = Field(default=False, title="Yes, go ahead", description="Tick to let Coffer go ahead.")
+
+    @field_validator("confirm", mode="wrap")
+    @classmethod
+    def _no_unless_yes(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> bool:
+        try:
+            return bool(handler(value))
+        except ValidationError:
+            return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +151,26 @@ def confirmation_parameter(
     context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     ask.__signature__ = inspect.Signature([context, *arguments])  # type: ignore[attr-defined]
     ask.__annotations__ = {"ctx": Context}
-    ask.__name__ = ask.__qualname__ = f"confirm_{tool}"  # its key in the protocol's input requests
+    ask.__name__ = ask.__qualname__ = _resolver_name(tool)  # its key in the protocol's input requests
     annotation = Annotated[ElicitationResult[Confirmation], Resolve(ask)]
     return inspect.Parameter(CONFIRMATION, inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+
+
+def _resolver_name(tool: str) -> str:
+    return f"confirm_{tool}"
+
+
+def unanswered(tool: str, error: ToolError) -> CofferError | None:
+    """The decline of ``tool``'s call when ``error`` is the SDK refusing the client's answer to its
+    question (accepted with no content, or a response of another kind); None for any other error.
+
+    The SDK raises these before the tool runs, naming the resolver that asked; an answer the user's
+    client did not fill in is not a yes, so the call is declined like any other no, not reported
+    as a fault in Coffer.
+    """
+    if isinstance(error, UnexpectedToolError) or f"{_resolver_name(tool)}'" not in str(error):
+        return None
+    return _declined("accepted the question without an answer Coffer could read")
 
 
 def settle(outcome: ElicitationResult[Any], arguments: dict[str, Any]) -> CofferError | None:
@@ -152,9 +185,11 @@ def settle(outcome: ElicitationResult[Any], arguments: dict[str, Any]) -> Coffer
         if isinstance(answer, Confirmation) and answer.confirm:
             arguments["confirm"] = True
             return None
-        how = "accepted the question without ticking 'Yes, go ahead'"
-    else:
-        how = "declined" if outcome.action == "decline" else "dismissed the question"
+        return _declined("accepted the question without ticking 'Yes, go ahead'")
+    return _declined("declined" if outcome.action == "decline" else "dismissed the question")
+
+
+def _declined(how: str) -> CofferError:
     return ConfirmationRequiredError(
         f"The user {how}; nothing was changed.",
         code="confirmation_declined",

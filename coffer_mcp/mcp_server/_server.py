@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from coffer_mcp.errors import CofferError, NotFoundError
 from coffer_mcp.mcp_server._arguments import invalid_arguments, mistyped_arguments, unknown_arguments
 from coffer_mcp.mcp_server._client_log import set_level
+from coffer_mcp.mcp_server._confirm import unanswered
 from coffer_mcp.mcp_server._prompts import invalid_params, prompt_refusal
 from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
 from coffer_mcp.mcp_server._wire import input_schema
@@ -100,10 +101,12 @@ class CofferServer(MCPServer):
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
-                if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
-                    # Output conversion after the body (which the Runner recorded), or the SDK itself: a bug.
-                    return tool_error(internal_error(name, exc))
-                refusal = invalid_arguments(name, schemas[name], exc.__cause__)
+                refusal = unanswered(name, exc)  # the client's answer to a confirmation was not a yes
+                if refusal is None:
+                    if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                        # Output conversion after the body (which the Runner recorded), or the SDK itself: a bug.
+                        return tool_error(internal_error(name, exc))
+                    refusal = invalid_arguments(name, schemas[name], exc.__cause__)
         # Refused before any tool body ran, so the Runner did not record it: record it here.
         client = client_name(context) if context is not None else "unknown"
         await anyio.to_thread.run_sync(self.runner.record, name, client, started, "error", refusal.code)
