@@ -337,6 +337,11 @@ class KnowledgeBaseDetails(KnowledgeBaseSummary):
     documents_degraded: int = Field(
         default=0, description="Documents of a vector knowledge base without current vectors (keyword-only)."
     )
+    warning: str | None = Field(
+        default=None,
+        description="After a change of settings that embeds, set when documents are left without vectors: why "
+        "and what to do.",
+    )
     followed: list[FollowedFolder] = Field(default_factory=list, description="The folders it follows.")
     vector_index: dict[str, VectorIndexInfo] = Field(
         default_factory=dict,
@@ -529,6 +534,13 @@ class ReindexResult(_Model):
     )
     not_reconverted: list[ReconversionSkip] = Field(
         default_factory=list, description="Documents whose converter changed but whose Markdown was kept, and why."
+    )
+    documents_degraded: int = Field(
+        default=0, description="Documents of a vector knowledge base still without current vectors (keyword-only)."
+    )
+    warning: str | None = Field(
+        default=None,
+        description="Set when documents are left without vectors: why (the provider's error) and what to do.",
     )
 
 

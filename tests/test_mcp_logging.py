@@ -13,6 +13,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import LoggingMessageNotificationParams
 
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.embed.base import CooldownEmbedder
 from tests.embed.fake_openai_server import fake_openai_server
 from tests.fakes import HashEmbedder
 from tests.mcp_clients import open_client, structured
@@ -180,3 +181,39 @@ async def test_coffer_serve_over_stdio_reports_a_failing_embedding_provider(home
     [notice] = messages.of("coffer")
     assert "could not be embedded" in notice
     assert any("model not loaded" in text for text in messages.of("coffer_mcp.indexing.vectorize"))
+
+
+async def test_a_reindex_or_new_settings_that_cannot_embed_say_so_in_the_result_and_to_the_user(
+    home: Path, backend_settings: dict[str, str]
+) -> None:
+    # The report's case: the provider failed on an earlier write and now cools down, so the reindex
+    # calls nothing, fails nothing and logs nothing, and the degraded count does not grow.
+    now = [0.0]
+    provider = HashEmbedder()
+    embedder = CooldownEmbedder(provider, cooldown_seconds=60, clock=lambda: now[0])
+    with Coffer(load_settings(home=home, **backend_settings), embedder=embedder) as service:
+        service.create_kb("notes", vector=True)
+        provider.failing = True
+        service.add_document("notes", "fermentation.md", NOTE)
+        service.add_document("notes", "rye.md", "# Rye\n\nRye flour holds more water than wheat.\n")
+        messages = Messages()
+        async with open_client("legacy", service, home, logging_callback=messages) as client:
+            reindexed = structured(await client.call_tool("coffer__reindex_knowledge_base", {"kb": "notes"}))
+            updated = structured(
+                await client.call_tool("coffer__update_knowledge_base", {"name": "notes", "chunk_size": 512})
+            )
+            now[0] += 61  # the provider is back
+            provider.failing = False
+            healthy = structured(await client.call_tool("coffer__reindex_knowledge_base", {"kb": "notes"}))
+    assert reindexed["embedded"] == 0
+    assert reindexed["documents_degraded"] == 2
+    assert updated["documents_degraded"] == 2
+    for result in (reindexed, updated):
+        assert result["warning"].startswith("2 documents of 'notes' could not be embedded")
+        assert "the test provider is down" in result["warning"]  # the provider's error, as the CLI's note has it
+        assert "keyword only" in result["warning"]
+        assert "coffer doctor" in result["warning"]
+    assert messages.of("coffer") == [reindexed["warning"], updated["warning"]]
+    assert healthy["embedded"] == 2
+    assert healthy["documents_degraded"] == 0
+    assert "warning" not in healthy

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from coffer_mcp.errors import ConfirmationRequiredError
 from coffer_mcp.mcp_server import _lean as lean
 from coffer_mcp.mcp_server._common import DocId, Filters, FsPath, KbName, Offset
+from coffer_mcp.mcp_server._notices import waiting_message
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.models import (
     DeleteResult,
@@ -122,7 +123,7 @@ def update_knowledge_base(
 
     New chunk settings re-chunk every document and vector=true embeds them; both report progress.
     """
-    return job.service.update_kb(
+    details = job.service.update_kb(
         name,
         description=description,
         chunk_size=chunk_size,
@@ -132,6 +133,11 @@ def update_knowledge_base(
         actor=job.actor,
         progress=job.progress,
     )
+    if details.documents_degraded:
+        return details.model_copy(
+            update={"warning": waiting_message(job.service, details.name, details.documents_degraded)}
+        )
+    return details
 
 
 def delete_knowledge_base(
@@ -167,7 +173,10 @@ def reindex_knowledge_base(
     Searches do this for changes already; use it after big edits on disk, a model change, or (force) a Coffer
     upgrade with better converters.
     """
-    return job.service.reindex(kb, force=force, progress=job.progress, actor=job.actor)
+    result = job.service.reindex(kb, force=force, progress=job.progress, actor=job.actor)
+    if result.documents_degraded:
+        return result.model_copy(update={"warning": waiting_message(job.service, kb, result.documents_degraded)})
+    return result
 
 
 def ingest_path(

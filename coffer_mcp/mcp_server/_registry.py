@@ -79,6 +79,8 @@ class ToolEntry:
         access: What it may change.
         annotations: Its MCP annotations where it is offered with writes allowed.
         question: For a destructive tool, what to ask the user before it runs (see ``_confirm``).
+        embeds: Its job includes embedding (a reindex, new chunk or vector settings): documents it
+            leaves without vectors are reported even when there are no more than before.
     """
 
     name: str
@@ -87,6 +89,7 @@ class ToolEntry:
     access: Access
     annotations: ToolAnnotations
     question: Question | None = None
+    embeds: bool = False
 
     def offered(self, *, curation: bool, read_only: bool) -> bool:
         """Whether a server with these switches lists this tool."""
@@ -113,7 +116,7 @@ TOOLS: tuple[ToolEntry, ...] = (
     ToolEntry("coffer__knowledge_base_metrics", curation.knowledge_base_metrics, _CURATION, _READ, READ),
     ToolEntry("coffer__check_sources", curation.check_sources, _CURATION, Access.REFRESH, CHANGE),
     ToolEntry("coffer__create_knowledge_base", curation.create_knowledge_base, _CURATION, _WRITE, CREATE),
-    ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _WRITE, CHANGE),
+    ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _WRITE, CHANGE, embeds=True),
     ToolEntry(
         "coffer__delete_knowledge_base",
         curation.delete_knowledge_base,
@@ -122,7 +125,7 @@ TOOLS: tuple[ToolEntry, ...] = (
         CHANGE,
         question=_delete_kb_question,
     ),
-    ToolEntry("coffer__reindex_knowledge_base", curation.reindex_knowledge_base, _CURATION, _WRITE, ADD),
+    ToolEntry("coffer__reindex_knowledge_base", curation.reindex_knowledge_base, _CURATION, _WRITE, ADD, embeds=True),
     # CHANGE: with follow=true, documents whose file left the followed folder are removed.
     ToolEntry("coffer__ingest_path", curation.ingest_path, _CURATION, _WRITE, CHANGE),
     ToolEntry("coffer__ingest_url", curation.ingest_url, _CURATION, _WRITE, FETCH),
@@ -187,7 +190,9 @@ def _run_body(entry: ToolEntry, job: Job, arguments: dict[str, Any]) -> Any:
     if entry.access is Access.READ:
         return entry.body(job, **arguments)
     kb = arguments.get("kb", arguments.get("name"))
-    return reporting_degraded(job, kb if isinstance(kb, str) else None, lambda: entry.body(job, **arguments))
+    return reporting_degraded(
+        job, kb if isinstance(kb, str) else None, lambda: entry.body(job, **arguments), embeds=entry.embeds
+    )
 
 
 def _refuse(error: CofferError) -> NoReturn:

@@ -244,10 +244,13 @@ class KnowledgeBaseService:
             )
         self._repair_shared_indexes()
         self.index.settle()
+        # Left without vectors (the provider failed or cools down): counted as metrics count them.
+        degraded = self.index.kb_counts(name, self.registry.wanted_model(self.registry.config(name))).degraded
+        done = {"kb": name, **counts, "documents_degraded": degraded}
         if redo is None:
-            return ReindexResult.model_validate({"kb": name, **counts})
+            return ReindexResult.model_validate(done)
         return ReindexResult.model_validate(
-            {"kb": name, **counts, "reconverted": len(redo.reconverted), "not_reconverted": redo.skipped}
+            {**done, "reconverted": len(redo.reconverted), "not_reconverted": redo.skipped}
         )
 
     def _repair_shared_indexes(self) -> None:
