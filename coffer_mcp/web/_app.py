@@ -2,7 +2,8 @@
 
 Every route sits behind one ``Guard`` (Host, Origin, token). The SDK's own DNS-rebinding check
 is switched off on purpose: the guard applies the same rule to ``/mcp`` as to everything else,
-with the operator's allowed hosts, and answers 403 like the other routes.
+with the operator's allowed hosts, and answers 403 like the other routes. An MCP request may be
+as large as ``max_document_bytes`` allows a document to be (``_body_limit``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.services import Coffer
 from coffer_mcp.web._api import api_routes
+from coffer_mcp.web._body_limit import TooLargeAsJsonRpc, mcp_body_limit
 from coffer_mcp.web._security import Guard, HostPolicy, check_token
 
 __all__ = ["STATIC_DIR", "build_app"]
@@ -64,8 +66,11 @@ def build_app(
     if token:
         check_token(token)  # here, not only in the guard: Starlette builds middleware on the first request
     server = build_server(service, curation=curation, read_only=read_only)
+    max_document_bytes = service.settings.max_document_bytes
+    body_limit = mcp_body_limit(max_document_bytes)
     mcp_app = server.streamable_http_app(
         json_response=json_response,
+        max_request_body_size=body_limit,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     session_manager = server.session_manager
@@ -76,8 +81,14 @@ def build_app(
         async with session_manager.run():
             yield
 
+    # The SDK's /mcp route, served by the session manager run above; its 413 answered in JSON-RPC.
+    mcp_routes = [
+        Route(route.path, TooLargeAsJsonRpc(route.endpoint, limit=body_limit, max_document_bytes=max_document_bytes))
+        for route in mcp_app.routes
+        if isinstance(route, Route)
+    ]
     routes = [
-        *mcp_app.routes,  # the SDK's /mcp route, served by the session manager run above
+        *mcp_routes,
         Route("/", _viewer_page(action_token), methods=["GET", "HEAD"]),
         Mount("/api/v1", routes=api_routes(service, action_token)),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
