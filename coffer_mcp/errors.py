@@ -180,7 +180,7 @@ VIEWER_ERROR_CODES: dict[str, str] = {
     "forbidden_action": "a file action without the page's action token, or not from this server's own page",
     "outside_store": "the file to open resolves outside `COFFER_HOME/knowledge` (e.g. through a symlink)",
     "no_opener": "no program can open the file here (a headless server, a missing editor)",
-    "opener_failed": "the program that opens the file could not be started",
+    "opener_failed": "the program that opens the file could not be started, or exited with an error at once",
 }
 """Codes only the viewer's HTTP API sends (``web``), with their meanings."""
 

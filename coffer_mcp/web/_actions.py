@@ -5,6 +5,11 @@ must lie, after ``realpath``, inside ``COFFER_HOME/knowledge`` (a symlinked KB f
 elsewhere is refused). The opener is started with an argument list, never a shell string,
 detached from the server (own session, no stdio), and reaped by a daemon thread so it neither
 becomes a zombie nor keeps the server waiting.
+
+An opener that fails says so at once: ``xdg-open`` on a headless machine exits with status 3
+("no method available") within 40 ms. So the action waits up to a second for an early exit and
+reports a non-zero one rather than claiming success; an editor still running by then is taken
+as opened.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ TERMINAL_EDITORS = frozenset(
     {"vi", "vim", "nvim", "nano", "pico", "ed", "ex", "micro", "hx", "helix", "kak", "joe", "mg", "ne", "jed"}
 )
 _EDITOR_HINT = "Set COFFER_EDITOR to a desktop editor command on PATH, e.g. COFFER_EDITOR='code' or 'gedit'."
+_EARLY_EXIT_SECONDS = 1.0  # how long an opener has to fail before it counts as started
+_XDG_NO_METHOD = 3  # xdg-open's status for "no program to open it with" (no desktop, no browser)
 
 
 @dataclass(frozen=True)
@@ -175,7 +182,26 @@ def _spawn(argv: tuple[str, ...]) -> None:
         )
     except OSError as exc:
         raise OpenerFailedError(f"Could not start {argv[0]}: {exc.strerror or exc}.", hint=_EDITOR_HINT) from exc
-    threading.Thread(target=process.wait, name=f"coffer-opener-{process.pid}", daemon=True).start()
+    try:
+        status = process.wait(timeout=_EARLY_EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        threading.Thread(target=process.wait, name=f"coffer-opener-{process.pid}", daemon=True).start()
+        return
+    if status != 0:
+        raise _failed(argv[0], status)
+
+
+def _failed(program: str, status: int) -> NoOpenerError | OpenerFailedError:
+    """The error for an opener that exited with ``status`` (non-zero) before it opened anything."""
+    name = os.path.basename(program)
+    if name == "xdg-open" and status == _XDG_NO_METHOD:
+        return NoOpenerError(
+            "xdg-open found no program to open files with here (no desktop session or browser: a headless server?).",
+            hint="Open the path the viewer shows on the machine running Coffer, or set COFFER_EDITOR to a command "
+            "that can open files there.",
+        )
+    shown = f"signal {-status}" if status < 0 else f"status {status}"
+    return OpenerFailedError(f"{name} exited with {shown} without opening anything.", hint=_EDITOR_HINT)
 
 
 def _startfile(path: str) -> None:

@@ -179,6 +179,55 @@ def test_without_an_editor_or_xdg_open_the_answer_is_a_clear_501(
     assert "COFFER_EDITOR" in body["hint"]
 
 
+def fake_xdg_open(folder: Path, status: int, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ``xdg-open`` first on PATH that opens nothing and exits with ``status``."""
+    fake = folder / "xdg-open"
+    fake.write_text(f"#!/bin/sh\necho 'xdg-open: no method available' >&2\nexit {status}\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return fake
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux reveals through xdg-open")
+def test_an_xdg_open_that_finds_no_program_is_a_501_not_a_success(
+    viewer: Viewer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_xdg_open(tmp_path, 3, monkeypatch)  # what xdg-open does on a headless machine
+    for path in (f"/knowledge_bases/notes/documents/{viewer.seeded.beta}/reveal", "/knowledge_bases/notes/reveal"):
+        response = viewer.post(path)
+        assert response.status_code == 501, response.text
+        body = response.json()
+        assert body["code"] == "no_opener"
+        assert "xdg-open" in body["message"]
+        assert "COFFER_EDITOR" in body["hint"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux reveals through xdg-open")
+def test_an_opener_failing_otherwise_is_opener_failed_with_its_status(
+    viewer: Viewer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_xdg_open(tmp_path, 4, monkeypatch)
+    response = viewer.post("/knowledge_bases/notes/reveal")
+    assert response.status_code == 500, response.text
+    body = response.json()
+    assert body["code"] == "opener_failed"
+    assert body["message"] == "xdg-open exited with status 4 without opening anything."
+
+
+def test_an_editor_that_exits_with_an_error_is_reported(tmp_path: Path) -> None:
+    with make_coffer(tmp_path / "home", editor=f"{sys.executable} -c 'raise SystemExit(2)'") as service:
+        seeded = seed(service)
+        with running(service) as url, httpx.Client(base_url=url, timeout=10) as http:
+            token = action_token(http.get("/").text)
+            response = http.post(
+                f"/api/v1/knowledge_bases/notes/documents/{seeded.alpha}/open",
+                headers={"Origin": url, "X-Coffer-Action-Token": token},
+            )
+    assert response.status_code == 500, response.text
+    assert response.json()["code"] == "opener_failed"
+    assert "status 2" in response.json()["message"]
+
+
 def test_each_server_process_has_its_own_action_token(viewer: Viewer, tmp_path: Path) -> None:
     with make_coffer(tmp_path / "home") as other, running(other) as url, httpx.Client(base_url=url) as http:
         assert action_token(http.get("/").text) != viewer.token
