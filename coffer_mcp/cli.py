@@ -37,6 +37,7 @@ __all__ = ["main", "serve_main"]
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765  # coffer serve --http
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.handler is _serve:
+        _check_serve(args)
     _NOTES.clear()
     try:
         try:
@@ -111,20 +114,20 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
     serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP at /mcp, plus the viewer")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    # The HTTP options default to None so that one given without --http can be refused (_check_serve).
+    serve.add_argument("--host", help=f"HTTP address to bind (default {DEFAULT_HOST})")
+    serve.add_argument("--port", type=_port, help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
     serve.add_argument("--token", help="bearer token every HTTP request must carry (or COFFER_HTTP_TOKEN)")
     serve.add_argument("--json-response", action="store_true", help="answer HTTP requests with JSON, not SSE")
     serve.add_argument(
         "--allowed-host",
         action="append",
-        default=[],
         metavar="HOST[:PORT]",
         help="also accept this Host header (behind a reverse proxy); repeatable",
     )
     serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
     serve.add_argument("--read-only", action="store_true", help="expose no tool that writes")
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_serve, command_parser=serve)
     doctor = commands.add_parser("doctor", help="check SQLite, sqlite-vec, ripgrep, the embedder and every KB")
     doctor.add_argument("--json", action="store_true", help="print machine-readable JSON")
     doctor.add_argument("--no-embed", action="store_true", help="do not make a test embedding (nor a test reranking)")
@@ -857,6 +860,39 @@ def _grep_engine(r) -> str:
     return "pure-Python scan" + (f" (ripgrep at {r.ripgrep} does not run)" if r.ripgrep else "")
 
 
+def _port(value: str) -> int:
+    """``--port``: a TCP port number, 0 for a free one."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 0-65535 (0 picks a free one)")
+    return port
+
+
+_HTTP_OPTIONS = {
+    "host": "--host",
+    "port": "--port",
+    "token": "--token",
+    "json_response": "--json-response",
+    "allowed_host": "--allowed-host",
+}
+
+
+def _check_serve(args: argparse.Namespace) -> None:
+    """Refuse HTTP options without ``--http`` (exit 2): stdio would ignore them, a token above all."""
+    if args.http:
+        return
+    given = [flag for name, flag in _HTTP_OPTIONS.items() if getattr(args, name) not in (None, False)]
+    if given:
+        verb = "is an option" if len(given) == 1 else "are options"
+        args.command_parser.error(
+            f"{', '.join(given)} {verb} of the HTTP server: add --http (without it, coffer serve speaks MCP on "
+            "stdio and would ignore them)"
+        )
+
+
 def _serve(args: argparse.Namespace, settings: Settings) -> int | None:
     if args.http:
         return _serve_http(args, settings)
@@ -901,17 +937,18 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
     from coffer_mcp.web import check_bind, serve_http
 
     token = args.token or (settings.http_token.get_secret_value() if settings.http_token else None)
-    check_bind(args.host, token)  # before anything else: refuse to listen beyond loopback unprotected
+    host = DEFAULT_HOST if args.host is None else args.host
+    check_bind(host, token)  # before anything else: refuse to listen beyond loopback unprotected
     coffer = Coffer(settings)
     try:
         with _watching(coffer):
             serve_http(
                 coffer,
-                host=args.host,
-                port=args.port,
+                host=host,
+                port=DEFAULT_PORT if args.port is None else args.port,
                 token=token,
                 json_response=args.json_response,
-                allowed_hosts=args.allowed_host,
+                allowed_hosts=args.allowed_host or [],
                 curation=False if args.no_curation else None,
                 read_only=args.read_only or None,
             )

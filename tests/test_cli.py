@@ -455,3 +455,35 @@ def test_update_prints_the_knowledge_base_as_describe_does(run, tmp_path: Path) 
     updated = run("kb", "update", "notes", "--description", "my notes")
     assert updated == run("kb", "describe", "notes")
     assert f"following  {folder}  (1 documents" in updated
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "--http", "--port", "99999"], "argument --port: 99999 is not a port: use 0-65535"),
+        (["serve", "--http", "--port", "-1"], "argument --port: -1 is not a port: use 0-65535"),
+        (["serve", "--port", "18770"], "--port is an option of the HTTP server: add --http"),
+        (["serve", "--token", "abcdefghijklmnop1234"], "--token is an option of the HTTP server: add --http"),
+        (
+            ["serve", "--host", "127.0.0.1", "--json-response", "--allowed-host", "a.example"],
+            "--host, --json-response, --allowed-host are options of the HTTP server: add --http",
+        ),
+    ],
+    ids=["port-too-high", "port-negative", "port-without-http", "token-without-http", "three-without-http"],
+)
+def test_serve_refuses_a_bad_port_or_http_options_without_http_as_a_usage_error(
+    home: Path, argv: list[str], says: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "coffer_mcp", "--home", str(home), *argv],
+        stdin=subprocess.DEVNULL,  # were the stdio server started, it would end at once
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr
+    assert result.stderr.startswith("usage: coffer serve")
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
