@@ -10,15 +10,15 @@ import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from coffer_mcp.errors import ConfigError, validation_problem
 
-__all__ = ["ENV_VARS", "Settings", "load_settings"]
+__all__ = ["ENV_VARS", "Settings", "load_settings", "refuse_bool"]
 
 MB = 1024 * 1024
 
@@ -71,6 +71,25 @@ _EMBEDDING_KEYS = (
 )
 # ... and the reranker's: ``rerank: {provider: http, url: ...}``.
 _RERANK_KEYS = ("provider", "model", "model_path", "url", "api_key_env", "candidates", "timeout_ms", "cooldown_seconds")
+
+
+def refuse_bool(value: Any) -> Any:
+    """A number setting's value as given, unless it is a boolean.
+
+    pydantic's lax mode takes ``true`` for 1, so ``max_document_bytes: true`` in YAML became a
+    one-byte limit. Strict mode would also refuse the strings numbers arrive as from the
+    environment; refusing booleans alone keeps those.
+
+    Raises:
+        ValueError: ``value`` is ``True`` or ``False``.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")  # noqa: TRY004 (pydantic reports ValueError)
+    return value
+
+
+def _is_number(annotation: Any) -> bool:
+    return any(kind in (int, float) for kind in (get_args(annotation) or (annotation,)))
 
 
 class Settings(BaseModel):
@@ -226,6 +245,12 @@ class Settings(BaseModel):
         "reports it missing).",
     )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields[info.field_name] if info.field_name else None
+        return refuse_bool(value) if field is not None and _is_number(field.annotation) else value
+
     @field_validator("home", mode="before")
     @classmethod
     def _expand_home(cls, value: Any) -> Any:
@@ -305,16 +330,16 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     if environ.get(rerank_key_env):
         merged["rerank_api_key"] = environ[rerank_key_env]
     _check_database_url(from_file, config_file)
+    sources = _Sources(from_file, from_env, flags, config_file)
     try:
         settings = Settings(**merged)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         problems = "; ".join(_problem(e) for e in errors)
-        fixes = dict.fromkeys(
-            _where(str(e["loc"][0]) if e["loc"] else "", from_file, from_env, flags, config_file) for e in errors
-        )
+        fixes = dict.fromkeys(sources.where(str(e["loc"][0]) if e["loc"] else "") for e in errors)
         raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
     _check_rerank(settings)
+    settings = _fit_chunk_overlap(settings, merged, sources)
     if settings.index_backend == "postgres" and settings.database_url is None:
         raise ConfigError(
             "The postgres index backend needs the server's address.",
@@ -331,6 +356,50 @@ def _problem(error: Any) -> str:
         close = difflib.get_close_matches(where, Settings.model_fields, n=1)
         return f"{where}: no such setting" + (f" (did you mean {close[0]}?)" if close else "")
     return validation_problem(error)
+
+
+def _fit_chunk_overlap(settings: Settings, given: Mapping[str, Any], sources: _Sources) -> Settings:
+    """New knowledge bases' chunk settings, checked as a pair (each alone is checked by its field).
+
+    An overlap left at its default, made for 1,024-character chunks, shrinks in proportion to a
+    smaller ``chunk_size`` (as ``coffer kb create --chunk-size`` does); one set by the user must be
+    below half the chunk size, or every ``kb create`` would fail without saying why.
+
+    Raises:
+        ConfigError: the overlap set is not below half the chunk size; names where each came from.
+    """
+    size, overlap = settings.chunk_size, settings.chunk_overlap
+    if 2 * overlap < size:
+        return settings
+    if "chunk_overlap" not in given:
+        default_size = Settings.model_fields["chunk_size"].default
+        return settings.model_copy(update={"chunk_overlap": overlap * size // default_size})
+    overlap_from = sources.where("chunk_overlap")
+    size_from = sources.where("chunk_size") if "chunk_size" in given else "the default"
+    raise ConfigError(
+        f"Invalid configuration: chunk_overlap ({overlap}, from {overlap_from}) must be less than half of "
+        f"chunk_size ({size}, from {size_from}).",
+        hint=f"Fix {overlap_from}: below {(size + 1) // 2}, or raise chunk_size.",
+    )
+
+
+class _Sources:
+    """Where each setting's value came from, to name the place a user edits to fix it."""
+
+    def __init__(
+        self, from_file: Mapping[str, Any], from_env: Mapping[str, Any], flags: Mapping[str, Any], config_file: Path
+    ) -> None:
+        self.from_file, self.from_env, self.flags, self.config_file = from_file, from_env, flags, config_file
+
+    def where(self, field: str) -> str:
+        """Where the winning value of ``field`` came from, as the place a user edits to fix it."""
+        if field in self.flags:
+            return f"the --{field.replace('_', '-')} option"
+        if field in self.from_env:
+            return next(var for var, name in ENV_VARS.items() if name == field) + " in the environment"
+        if field in self.from_file:
+            return f"{field} in {self.config_file}"
+        return f"the COFFER_* environment variables or {self.config_file}"
 
 
 def _check_rerank(settings: Settings) -> None:
@@ -357,19 +426,6 @@ def _check_database_url(from_file: Mapping[str, Any], config_file: Path) -> None
             hint="Remove it from the file: put the whole URL in COFFER_DATABASE_URL, or the password in "
             "~/.pgpass (PGPASSFILE).",
         )
-
-
-def _where(
-    field: str, from_file: Mapping[str, Any], from_env: Mapping[str, Any], flags: Mapping[str, Any], config_file: Path
-) -> str:
-    """Where the losing value of ``field`` came from, as the place a user edits to fix it."""
-    if field in flags:
-        return f"the --{field.replace('_', '-')} option"
-    if field in from_env:
-        return next(var for var, name in ENV_VARS.items() if name == field) + " in the environment"
-    if field in from_file:
-        return f"{field} in {config_file}"
-    return f"the COFFER_* environment variables or {config_file}"
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:

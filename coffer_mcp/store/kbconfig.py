@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coffer_mcp.errors import InvalidArgumentError, validation_problem
+from coffer_mcp.settings import refuse_bool
 from coffer_mcp.store.files import atomic_write
 from coffer_mcp.store.frontmatter import UnsafeFrontmatterError, load_bounded_yaml
 
@@ -37,6 +38,11 @@ class KbConfig(BaseModel):
     )
     created_at: str
     updated_at: str
+
+    @field_validator("chunk_size", "chunk_overlap", mode="before")
+    @classmethod
+    def _number(cls, value: object) -> object:
+        return refuse_bool(value)  # lax pydantic reads a hand-typed `chunk_overlap: true` as 1
 
     @field_validator("follow", mode="before")
     @classmethod

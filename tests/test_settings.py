@@ -1,0 +1,107 @@
+"""Settings that load must hold: no boolean passes for a number, chunk settings checked as a pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coffer_mcp import Coffer
+from coffer_mcp.cli import main
+from coffer_mcp.errors import ConfigError
+from coffer_mcp.settings import Settings, load_settings
+
+NUMBER_SETTINGS = [
+    name
+    for name, field in Settings.model_fields.items()
+    if any(kind in (int, float) for kind in (getattr(field.annotation, "__args__", None) or (field.annotation,)))
+]
+GROUPS = ("embedding", "rerank")
+
+
+def config_yaml(home: Path, values: dict[str, Any]) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
+
+
+def as_config_key(name: str, value: Any) -> dict[str, Any]:
+    """A setting as config.yaml spells it: the embedding and rerank ones in their groups."""
+    group = next((g for g in GROUPS if name.startswith(f"{g}_")), None)
+    return {group: {name.removeprefix(f"{group}_"): value}} if group else {name: value}
+
+
+def test_the_number_settings_are_the_ones_expected() -> None:
+    assert {"max_document_bytes", "grep_timeout", "chunk_size", "embedding_dimensions"} <= set(NUMBER_SETTINGS)
+    assert "watch" not in NUMBER_SETTINGS
+
+
+@pytest.mark.parametrize("value", [True, False])
+@pytest.mark.parametrize("name", NUMBER_SETTINGS)
+def test_no_number_setting_takes_true_or_false(tmp_path: Path, name: str, value: bool) -> None:
+    config_yaml(tmp_path, as_config_key(name, value))
+    with pytest.raises(ConfigError) as caught:
+        load_settings(home=tmp_path)
+    assert f"{name}: must be a number, not {str(value).lower()}" in caught.value.message
+    assert "config.yaml" in caught.value.hint
+
+
+def test_numbers_from_the_environment_still_load(tmp_path: Path) -> None:
+    settings = load_settings({"COFFER_MAX_DOCUMENT_BYTES": "100", "COFFER_GREP_TIMEOUT": "2.5"}, home=tmp_path)
+    assert (settings.max_document_bytes, settings.grep_timeout) == (100, 2.5)
+
+
+def test_max_document_bytes_true_is_refused_on_the_command_line_not_a_one_byte_limit(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_yaml(home, {"max_document_bytes": True})
+    assert main(["--home", str(home), "kb", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "max_document_bytes: must be a number, not true" in err
+    assert f"hint: Fix max_document_bytes in {home.resolve() / 'config.yaml'}." in err
+
+
+def test_inconsistent_chunk_settings_in_config_yaml_are_refused_naming_the_file_and_keys(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_yaml(home, {"chunk_size": 100, "chunk_overlap": 90})
+    assert main(["--home", str(home), "kb", "create", "ov"]) == 1
+    err = capsys.readouterr().err
+    config = home.resolve() / "config.yaml"
+    assert (
+        f"chunk_overlap (90, from chunk_overlap in {config}) must be less than half of chunk_size "
+        f"(100, from chunk_size in {config})"
+    ) in err
+    assert f"hint: Fix chunk_overlap in {config}: below 50, or raise chunk_size." in err
+    assert not (home / "knowledge" / "ov").exists()
+
+
+def test_an_overlap_from_the_environment_against_the_default_chunk_size_names_both(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"COFFER_CHUNK_OVERLAP": "600"}, home=tmp_path)
+    assert caught.value.message == (
+        "Invalid configuration: chunk_overlap (600, from COFFER_CHUNK_OVERLAP in the environment) must be less "
+        "than half of chunk_size (1024, from the default)."
+    )
+
+
+def test_a_small_chunk_size_alone_shrinks_the_default_overlap_in_proportion(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_yaml(home, {"chunk_size": 200})
+    assert load_settings(home=home).chunk_overlap == 25  # 128 for 1,024-character chunks
+    assert main(["--home", str(home), "kb", "create", "small", "--json"]) == 0
+    assert '"chunk_overlap": 25' in capsys.readouterr().out
+
+
+def test_a_hand_typed_true_in_kb_yaml_is_no_chunk_overlap_of_one(home: Path) -> None:
+    with Coffer(load_settings(home=home, embedding_provider="none")) as service:
+        service.create_kb("notes", chunk_size=256, chunk_overlap=32)
+        kb_yaml = home / "knowledge" / "notes" / "kb.yaml"
+        data = yaml.safe_load(kb_yaml.read_text(encoding="utf-8"))
+        kb_yaml.write_text(yaml.safe_dump({**data, "chunk_overlap": True}), encoding="utf-8")
+        details = service.describe_kb("notes")
+    # An invalid hand-edited value is ignored: the defaults apply (docs/configuration.md).
+    assert details.chunk_overlap != 1
+    assert (details.chunk_size, details.chunk_overlap) == (512, 64)
