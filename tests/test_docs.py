@@ -54,6 +54,16 @@ def test_every_tool_is_documented(tool: str) -> None:
     assert f"`{tool}`" in (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
 
 
+def test_the_tools_docs_mcp_md_names_as_open_world_are_those_annotated_so() -> None:
+    from coffer_mcp.mcp_server._registry import TOOLS
+
+    text = (REPO / "docs" / "mcp.md").read_text(encoding="utf-8")
+    paragraph = next(part for part in text.split("\n\n") if "openWorldHint" in part)
+    named = set(re.findall(r"coffer__[a-z_]+", paragraph))
+    assert named == {entry.name for entry in TOOLS if entry.annotations.open_world_hint}
+    assert all(entry.annotations.open_world_hint is not None for entry in TOOLS)
+
+
 def test_server_json_describes_the_pypi_package_on_stdio_and_streamable_http() -> None:
     server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
     from coffer_mcp import __version__
