@@ -52,7 +52,9 @@ from coffer_mcp.web._actions import (
     run_action,
 )
 from coffer_mcp.web._params import (
+    FILTER_PARAMS,
     MAX_OFFSET,
+    check_known,
     doc_id,
     filters,
     kb_name,
@@ -91,12 +93,15 @@ def error_response(exc: CofferError) -> JSONResponse:
     return JSONResponse(exc.to_dict("web"), status_code=status, headers={"cache-control": "no-store"})
 
 
-def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a handler: JSON out, ``CofferError`` mapped, anything else logged as a 500."""
+def _endpoint(handler: Handler, params: tuple[str, ...] | None = ()) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a handler: query parameters other than ``params`` refused (None: not checked), JSON out,
+    ``CofferError`` mapped, anything else logged as a 500."""
 
     @functools.wraps(handler)
     async def endpoint(request: Request) -> Response:
         try:
+            if params is not None:
+                check_known(request, params)
             result = await handler(request)
         except CofferError as exc:
             return error_response(exc)
@@ -128,16 +133,16 @@ def api_routes(service: Coffer, action_token: str) -> list[Route]:
     return [
         Route("/knowledge_bases", _endpoint(api.list_kbs), methods=get),
         Route(kb, _endpoint(api.describe_kb), methods=get),
-        Route(kb + "/documents", _endpoint(api.list_documents), methods=get),
-        Route(doc, _endpoint(api.read_document), methods=get),
-        Route(kb + "/search", _endpoint(api.search), methods=get),
-        Route("/search", _endpoint(api.search), methods=get),
+        Route(kb + "/documents", _endpoint(api.list_documents, ("q", "limit", "offset", *FILTER_PARAMS)), methods=get),
+        Route(doc, _endpoint(api.read_document, ("offset", "limit")), methods=get),
+        Route(kb + "/search", _endpoint(api.search, ("q", "top_k", *FILTER_PARAMS)), methods=get),
+        Route("/search", _endpoint(api.search, ("q", "top_k", "kb", *FILTER_PARAMS)), methods=get),
         Route(kb + "/open", _endpoint(api.action("open", api.kb_target)), methods=post),
         Route(kb + "/reveal", _endpoint(api.action("reveal", api.kb_target)), methods=post),
         Route(doc + "/open", _endpoint(api.action("open", api.document_target)), methods=post),
         Route(doc + "/reveal", _endpoint(api.action("reveal", api.document_target)), methods=post),
         # Every other method too, so that what no endpoint serves is refused in JSON, not Starlette's text 405.
-        Route("/{rest:path}", _endpoint(_unknown), methods=_EVERY_METHOD),
+        Route("/{rest:path}", _endpoint(_unknown, None), methods=_EVERY_METHOD),  # 404 whatever its query
     ]
 
 

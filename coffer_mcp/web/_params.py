@@ -19,7 +19,18 @@ from coffer_mcp.services.documents import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 from coffer_mcp.store import is_document_id, validate_kb_name
 
-__all__ = ["MAX_KBS", "MAX_OFFSET", "doc_id", "filters", "kb_name", "kb_selector", "query_int", "query_text"]
+__all__ = [
+    "FILTER_PARAMS",
+    "MAX_KBS",
+    "MAX_OFFSET",
+    "check_known",
+    "doc_id",
+    "filters",
+    "kb_name",
+    "kb_selector",
+    "query_int",
+    "query_text",
+]
 
 MAX_KBS = 100
 _INTEGER = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: no '+', '_', spaces or other scripts' digits
@@ -27,6 +38,24 @@ _INTEGER = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: no '+', '_', space
 
 def _shown(raw: str) -> str:
     return repr(raw[:40]) + ("…" if len(raw) > 40 else "")
+
+
+def check_known(request: Request, accepted: tuple[str, ...]) -> None:
+    """Refuse query parameters the endpoint does not take, as the MCP tools refuse unknown arguments.
+
+    A misspelt one (``topk=3``, ``tags=draft``) would otherwise be dropped silently, and the
+    answer would be the default's or every document's.
+
+    Raises:
+        InvalidArgumentError: a parameter not in ``accepted``; the hint lists those accepted.
+    """
+    unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in accepted]
+    if unknown:
+        names = ", ".join(_shown(name) for name in unknown)
+        raise InvalidArgumentError(
+            f"Unknown query parameter{'s' if len(unknown) > 1 else ''} {names}.",
+            hint=f"Accepted here: {', '.join(accepted)}." if accepted else "This endpoint takes no query parameters.",
+        )
 
 
 def query_int(request: Request, name: str, *, default: int | None, low: int, high: int) -> int | None:
@@ -112,6 +141,7 @@ def kb_selector(request: Request) -> str | list[str]:
 _FILTER_LISTS = {"tag": "tags", "format": "formats"}
 _FILTER_TEXTS = ("path_prefix", "created_after", "created_before", "updated_after", "updated_before")
 MAX_FILTER_VALUES = 100
+FILTER_PARAMS = (*_FILTER_LISTS, *_FILTER_TEXTS)
 
 
 def filters(request: Request) -> dict[str, Any] | None:

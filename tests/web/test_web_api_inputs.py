@@ -167,3 +167,43 @@ def test_search_covers_the_knowledge_bases_named_by_repeated_kb_parameters(api: 
     one = api.get("/search", params={"q": "alpha", "kb": "notes"}).json()
     assert sorted(both["knowledge_bases"]) == ["empty-kb", "notes"]
     assert one["knowledge_bases"] == ["notes"]
+
+
+FILTERS = "tag, format, path_prefix, created_after, created_before, updated_after, updated_before"
+ACCEPTED = {
+    "/knowledge_bases": "This endpoint takes no query parameters.",
+    "/knowledge_bases/notes": "This endpoint takes no query parameters.",
+    "/knowledge_bases/notes/documents": f"Accepted here: q, limit, offset, {FILTERS}.",
+    "/knowledge_bases/notes/documents/{alpha}": "Accepted here: offset, limit.",
+    "/knowledge_bases/notes/search?q=alpha": f"Accepted here: q, top_k, {FILTERS}.",
+    "/search?q=alpha": f"Accepted here: q, top_k, kb, {FILTERS}.",
+}
+
+
+@pytest.mark.parametrize("template", list(ACCEPTED))
+def test_an_unknown_query_parameter_is_refused_naming_it_and_the_accepted_ones(
+    api: httpx.Client, store: tuple[Coffer, Seeded], template: str
+) -> None:
+    path = template.format(alpha=store[1].alpha)
+    assert api.get(path).status_code == 200
+    response = api.get(with_param(path, "bogus", "1"))
+    assert_client_error(response, status=400, code="invalid_argument")
+    assert response.json()["message"] == "Unknown query parameter 'bogus'."
+    assert response.json()["hint"] == ACCEPTED[template]
+
+
+def test_misspelt_parameters_are_all_named_once(api: httpx.Client) -> None:
+    response = api.get("/search", params=[("q", "alpha"), ("topk", "3"), ("tags", "a"), ("tags", "b")])
+    assert response.status_code == 400
+    assert response.json()["message"] == "Unknown query parameters 'topk', 'tags'."
+
+
+def test_a_file_action_with_a_query_parameter_is_refused_before_anything_opens(api: httpx.Client) -> None:
+    response = api.post("/knowledge_bases/notes/open?path=/etc/passwd")
+    assert_client_error(response, status=400, code="invalid_argument")
+    assert response.json()["hint"] == "This endpoint takes no query parameters."
+
+
+def test_an_unknown_endpoint_stays_not_found_whatever_its_query(api: httpx.Client) -> None:
+    response = api.get("/no-such-endpoint?bogus=1")
+    assert_client_error(response, status=404, code="not_found")
