@@ -47,10 +47,22 @@ def test_a_duplicate_name_is_refused(coffer: Coffer, notes: str) -> None:
 def test_bad_chunk_settings_are_refused_with_a_hint(coffer: Coffer, home: Path) -> None:
     with pytest.raises(InvalidArgumentError) as caught:
         coffer.create_kb("kb", chunk_size=100, chunk_overlap=60)
-    message = "Invalid knowledge base settings: chunk_overlap must be less than half of chunk_size."
+    message = "Invalid knowledge base settings: chunk_overlap (60) must be less than half of chunk_size (100)."
     assert caught.value.message == message
-    assert "chunk_overlap" in caught.value.hint
+    assert caught.value.hint.endswith("chunk_overlap is 0 up to half of chunk_size: below 50 for chunk_size 100.")
     assert not (home / "knowledge" / "kb").exists()
+
+
+def test_a_new_overlap_alone_is_checked_against_the_current_chunk_size_which_the_hint_names(
+    coffer: Coffer, notes: str
+) -> None:
+    assert coffer.describe_kb(notes).chunk_size == 1024
+    with pytest.raises(InvalidArgumentError) as caught:
+        coffer.update_kb(notes, chunk_overlap=600)
+    assert caught.value.message == (
+        "Invalid knowledge base settings: chunk_overlap (600) must be less than half of chunk_size (1024)."
+    )
+    assert "below 512 for chunk_size 1024" in caught.value.hint
 
 
 def test_describe_reports_counts_and_disk_usage(coffer: Coffer, notes: str) -> None:

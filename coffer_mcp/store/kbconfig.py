@@ -58,7 +58,9 @@ class KbConfig(BaseModel):
     @model_validator(mode="after")
     def _overlap_below_half(self) -> KbConfig:
         if self.chunk_overlap * 2 >= self.chunk_size:
-            raise ValueError("chunk_overlap must be less than half of chunk_size")
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be less than half of chunk_size ({self.chunk_size})"
+            )
         return self
 
     @property
@@ -73,10 +75,16 @@ def make_kb_config(**values: object) -> KbConfig:
         return KbConfig.model_validate(values)
     except ValidationError as exc:
         problems = "; ".join(validation_problem(e) for e in exc.errors(include_url=False))
-        raise InvalidArgumentError(
-            f"Invalid knowledge base settings: {problems}.",
-            hint="chunk_size is 64-8192 characters; chunk_overlap is 0 up to half of chunk_size.",
-        ) from exc
+        raise InvalidArgumentError(f"Invalid knowledge base settings: {problems}.", hint=_chunk_hint(values)) from exc
+
+
+def _chunk_hint(values: dict[str, object]) -> str:
+    """What chunk settings are allowed, with the bound for the chunk size the overlap was checked against."""
+    hint = "chunk_size is 64-8192 characters; chunk_overlap is 0 up to half of chunk_size"
+    size = values.get("chunk_size")
+    if isinstance(size, int) and not isinstance(size, bool) and 64 <= size <= 8192:
+        hint += f": below {(size + 1) // 2} for chunk_size {size}"
+    return hint + "."
 
 
 def read_kb_config(path: Path, *, fallback_time: str) -> KbConfig:
