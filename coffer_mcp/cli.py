@@ -527,7 +527,7 @@ def _kb_unfollow(args: argparse.Namespace, settings: Settings) -> None:
 
 def _followed_line(folder) -> str:
     """``following  /path  (12 documents, 3 pending, synced 2026-…)``, as far as this process knows."""
-    state = [f"{folder.documents} documents"]
+    state = [_count(folder.documents, "document")]
     if not folder.present:
         state.append("missing: its documents are kept")
     if folder.failed:
@@ -589,7 +589,10 @@ def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
     _emit(
         args,
         result,
-        lambda r: f"exported '{r.kb}' ({r.documents} documents, {r.vectors} vectors) to {r.path}\nsha256 {r.sha256}",
+        lambda r: (
+            f"exported '{r.kb}' ({_count(r.documents, 'document')}, {_count(r.vectors, 'vector')}) to {r.path}\n"
+            f"sha256 {r.sha256}"
+        ),
     )
 
 
@@ -617,7 +620,7 @@ def _kb_snapshot(args: argparse.Namespace, settings: Settings) -> None:
 
     with _service(settings, args) as coffer:
         info = coffer.snapshot_kb(args.name, note=args.note)
-    _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({i.documents} documents)")
+    _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({_count(i.documents, 'document')})")
 
 
 def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
@@ -643,7 +646,7 @@ def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
         args,
         result,
         lambda r: (
-            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({r.documents} documents); "
+            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({_count(r.documents, 'document')}); "
             f"the state before is snapshot {r.pre_restore_snapshot_id}"
         ),
     )
@@ -802,7 +805,7 @@ def _index_rebuild(args: argparse.Namespace, settings: Settings) -> None:
 
 def _render_reindex(r) -> str:
     line = (
-        f"{r.kb}: {r.documents} documents, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
+        f"{r.kb}: {_count(r.documents, 'document')}, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
         f"{r.embedded} embedded"
     )
     # Said only when it happened: most reindexes convert nothing again.
@@ -824,6 +827,11 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_ERROR if report.problems else 0
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 document``, ``2 documents``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _render_doctor(r) -> str:
     e = r.embedder
     reach = {True: f"reachable ({e.dimensions} dims, {e.seconds}s)", False: "NOT reachable", None: "not checked"}
@@ -840,7 +848,9 @@ def _render_doctor(r) -> str:
     ]
     for kb in r.knowledge_bases:
         vector = f"vector on ({kb.documents_degraded} degraded)" if kb.vector else "vector off"
-        lines.append(f"  {kb.name}: {kb.document_count} documents, {kb.chunk_count} chunks, {vector}")
+        lines.append(
+            f"  {kb.name}: {_count(kb.document_count, 'document')}, {_count(kb.chunk_count, 'chunk')}, {vector}"
+        )
     lines += [f"note: {n}" for n in r.notes]
     lines += [f"problem: {p}" for p in r.problems] or ["no problems found"]
     return "\n".join(lines)

@@ -287,6 +287,8 @@ def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path)
         assert server.requests == []
         assert "not checked" in doctor.stdout
         assert "vector on (1 degraded)" in doctor.stdout
+        assert "  notes: 1 document, 1 chunk, vector on" in doctor.stdout  # not '1 documents, 1 chunks'
+        assert "problem: 'notes': 1 document has no current vectors (keyword-only)." in doctor.stdout
         # The same setup does reach the provider once a command embeds.
         assert coffer(home, "kb", "search", "notes", "alpha", env=openai_env(server)).returncode == 0
         assert server.requests
@@ -454,7 +456,7 @@ def test_update_prints_the_knowledge_base_as_describe_does(run, tmp_path: Path) 
     run("kb", "ingest", "notes", str(folder), "--follow")
     updated = run("kb", "update", "notes", "--description", "my notes")
     assert updated == run("kb", "describe", "notes")
-    assert f"following  {folder}  (1 documents" in updated
+    assert f"following  {folder}  (1 document)" in updated
 
 
 @pytest.mark.parametrize(

@@ -420,7 +420,9 @@ async def test_the_server_instructions_name_the_knowledge_bases(coffer: Coffer) 
     coffer.create_kb("handbook")
     coffer.add_document("handbook", "a.md", "# A\n\ntext")
     server = build_server(coffer)
-    assert "handbook (1 documents)" in server.instructions
+    assert "handbook (1 document)" in server.instructions
+    coffer.add_document("handbook", "b.md", "# B\n\ntext")
+    assert "handbook (2 documents)" in build_server(coffer).instructions
 
 
 def test_a_server_started_with_its_database_unreachable_says_the_knowledge_bases_were_not_listed(

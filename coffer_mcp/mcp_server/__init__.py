@@ -25,6 +25,7 @@ from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError
 from coffer_mcp.mcp_server._client_log import forward_core_logs
 from coffer_mcp.mcp_server._completions import DOCUMENT_TEMPLATE, register_completions
+from coffer_mcp.mcp_server._confirm import count_documents
 from coffer_mcp.mcp_server._prompts import PROMPTS, register_prompts
 from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
 from coffer_mcp.mcp_server._runner import Runner
@@ -140,7 +141,8 @@ def _instructions(service: Coffer, *, read_only: bool) -> str:
         return "\n".join(lines)
     hybrid = service.settings.embedding_provider != "none"
     listed = ", ".join(
-        f"{n} ({counts.get(n, 0)} documents{', hybrid search' if n in vector and hybrid else ''})" for n in names[:50]
+        f"{n} ({count_documents(counts.get(n, 0))}{', hybrid search' if n in vector and hybrid else ''})"
+        for n in names[:50]
     )
     lines.append(f"Knowledge bases: {listed}.")
     if len(names) > 50:

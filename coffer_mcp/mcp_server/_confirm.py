@@ -40,6 +40,7 @@ __all__ = [
     "Question",
     "can_ask",
     "confirmation_parameter",
+    "count_documents",
     "delete_kb_question",
     "restore_question",
     "settle",
@@ -92,7 +93,7 @@ def delete_kb_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
     service.refresh(name)  # count the documents there are, not those the index knew of
     count = service.index.document_counts().get(name, 0)
     return (
-        f"Delete the knowledge base '{name}' and its {_documents(count)}? Their files and index entries are "
+        f"Delete the knowledge base '{name}' and its {count_documents(count)}? Their files and index entries are "
         "removed; this cannot be undone."
     )
 
@@ -102,13 +103,15 @@ def restore_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
     info = service.find_snapshot(kb, str(arguments["snapshot_id"]))  # an unknown one is refused without asking
     note = f" ('{info.note}')" if info.note else ""
     return (
-        f"Put the knowledge base '{kb}' back to its snapshot of {info.created_at}{note}, {_documents(info.documents)}? "
+        f"Put the knowledge base '{kb}' back to its snapshot of {info.created_at}{note}, "
+        f"{count_documents(info.documents)}? "
         "Documents added or edited since then go back to that state. The current state is snapshotted first, so "
         "this can be undone."
     )
 
 
-def _documents(count: int) -> str:
+def count_documents(count: int) -> str:
+    """``1 document``, ``2 documents``."""
     return "1 document" if count == 1 else f"{count} documents"
 
 

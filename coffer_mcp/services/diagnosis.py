@@ -66,7 +66,9 @@ class Diagnosis:
             except CofferError as exc:
                 problems.append(f"'{name}' cannot be read: {exc.message} {exc.hint_for('cli')}".strip())
         problems += [
-            f"'{kb.name}': {kb.documents_degraded} documents have no current vectors (keyword-only)."
+            f"'{kb.name}': "
+            + ("1 document has" if kb.documents_degraded == 1 else f"{kb.documents_degraded} documents have")
+            + " no current vectors (keyword-only)."
             for kb in kbs
             if kb.documents_degraded
         ]
