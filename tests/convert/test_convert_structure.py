@@ -267,3 +267,35 @@ def test_a_pdf_tables_column_headers_set_up_the_page_are_read_whole_as_its_heade
         "| Moor at the fuel berth | X |  | X |",
     ]
     assert markdown.startswith("Table 3 Who may do what in the harbour\n\n")
+
+
+def test_a_docx_still_converts_when_its_pre_processing_loses_the_xml_namespaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under lxml 6.2.0, MarkItDown's DOCX pre-processing (BeautifulSoup's XML parser) wrote
+    ``document.xml`` without its namespace prefixes, and mammoth refused every Word file as damaged.
+    The converter then reads the package as it was (equations stay as their text)."""
+    import io
+    import zipfile
+
+    import markitdown.converter_utils.docx.pre_process as markitdown_docx
+
+    from coffer_mcp.convert._docx import DocxConverter
+
+    def as_under_lxml_6_2(stream: io.BytesIO) -> io.BytesIO:
+        out = io.BytesIO()
+        with zipfile.ZipFile(stream) as source, zipfile.ZipFile(out, "w") as target:
+            for info in source.infolist():
+                content = source.read(info)
+                if info.filename == "word/document.xml":
+                    text = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", content.decode("utf-8"))
+                    content = re.sub(r"(</?|\s)\w+:(?=\w)", r"\1", text).encode("utf-8")
+                target.writestr(info, content)
+        out.seek(0)
+        return out
+
+    monkeypatch.setattr(markitdown_docx, "pre_process_docx", as_under_lxml_6_2)
+    markdown = DocxConverter().convert((FIXTURES / "sample.docx").read_bytes(), "sample.docx")
+
+    assert markdown.startswith("# Quarterly Bramble Report")
+    assert "bramble yield forecast" in markdown
