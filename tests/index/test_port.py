@@ -1051,6 +1051,14 @@ def test_a_multi_kb_search_looks_deeper_where_its_own_ranking_differs_from_the_o
         assert [(r.document_id, r.position, r.score) for r in short] == whole[:limit]
 
 
+def test_a_phrase_counted_in_more_rows_than_were_read_weighs_as_one_in_every_row() -> None:
+    """A multi-KB search reads a table's row count, then each phrase's matches, in separate
+    statements; a writer committing in between made a search beside it fail ("math domain error",
+    from a CLI search while three other writers added documents)."""
+    assert sqlite_keyword.idf(0, 3) == sqlite_keyword.idf(5, 9) == sqlite_keyword.idf(5, 5) == 1e-6
+    assert sqlite_keyword.idf(100, 1) == pytest.approx(math.log(99.5 / 1.5))
+
+
 def test_a_multi_kb_search_of_alike_knowledge_bases_looks_at_each_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -118,9 +118,15 @@ def statistics(conn: Connection, table: str, phrases: Sequence[str]) -> tuple[in
 
 
 def idf(rows: int, matches: int) -> float:
-    """FTS5's IDF of a phrase that ``matches`` of ``rows`` rows hold (1e-6 where it would be ≤ 0)."""
-    value = math.log((rows - matches + 0.5) / (matches + 0.5))
-    return value if value > 0 else 1e-6
+    """FTS5's IDF of a phrase that ``matches`` of ``rows`` rows hold (1e-6 where it would be ≤ 0).
+
+    The two counts come from separate statements (``statistics``), and a writer may commit between
+    them: a phrase then seems to match more rows than there are (a search beside a writer failed
+    with "math domain error"). It counts as matching all of them.
+    """
+    matches = min(matches, rows)
+    ratio = (rows - matches + 0.5) / (matches + 0.5)
+    return math.log(ratio) if ratio > 1 else 1e-6
 
 
 def _varints(data: bytes) -> list[int]:
