@@ -405,8 +405,8 @@ def _union(
     stats = {kb: keyword.statistics(conn, table, phrases) for kb, table in tables.items()}
     rows = sum(rows for rows, _, _ in stats.values())
     idf = [keyword.idf(rows, sum(matches[i] for _, _, matches in stats.values())) for i in range(len(phrases))]
-    ratios = {  # per knowledge base and phrase: the IDF here over the one in its table (0: no match there)
-        kb: [idf[i] / keyword.idf(own, n) if n else 0.0 for i, n in enumerate(matches)]
+    parts = {  # per knowledge base: its phrases' (ratio, cap) for ``_bound``, highest ratio first
+        kb: _parts([idf[i] / keyword.idf(own, n) if n else 0.0 for i, n in enumerate(matches)], idf)
         for kb, (own, _, matches) in stats.items()
     }
     tokens = [terms(phrase) for phrase in phrases]
@@ -414,7 +414,7 @@ def _union(
     best: list[dict[str, Any]] = []  # the best ``limit`` scored so far, best first
     while True:
         owns = {kb: reader.next_score() for kb, reader in readers.items()}
-        bounds = {kb: _bound(own, ratios[kb], idf) for kb, own in owns.items() if own is not None}
+        bounds = {kb: _bound(own, parts[kb]) for kb, own in owns.items() if own is not None}
         if not bounds:
             return best
         kb = max(bounds, key=lambda name: (bounds[name], name))
@@ -480,17 +480,23 @@ def _occurrences(found: list[str], phrase: list[str]) -> int:
     return sum(found[i : i + size] == phrase for i in range(len(found) - size + 1))
 
 
-def _bound(own_score: float, ratios: list[float], idf: list[float]) -> float:
+def _parts(ratios: list[float], idf: list[float]) -> list[tuple[float, float]]:
+    """Each matching phrase's ``(ratio, cap)``, highest ratio first: the IDF among all the tables over
+    the one in its own, and the most it can add to an own score there (that IDF times ``k1 + 1``:
+    BM25's weight of a phrase in a chunk stays below it). Computed once a search, not once a row."""
+    return sorted(((r, v * 2.2 / r) for r, v in zip(ratios, idf, strict=True) if r), reverse=True)
+
+
+def _bound(own_score: float, parts: list[tuple[float, float]]) -> float:
     """The most a chunk scoring at most ``own_score`` in its table can score among all the tables.
 
-    Its own score is the sum of its phrases' parts, each at most that phrase's IDF in the table
-    times ``k1 + 1`` (BM25's weight of a phrase in a chunk stays below that); here each part counts
-    ``ratio`` times. The most is had by giving the own score to the phrases of the highest ratios
-    first, each up to its cap.
+    Its own score is the sum of its phrases' parts, each at most that phrase's cap (``_parts``);
+    here each part counts ``ratio`` times. The most is had by giving the own score to the phrases
+    of the highest ratios first, each up to its cap.
     """
     most, left = 0.0, own_score
-    for ratio, value in sorted(((r, v) for r, v in zip(ratios, idf, strict=True) if r), reverse=True):
-        part = min(left, value * 2.2 / ratio)  # the phrase's cap in its own table: its IDF there times k1 + 1
+    for ratio, cap in parts:
+        part = min(left, cap)
         most, left = most + ratio * part, left - part
         if left <= 0:
             break
