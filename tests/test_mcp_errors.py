@@ -17,7 +17,7 @@ from mcp.types import CallToolResult, Implementation
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import TOOL_NAMES, build_server
-from coffer_mcp.services.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.pages import MAX_PAGE_CHARS
 
 pytestmark = pytest.mark.anyio
 

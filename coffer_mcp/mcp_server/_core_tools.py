@@ -18,7 +18,7 @@ from coffer_mcp.mcp_server._common import DocId, Filters, KbName, KbSelector, Of
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.models import DeleteResult, Document, GrepResult, IngestResult, KnowledgeBaseList, SearchResult
 from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT, MAX_PATTERN_CHARS
-from coffer_mcp.services.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.pages import MAX_PAGE_CHARS
 from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 
 __all__ = [

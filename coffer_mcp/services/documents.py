@@ -10,7 +10,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import hashlib
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,9 +25,7 @@ from coffer_mcp.convert import (
     clean_markdown,
     derive_title,
     first_heading,
-    looks_like_base64_of,
     quick_to_convert,
-    text_upload_name,
 )
 from coffer_mcp.errors import (
     CofferError,
@@ -47,11 +44,9 @@ from coffer_mcp.indexing.truth import (
     edited_by_hand,
     hand_title,
     read_truth,
-    text_field,
     truth_of,
 )
 from coffer_mcp.models import (
-    MAX_TAGS,
     ChunkView,
     DeleteResult,
     DirectoryIngestItem,
@@ -63,9 +58,19 @@ from coffer_mcp.models import (
     Progress,
     SearchFilters,
     check_tags,
-    unique_tags,
 )
+from coffer_mcp.services.folders import failed_item, ingested_item, visible_files
+from coffer_mcp.services.pages import MAX_OFFSET, char_page, check_page, is_int, line_page
 from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.uploads import (
+    NAMED,
+    document_filename,
+    note_tags,
+    text_upload,
+    upload_match,
+    without_note_block,
+    without_nul,
+)
 from coffer_mcp.store import (
     DocumentMeta,
     KbPaths,
@@ -73,41 +78,24 @@ from coffer_mcp.store import (
     atomic_write_all,
     body_sha256,
     check_path_text,
-    frontmatter_tags,
     fsync_dir,
     hidden_characters,
     is_document_id,
-    note_frontmatter,
     note_unindexed,
     parse_frontmatter,
     read_store_file,
     remove_file,
     render_document,
-    sanitize_filename,
     stored_document_id,
 )
 from coffer_mcp.timeutil import utc_now
 
-__all__ = [
-    "MAX_OFFSET",
-    "DocumentService",
-    "FolderIngest",
-    "editors_file",
-    "failed_item",
-    "skipped_name",
-    "visible_files",
-]
+__all__ = ["DocumentService", "FolderIngest"]
 
-MAX_PAGE_CHARS = 200_000
-MAX_PAGE_LINES = 20_000
-MAX_OFFSET = 2**31 - 1
-"""The largest offset or position any read accepts (SQLite integers overflow at 2**63)."""
 MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_NAMED = 10  # the documents of one filename an upload weighs (and a refusal lists)
 
 
 class DocumentService:
@@ -131,12 +119,7 @@ class DocumentService:
         """A page of a knowledge base's documents, oldest first, optionally filtered by title and ``filters``
         (``SearchFilters``, or a mapping of its keys)."""
         where = DocumentFilter.of(SearchFilters.parse(filters))
-        if (
-            not _is_int(limit)
-            or not _is_int(offset)
-            or not 1 <= limit <= MAX_LIST_LIMIT
-            or not 0 <= offset <= MAX_OFFSET
-        ):
+        if not is_int(limit) or not is_int(offset) or not 1 <= limit <= MAX_LIST_LIMIT or not 0 <= offset <= MAX_OFFSET:
             raise InvalidArgumentError(
                 f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
                 hint="Use e.g. {arg:limit=50}, {arg:offset=0}.",
@@ -165,7 +148,7 @@ class DocumentService:
         """
         paths, _ = self.registry.open_kb(kb)
         doc_id = _check_id(kb, doc_id)
-        _check_page(offset, limit, unit, around_position, window)
+        check_page(offset, limit, unit, around_position, window)
         self.registry.refresh(kb)
         try:
             text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
@@ -193,7 +176,7 @@ class DocumentService:
         }
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
-        page = _line_page(body, offset, limit) if unit == "lines" else _char_page(body, offset, limit)
+        page = line_page(body, offset, limit) if unit == "lines" else char_page(body, offset, limit)
         return Document(**common, **page, offset=offset, unit=unit)
 
     def _chunk_window(self, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
@@ -239,10 +222,10 @@ class DocumentService:
         """
         chosen = None if tags is None else check_tags(tags)
         paths, _ = self.registry.open_kb(kb)
-        name, notes = _filename(filename), []
+        name, notes = document_filename(filename), []
         if isinstance(content, str):
-            content, removed = _without_nul(content)
-            name, named = _text_upload(name, content)
+            content, removed = without_nul(content)
+            name, named = text_upload(name, content)
             notes += [removed, named]
         if hidden := hidden_characters(filename or ""):  # a name that would display as another one
             count = (
@@ -348,7 +331,7 @@ class DocumentService:
             return early
         if keep_edits and match is not None and match.source_mode == "edited":
             raise _conflict(match)
-        conversion, note = _without_note_block(name, conversion_options(self.registry.settings).convert(name, data))
+        conversion, note = without_note_block(name, conversion_options(self.registry.settings).convert(name, data))
         return _Converted(paths, name, data, source, source_sha, match, locked, conversion, source_stamp, note)
 
     def _plan(
@@ -384,7 +367,7 @@ class DocumentService:
             updated_at=now,
             source_path=source_path,
             source_url=source_url,
-            tags=_note_tags(converted.note, list(existing.tags) if tags is None and existing is not None else tags),
+            tags=note_tags(converted.note, list(existing.tags) if tags is None and existing is not None else tags),
             source_frontmatter=converted.note or None,
         ).to_dict()
         return _Planned(
@@ -419,7 +402,7 @@ class DocumentService:
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
         """A re-ingest's document: matched by ``source_path``, else ``source_url``; an upload's (neither) by
-        ``original_filename``, among uploads only (``_upload_match``).
+        ``original_filename``, among uploads only (``upload_match``).
 
         Raises:
             IngestRejectedError: ``duplicate``, an upload whose name is ambiguous or taken by a document
@@ -429,7 +412,7 @@ class DocumentService:
             return self.index.find_document(kb, source_path=source_path)
         if source_url:
             return self.index.find_document(kb, source_url=source_url)
-        return _upload_match(kb, filename, self.index.documents_named(kb, filename, _NAMED))
+        return upload_match(kb, filename, self.index.documents_named(kb, filename, NAMED))
 
     def _live_match(
         self, paths: KbPaths, name: str, source_path: str | None, source_url: str | None
@@ -439,7 +422,7 @@ class DocumentService:
         Call while holding the KB lock.
         """
         if not (source_path or source_url):  # a file deleted by hand leaves no ambiguity behind
-            for named in self.index.documents_named(paths.name, name, _NAMED):
+            for named in self.index.documents_named(paths.name, name, NAMED):
                 if not paths.doc(named.id).exists():
                     index_document(self.index, paths, self.registry.config(paths.name), named.id)
         while (row := self._match(paths.name, name, source_path, source_url)) is not None:
@@ -505,7 +488,7 @@ class DocumentService:
         if tags is None or result.status != "unchanged":
             return result
         row = self.index.get_document(paths.name, result.document_id)
-        tags = _note_tags(row.metadata.get("source_frontmatter") if row is not None else None, tags) or []
+        tags = note_tags(row.metadata.get("source_frontmatter") if row is not None else None, tags) or []
         if _same_tags(result.tags, tags):
             return result
         return self.edit_document(paths.name, result.document_id, None, tags=tags, actor=actor)
@@ -659,7 +642,7 @@ class DocumentService:
         if truth is None:
             raise _missing(paths.name, doc_id)
         check_rewritable(paths, truth)
-        name = _filename(Path(source_path).name)
+        name = document_filename(Path(source_path).name)
         title = hand_title(truth) or derive_title(truth.body, name)
         changes = {"source_path": source_path, "original_filename": name, "title": title, "updated_at": utc_now()}
         metadata = DocumentMeta.updated(truth.row.metadata, **changes)
@@ -773,7 +756,7 @@ class DocumentService:
             data, stamp = read_stamped_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
             result = self.ingest_bytes(
                 paths,
-                _filename(file.name),
+                document_filename(file.name),
                 data,
                 replace=replace,
                 actor=actor,
@@ -785,7 +768,7 @@ class DocumentService:
             )
         except (CofferError, OSError) as exc:
             return failed_item(file, exc)
-        return _item(file, result)
+        return ingested_item(file, result)
 
 
 _InFlight = tuple[Path, "_Planned", concurrent.futures.Future[None]]
@@ -864,7 +847,7 @@ class FolderIngest:
         try:
             max_bytes = documents.registry.settings.max_document_bytes
             data, stamp = read_stamped_source(file, self._within, max_bytes=max_bytes)
-            name = _filename(file.name)
+            name = document_filename(file.name)
             converted = documents._convert(
                 paths,
                 name,
@@ -881,7 +864,7 @@ class FolderIngest:
             )
             if isinstance(planned, _Planned):
                 return planned
-            return _item(file, documents._retag(paths, planned, self._tags, self._actor))
+            return ingested_item(file, documents._retag(paths, planned, self._tags, self._actor))
         except (CofferError, OSError) as exc:
             return failed_item(file, exc)
 
@@ -907,63 +890,10 @@ class FolderIngest:
         file, planned, written = pending
         try:
             written.result()
-            item = _item(file, self._documents._index_written(planned, self._actor))
+            item = ingested_item(file, self._documents._index_written(planned, self._actor))
         except (CofferError, OSError) as exc:
             item = failed_item(file, exc)
         self._finished(item)
-
-
-def _item(file: Path, result: IngestResult) -> DirectoryIngestItem:
-    return DirectoryIngestItem(path=str(file), status=result.status, document_id=result.document_id, title=result.title)
-
-
-def failed_item(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
-    """A file of a folder ingest (or of a followed folder) that was not ingested, and why."""
-    if isinstance(exc, CofferError):
-        status: Literal["conflict", "rejected"] = "conflict" if exc.code == "source_conflict" else "rejected"
-        return DirectoryIngestItem(
-            path=str(file), status=status, code=exc.code, message=exc.message, hint=exc.hint or None
-        )
-    return DirectoryIngestItem(
-        path=str(file),
-        status="rejected",
-        code="unreadable",
-        message=str(exc),
-        hint="Check that the file exists and is readable by this user.",
-    )
-
-
-def visible_files(root: Path, *, folders: set[str] | None = None) -> Iterator[Path]:
-    """Visible regular files under ``root``; hidden files and folders (and a few tool folders) skipped.
-
-    Symbolic links are never followed: neither linked files nor linked folders are walked. The
-    folders walked are added to ``folders`` when it is given.
-    """
-    for folder, dirs, files in os.walk(root):
-        if folders is not None:
-            folders.add(folder)
-        dirs[:] = [d for d in dirs if not skipped_name(d)]
-        for name in files:
-            path = Path(folder) / name
-            if not name.startswith(".") and not editors_file(name) and path.is_file() and not path.is_symlink():
-                yield path
-
-
-def skipped_name(name: str) -> bool:
-    """Whether a folder walk skips this name: hidden (``.git``, editors' temp files) or a tool folder."""
-    return name.startswith(".") or name in _SKIPPED_DIRS
-
-
-def editors_file(name: str) -> bool:
-    """Whether a file is one an editor keeps beside the file it opened: never a document of its own.
-
-    Office's owner files (``~$report.docx``) and temporary saves (``~WRL0001.tmp``), backups
-    (``notes.md~``), Emacs auto-saves (``#notes.md#``), Vim swap files (``notes.swp``); the
-    hidden ones (``.~lock.report.docx#``, ``.notes.md.swp``) are skipped as hidden files.
-    """
-    if name.startswith("~$") or name.endswith(("~", ".swp", ".swo", ".swx")):
-        return True
-    return (name.startswith("~") and name.endswith(".tmp")) or (len(name) > 1 and name[0] == name[-1] == "#")
 
 
 def _size(file: Path) -> int:
@@ -987,7 +917,7 @@ class _Converted:
     locked: bool  # matched under a folder ingest's lease, so the match still holds
     conversion: Conversion
     source_stamp: str  # the source file's, when it vouches for ``data`` (else "")
-    note: dict[str, Any] | None  # a Markdown file's own frontmatter (``_without_note_block``)
+    note: dict[str, Any] | None  # a Markdown file's own frontmatter (``without_note_block``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1026,210 +956,6 @@ class _Planned:
         """The original of an earlier upload in another format: only the latest original is kept."""
         old = self.existing
         return self._original(old.original_format) if old is not None and old.original_format != self.ext else None
-
-
-def _upload_match(kb: str, name: str, named: Sequence[DocumentRow]) -> DocumentRow | None:
-    """The document an upload of ``name`` is a new version of, among the documents of that name (uploads first).
-
-    Only an earlier upload can be: a document ingested from a path or URL is that source's (its
-    re-ingest, ``check_sources`` and a followed folder keep it in step), and an upload taking it
-    over would drop its source and its original unseen.
-
-    Raises:
-        IngestRejectedError: ``duplicate``: several uploads have the name, or only documents of a source do.
-    """
-    uploads = [row for row in named if not (row.source_path or row.source_url)]
-    if len(uploads) == 1:
-        return uploads[0]
-    if uploads:
-        raise IngestRejectedError(
-            "duplicate",
-            f"'{name}' is the name of {_listed(uploads)} uploaded documents in knowledge base '{kb}' "
-            f"({', '.join(row.id for row in uploads)}): an upload cannot tell which one it is a new version of, "
-            "so nothing was written.",
-            hint="Change the one you mean with {tool:edit_document} and its doc_id, or delete the others with "
-            "{tool:delete_document} and upload again; or upload under another filename.",
-        )
-    if named:
-        sources = "; ".join(f"{row.id} from {row.source_path or row.source_url}" for row in named)
-        raise IngestRejectedError(
-            "duplicate",
-            f"'{name}' is the name of {_listed(named, 'document')} ingested from a file or URL in knowledge base "
-            f"'{kb}' ({sources}): an upload never replaces such a document, so nothing was written.",
-            hint="To change that document, edit it with {tool:edit_document} and its doc_id (it keeps its source), "
-            "or ingest its source again ({tool:ingest_path} or {tool:ingest_url} with {arg:replace=true}); to add "
-            "your file as a document of its own, upload it under another filename.",
-        )
-    return None
-
-
-def _listed(rows: Sequence[DocumentRow], noun: str = "") -> str:
-    """How many ``rows`` there are (``10 or more`` when ``_NAMED`` were looked at), with ``noun`` pluralised."""
-    count = f"{len(rows)} or more" if len(rows) >= _NAMED else str(len(rows))
-    if not noun:
-        return count
-    return f"a {noun}" if len(rows) == 1 else f"{count} {noun}s"
-
-
-def _without_note_block(name: str, conversion: Conversion) -> tuple[Conversion, dict[str, Any] | None]:
-    """A Markdown file's conversion without its own frontmatter block, and that block's mapping.
-
-    A note's block (Obsidian, Jekyll, Hugo) is metadata, not text to index: its ``title`` is the
-    document's, its tags join the document's (``_note_tags``), and the whole block is kept as
-    ``source_frontmatter`` (the original bytes stay in ``raw/``).
-
-    Raises:
-        IngestRejectedError: ``empty``, the file is a block with no body after it.
-    """
-    if conversion.original_format not in ("md", "markdown"):
-        return conversion, None
-    found = note_frontmatter(conversion.markdown)
-    if found is None:
-        return conversion, None
-    note, body = found
-    if not body:
-        raise IngestRejectedError(
-            "empty",
-            f"{name!r} has a frontmatter block and no text after it.",
-            hint="The file has no text to index; check that you picked the right file.",
-        )
-    title = text_field(note.get("title")) or derive_title(body, name)
-    return Conversion(body, title, conversion.engine, conversion.original_format), note
-
-
-def _note_tags(note: object, tags: list[str] | None) -> list[str] | None:
-    """``tags`` after the tags of a Markdown file's own frontmatter ``note`` (None: no tags at all)."""
-    own = frontmatter_tags(note) if isinstance(note, dict) else ()
-    if not own:
-        return tags
-    return unique_tags([*own, *(tags or [])])[:MAX_TAGS]
-
-
-def _without_nul(content: str) -> tuple[str, str | None]:
-    """Text content without its NUL characters, and a note saying where they were.
-
-    Text holds no NUL: a body drops control characters anyway (``clean_markdown``, as an edit's does),
-    and PostgreSQL text cannot hold one. Left in, the UTF-8 bytes looked binary and text an agent sent
-    was refused as such; they are dropped from the kept original too, so reconverting it works.
-    """
-    first = content.find("\x00")
-    if first < 0:
-        return content, None
-    count = content.count("\x00")
-    said = "1 NUL character (\\x00) was" if count == 1 else f"{count:,} NUL characters (\\x00) were"
-    return content.replace("\x00", ""), f"{said} removed from the content, the first at offset {first:,}."
-
-
-def _text_upload(name: str, content: str) -> tuple[str, str | None]:
-    """The name to convert text content under, and a note when it was not the given one.
-
-    Raises:
-        InvalidArgumentError: the text is the base64 of a binary file sent without saying so.
-    """
-    if looks_like_base64_of(name, content):
-        raise InvalidArgumentError(
-            f"The content of {name!r} is base64 text, not a {name.rsplit('.', 1)[-1].upper()} file.",
-            hint='Pass content_encoding="base64" with it.',
-        )
-    converted, added = text_upload_name(name)
-    if not added:
-        return name, None
-    return converted, f"{name!r} has no extension: its text was ingested as Markdown, as {converted!r}."
-
-
-def _filename(filename: str) -> str:
-    name = sanitize_filename(filename or "")
-    if not name:
-        raise InvalidArgumentError(
-            f"The filename {filename!r:.80} has no usable name.",
-            hint="Pass a plain file name with an extension, e.g. 'notes.md'.",
-        )
-    return name
-
-
-def _lines(body: str) -> list[str]:
-    """The body's lines, each with its ``\\n``.
-
-    Only ``\\n`` ends a line, as in grep: ``str.splitlines`` would also split at a lone ``\\r``, a form
-    feed or a Unicode line separator, and number every later line differently.
-    """
-    lines = body.split("\n")
-    return [line + "\n" for line in lines[:-1]] + lines[-1:]
-
-
-def _char_page(body: str, offset: int, limit: int | None) -> dict[str, Any]:
-    end = len(body) if limit is None else min(len(body), offset + limit)
-    return _page(body[offset:end], end, "chars", more=end < len(body))
-
-
-def _line_page(body: str, offset: int, limit: int | None) -> dict[str, Any]:
-    """Whole lines from ``offset``, as many as ``limit`` and ``MAX_PAGE_CHARS`` allow (all with no limit).
-
-    A line longer than a page on its own is cut at the cap, and the page says to read on by chars from
-    there: a page of lines stays as bounded as a page of chars, and ``offset=N-1, limit=1`` still starts
-    at grep's line N.
-    """
-    lines = _lines(body)
-    if limit is None:
-        return _page("".join(lines[offset:]), len(lines), "lines", more=False)
-    end, size = offset, 0
-    while end < min(len(lines), offset + limit) and size + len(lines[end]) <= MAX_PAGE_CHARS:
-        size += len(lines[end])
-        end += 1
-    if end > offset or offset >= len(lines):
-        return _page("".join(lines[offset:end]), end, "lines", more=end < len(lines))
-    start = sum(map(len, lines[:offset]))
-    note = (
-        f"Line {offset + 1} has {len(lines[offset].removesuffix(chr(10))):,} characters, more than a page holds: "
-        f"this is its first {MAX_PAGE_CHARS:,}. Read the rest with unit='chars', offset={start + MAX_PAGE_CHARS}."
-    )
-    return _page(lines[offset][:MAX_PAGE_CHARS], start + MAX_PAGE_CHARS, "chars", more=True) | {"note": note}
-
-
-def _page(text: str, end: int, unit: Literal["chars", "lines"], *, more: bool) -> dict[str, Any]:
-    if not more:
-        return {"markdown": text, "has_more": False}
-    return {"markdown": text, "has_more": True, "next_offset": end, "next_unit": unit}
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_page(offset: int, limit: int | None, unit: str, around: int | None, window: int) -> None:
-    if unit not in ("chars", "lines"):
-        raise InvalidArgumentError(
-            f"unit must be 'chars' or 'lines', not {str(unit)[:40]!r}.", hint="Use unit='lines'."
-        )
-    bound = MAX_PAGE_CHARS if unit == "chars" else MAX_PAGE_LINES
-    if not _is_int(offset) or not 0 <= offset <= MAX_OFFSET:
-        raise InvalidArgumentError(
-            f"offset must be from 0 to {MAX_OFFSET:,} {unit}, not {offset!r:.40}.",
-            hint="Start at offset=0, or at the offset a page before ended.",
-        )
-    if limit is not None and (not _is_int(limit) or not 1 <= limit <= bound):
-        raise InvalidArgumentError(
-            f"limit must be from 1 to {bound:,} when reading by {unit}, not {limit!r:.40}.",
-            hint=f"Read {bound:,} {unit} or fewer at a time, paging on with offset.",
-        )
-    if around is not None and (
-        not _is_int(around) or not _is_int(window) or not 0 <= around <= MAX_OFFSET or not 0 <= window <= 20
-    ):
-        raise InvalidArgumentError(
-            f"around_position must be 0-{MAX_OFFSET:,} and window 0-20.",
-            hint="Pass the position of a search passage, with window=1.",
-        )
-    if around is not None and (offset != 0 or limit is not None or unit != "chars"):
-        given = ", ".join(
-            f"{name}={value!r}"
-            for name, value, default in (("offset", offset, 0), ("limit", limit, None), ("unit", unit, "chars"))
-            if value != default
-        )
-        raise InvalidArgumentError(
-            f"around_position reads chunks, so it takes no page arguments ({given}).",
-            hint="Pass around_position (and window) alone for a passage and its neighbours, or offset, limit "
-            "and unit without it for a page.",
-        )
 
 
 def _same_tags(have: Sequence[str], want: Sequence[str]) -> bool:

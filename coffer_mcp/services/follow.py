@@ -41,7 +41,8 @@ from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedE
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, IngestResult, Progress
 from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
-from coffer_mcp.services.documents import DocumentService, editors_file, failed_item, skipped_name, visible_files
+from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.services.folders import editors_file, failed_item, skipped_name, visible_files
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.services.renames import extension, hash_files, pair_moves, same_size_files, stamp_size
 from coffer_mcp.store import (

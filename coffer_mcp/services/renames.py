@@ -20,7 +20,7 @@ from pathlib import Path
 
 from coffer_mcp.access import stamped_sha256_source
 from coffer_mcp.errors import CofferError
-from coffer_mcp.services.documents import visible_files
+from coffer_mcp.services.folders import visible_files
 
 __all__ = ["extension", "hash_files", "pair_moves", "same_size_files", "stamp_size"]
 

@@ -41,7 +41,7 @@ from coffer_mcp.errors import (
     NotFoundError,
 )
 from coffer_mcp.services import Coffer
-from coffer_mcp.services.documents import MAX_PAGE_CHARS
+from coffer_mcp.services.pages import MAX_PAGE_CHARS
 from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.web._actions import (
     Action,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from coffer_mcp import Coffer
-from coffer_mcp.services.documents import MAX_OFFSET
+from coffer_mcp.services.pages import MAX_OFFSET
 from tests.web.support import Seeded, action_token
 
 # Raw (already percent-encoded) query values. %FF and %ED%A0%80 are not UTF-8 at all.
