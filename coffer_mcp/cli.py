@@ -487,7 +487,7 @@ def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
                 f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt."
             )
         result = coffer.delete_kb(args.name)
-    _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({r.files_removed} files)")
+    _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({_count(r.files_removed, 'file')})")
 
 
 def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -604,8 +604,8 @@ def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
     def render(r) -> str:
         lines = [
             (
-                f"imported into '{r.kb}': {r.documents_added} documents added, {len(r.skipped)} skipped, "
-                f"{len(r.conflicts)} conflicts; vectors {'used' if r.vectors_used else 'not used'}"
+                f"imported into '{r.kb}': {_count(r.documents_added, 'document')} added, {len(r.skipped)} skipped, "
+                f"{_count(len(r.conflicts), 'conflict')}; vectors {'used' if r.vectors_used else 'not used'}"
             )
         ]
         lines += [f"  conflict {c.document_id}: {c.message}" for c in r.conflicts]
@@ -774,7 +774,8 @@ def _kb_verify(args: argparse.Namespace, settings: Settings) -> int:
         reports,
         lambda rs: (
             "\n".join(
-                f"{r.kb}: {'ok' if r.ok else 'DRIFT'} ({r.documents} files, {r.rows} rows, {r.chunks} chunks)"
+                f"{r.kb}: {'ok' if r.ok else 'DRIFT'} "
+                f"({_count(r.documents, 'file')}, {_count(r.rows, 'row')}, {_count(r.chunks, 'chunk')})"
                 + "".join(f"\n  {p}" for p in r.problems)
                 for r in rs
             )

@@ -108,6 +108,18 @@ def test_human_output_is_readable(run) -> None:
     assert run("kb", "search", "notes", "zzzqqq").startswith("no passages found")
 
 
+def test_counts_of_one_read_in_the_singular(run, tmp_path: Path) -> None:
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
+    verified = run("kb", "verify", "notes")
+    assert "(1 file, " in verified, verified  # not '1 files'
+    pack = tmp_path / "notes.cofferpack"
+    run("kb", "export", "notes", str(pack))
+    imported = run("kb", "import", str(pack), "--as", "copy")
+    assert "1 document added" in imported, imported
+    assert "0 conflicts" in imported, imported
+
+
 def test_a_search_says_on_the_command_line_what_its_query_left_it(run) -> None:
     run("kb", "create", "notes")
     run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
