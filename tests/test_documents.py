@@ -16,6 +16,7 @@ from coffer_mcp.errors import (
     EditConflictError,
     IngestRejectedError,
     InvalidArgumentError,
+    ReconversionBlockedError,
     StoreError,
 )
 from coffer_mcp.store import parse_document, render_document
@@ -264,6 +265,38 @@ def test_editing_replaces_the_body_marks_it_edited_and_follows_the_new_title(cof
     assert coffer.search(notes, "new body").passages[0].title == "New title"
     same = coffer.edit_document(notes, doc.document_id, "# New title\n\nnew body text\n")
     assert same.status == "unchanged"
+
+
+def test_replace_takes_an_unchanged_source_back_over_the_edits_the_refusal_warned_of(
+    coffer: Coffer, notes: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "plan.md"
+    source.write_text("# Plan\n\nthe source's own words", encoding="utf-8")
+    doc_id = coffer.ingest_path(notes, source).items[0].document_id
+    assert doc_id is not None
+    save_by_hand(coffer.read_document(notes, doc_id).path, "MY HAND EDIT")
+    with pytest.raises(ReconversionBlockedError) as refused:  # an update from the source would lose the edit
+        coffer.update_from_source(notes, doc_id)
+    assert "replace" in (refused.value.hint or "")
+    assert coffer.ingest_path(notes, source).items[0].status == "unchanged"  # without replace: kept
+    assert "MY HAND EDIT" in coffer.read_document(notes, doc_id).markdown
+    back = coffer.ingest_path(notes, source, replace=True).items[0]
+    assert (back.status, back.document_id) == ("updated", doc_id)
+    read = coffer.read_document(notes, doc_id)
+    assert "MY HAND EDIT" not in read.markdown
+    assert "the source's own words" in read.markdown
+    assert read.metadata["source_mode"] == "converted"
+    assert coffer.ingest_path(notes, source, replace=True).items[0].status == "unchanged"  # nothing left to undo
+
+
+def test_an_upload_sent_again_with_replace_undoes_an_agent_s_edit(coffer: Coffer, notes: str) -> None:
+    doc = coffer.add_document(notes, "memo.md", "# Memo\n\nas uploaded")
+    coffer.edit_document(notes, doc.document_id, "# Memo\n\nrewritten by an agent")
+    assert coffer.add_document(notes, "memo.md", "# Memo\n\nas uploaded").status == "unchanged"
+    assert "rewritten" in coffer.read_document(notes, doc.document_id).markdown
+    again = coffer.add_document(notes, "memo.md", "# Memo\n\nas uploaded", replace=True)
+    assert (again.status, again.source_mode) == ("updated", "converted")
+    assert "as uploaded" in coffer.read_document(notes, doc.document_id).markdown
 
 
 def test_a_title_set_by_hand_in_the_frontmatter_survives_a_body_edit(coffer: Coffer, notes: str) -> None:

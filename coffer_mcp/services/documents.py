@@ -212,8 +212,9 @@ class DocumentService:
         """Ingest one file's bytes (or text) as a document.
 
         Re-upload semantics: a document is matched by ``source_path`` for path ingests, else by
-        ``original_filename`` among earlier uploads. Identical bytes ⇒ no-op (``unchanged``); changed
-        bytes ⇒ updated in place only with ``replace``, otherwise rejected as ``duplicate``; no match
+        ``original_filename`` among earlier uploads. Identical bytes ⇒ no-op (``unchanged``), unless
+        ``replace`` asks for them over a document edited since; changed bytes ⇒ updated in place only
+        with ``replace``, otherwise rejected as ``duplicate``; no match
         ⇒ a new document. An upload never replaces a document ingested from a path or URL: a name
         taken only by such documents, or by several uploads, is refused as ``duplicate`` (the
         message lists their ids).
@@ -326,7 +327,7 @@ class DocumentService:
         source_sha = hashlib.sha256(data).hexdigest()
         locked = self.registry.holds(paths.name)  # a folder ingest's lease
         match = self._match(paths.name, name, *source)
-        early = self._reupload(paths, name, match, source_sha, replace)
+        early = self._reupload(paths, name, match, source_sha, replace=replace, keep_edits=keep_edits)
         if early is not None:
             return early
         if keep_edits and match is not None and match.source_mode == "edited":
@@ -343,7 +344,7 @@ class DocumentService:
         match = converted.match
         live = converted.locked and (match is None or paths.doc(match.id).exists())
         existing = match if live else self._live_match(paths, name, source_path, source_url)
-        early = self._reupload(paths, name, existing, converted.source_sha, replace)
+        early = self._reupload(paths, name, existing, converted.source_sha, replace=replace, keep_edits=keep_edits)
         if early is not None:
             return early
         if keep_edits and existing is not None and existing.source_mode == "edited":
@@ -432,12 +433,26 @@ class DocumentService:
         return None
 
     def _reupload(
-        self, paths: KbPaths, name: str, existing: DocumentRow | None, source_sha: str, replace: bool
+        self,
+        paths: KbPaths,
+        name: str,
+        existing: DocumentRow | None,
+        source_sha: str,
+        *,
+        replace: bool,
+        keep_edits: bool,
     ) -> IngestResult | None:
-        """The answer to a re-upload of ``existing`` that needs no write, or None to go on."""
+        """The answer to a re-upload of ``existing`` that needs no write, or None to go on.
+
+        The same bytes again are ``unchanged``, except when ``replace`` asks for the source's version of
+        a document edited since (in Coffer or by hand): then its conversion replaces the edits, as the
+        refusals of an edited document's update say it will.
+        """
         if existing is None:
             return None
         if existing.source_sha256 == source_sha:
+            if replace and not keep_edits and existing.source_mode == "edited":
+                return None
             return self._ingest_result(paths, existing.id, "unchanged")
         if not replace:
             raise IngestRejectedError(
