@@ -120,6 +120,19 @@ def test_counts_of_one_read_in_the_singular(run, tmp_path: Path) -> None:
     assert "0 conflicts" in imported, imported
 
 
+def test_verify_takes_an_edit_saved_by_hand_as_a_read_does_and_reports_what_is_left(run, home: Path) -> None:
+    run("kb", "create", "notes")
+    doc_id = as_json(run("kb", "ingest", "notes", str(FIXTURES / "sample.md"), "--json"))["items"][0]["document_id"]
+    doc = home / "knowledge" / "notes" / "docs" / f"{doc_id}.md"
+    doc.write_text(doc.read_text(encoding="utf-8") + "\nA line saved in an editor.\n", encoding="utf-8")
+    assert run("kb", "verify", "notes").startswith("notes: ok")  # an edit saved by hand is not drift
+    assert "saved in an editor" in run("kb", "grep", "notes", "saved in an editor")
+    (home / "knowledge" / "notes" / "raw" / "01ARZ3NDEKTSV4RRFFQ69G5FAV.pdf").write_bytes(b"%PDF-1.4")
+    left = coffer(home, "kb", "verify", "notes")  # drift no read repairs is still reported
+    assert left.returncode == 1
+    assert "raw/01ARZ3NDEKTSV4RRFFQ69G5FAV.pdf: original without a document" in left.stdout
+
+
 def test_a_search_says_on_the_command_line_what_its_query_left_it(run) -> None:
     run("kb", "create", "notes")
     run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))

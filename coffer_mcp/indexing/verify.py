@@ -1,8 +1,8 @@
 """Verification: do the files, the rows, the full-text index and the vectors agree?
 
-Read-only. Used by ``coffer kb verify`` and by the reliability tests after concurrent writers and
-crashes; ``coffer kb reindex`` repairs whatever it reports, except a frontmatter that does not
-parse: a typo made by hand, which only the user can fix.
+Read-only. Used by ``coffer kb verify`` (after the files are reconciled, as for a read) and by the
+reliability tests after concurrent writers and crashes; ``coffer kb reindex`` repairs whatever it
+reports, except a frontmatter that does not parse: a typo made by hand, which only the user can fix.
 """
 
 from __future__ import annotations

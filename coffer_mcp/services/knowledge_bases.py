@@ -267,10 +267,14 @@ class KnowledgeBaseService:
         return [self.reindex(name, force=force, progress=progress, actor=actor) for name in self.registry.sync()]
 
     def verify(self, name: str) -> VerifyReport:
-        """Check that a knowledge base's files, rows, full-text entries and vectors agree (read-only).
+        """Check that a knowledge base's files, rows, full-text entries and vectors agree.
 
-        Database-wide checks (full-text integrity, vectors without chunks) are reported with it.
+        Files changed, added or removed by hand are taken up first, as by any read (every file is
+        checked, big knowledge base or not): what is left is drift no read repairs, which
+        ``reindex`` does. Database-wide checks (full-text integrity, vectors without chunks) are
+        reported with it.
         """
+        self.registry.check_files(name)
         kb, config = self.registry.open_kb(name)
         report = verify_kb(self.index, kb, vector_model=self.registry.wanted_model(config) or None)
         extra = self.index.check_shared()
