@@ -390,6 +390,39 @@ def test_an_edit_in_coffer_is_never_overwritten_by_a_later_source_change(
     assert "armadillos" in coffer.read_document("kb", doc.id).markdown
 
 
+def saved_by_hand(coffer: Coffer, folder: Path) -> DocumentRow:
+    """Follow ``folder`` and add a line to alpha.md's document file in an editor, unseen by any read yet."""
+    coffer.follow_folder("kb", folder)
+    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+    assert doc is not None
+    with open(coffer.settings.home / "knowledge" / "kb" / "docs" / f"{doc.id}.md", "a", encoding="utf-8") as file:
+        file.write("\nMy own note: capybaras.\n")
+    return doc
+
+
+def test_an_edit_saved_by_hand_that_no_read_has_seen_is_not_overwritten_by_its_source(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    doc = saved_by_hand(coffer, folder)
+    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: narwhals.")
+    [result] = coffer.sync_followed("kb")  # what check-sources and a watcher batch holding both changes do
+    assert [i.status for i in result.items if i.document_id == doc.id] == ["conflict"]
+    assert "capybaras" in coffer.read_document("kb", doc.id).markdown
+    assert [e.details["source_path"] for e in events(coffer, "KB_SOURCE_CONFLICT")] == [str(folder / "alpha.md")]
+
+
+def test_an_edit_saved_by_hand_that_no_read_has_seen_is_kept_when_its_source_is_deleted(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    doc = saved_by_hand(coffer, folder)
+    (folder / "alpha.md").unlink()
+    [result] = coffer.sync_followed("kb")
+    assert [i.status for i in result.items if i.document_id == doc.id] == ["kept"]
+    assert "capybaras" in coffer.read_document("kb", doc.id).markdown
+
+
 def test_a_source_conflict_is_audited_once_per_version_of_the_file_across_restarts(
     make: Callable[..., Coffer], folder: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

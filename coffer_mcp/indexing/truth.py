@@ -32,6 +32,7 @@ __all__ = [
     "check_rewritable",
     "edited_by_hand",
     "hand_title",
+    "holds_edits",
     "keeping_metadata",
     "read_truth",
     "text_field",
@@ -107,6 +108,12 @@ def edited_by_hand(truth: Truth) -> bool:
     """Whether the body on disk may not be the one Coffer last wrote: its frontmatter records another
     ``content_sha256``, or none (Coffer records one with every body it writes)."""
     return truth.row.metadata.get("content_sha256") != truth.row.content_sha256
+
+
+def holds_edits(truth: Truth | None) -> bool:
+    """Whether a document's file holds edits that its source must never overwrite or delete: a body
+    edited in Coffer or by hand (indexed yet or not), or a frontmatter typed by hand that does not parse."""
+    return truth is not None and (truth.row.source_mode == "edited" or truth.problem is not None)
 
 
 def hand_title(truth: Truth) -> str | None:

@@ -43,6 +43,7 @@ from coffer_mcp.indexing.truth import (
     check_rewritable,
     edited_by_hand,
     hand_title,
+    holds_edits,
     read_truth,
     truth_of,
 )
@@ -327,10 +328,11 @@ class DocumentService:
         source_sha = hashlib.sha256(data).hexdigest()
         locked = self.registry.holds(paths.name)  # a folder ingest's lease
         match = self._match(paths.name, name, *source)
-        early = self._reupload(paths, name, match, source_sha, replace=replace, keep_edits=keep_edits)
+        edited = match is not None and match.source_mode == "edited"  # checked against the file under the lock
+        early = self._reupload(paths, name, match, source_sha, replace=replace, keep_edits=keep_edits, edited=edited)
         if early is not None:
             return early
-        if keep_edits and match is not None and match.source_mode == "edited":
+        if keep_edits and match is not None and edited:
             raise _conflict(match)
         conversion, note = without_note_block(name, conversion_options(self.registry.settings).convert(name, data))
         return _Converted(paths, name, data, source, source_sha, match, locked, conversion, source_stamp, note)
@@ -344,13 +346,20 @@ class DocumentService:
         match = converted.match
         live = converted.locked and (match is None or paths.doc(match.id).exists())
         existing = match if live else self._live_match(paths, name, source_path, source_url)
-        early = self._reupload(paths, name, existing, converted.source_sha, replace=replace, keep_edits=keep_edits)
+        # The file says what the document is now: an edit saved by hand that no read has indexed yet is
+        # an edit all the same (a followed source must not overwrite it), and its tags are the document's.
+        truth = read_truth(paths, existing.id) if existing is not None else None
+        edited = existing is not None and (existing.source_mode == "edited" or holds_edits(truth))
+        early = self._reupload(
+            paths, name, existing, converted.source_sha, replace=replace, keep_edits=keep_edits, edited=edited
+        )
         if early is not None:
             return early
-        if keep_edits and existing is not None and existing.source_mode == "edited":
+        if keep_edits and existing is not None and edited:
             raise _conflict(existing)
-        if existing is not None and (truth := read_truth(paths, existing.id)) is not None:
+        if truth is not None:
             check_rewritable(paths, truth)
+        on_disk = truth.row if truth is not None else existing
         conversion = converted.conversion
         doc_id = existing.id if existing is not None else str(ULID())
         now = utc_now()
@@ -364,11 +373,11 @@ class DocumentService:
             source_mode="converted",
             conversion_engine=conversion.engine,
             converted_at=now,
-            created_at=existing.created_at if existing is not None else now,
+            created_at=on_disk.created_at if on_disk is not None else now,
             updated_at=now,
             source_path=source_path,
             source_url=source_url,
-            tags=note_tags(converted.note, list(existing.tags) if tags is None and existing is not None else tags),
+            tags=note_tags(converted.note, list(on_disk.tags) if tags is None and on_disk is not None else tags),
             source_frontmatter=converted.note or None,
         ).to_dict()
         return _Planned(
@@ -441,6 +450,7 @@ class DocumentService:
         *,
         replace: bool,
         keep_edits: bool,
+        edited: bool,
     ) -> IngestResult | None:
         """The answer to a re-upload of ``existing`` that needs no write, or None to go on.
 
@@ -451,7 +461,7 @@ class DocumentService:
         if existing is None:
             return None
         if existing.source_sha256 == source_sha:
-            if replace and not keep_edits and existing.source_mode == "edited":
+            if replace and not keep_edits and edited:
                 return None
             return self._ingest_result(paths, existing.id, "unchanged")
         if not replace:

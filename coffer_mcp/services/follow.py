@@ -39,6 +39,7 @@ from coffer_mcp.access import check_inside, source_stamp, stamped_sha256_source
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
 from coffer_mcp.index import DocumentRow
+from coffer_mcp.indexing.truth import holds_edits, read_truth
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, IngestResult, Progress
 from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
 from coffer_mcp.services.documents import DocumentService
@@ -401,7 +402,9 @@ class FollowService:
             if stamp:
                 vouched.append((row.id, sha, stamp))
             return _item(file, "unchanged", row)
-        if row.source_mode == "edited":
+        # The document's file too: an edit saved by hand that no read has indexed yet is an edit (the
+        # ingest checks it again under the lock; here it is met, audited and reported like any other).
+        if row.source_mode == "edited" or holds_edits(read_truth(paths, row.id)):
             return self._conflict(paths, row, file, sha, actor)
         return None
 
@@ -532,7 +535,8 @@ class FollowService:
             # unmount while this sync ran): then there is nothing to do.
             if current is None or current.source_path != source or not _gone_for_sure(source, folder):
                 return _item(Path(source), "unchanged", row)
-            if current.source_mode == "edited":
+            # The document's file, not only its row: an edit saved by hand that no read has indexed yet is kept too.
+            if current.source_mode == "edited" or holds_edits(read_truth(paths, row.id)):
                 return _item(Path(source), "kept", row, message="The file is gone; its document was edited: kept.")
             self.documents.delete_locked(paths, row.id, actor=actor, details={"source_path": source})
         return _item(Path(source), "removed", row)
