@@ -521,8 +521,16 @@ def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def _kb_unfollow(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
+        before = [folder.path for folder in coffer.followed_folders(args.name)]
         folders = coffer.unfollow_folder(args.name, args.path)
-    _emit(args, folders, lambda f: "\n".join(_followed_line(x) for x in f) or "no folder is followed")
+    still = {folder.path for folder in folders}
+    stopped = [path for path in before if path not in still]
+
+    def render(followed) -> str:
+        done = "".join(f"stopped following {path} (its documents stay)\n" for path in stopped)
+        return done + ("\n".join(map(_followed_line, followed)) or f"no folder is followed in '{args.name}' now")
+
+    _emit(args, folders, render)
 
 
 def _followed_line(folder) -> str:
@@ -631,7 +639,10 @@ def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
         args,
         infos,
         lambda items: (
-            _table(["ID", "CREATED", "DOCS", "NOTE"], [[i.id, i.created_at, i.documents, i.note] for i in items])
+            _table(
+                ["ID", "CREATED", "DOCS", "SIZE", "NOTE"],
+                [[i.id, i.created_at, i.documents, _size(i.bytes), i.note] for i in items],
+            )
             if items
             else f"no snapshots of '{args.name}'"
         ),
@@ -645,10 +656,9 @@ def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
     _emit(
         args,
         result,
-        lambda r: (
-            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({_count(r.documents, 'document')}); "
-            f"the state before is snapshot {r.pre_restore_snapshot_id}"
-        ),
+        lambda r: f"restored '{r.kb}' to snapshot {r.snapshot_id} ({_count(r.documents, 'document')})"
+        # A deleted knowledge base brought back had no state before, so no snapshot of it.
+        + (f"; the state before is snapshot {r.pre_restore_snapshot_id}" if r.pre_restore_snapshot_id else ""),
     )
 
 
@@ -826,6 +836,16 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
         report = coffer.doctor(check_embedder=not args.no_embed)
     _emit(args, report, _render_doctor)
     return EXIT_ERROR if report.problems else 0
+
+
+def _size(n: int) -> str:
+    """``812 B``, ``1.4 KiB``, ``23.0 MiB``: a size as a person reads it (``--json`` keeps the bytes)."""
+    if n < 1024:
+        return f"{n} B"
+    size, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while size >= 1024 and len(units) > 1:
+        size, units = size / 1024, units[1:]
+    return f"{size:.1f} {units[0]}"
 
 
 def _count(n: int, noun: str) -> str:

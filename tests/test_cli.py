@@ -514,3 +514,47 @@ def test_serve_refuses_a_bad_port_or_http_options_without_http_as_a_usage_error(
     assert result.stderr.startswith("usage: coffer serve")
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_restoring_a_deleted_knowledge_base_names_no_snapshot_of_a_state_before(run) -> None:
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
+    taken = as_json(run("kb", "snapshot", "notes", "--json"))["id"]
+    run("kb", "delete", "notes", "--yes")
+    restored = run("kb", "restore", "notes", taken)
+    assert restored == f"restored 'notes' to snapshot {taken} (1 document)\n"
+    again = run("kb", "restore", "notes", taken)  # a knowledge base that exists: its state before is kept
+    newest = as_json(run("kb", "snapshots", "notes", "--json"))[0]["id"]
+    assert again.endswith(f"; the state before is snapshot {newest}\n")
+
+
+def test_the_snapshot_list_shows_each_snapshot_s_size(run) -> None:
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
+    run("kb", "snapshot", "notes", "--note", "first")
+    [info] = as_json(run("kb", "snapshots", "notes", "--json"))
+    size = f"{info['bytes']} B" if info["bytes"] < 1024 else f"{info['bytes'] / 1024:.1f} KiB"
+    header, row = run("kb", "snapshots", "notes").splitlines()
+    assert header.split() == ["ID", "CREATED", "DOCS", "SIZE", "NOTE"]
+    assert re.split(r" {2,}", row) == [info["id"], info["created_at"], "1", size, "first"]
+
+
+def test_unfollow_says_which_folder_it_stopped_following_and_which_it_still_follows(run, tmp_path: Path) -> None:
+    kept, dropped = tmp_path / "kept", tmp_path / "dropped"
+    for folder in (kept, dropped):
+        folder.mkdir()
+        (folder / f"{folder.name}.md").write_text(f"# {folder.name}\n\ntext", encoding="utf-8")
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(kept), str(dropped), "--follow")
+    out = run("kb", "unfollow", "notes", str(dropped))
+    assert out.splitlines() == [
+        f"stopped following {dropped} (its documents stay)",
+        f"following  {kept}  (1 document)",
+    ]
+    out = run("kb", "unfollow", "notes", str(kept))
+    assert out.splitlines() == [f"stopped following {kept} (its documents stay)", "no folder is followed in 'notes' now"]
+    err = run("kb", "unfollow", "notes", str(kept), code=1)
+    assert err.splitlines() == [
+        f"coffer: Knowledge base 'notes' does not follow {kept}.",
+        "  hint: No folder is followed in 'notes'.",
+    ]

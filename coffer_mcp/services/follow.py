@@ -120,7 +120,9 @@ class FollowService:
         if folder not in config.follow:
             raise InvalidArgumentError(
                 f"Knowledge base '{kb}' does not follow {text[:200]}.",
-                hint=f"It follows: {', '.join(config.follow) or 'no folder'}.",
+                hint=f"It follows {', '.join(config.follow)}."
+                if config.follow
+                else f"No folder is followed in '{kb}'.",
             )
         self._set_followed(paths, folder, follow=False, actor=actor)
         return self.followed(kb)
