@@ -27,7 +27,13 @@ from pydantic import BaseModel
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, InvalidArgumentError, reword
 from coffer_mcp.models import KnowledgeBaseDetails, StrategyChoice
+from coffer_mcp.portability import MAX_NOTE
+from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT
+from coffer_mcp.services.documents import MAX_LIST_LIMIT
+from coffer_mcp.services.pages import MAX_OFFSET
+from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.settings import Settings, load_settings
+from coffer_mcp.store.kbconfig import MAX_DESCRIPTION
 
 if TYPE_CHECKING:
     from coffer_mcp.services import Coffer
@@ -43,7 +49,9 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765  # coffer serve --http
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``coffer``."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said with the usage of the command they were given to, not of 'coffer' (exit 2)
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -131,18 +139,18 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check SQLite, sqlite-vec, ripgrep, the embedder and every KB")
     doctor.add_argument("--json", action="store_true", help="print machine-readable JSON")
     doctor.add_argument("--no-embed", action="store_true", help="do not make a test embedding (nor a test reranking)")
-    doctor.set_defaults(handler=_doctor)
+    doctor.set_defaults(handler=_doctor, command_parser=doctor)
     kb = commands.add_parser("kb", help="manage knowledge bases and their documents")
     kb_commands = kb.add_subparsers(title="kb commands", metavar="KB_COMMAND")
-    kb.set_defaults(handler=_usage(kb))
+    kb.set_defaults(handler=_usage(kb), command_parser=kb)
     for name, helptext, configure in _KB_COMMANDS:
         sub = kb_commands.add_parser(name, help=helptext, description=helptext)
         sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        sub.set_defaults(command=name)
+        sub.set_defaults(command=name, command_parser=sub)
         configure(sub)
     index = commands.add_parser("index", help="the index as a whole (rebuilt from the files)")
     index_commands = index.add_subparsers(title="index commands", metavar="INDEX_COMMAND")
-    index.set_defaults(handler=_usage(index))
+    index.set_defaults(handler=_usage(index), command_parser=index)
     rebuild = index_commands.add_parser(
         "rebuild",
         help="rebuild every knowledge base's index rows from the files (into the chosen backend)",
@@ -156,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the backend to build (default: the configured one); postgres needs COFFER_DATABASE_URL",
     )
     rebuild.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild")
+    rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild", command_parser=rebuild)
     return parser
 
 
@@ -170,9 +178,12 @@ def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Set
     return handler
 
 
+_DESCRIPTION_HELP = f"what the knowledge base holds, for agents choosing one (at most {MAX_DESCRIPTION:,} characters)"
+
+
 def _add_create(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
-    p.add_argument("--description", default="")
+    p.add_argument("--description", default="", metavar="TEXT", help=_DESCRIPTION_HELP)
     p.add_argument("--chunk-size", type=int)
     p.add_argument("--chunk-overlap", type=int)
     p.add_argument("--vector", action="store_true", help="also embed documents for hybrid search")
@@ -181,18 +192,27 @@ def _add_create(p: argparse.ArgumentParser) -> None:
 
 def _add_update(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
-    p.add_argument("--description")
+    p.add_argument("--description", metavar="TEXT", help=_DESCRIPTION_HELP)
     p.add_argument("--chunk-size", type=int)
     p.add_argument("--chunk-overlap", type=int)
-    p.add_argument(
-        "--vector", action=argparse.BooleanOptionalAction, help="embed documents (--no-vector drops vectors)"
-    )
-    p.add_argument(
-        "--auto-update-sources",
-        action=argparse.BooleanOptionalAction,
-        help="let check-sources refresh changed documents",
+    _add_switch(p, "vector", "embed documents for hybrid search", "drop the vectors")
+    _add_switch(
+        p, "auto-update-sources", "let check-sources refresh changed documents", "check-sources only reports them"
     )
     p.set_defaults(handler=_kb_update)
+
+
+def _add_switch(p: argparse.ArgumentParser, name: str, on: str, off: str) -> None:
+    """``--NAME`` / ``--no-NAME``: either, or neither (None: unchanged); both is a usage error.
+
+    Not ``BooleanOptionalAction``: its two flags are one action, which argparse lets repeat, so
+    ``--vector --no-vector`` would pass with the last one winning.
+    """
+    dest = name.replace("-", "_")
+    pair = p.add_mutually_exclusive_group()
+    pair.add_argument(f"--{name}", dest=dest, action="store_true", help=on)
+    pair.add_argument(f"--no-{name}", dest=dest, action="store_false", help=off)
+    p.set_defaults(**{dest: None})
 
 
 def _add_name(handler: Callable[..., int | None]) -> Callable[[argparse.ArgumentParser], None]:
@@ -238,7 +258,11 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--tag", dest="tags", action="append", metavar="TAG", help="carrying this tag (repeat: all of them)"
     )
-    group.add_argument("--path-prefix", metavar="PATH", help="ingested from a path that starts with this")
+    group.add_argument(
+        "--path-prefix",
+        metavar="PATH",
+        help="ingested from this path or from under it as a folder (~/papers is not ~/papers-old)",
+    )
     group.add_argument(
         "--format",
         dest="formats",
@@ -287,7 +311,7 @@ def _add_import(p: argparse.ArgumentParser) -> None:
 
 def _add_snapshot(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
-    p.add_argument("--note", default="")
+    p.add_argument("--note", default="", metavar="TEXT", help=f"say why (at most {MAX_NOTE} characters)")
     p.set_defaults(handler=_kb_snapshot)
 
 
@@ -303,7 +327,9 @@ def _add_snapshot_id(handler: Callable[..., int | None]) -> Callable[[argparse.A
 def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
     p.add_argument("query", nargs="+")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument(
+        "--top-k", type=int, default=5, metavar="N", help=f"how many passages (1-{MAX_TOP_K:,}; default 5)"
+    )
     p.add_argument(
         "--strategy",
         choices=get_args(StrategyChoice),
@@ -323,7 +349,13 @@ def _add_search(p: argparse.ArgumentParser) -> None:
 def _add_grep(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
     p.add_argument("pattern")
-    p.add_argument("--max-matches", type=int, default=50)
+    p.add_argument(
+        "--max-matches",
+        type=int,
+        default=50,
+        metavar="N",
+        help=f"stop after this many matching lines (1-{MAX_MATCHES_LIMIT:,}; default 50)",
+    )
     p.add_argument("-i", "--ignore-case", action="store_true")
     p.add_argument("-F", "--fixed-strings", action="store_true")
     _add_filters(p)
@@ -342,8 +374,12 @@ def _add_doc(handler: Callable[..., int | None]) -> Callable[[argparse.ArgumentP
 def _add_documents(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--q", default="", help="only titles containing this")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--offset", type=int, default=0)
+    p.add_argument(
+        "--limit", type=int, default=50, metavar="N", help=f"documents per page (1-{MAX_LIST_LIMIT:,}; default 50)"
+    )
+    p.add_argument(
+        "--offset", type=int, default=0, metavar="N", help=f"skip this many documents (0-{MAX_OFFSET:,}; default 0)"
+    )
     _add_filters(p)
     p.set_defaults(handler=_kb_documents)
 
@@ -1025,7 +1061,7 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("create", "create a knowledge base", _add_create),
     ("list", "list knowledge bases", lambda p: p.set_defaults(handler=_kb_list)),
     ("describe", "counts, settings and disk usage of a knowledge base", _add_name(_kb_describe)),
-    ("update", "change a knowledge base's description or chunking", _add_update),
+    ("update", "change a knowledge base's description, chunking, vectors or source updates", _add_update),
     ("delete", "delete a knowledge base and all its documents", _add_delete),
     ("ingest", "add files or folders to a knowledge base", _add_ingest),
     ("ingest-url", "fetch a public web page or file into a knowledge base", _add_ingest_url),

@@ -558,3 +558,73 @@ def test_unfollow_says_which_folder_it_stopped_following_and_which_it_still_foll
         f"coffer: Knowledge base 'notes' does not follow {kept}.",
         "  hint: No folder is followed in 'notes'.",
     ]
+
+
+def usage_error(home: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """What ``coffer ARGV`` says on stderr when argparse refuses it, with exit status 2."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["--home", str(home), *argv])
+    assert stopped.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--vector", "--no-vector"], ["--no-auto-update-sources", "--auto-update-sources"]],
+    ids=["vector", "auto-update-sources"],
+)
+def test_update_refuses_a_switch_and_its_opposite_together_as_a_usage_error(
+    run, home: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    run("kb", "create", "notes")
+    before = run("kb", "describe", "notes", "--json")
+    err = usage_error(home, capsys, "kb", "update", "notes", *flags)
+    assert err.startswith("usage: coffer kb update")
+    assert f"argument {flags[1]}: not allowed with argument {flags[0]}" in err
+    assert run("kb", "describe", "notes", "--json") == before
+    one = as_json(run("kb", "update", "notes", flags[1], "--json"))  # each alone still works
+    assert one[flags[1].lstrip("-").removeprefix("no-").replace("-", "_")] is (not flags[1].startswith("--no-"))
+
+
+def test_an_argument_too_many_is_refused_with_the_usage_of_its_command(home: Path, capsys) -> None:
+    err = usage_error(home, capsys, "kb", "tag", "notes", UNKNOWN_ID, "--clear", "x")
+    assert err.startswith("usage: coffer kb tag ")
+    assert err.rstrip().endswith("coffer kb tag: error: unrecognized arguments: x")
+    assert "usage: coffer kb search " in usage_error(home, capsys, "kb", "search", "notes", "q", "--bogus")
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("search", "--path-prefix PATH ingested from this path or from under it as a folder (~/papers is not"),
+        ("search", "--top-k N how many passages (1-1,000; default 5)"),
+        ("grep", "--max-matches N stop after this many matching lines (1-1,000; default 50)"),
+        ("documents", "--limit N documents per page (1-1,000; default 50)"),
+        ("documents", "--offset N skip this many documents (0-2,147,483,647; default 0)"),
+        ("snapshot", "--note TEXT say why (at most 500 characters)"),
+        ("create", "--description TEXT what the knowledge base holds, for agents choosing one (at most 2,000"),
+        ("update", "change a knowledge base's description, chunking, vectors or source updates"),
+        ("update", "--no-vector drop the vectors"),
+    ],
+)
+def test_help_explains_each_option_with_its_range(home: Path, capsys, command: str, says: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["kb", command, "--help"])
+    assert stopped.value.code == 0
+    assert says in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (["search", "notes", "q", "--top-k", "1001"], "top_k must be between 1 and 1000"),
+        (["grep", "notes", "q", "--max-matches", "1001"], "max_matches must be between 1 and 1000"),
+        (["documents", "notes", "--limit", "1001"], "limit must be 1-1000"),
+        (["snapshot", "notes", "--note", "n" * 501], "The note is 501 characters long."),
+        (["update", "notes", "--description", "d" * 2001], "description"),
+    ],
+    ids=["top-k", "max-matches", "limit", "note", "description"],
+)
+def test_one_past_the_range_help_gives_is_refused(run, argv: list[str], refusal: str) -> None:
+    run("kb", "create", "notes")
+    assert refusal in run("kb", *argv, code=1)

@@ -20,6 +20,7 @@ from coffer_mcp.portability._format import FORMAT_VERSION, PackError
 from coffer_mcp.portability._import import ImportResult, import_pack, remove_abandoned_imports
 from coffer_mcp.portability._merge import ImportConflict, SkippedDocument
 from coffer_mcp.portability._snapshots import (
+    MAX_NOTE,
     RestoreResult,
     SnapshotError,
     SnapshotInfo,
@@ -34,6 +35,7 @@ from coffer_mcp.portability._snapshots import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_NOTE",
     "PACK_SUFFIX",
     "ExportResult",
     "ImportConflict",

@@ -84,7 +84,7 @@ __all__ = [
 
 _FORMAT = "coffer-snapshot"
 _COMMIT = "COMMIT"
-_MAX_NOTE = 500
+MAX_NOTE = 500  # characters of a snapshot's note
 _FILE = re.compile(r"(docs|raw)/[^/\\\x00]{1,255}")
 
 
@@ -212,8 +212,10 @@ def _next_id(root: Path) -> str:
 
 def _check_note(note: str) -> str:
     note = " ".join(str(note).split())
-    if len(note) > _MAX_NOTE:
-        raise InvalidArgumentError(f"The note is {len(note)} characters long.", hint=f"Keep it under {_MAX_NOTE}.")
+    if len(note) > MAX_NOTE:
+        raise InvalidArgumentError(
+            f"The note is {len(note)} characters long.", hint=f"Keep it to {MAX_NOTE} characters or fewer."
+        )
     return note
 
 
