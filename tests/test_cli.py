@@ -628,3 +628,17 @@ def test_help_explains_each_option_with_its_range(home: Path, capsys, command: s
 def test_one_past_the_range_help_gives_is_refused(run, argv: list[str], refusal: str) -> None:
     run("kb", "create", "notes")
     assert refusal in run("kb", *argv, code=1)
+
+
+def test_import_merge_into_a_name_that_does_not_exist_is_refused_and_writes_nothing(run, tmp_path: Path) -> None:
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
+    pack = tmp_path / "notes.cofferpack"
+    run("kb", "export", "notes", str(pack))
+    err = run("kb", "import", str(pack), "--merge", "--as", "ntoes", code=1)
+    assert err.splitlines() == [
+        "coffer: Knowledge base 'ntoes' does not exist. --merge adds to an existing knowledge base.",
+        "  hint: Existing knowledge bases: notes. To import the pack as a new knowledge base 'ntoes', leave out --merge.",
+    ]
+    assert [kb["name"] for kb in as_json(run("kb", "list", "--json"))] == ["notes"]
+    assert "0 documents added, 1 skipped" in run("kb", "import", str(pack), "--merge", "--as", "notes")

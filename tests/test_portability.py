@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError
+from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError, KnowledgeBaseNotFoundError
 from coffer_mcp.portability import PackError
 from tests.conftest import FIXTURES
 from tests.fakes import HashEmbedder
@@ -432,6 +432,23 @@ def test_an_existing_name_is_refused_unless_merging(pack: Path, target: Coffer) 
     merged = target.import_pack(pack, merge=True)
     assert (merged.documents_added, len(merged.skipped), merged.conflicts) == (0, 3, [])
     assert {s.reason for s in merged.skipped} == {"already_present"}
+
+
+@pytest.mark.parametrize("as_name", ["kep", None], ids=["as-name", "pack-name"])
+def test_a_merge_into_a_knowledge_base_that_does_not_exist_is_refused_naming_those_that_do(
+    pack: Path, target: Coffer, as_name: str | None
+) -> None:
+    before = store_state(target)
+    with pytest.raises(KnowledgeBaseNotFoundError) as caught:
+        target.import_pack(pack, as_name=as_name, merge=True)
+    name = as_name or "notes"
+    assert caught.value.code == "unknown_kb"
+    assert caught.value.message == f"Knowledge base '{name}' does not exist. --merge adds to an existing knowledge base."
+    assert caught.value.hint == (
+        f"Existing knowledge bases: keep. To import the pack as a new knowledge base '{name}', leave out --merge."
+    )
+    assert store_state(target) == before
+    assert [kb.name for kb in target.list_kbs()] == ["keep"]
 
 
 def test_a_merge_skips_originals_already_there_keeps_ids_and_reports_conflicts(pack: Path, tmp_path: Path) -> None:

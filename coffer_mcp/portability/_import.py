@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError
+from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError, KnowledgeBaseNotFoundError
 from coffer_mcp.indexing.reindex import index_progress, reconcile
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
 from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
@@ -98,7 +98,7 @@ def import_pack(
 
     Every member is verified (names, types, sizes, sha256, manifest counts) before the store is
     touched; a refused pack changes nothing. The KB is named ``as_name`` or as in the pack.
-    An existing name is refused unless ``merge``: then documents whose original (source_sha256)
+    An existing name is refused unless ``merge``, which needs one: then documents whose original (source_sha256)
     is already there are skipped, ids are kept, and a document already here under its id that
     differs (body, title, tags, hand-written frontmatter) is reported as a conflict, never
     overwritten (see ``_merge``). The embedder is never called.
@@ -106,10 +106,11 @@ def import_pack(
     Raises:
         PackError: the pack is damaged, tampered with or unsafe (code ``invalid_pack``).
         KnowledgeBaseExistsError: the name is taken and ``merge`` is false.
+        KnowledgeBaseNotFoundError: ``merge`` is true and no knowledge base has the name.
         InvalidNameError: ``as_name`` (or the pack's name) breaks the naming rule.
     """
     if as_name is not None:
-        _check_free(registry, validate_kb_name(as_name), merge)
+        _check_target(registry, validate_kb_name(as_name), merge)
     registry.prepare_home()  # the staging folder goes inside it
     with owned_staging(registry.paths.knowledge, IMPORTING, registry.paths.locks) as staging:
         extracted = extract_pack(
@@ -120,8 +121,8 @@ def import_pack(
             progress,
         )
         name = as_name or _pack_name(extracted)
+        _check_target(registry, name, merge)
         if registry.paths.kb(name).root.exists():
-            _check_free(registry, name, merge)
             return _merge(registry, extracted, name, actor, progress)
         return _install(registry, extracted, name, actor, progress)
 
@@ -146,11 +147,23 @@ def _pack_name(extracted: Extracted) -> str:
         ) from exc
 
 
-def _check_free(registry: Registry, name: str, merge: bool) -> None:
-    if not merge and registry.paths.kb(name).root.exists():
+def _check_target(registry: Registry, name: str, merge: bool) -> None:
+    """A new import needs a free name; a merge, a knowledge base to merge into.
+
+    A merge into a name that does not exist is refused rather than made a new knowledge base:
+    it is most likely a typo, which would otherwise leave a second copy beside the one meant.
+    """
+    exists = registry.paths.kb(name).root.exists()
+    if exists and not merge:
         raise KnowledgeBaseExistsError(
             f"Knowledge base '{name}' already exists.",
             hint="Import under another name (--as NAME), or merge the pack's new documents into it (--merge).",
+        )
+    if merge and not exists:
+        unknown = registry.unknown_kb(name)
+        raise KnowledgeBaseNotFoundError(
+            f"{unknown.message} --merge adds to an existing knowledge base.",
+            hint=f"{unknown.hint_template} To import the pack as a new knowledge base '{name}', leave out --merge.",
         )
 
 
@@ -162,7 +175,7 @@ def _install(
     ids = extracted.manifest.doc_ids
     index = registry.index
     with registry.registry_lock(), registry.kb_lock(name):
-        _check_free(registry, name, merge=False)
+        _check_target(registry, name, merge=False)  # under the lock: none was made meanwhile
         renamed = _reassign_ids(registry, extracted.kb, ids, name)
         os.rename(extracted.kb.root, kb.root)
         fsync_dir(kb.root.parent)
