@@ -327,9 +327,7 @@ def _add_snapshot_id(handler: Callable[..., int | None]) -> Callable[[argparse.A
 def _add_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a knowledge base, several separated by commas, or '*' for all")
     p.add_argument("query", nargs="+")
-    p.add_argument(
-        "--top-k", type=int, default=5, metavar="N", help=f"how many passages (1-{MAX_TOP_K:,}; default 5)"
-    )
+    p.add_argument("--top-k", type=int, default=5, metavar="N", help=f"how many passages (1-{MAX_TOP_K:,}; default 5)")
     p.add_argument(
         "--strategy",
         choices=get_args(StrategyChoice),
@@ -692,9 +690,11 @@ def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
     _emit(
         args,
         result,
-        lambda r: f"restored '{r.kb}' to snapshot {r.snapshot_id} ({_count(r.documents, 'document')})"
-        # A deleted knowledge base brought back had no state before, so no snapshot of it.
-        + (f"; the state before is snapshot {r.pre_restore_snapshot_id}" if r.pre_restore_snapshot_id else ""),
+        lambda r: (
+            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({_count(r.documents, 'document')})"
+            # A deleted knowledge base brought back had no state before, so no snapshot of it.
+            + (f"; the state before is snapshot {r.pre_restore_snapshot_id}" if r.pre_restore_snapshot_id else "")
+        ),
     )
 
 
@@ -1107,7 +1107,19 @@ def _print_json(value: Any) -> None:
         data = [v.model_dump(mode="json") if isinstance(v, BaseModel) else v for v in value]
     else:
         data = value
-    print(json.dumps(data, ensure_ascii=False, indent=2))
+    print(json.dumps(_in_cli_words(data), ensure_ascii=False, indent=2))
+
+
+def _in_cli_words(data: Any) -> Any:
+    """``data`` with every ``hint`` a result carries (in MCP words) in the command line's, as the text says it."""
+    if isinstance(data, dict):
+        return {
+            key: reword(value, "cli") if key == "hint" and isinstance(value, str) else _in_cli_words(value)
+            for key, value in data.items()
+        }
+    if isinstance(data, list):
+        return [_in_cli_words(value) for value in data]
+    return data
 
 
 def _render_search(result) -> str:

@@ -263,6 +263,13 @@ ARG_WORDS: dict[str, dict[Surface, str]] = {
         "cli": "expected_content_sha256 (an argument of edit_document over MCP)",
         "web": "expected_content_sha256 (an argument of edit_document over MCP)",
     },
+    # How a document's tags are given: a list over MCP, words after the id on the command line.
+    "tags": {
+        "mcp": "as a list, e.g. ['project-x', 'draft']; [] removes them",
+        "cli": "e.g. coffer kb tag NAME DOC_ID project-x draft (--clear removes them; coffer kb ingest takes "
+        "--tag TAG, repeated)",
+        "web": "with edit_document over MCP or 'coffer kb tag' on the command line",
+    },
     # The viewer's HTTP API takes these as query parameters, under the MCP names.
     "limit=50": {"mcp": "limit=50", "cli": "--limit 50", "web": "limit=50"},
     "offset=0": {"mcp": "offset=0", "cli": "--offset 0", "web": "offset=0"},

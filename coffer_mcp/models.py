@@ -132,7 +132,7 @@ def check_tags(tags: object) -> list[str]:
     Raises:
         InvalidArgumentError: not a list of non-empty strings of at most ``MAX_TAG_CHARS``, or too many.
     """
-    hint = f"Pass a list of up to {MAX_TAGS} short words or phrases, e.g. ['project-x', 'draft']; [] removes them."
+    hint = f"Give up to {MAX_TAGS} short words or phrases, {{arg:tags}}."
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
         raise InvalidArgumentError("tags must be a list of strings.", hint=hint)
     values = list(tags)

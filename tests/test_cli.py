@@ -552,7 +552,10 @@ def test_unfollow_says_which_folder_it_stopped_following_and_which_it_still_foll
         f"following  {kept}  (1 document)",
     ]
     out = run("kb", "unfollow", "notes", str(kept))
-    assert out.splitlines() == [f"stopped following {kept} (its documents stay)", "no folder is followed in 'notes' now"]
+    assert out.splitlines() == [
+        f"stopped following {kept} (its documents stay)",
+        "no folder is followed in 'notes' now",
+    ]
     err = run("kb", "unfollow", "notes", str(kept), code=1)
     assert err.splitlines() == [
         f"coffer: Knowledge base 'notes' does not follow {kept}.",
@@ -638,7 +641,23 @@ def test_import_merge_into_a_name_that_does_not_exist_is_refused_and_writes_noth
     err = run("kb", "import", str(pack), "--merge", "--as", "ntoes", code=1)
     assert err.splitlines() == [
         "coffer: Knowledge base 'ntoes' does not exist. --merge adds to an existing knowledge base.",
-        "  hint: Existing knowledge bases: notes. To import the pack as a new knowledge base 'ntoes', leave out --merge.",
+        (
+            "  hint: Existing knowledge bases: notes. To import the pack as a new knowledge base 'ntoes', leave out "
+            "--merge."
+        ),
     ]
     assert [kb["name"] for kb in as_json(run("kb", "list", "--json"))] == ["notes"]
     assert "0 documents added, 1 skipped" in run("kb", "import", str(pack), "--merge", "--as", "notes")
+
+
+def test_a_bad_tag_is_explained_in_command_line_words(run) -> None:
+    run("kb", "create", "notes")
+    doc_id = as_json(run("kb", "ingest", "notes", str(FIXTURES / "sample.md"), "--json"))["items"][0]["document_id"]
+    err = run("kb", "tag", "notes", doc_id, "x" * 101, code=1)
+    assert err.splitlines() == [
+        f"coffer: '{'x' * 40}' is not a tag (1-100 characters).",
+        (
+            "  hint: Give up to 100 short words or phrases, e.g. coffer kb tag NAME DOC_ID project-x draft (--clear "
+            "removes them; coffer kb ingest takes --tag TAG, repeated)."
+        ),
+    ]

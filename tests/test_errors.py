@@ -21,8 +21,9 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "coffer_mcp"
 ANY_PLACEHOLDER = re.compile(r"\{(tool|arg):([^{}]*)\}")
-# What a hint must not say outside a placeholder: an MCP tool name, or an MCP argument with its value.
-MCP_WORDS = re.compile(r"coffer__\w+|\b[a-z_]+=(?:true|false)\b")
+# What a hint must not say outside a placeholder: an MCP tool name, an MCP argument with its value,
+# or a JSON/Python list (the command line takes words and flags: 'TAG TAG', '--clear').
+MCP_WORDS = re.compile(r"coffer__\w+|\b[a-z_]+=(?:true|false)\b|\[\]|\['")
 
 
 def string_constants(path: Path) -> list[str]:
@@ -95,3 +96,18 @@ def test_arguments_are_said_as_flags_on_the_command_line() -> None:
     error = CofferError("duplicate", hint="Pass {arg:replace=true}, or {arg:fixed_strings=true}.")
     assert error.hint == "Pass replace=true, or fixed_strings=true."
     assert error.hint_for("cli") == "Pass --replace, or -F (--fixed-strings)."
+
+
+def test_tags_are_asked_for_as_a_list_over_mcp_and_as_words_and_flags_on_the_command_line() -> None:
+    from coffer_mcp.models import check_tags
+
+    with pytest.raises(CofferError) as caught:
+        check_tags(["x" * 101])
+    assert (
+        caught.value.hint
+        == "Give up to 100 short words or phrases, as a list, e.g. ['project-x', 'draft']; [] removes them."
+    )
+    assert caught.value.hint_for("cli") == (
+        "Give up to 100 short words or phrases, e.g. coffer kb tag NAME DOC_ID project-x draft (--clear removes them; "
+        "coffer kb ingest takes --tag TAG, repeated)."
+    )

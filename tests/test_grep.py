@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import importlib.metadata
+import json
 import os
 import stat
 import subprocess
@@ -633,3 +634,7 @@ def test_a_grep_that_runs_out_of_time_says_so_on_the_command_line(
     assert "(stopped at the time limit)" in out
     assert "-F (--fixed-strings)" in out  # the hint in the command line's words
     assert "raise --max-matches" not in out
+    assert main(["--home", str(home), "kb", "grep", "redos", "(a|aa)+c", "--json"]) == 0
+    hint = json.loads(capsys.readouterr().out)["hint"]  # --json says the hint in the same words
+    assert "-F (--fixed-strings)" in hint
+    assert "fixed_strings=true" not in hint

@@ -443,7 +443,9 @@ def test_a_merge_into_a_knowledge_base_that_does_not_exist_is_refused_naming_tho
         target.import_pack(pack, as_name=as_name, merge=True)
     name = as_name or "notes"
     assert caught.value.code == "unknown_kb"
-    assert caught.value.message == f"Knowledge base '{name}' does not exist. --merge adds to an existing knowledge base."
+    assert (
+        caught.value.message == f"Knowledge base '{name}' does not exist. --merge adds to an existing knowledge base."
+    )
     assert caught.value.hint == (
         f"Existing knowledge bases: keep. To import the pack as a new knowledge base '{name}', leave out --merge."
     )
