@@ -287,6 +287,14 @@ class Settings(BaseModel):
     @field_validator("allowed_dirs")
     @classmethod
     def _resolve_dirs(cls, value: list[Path]) -> list[Path]:
+        # A relative folder would be resolved against the server's working directory, which an MCP
+        # client chooses (often /): it would silently allow another folder than the one meant.
+        relative = [str(p) for p in value if not Path(p).expanduser().is_absolute()]
+        if relative:
+            raise ValueError(
+                f"{', '.join(map(repr, relative))} is relative, so it would mean a folder under whatever folder "
+                "Coffer is started in"
+            )
         return [Path(p).expanduser().resolve() for p in value]
 
     @field_validator("log_level")
@@ -296,6 +304,10 @@ class Settings(BaseModel):
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError("must be DEBUG, INFO, WARNING, ERROR or CRITICAL")
         return level
+
+
+_ADVICE = {"allowed_dirs": "give absolute folders, or ones starting with ~ (e.g. ~/Documents)"}
+"""What a refused setting's hint adds to "Fix WHERE", where the fix is not obvious from the message."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -336,7 +348,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         problems = "; ".join(_problem(e) for e in errors)
-        fixes = dict.fromkeys(sources.where(str(e["loc"][0]) if e["loc"] else "") for e in errors)
+        fields = dict.fromkeys(str(e["loc"][0]) if e["loc"] else "" for e in errors)
+        fixes = dict.fromkeys(sources.where(f) + (f": {_ADVICE[f]}" if f in _ADVICE else "") for f in fields)
         raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
     _check_rerank(settings)
     settings = _fit_chunk_overlap(settings, merged, sources)

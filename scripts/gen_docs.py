@@ -42,7 +42,8 @@ SETTING_NOTES: dict[str, str] = {
     "curation_tools": "expose the curation tools over MCP (the seven core tools always stay)",
     "read_only": "expose no MCP tool that writes",
     "allowed_dirs": "folders `coffer__ingest_path` may read and export may write to; in the environment separated "
-    "by `:` (`;` on Windows)",
+    "by `:` (`;` on Windows); each absolute or starting with `~` (a relative one would depend on the folder the server "
+    "is started in, often `/` for an MCP client, so it is refused as `invalid_config`)",
     "url_allow_private": "hosts or networks (`wiki.corp`, `10.0.0.0/8`) URL ingest may reach despite the SSRF guard",
     "conversion_timeout": "seconds a PDF / Office / HTML conversion may run (in a separate process) before it is "
     "stopped",

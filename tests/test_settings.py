@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +106,33 @@ def test_a_hand_typed_true_in_kb_yaml_is_no_chunk_overlap_of_one(home: Path) -> 
     # An invalid hand-edited value is ignored: the defaults apply (docs/configuration.md).
     assert details.chunk_overlap != 1
     assert (details.chunk_size, details.chunk_overlap) == (512, 64)
+
+
+def test_a_relative_allowed_dir_in_config_yaml_is_refused_naming_the_setting_and_the_file(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_yaml(home, {"allowed_dirs": ["relative/dir", "~/x", "/srv/papers"]})
+    assert main(["--home", str(home), "kb", "list"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        (
+            "coffer: Invalid configuration: allowed_dirs: 'relative/dir' is relative, so it would mean a folder under "
+            "whatever folder Coffer is started in."
+        ),
+        (
+            f"  hint: Fix allowed_dirs in {home.resolve() / 'config.yaml'}: give absolute folders, or ones starting "
+            "with ~ (e.g. ~/Documents)."
+        ),
+    ]
+
+
+def test_a_relative_allowed_dir_in_the_environment_is_refused_and_home_and_absolute_ones_load(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"COFFER_ALLOWED_DIRS": "relative:/abs"}, home=tmp_path)
+    assert caught.value.code == "invalid_config"
+    assert "allowed_dirs: 'relative' is relative" in caught.value.message
+    assert caught.value.hint == (
+        "Fix COFFER_ALLOWED_DIRS in the environment: give absolute folders, or ones starting with ~ (e.g. ~/Documents)."
+    )
+    settings = load_settings({"COFFER_ALLOWED_DIRS": f"~/x{os.pathsep}/abs"}, home=tmp_path)
+    assert settings.allowed_dirs == [Path("~/x").expanduser().resolve(), Path("/abs").resolve()]
