@@ -75,6 +75,30 @@ async def test_the_user_is_asked_and_their_yes_deletes_the_knowledge_base(
     assert asked.requested_schema["properties"]["confirm"]["type"] == "boolean"
 
 
+def texts_of(schema: Any) -> list[str]:
+    """Every title and description in a JSON schema: what a client may show the user."""
+    if isinstance(schema, dict):
+        own = [value for key, value in schema.items() if key in ("title", "description") and isinstance(value, str)]
+        return own + [text for value in schema.values() for text in texts_of(value)]
+    if isinstance(schema, list):
+        return [text for value in schema for text in texts_of(value)]
+    return []
+
+
+@pytest.mark.parametrize("transport", ["legacy", "stdio"])
+async def test_the_form_a_2025_11_25_client_shows_holds_only_words_meant_for_the_user(
+    coffer: Coffer, home: Path, pantry: Path, transport: str
+) -> None:
+    user = User("accept")
+    with anyio.fail_after(60):
+        async with open_client(transport, coffer, home, elicitation_callback=user, mode="legacy") as client:
+            assert client.protocol_version == "2025-11-25"
+            structured(await client.call_tool("coffer__delete_knowledge_base", {"name": "pantry"}))
+    [asked] = user.asked
+    assert "description" not in asked.requested_schema  # was the model's docstring, for developers
+    assert sorted(texts_of(asked.requested_schema)) == ["Confirmation", "Tick to let Coffer go ahead.", "Yes, go ahead"]
+
+
 @pytest.mark.parametrize(
     ("action", "content", "said"),
     [

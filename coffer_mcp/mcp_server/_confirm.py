@@ -53,14 +53,13 @@ Question = Callable[["Coffer", Mapping[str, Any]], str]
 """What to ask the user, from the call's arguments; raises a ``CofferError`` to refuse the call unasked."""
 
 
+# The form the client shows under the question. No docstring: pydantic would make it the JSON
+# schema's description, which a client may show the user (the 2025-11-25 protocol sends it).
+#
+# An answer that is not a clear yes is a no: a client that sends "", null or "maybe" for the box
+# has not ticked it, and the call is declined as such rather than failing on the answer's shape.
+# (What pydantic reads as a boolean keeps its meaning: "true" and 1 tick.)
 class Confirmation(BaseModel):
-    """The form the client shows under the question.
-
-    An answer that is not a clear yes is a no: a client that sends ``""``, ``null`` or ``"maybe"``
-    for the box has not ticked it, and the call is declined as such rather than failing on the
-    answer's shape. (What pydantic reads as a boolean keeps its meaning: ``"true"`` and ``1`` tick.)
-    """
-
     confirm: bool = Field(default=False, title="Yes, go ahead", description="Tick to let Coffer go ahead.")
 
     @field_validator("confirm", mode="wrap")
