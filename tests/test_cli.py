@@ -133,6 +133,14 @@ def test_verify_takes_an_edit_saved_by_hand_as_a_read_does_and_reports_what_is_l
     assert "raw/01ARZ3NDEKTSV4RRFFQ69G5FAV.pdf: original without a document" in left.stdout
 
 
+def test_a_strategy_asked_for_that_cannot_run_is_explained(run) -> None:
+    run("kb", "create", "notes")
+    run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
+    text = run("kb", "search", "notes", "code", "fence", "--strategy", "hybrid")
+    assert "(strategy: keyword)" in text
+    assert "hint: Knowledge base 'notes' has no vectors, so keyword search ran instead of hybrid." in text
+
+
 def test_a_search_says_on_the_command_line_what_its_query_left_it(run) -> None:
     run("kb", "create", "notes")
     run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))

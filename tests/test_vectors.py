@@ -92,7 +92,12 @@ def test_a_keyword_knowledge_base_stays_keyword_even_with_an_embedder(vcoffer: C
     vcoffer.create_kb("plain")
     vcoffer.add_document("plain", "a.md", "# A\n\nsea kayak")
     assert vcoffer.search("plain", "kayak").strategy == "keyword"
+    assert vcoffer.search("plain", "kayak").hint is None  # keyword is what it has: nothing to explain
     assert vector_rows(vcoffer) == 0
+    forced = vcoffer.search("plain", "kayak", strategy="vector")  # asked for by name: said why it did not run
+    assert forced.strategy == "keyword"
+    assert forced.hint is not None
+    assert "'plain' has no vectors, so keyword search ran instead of vector" in forced.hint
 
 
 def test_a_dead_provider_degrades_search_and_ingest_to_keyword(vcoffer: Coffer, embedder: HashEmbedder) -> None:
@@ -101,6 +106,8 @@ def test_a_dead_provider_degrades_search_and_ingest_to_keyword(vcoffer: Coffer, 
     assert vcoffer.describe_kb("v").documents_degraded == 3
     result = vcoffer.search("v", "sourdough")
     assert (result.strategy, result.passages[0].document_id) == ("keyword", ids["bread.md"])
+    assert result.hint is not None
+    assert result.hint.startswith("The query could not be embedded, so keyword search ran instead of hybrid: ")
 
 
 def test_a_recovered_provider_is_caught_up_on_the_next_read_without_rechunking(

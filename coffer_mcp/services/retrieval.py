@@ -210,8 +210,10 @@ class RetrievalService:
         registry = self.registry
         vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
-        if wanted == "keyword" or not vector_kbs:
+        if wanted == "keyword":
             return self._keyword(names, query, depth, where)
+        if not vector_kbs:  # a strategy asked for by name that cannot run: say why
+            return self._keyword(names, query, depth, where, why=_no_vectors(wanted, names, registry.embedder is None))
         # The lists fused are as deep as without a reranker (when that is deep enough), so a
         # reranker that falls back leaves the order a search without one gives.
         fusion_depth = max(_depth(top_k, wanted), depth)
@@ -221,17 +223,20 @@ class RetrievalService:
             near = self._vector_passages(vector_kbs, query, fusion_depth, where)
         except EmbeddingError as exc:
             log.info("search degrades to keyword: %s", exc)
-            return self._keyword(names, query, depth, where)
+            why = f"The query could not be embedded, so keyword search ran instead of {wanted}: {exc.message}"
+            return self._keyword(names, query, depth, where, why=why)
         if wanted == "vector":
             return "vector", near[:depth], None
         keyword = keyword_half()
         return "hybrid", fuse_convex(keyword, near, depth), query_hint(query, found=bool(keyword))
 
     def _keyword(
-        self, names: list[str], query: str, depth: int, where: DocumentFilter
+        self, names: list[str], query: str, depth: int, where: DocumentFilter, *, why: str | None = None
     ) -> tuple[Strategy, list[Passage], str | None]:
+        """A keyword search; ``why``: why it runs instead of the strategy asked for, said in the hint."""
         passages = keyword_search(self.registry.index, names, query, depth, where)
-        return "keyword", passages, query_hint(query, found=bool(passages))
+        hints = [why, query_hint(query, found=bool(passages))]
+        return "keyword", passages, " ".join(hint for hint in hints if hint) or None
 
     def _reranker(self) -> tuple[BudgetedReranker | None, RerankInfo | None]:
         """The configured reranker, or None with why it cannot run (None, None when there is none)."""
@@ -349,6 +354,20 @@ def _check_query(query: str, top_k: int) -> str:
 
 def _documents(passages: Sequence[Passage]) -> int:
     return len({(p.kb, p.document_id) for p in passages})
+
+
+def _no_vectors(strategy: str, names: list[str], no_embedder: bool) -> str:
+    """Why a search asked to run ``strategy`` (vector or hybrid) ran keyword search instead."""
+    if no_embedder:
+        return (
+            f"No embedding model is configured (COFFER_EMBEDDING_PROVIDER is none), so keyword search ran instead of "
+            f"{strategy}."
+        )
+    which = f"Knowledge base '{names[0]}' has" if len(names) == 1 else "None of these knowledge bases has"
+    return (
+        f"{which} no vectors, so keyword search ran instead of {strategy}. Vectors are on for a knowledge base "
+        "created with vector on, or turned on with 'coffer kb update NAME --vector'."
+    )
 
 
 def _depth(top_k: int, strategy: str) -> int:
