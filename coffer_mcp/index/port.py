@@ -236,6 +236,18 @@ class Index(Protocol):
 
     def close(self) -> None: ...
 
+    def check_home(self, *, connect: bool = True) -> bool:
+        """Whether files may be written in the home this index serves (its folders exist then).
+
+        An index kept in the home always says yes. A shared one (a database server) says yes once
+        it has accepted the home as the store it indexes, which it checks at its first connection,
+        made now unless not ``connect``; a home it refuses is left as it was.
+
+        Raises:
+            StoreError: ``other_store``, or the database cannot be reached (only when ``connect``).
+        """
+        ...
+
     def settle(self) -> None:
         """After a bulk write (a reindex, a folder ingest): bring what the engine keeps about its tables
         up to date, when this index wrote enough rows to need it, so the next searches are fast."""

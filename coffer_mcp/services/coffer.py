@@ -55,7 +55,8 @@ class Coffer:
     """The Coffer core over one ``COFFER_HOME``."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None, index: Index | None = None) -> None:
-        """A core over ``settings.home``: its folders are made, and what a crash left is finished first.
+        """A core over ``settings.home``: its folders are made (for a shared index, once it has accepted
+        the home as its store), and what a crash left is finished first.
 
         A restore that a crash interrupted is completed (or rolled back), and the staging folders
         of killed imports (gigabytes, maybe) are removed, before anything reads.
@@ -68,7 +69,7 @@ class Coffer:
         """
         paths = StorePaths(settings.home)
         self.registry = Registry(settings, index or open_index(settings), embedder=embedder)
-        self.registry.prepare_home()
+        self.registry.prepare_home(connect=False)  # a shared index: at its first connection, if it accepts the home
         recover_interrupted_restores(paths)
         remove_abandoned_imports(paths)
         self.knowledge_bases = KnowledgeBaseService(self.registry)

@@ -91,16 +91,17 @@ class Registry:
         self._reranker: BudgetedReranker | None = None
         self._reranker_made = False
 
-    def prepare_home(self) -> None:
-        """Create the home's folders (the index file comes with the first connection)."""
-        try:
-            self.paths.knowledge.mkdir(parents=True, exist_ok=True)
-            self.paths.locks.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"Cannot create the Coffer home {self.paths.home}: {exc.strerror}.",
-                hint="Set COFFER_HOME to a writable folder.",
-            ) from exc
+    def prepare_home(self, *, connect: bool = True) -> None:
+        """Create the home's folders once the index has accepted the home (``Index.check_home``).
+
+        A home that a shared index refuses as another store's is left as it was. Without
+        ``connect``, a shared index not connected yet makes them at its first connection.
+
+        Raises:
+            StoreError: ``other_store``, or the home or the database cannot be reached.
+        """
+        if self.index.check_home(connect=connect):
+            self.paths.make_folders()
 
     # -- the embedder ------------------------------------------------------------------------------
 
@@ -157,6 +158,7 @@ class Registry:
             yield
             return
         wait = self.settings.lock_timeout if timeout is None else timeout
+        self.index.check_home()  # before the lock file: a home refused as another store's is left as it was
         with (
             file_lock(self.paths.lock(name), timeout=wait, what=f"knowledge base '{name}'"),
             self.index.lock(f"kb:{name}", timeout=wait),
@@ -232,6 +234,7 @@ class Registry:
     def registry_lock(self) -> Iterator[None]:
         """The lock over the list of knowledge bases (creating, deleting, importing one)."""
         wait = self.settings.lock_timeout
+        self.index.check_home()  # before the lock file, as in kb_lock
         with (
             file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=wait, what="the list of knowledge bases"),
             self.index.lock("registry", timeout=wait),

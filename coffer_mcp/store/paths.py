@@ -211,41 +211,77 @@ class StorePaths:
                     names.append(validate_kb_name(entry.name))
         return names
 
-    def store_id(self) -> str:
-        """This store's id, kept in ``store_id_file`` and made on first need (a ULID).
+    def make_folders(self) -> None:
+        """Create the home's folders (``knowledge/``, ``locks/``; the home too when it is missing).
+
+        Raises:
+            StoreError: the home cannot be written to.
+        """
+        try:
+            self.knowledge.mkdir(parents=True, exist_ok=True)
+            self.locks.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot create the Coffer home {self.home}: {exc.strerror}.",
+                hint="Set COFFER_HOME to a writable folder.",
+            ) from exc
+
+    def recorded_store_id(self) -> str | None:
+        """This store's id as ``store_id_file`` holds it; None when it holds none yet (nothing is made).
 
         Raises:
             StoreError: the file holds something else than an id.
         """
         path = self.store_id_file
-        for _ in range(2):
-            try:
-                found = path.read_text(encoding="ascii", errors="replace").strip()
-            except FileNotFoundError:
-                found = ""
-            if is_document_id(found):
-                return found
-            if found:
-                break
-            # Written aside and made durable, then linked in place: of two processes making it at
-            # once, one wins, and a crash never leaves an empty id.
-            aside = path.with_name(f".store-id.{ULID()}")
-            try:
-                fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                try:
-                    os.write(fd, f"{ULID()}\n".encode("ascii"))
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                with contextlib.suppress(FileExistsError):
-                    os.link(aside, path)
-            finally:
-                aside.unlink(missing_ok=True)
+        try:
+            found = path.read_text(encoding="ascii", errors="replace").strip()
+        except FileNotFoundError:
+            return None
+        if is_document_id(found):
+            return found
         raise StoreError(
             f"{path} does not hold a store id.",
             hint="It names the store a shared (PostgreSQL) index belongs to: write back the id that index "
             "holds (SELECT id FROM store_identity), or remove the file if this store has no shared index yet.",
         )
+
+    def record_store_id(self, store_id: str) -> bool:
+        """Write ``store_id`` to ``store_id_file`` (and the home, when missing) unless the file is
+        there; whether it was written.
+
+        Written aside and made durable, then linked in place: of two processes writing it at once,
+        one wins, and a crash never leaves an empty id.
+
+        Raises:
+            StoreError: the home cannot be written to, or the file holds something else than an id.
+        """
+        path = self.store_id_file
+        if self.recorded_store_id() is not None:
+            return False
+        aside = path.with_name(f".store-id.{ULID()}")
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, f"{store_id}\n".encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(aside, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot write {path}: {exc.strerror}.", hint="Set COFFER_HOME to a writable folder."
+            ) from exc
+        finally:
+            aside.unlink(missing_ok=True)
+        return True
+
+    @staticmethod
+    def new_store_id() -> str:
+        """A new store id (a ULID), not yet recorded anywhere."""
+        return str(ULID())
 
     def lock(self, name: str) -> Path:
         return self.locks / f"{name}.lock"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from mcp.types import Implementation
 
 from bench.http_load import http_server
 from coffer_mcp import Coffer, load_settings
+from coffer_mcp.index.postgres import PostgresIndex
+from coffer_mcp.store import StorePaths
 from tests.postgres import embedded_server
 from tests.reliability.support import cli, coffer_env
 
@@ -246,6 +249,69 @@ def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_p
         assert coffer.list_documents("notes").total == 1
         assert coffer.search("notes", "shared", 5).passages
         assert coffer.verify("notes").ok
+
+
+def test_a_home_refused_as_another_store_is_left_as_it_was(tmp_path: Path, postgres_url: str) -> None:
+    # A mistyped COFFER_HOME on the shared volume got a store-id, knowledge/ and locks/ of its own
+    # from the very command that was refused with "nothing was changed": a stray store.
+    team, settings = _team_store(tmp_path, postgres_url)
+    pack = tmp_path / "notes.cofferpack"
+    assert cli(team, "kb", "export", "notes", str(pack), env=_team_env(team, postgres_url)).returncode == 0
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    with Coffer(load_settings(home=other, embedding_provider="none")) as own:
+        own.create_kb("mine")  # a store of its own, on its own SQLite index
+    for home in (tmp_path / "missing", empty, other):
+        before = _tree(home)
+        for command in (
+            ["kb", "list"],
+            ["kb", "create", "fresh"],
+            ["kb", "import", str(pack), "--as", "copy"],
+            ["doctor"],
+        ):
+            refused = cli(home, *command, env=_team_env(home, postgres_url))
+            said = refused.stdout + refused.stderr  # doctor reports on stdout
+            assert refused.returncode != 0
+            assert "this COFFER_HOME is another store" in said, said
+            assert "nothing was changed" in said
+            assert _tree(home) == before, (home.name, command)
+    with Coffer(load_settings(home=team, **settings)) as coffer:
+        assert [kb.name for kb in coffer.list_kbs()] == ["notes"]
+
+
+def test_servers_starting_at_once_on_a_new_home_make_one_store(tmp_path: Path, postgres_url: str) -> None:
+    # The store id is written only once the claim is made: servers of one new home starting together
+    # must all be accepted, under the one id they recorded.
+    home = tmp_path / "new"
+    indexes = [PostgresIndex(postgres_url, store=StorePaths(home)) for _ in range(6)]
+    start = threading.Barrier(len(indexes))
+    failures: list[BaseException] = []
+
+    def first_call(index: PostgresIndex) -> None:
+        start.wait(timeout=60)
+        try:
+            index.kb_stamps()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=first_call, args=(index,)) for index in indexes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    try:
+        assert failures == []
+        claimed = indexes[0].conn.execute("SELECT id FROM store_identity").fetchone()["id"]
+    finally:
+        for index in indexes:
+            index.close()
+    assert (home / "store-id").read_text(encoding="ascii").strip() == claimed
+    assert sorted(p.name for p in home.iterdir()) == ["knowledge", "locks", "store-id"]
+
+
+def _tree(home: Path) -> list[str] | None:
+    """Every path under ``home`` (None when there is no such folder)."""
+    return sorted(str(p.relative_to(home)) for p in home.rglob("*")) if home.exists() else None
 
 
 def test_a_shared_index_made_before_store_ids_is_claimed_by_its_own_store(tmp_path: Path, postgres_url: str) -> None:

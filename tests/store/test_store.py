@@ -211,12 +211,16 @@ def test_a_lock_file_deleted_while_waiting_is_not_trusted(tmp_path: Path) -> Non
         assert lock.exists()
 
 
-def test_a_store_id_is_made_once_and_a_damaged_one_is_refused(tmp_path: Path) -> None:
-    paths = StorePaths(tmp_path)
-    made = paths.store_id()
-    assert made == StorePaths(tmp_path).store_id() == paths.store_id_file.read_text(encoding="ascii").strip()
-    assert [p.name for p in tmp_path.iterdir()] == ["store-id"]  # nothing left aside
+def test_a_store_id_is_recorded_once_and_a_damaged_one_is_refused(tmp_path: Path) -> None:
+    paths = StorePaths(tmp_path / "home")
+    assert paths.recorded_store_id() is None
+    assert not paths.home.exists()  # reading makes nothing
+    first, second = paths.new_store_id(), paths.new_store_id()
+    assert paths.record_store_id(first)
+    assert not StorePaths(paths.home).record_store_id(second)  # the first one stays
+    assert StorePaths(paths.home).recorded_store_id() == first
+    assert [p.name for p in paths.home.iterdir()] == ["store-id"]  # nothing left aside
     paths.store_id_file.write_text("not an id\n", encoding="ascii")
     with pytest.raises(StoreError) as caught:
-        paths.store_id()
+        paths.recorded_store_id()
     assert "store_identity" in caught.value.hint

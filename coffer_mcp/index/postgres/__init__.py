@@ -167,6 +167,13 @@ class PostgresIndex:
     def _connect_mapped(self) -> Connection:
         return self.conn
 
+    def check_home(self, *, connect: bool = True) -> bool:
+        if self.store is None:
+            return True
+        if connect:
+            self._connect_mapped()  # the first connection checks the store (``_claim``)
+        return self._migrated
+
     def close(self) -> None:
         with self._guard:
             for conn in self._connections:
@@ -546,26 +553,42 @@ class PostgresIndex:
 
 def _claim(conn: Connection, store: StorePaths, url: str) -> None:
     """Make sure the database is the index of ``store`` (claimed by it when no store has, as long as
-    the knowledge bases it indexes are among the store's).
+    the knowledge bases it indexes are among the store's), then make the store's folders.
 
     The database is shared by every server of a store. One whose ``COFFER_HOME`` is another store
     (an empty one, a volume not mounted, a typo) would otherwise take the knowledge bases it lacks
     for deleted ones, and documents without files for removed ones: their rows and vectors gone
-    for every server.
+    for every server. Such a home is left as it was: its store id is written only once its claim
+    is made, before that claim commits (a server of the same home that sees the claim finds it).
 
     Raises:
         StoreError: ``other_store``; nothing was changed.
     """
-    store_id = store.store_id()
-    with conn.transaction():
-        claimed = q.claimed_store(conn)
-        if claimed is None:
-            indexed = set(q.kb_stamps(conn))
-            if indexed and not indexed & set(store.kb_names()):
-                raise _other_store(url, f"indexes knowledge bases ({', '.join(sorted(indexed))}) that it has none of")
-            claimed = q.claim_store(conn, store_id)
-    if claimed != store_id:
+    for _ in range(2):
+        with conn.transaction():
+            claimed = q.claimed_store(conn)
+            if claimed is None:
+                claimed = _claim_for(conn, store, url)
+        if claimed is not None:
+            break
+    if claimed is None or claimed != store.recorded_store_id():
         raise _other_store(url, f"is the index of another store ({claimed})")
+    store.make_folders()
+
+
+def _claim_for(conn: Connection, store: StorePaths, url: str) -> str | None:
+    """Claim the unclaimed database for ``store`` (in the caller's transaction); the store it is the
+    index of now, or None when a store id appeared in the home meanwhile (a server of this home that
+    died before its claim committed: then its claim is rolled back, to be made again with that id)."""
+    indexed = set(q.kb_stamps(conn))
+    if indexed and not indexed & set(store.kb_names()):
+        raise _other_store(url, f"indexes knowledge bases ({', '.join(sorted(indexed))}) that it has none of")
+    recorded = store.recorded_store_id()
+    mine = recorded or store.new_store_id()
+    claimed = q.claim_store(conn, mine)
+    if recorded is None and claimed == mine and not store.record_store_id(mine):
+        raise psycopg.Rollback
+    return claimed
 
 
 def _other_store(url: str, what: str) -> StoreError:

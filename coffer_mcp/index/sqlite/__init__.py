@@ -104,6 +104,9 @@ class SqliteIndex:
         # One file, one machine: the file lock Coffer already holds excludes every other process.
         return contextlib.nullcontext()
 
+    def check_home(self, *, connect: bool = True) -> bool:
+        return True  # the index is a file of the home: whoever opens it owns the home
+
     def settle(self) -> None:
         """Nothing to do: FTS5 and sqlite-vec read a table the same after a bulk write (and a new
         ANALYZE could change the plans the benchmarks measured)."""
