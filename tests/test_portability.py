@@ -9,6 +9,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -383,6 +385,76 @@ def test_a_file_that_is_not_a_pack_is_refused(target: Coffer, tmp_path: Path) ->
     with pytest.raises(InvalidArgumentError, match="Cannot read"):
         target.import_pack(tmp_path / "missing.cofferpack")
     assert store_state(target) == before
+
+
+def cut_the_trailer(data: bytes) -> bytes:
+    return data[:-10]  # `head -c $((size-10))`: the gzip trailer and the end of the deflate stream
+
+
+def cut_half_the_length(data: bytes) -> bytes:
+    return data[:-2]  # only half of the uncompressed size that ends a gzip stream
+
+
+def append_junk(data: bytes) -> bytes:
+    return data + b"junk after the pack\n"  # `cat pack junk > pack2`
+
+
+def append_zeros(data: bytes) -> bytes:
+    return data + bytes(4096)  # the gzip module skips zero padding silently
+
+
+def append_the_pack_again(data: bytes) -> bytes:
+    return data + data  # two gzip members: the gzip module reads them as one stream
+
+
+def change_the_checksum(data: bytes) -> bytes:
+    return data[:-8] + bytes([data[-8] ^ 1]) + data[-7:]  # the CRC-32 of the uncompressed stream
+
+
+ENDINGS = [
+    (cut_the_trailer, "is cut short"),
+    (cut_half_the_length, "is cut short"),
+    (append_junk, "bytes after its end"),
+    (append_zeros, "bytes after its end"),
+    (append_the_pack_again, "bytes after its end"),
+    (change_the_checksum, "does not match its checksum"),
+]
+
+
+@pytest.mark.parametrize(("damage", "reason"), ENDINGS, ids=[f.__name__ for f, _ in ENDINGS])
+def test_a_pack_cut_short_or_followed_by_other_bytes_is_refused_and_the_store_is_unchanged(
+    damage: Callable[[bytes], bytes], reason: str, pack: Path, target: Coffer, tmp_path: Path
+) -> None:
+    # Every member is hashed, so these packs imported with the right content, but a copy cut short
+    # (or written over a longer file) is not the pack that was exported: it must not pass as one.
+    bad = tmp_path / "bad.cofferpack"
+    bad.write_bytes(damage(pack.read_bytes()))
+    before = store_state(target)
+    with pytest.raises(PackError, match=reason) as caught:
+        target.import_pack(bad, as_name="copy")
+    assert caught.value.code == "invalid_pack"
+    assert "copy" in caught.value.hint.lower()
+    assert store_state(target) == before
+
+
+def test_the_command_line_refuses_a_pack_cut_short_and_says_to_copy_it_again(pack: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cut = tmp_path / "notes.cofferpack"
+    cut.write_bytes(pack.read_bytes()[:-10])
+    done = subprocess.run(
+        [sys.executable, "-m", "coffer_mcp", "--home", str(home), "kb", "import", str(cut)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "COFFER_EMBEDDING_PROVIDER": "none"},
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith("coffer: The pack is cut short"), done.stderr
+    assert "hint: Copy the pack again" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (home / "knowledge" / "notes").exists()
+    assert [p.name for p in (home / "knowledge").iterdir()] == []  # no staging folder left
 
 
 NOT_PACKS = [

@@ -6,12 +6,12 @@ a file we create, hashed on the way. The manifest comes first, so its claims are
 any data: declared sizes over the limit, member counts, unexpected or missing members, and any
 member whose header disagrees with it stop the import. The decompressed stream is bounded as
 well, so a gzip bomb or an oversized tar header (pax, GNU long name) is refused, not inflated.
+The file must be the one gzip stream the export wrote, whole and with nothing after it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import os
 import tarfile
@@ -82,7 +82,8 @@ def extract_pack(pack: Path, staging: Path, name: str, limits: Limits, progress:
             overhead = _TAR_OVERHEAD * (len(manifest.files) + 1) + _STREAM_SLACK
             stream.limit = stream.tell() + manifest.declared_bytes + overhead
             _copy_members(tar, members, manifest, staging, progress)
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            _check_the_end(stream)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise PackError(f"The pack is not a readable tar.gz archive: {exc}.") from exc
     except OSError as exc:
         raise StoreError(f"Cannot unpack into {staging}: {exc}.", hint="Check the free space in COFFER_HOME.") from exc
@@ -110,7 +111,7 @@ def _open_pack(pack: Path) -> Iterator[_Bounded]:
         head = handle.read(HEAD_BYTES)
         handle.seek(0)
         compressed = head.startswith(GZIP_MAGIC)
-        source: BinaryIO = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle  # type: ignore[assignment]
+        source: BinaryIO = _Gunzip(handle) if compressed else handle  # type: ignore[assignment]
         with source:
             inner = None
             if compressed:  # a damaged gzip stream raises here, and is reported as a damaged pack
@@ -271,3 +272,107 @@ def _member_name(member: tarfile.TarInfo) -> str | None:
 def _destination(staging: Path, name: str) -> Path:
     """Where a verified member goes: the KB's files under ``kb/``, the rest beside it."""
     return staging / "kb" / name if member_kind(name) in ("doc", "raw", "config") else staging / name
+
+
+_COPY_AGAIN = (
+    "Copy the pack again from where it was exported (its sha256, printed by the export, tells a good "
+    "copy), or export it again."
+)
+
+
+def _check_the_end(stream: _Bounded) -> None:
+    """Read the pack to its end: after the archive's end marker only zeros may follow (tar's padding),
+    and reading to the end checks a compressed pack's trailer (``_Gunzip``)."""
+    # Within the stream's bound: a pack that goes on past it is refused as one that expands too far.
+    while block := stream.read(max(1, min(CHUNK, stream.limit - stream.tell()))):
+        if block.strip(b"\0"):
+            raise PackError("The pack has bytes after its end: data follows its archive's end.", hint=_COPY_AGAIN)
+
+
+class _Gunzip(io.RawIOBase):
+    """The one gzip stream a pack is, decompressed; refusing a file that ends before the stream's
+    trailer, or that goes on after it.
+
+    ``gzip.GzipFile`` reads concatenated streams as one and skips zeros after the last, and only
+    checks a trailer it reaches: a pack cut short, or with bytes after it, passed. Seeking
+    backwards starts again from the beginning (only the check of the file's head does).
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self.raw = raw
+        self._start()
+
+    def _start(self) -> None:
+        self.raw.seek(0)
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip framing: header, CRC-32, length
+        self._input = b""
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        target = offset if whence == os.SEEK_SET else self._position + offset
+        if whence not in (os.SEEK_SET, os.SEEK_CUR) or target < 0:
+            raise io.UnsupportedOperation("a pack's stream seeks from its start or its position only")
+        if target < self._position:
+            self._start()
+        while self._position < target and self.read(min(CHUNK, target - self._position)):
+            pass
+        return self._position
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            raise io.UnsupportedOperation("a pack's stream is read in bounded blocks")
+        parts: list[bytes] = []
+        wanted = size
+        while wanted and (block := self._inflated(wanted)):
+            parts.append(block)
+            wanted -= len(block)
+        data = b"".join(parts)
+        self._position += len(data)
+        return data
+
+    def _inflated(self, most: int) -> bytes:
+        """Up to ``most`` more bytes of the stream; b"" at its end (which must be the file's)."""
+        while not self._inflate.eof:
+            if not self._input:
+                self._input = self.raw.read(CHUNK)
+                if not self._input:
+                    raise PackError(
+                        "The pack is cut short: the file ends before its compressed stream does "
+                        "(a copy or download that did not finish?).",
+                        hint=_COPY_AGAIN,
+                    )
+            try:
+                block = self._inflate.decompress(self._input, most)
+            except zlib.error as exc:
+                if "incorrect data check" in str(exc) or "incorrect length check" in str(exc):
+                    raise PackError(
+                        "The pack is damaged: what it decompresses to does not match its checksum.",
+                        hint=_COPY_AGAIN,
+                    ) from exc
+                raise  # reported as an unreadable archive
+            self._input = self._inflate.unconsumed_tail
+            if self._inflate.eof:
+                self._check_nothing_follows()
+            if block:
+                return block
+        return b""
+
+    def _check_nothing_follows(self) -> None:
+        here = self.raw.tell()
+        after = len(self._inflate.unused_data) + self.raw.seek(0, os.SEEK_END) - here
+        if after:
+            raise PackError(
+                f"The pack has {after:,} bytes after its end: they follow its compressed stream "
+                "(two files joined, or a copy written over a longer file?).",
+                hint=_COPY_AGAIN,
+            )
