@@ -2,10 +2,13 @@
 
 Read-only. Used by ``coffer kb verify`` (after the files are reconciled, as for a read) and by the
 reliability tests after concurrent writers and crashes; ``coffer kb reindex`` repairs whatever it
-reports, except a frontmatter that does not parse: a typo made by hand, which only the user can fix.
+reports, except a frontmatter that does not parse (a typo made by hand) and two documents of one
+source (which to keep is the user's call): only the user can fix those.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.truth import read_truth
@@ -24,6 +27,7 @@ def verify_kb(index: Index, kb: KbPaths, *, vector_model: str | None) -> VerifyR
     for doc_id in sorted(files & set(rows)):
         problems += _check_document(index, kb, rows[doc_id], vector_model)
     problems += _orphan_raw(kb, files)
+    problems += _one_source_twice(rows.values())
     chunks = index.chunk_count(kb=kb.name)
     return VerifyReport(
         kb=kb.name, documents=len(files), rows=len(rows), chunks=chunks, problems=problems, ok=not problems
@@ -52,6 +56,25 @@ def _check_document(index: Index, kb: KbPaths, row: DocumentRow, vector_model: s
         elif present != len(chunk_ids):
             problems.append(f"{doc_id}: {len(chunk_ids) - present} chunks without vectors")
     return problems
+
+
+def _one_source_twice(rows: Iterable[DocumentRow]) -> list[str]:
+    """Documents ingested from the same file or URL: a source is one document.
+
+    Not drift a reindex repairs: which of them to keep is the user's call (one may be edited). It can
+    happen when a server is killed between writing a document's files and indexing them while another
+    server, following the same folder, ingests the same file: both documents are then read back.
+    """
+    by_source: dict[str, list[str]] = {}
+    for row in rows:
+        if source := row.source_path or row.source_url:
+            by_source.setdefault(source, []).append(row.id)
+    return [
+        f"{', '.join(sorted(ids))}: {len(ids)} documents ingested from {source}; keep one and delete the others "
+        "(coffer kb rm)"
+        for source, ids in sorted(by_source.items())
+        if len(ids) > 1
+    ]
 
 
 def _orphan_raw(kb: KbPaths, documents: set[str]) -> list[str]:

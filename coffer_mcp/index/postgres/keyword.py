@@ -719,7 +719,7 @@ def check(conn: Connection) -> list[str]:
         "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id AND c.kb = p.kb)",
     )
     if orphans:  # or filed under another knowledge base than their chunk's
-        problems.append(f"keyword index: {orphans} entries without a chunk")
+        problems.append(f"keyword index: {orphans} {'entry' if orphans == 1 else 'entries'} without a chunk")
     missing = _count(
         conn,
         "SELECT count(*) AS n FROM chunks c WHERE c.length > 0 "

@@ -167,7 +167,7 @@ def orphans(conn: Connection) -> list[str]:
             f"SELECT count(*) AS n FROM {table} v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)"
         ).fetchone()
         if row and row["n"]:
-            problems.append(f"{table}: {row['n']} vectors without a chunk")
+            problems.append(f"{table}: {row['n']} {'vector' if row['n'] == 1 else 'vectors'} without a chunk")
     return problems
 
 

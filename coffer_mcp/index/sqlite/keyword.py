@@ -209,9 +209,11 @@ def _verify_table(conn: Connection, kb: str, table: str) -> list[str]:
     indexed = {row[0] for row in conn.execute(f"SELECT rowid FROM {table}")}
     chunk_ids = {row[0] for row in conn.execute("SELECT id FROM chunks WHERE kb = ?", (kb,))}
     if indexed - chunk_ids:
-        problems.append(f"{len(indexed - chunk_ids)} entries without a chunk")
+        n = len(indexed - chunk_ids)
+        problems.append(f"{n} {'entry' if n == 1 else 'entries'} without a chunk")
     if chunk_ids - indexed:
-        problems.append(f"{len(chunk_ids - indexed)} chunks not indexed")
+        n = len(chunk_ids - indexed)
+        problems.append(f"{n} {'chunk' if n == 1 else 'chunks'} not indexed")
     return problems
 
 

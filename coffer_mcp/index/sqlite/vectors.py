@@ -138,7 +138,7 @@ def orphans(conn: Connection) -> list[str]:
             f"SELECT count(*) FROM {table} v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)"
         ).fetchone()[0]
         if found:
-            problems.append(f"{table}: {found} vectors without a chunk")
+            problems.append(f"{table}: {found} {'vector' if found == 1 else 'vectors'} without a chunk")
     return problems
 
 
