@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -578,21 +579,21 @@ def _followed_line(folder) -> str:
         state.append(f"{folder.pending} pending")
     if folder.last_sync:
         state.append(f"synced {folder.last_sync}")
-    return f"following  {folder.path}  ({', '.join(state)})"
+    return f"following  {_shown(folder.path)}  ({', '.join(state)})"
 
 
 def _ingest_line(item) -> str:
     """``created   ID  Title  path``, or ``rejected  code: message  path`` and its hint below."""
     if item.status != "rejected":
-        return f"{item.status:<9} " + "  ".join(part for part in (item.document_id, item.title, item.path) if part)
-    line = f"{item.status:<9} {item.code}: {item.message}  {item.path}"
+        return f"{item.status:<9} " + "  ".join(_shown(p) for p in (item.document_id, item.title, item.path) if p)
+    line = f"{item.status:<9} {item.code}: {_shown(item.message)}  {_shown(item.path)}"
     return line + (f"\n{'':<9} hint: {reword(item.hint, 'cli')}" if item.hint else "")
 
 
 def _kb_ingest_url(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         result = coffer.ingest_url(args.name, args.url, replace=args.replace)
-    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
+    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {_shown(r.title)}")
 
 
 def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
@@ -600,7 +601,7 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
         report = coffer.check_sources(args.name, auto_update=not args.no_update, progress=_progress(args))
 
     def render(r) -> str:
-        lines = [f"{c.status:<9} {c.document_id}  {c.source_path}" for c in r.documents]
+        lines = [f"{c.status:<9} {c.document_id}  {_shown(c.source_path)}" for c in r.documents]
         counted = ("unchanged", "changed", "missing", "edited", "updated", "added", "removed", "renamed")
         summary = ", ".join(f"{getattr(r, s)} {s}" for s in counted) + (
             f", {len(r.failed)} failed" if r.followed else ""
@@ -619,7 +620,7 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         result = coffer.update_from_source(args.name, args.doc_id)
-    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {r.title}")
+    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {_shown(r.title)}")
 
 
 def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
@@ -767,7 +768,7 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
         )
 
     def render(r) -> str:
-        lines = [f"{h.path}:{h.file_line}:{h.line}" for h in r.hits]  # file lines, for editors
+        lines = [f"{h.path}:{h.file_line}:{_shown(h.line)}" for h in r.hits]  # file lines, for editors
         if r.timed_out:
             lines.append(f"(stopped at the time limit)\nhint: {reword(r.hint or '', 'cli')}")
         elif r.truncated:
@@ -1133,7 +1134,7 @@ def _render_search(result) -> str:
         where = " > ".join(p.heading_path)
         more = f"\n   also matches at #{', #'.join(map(str, p.more_positions))}" if p.more_positions else ""
         blocks.append(
-            f"{rank}. {p.title}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
+            f"{rank}. {_shown(p.title)}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
             + (f"   {where}\n" if where else "")
             + f"   {text}{more}"
         )
@@ -1177,8 +1178,18 @@ def _inline(value: Any) -> str:
     return _human(value)
 
 
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    """``text`` (a title, a path, a line of a document) with the characters that would break or
+    disguise a line of output escaped: a newline in a file name split one line in two, and an
+    escape sequence or a text-direction mark in a document would act on the terminal."""
+    return _CONTROLS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers, *[[str(c) for c in row] for row in rows]]
+    cells = [headers, *[[_shown(str(c)) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 

@@ -133,6 +133,24 @@ def test_verify_takes_an_edit_saved_by_hand_as_a_read_does_and_reports_what_is_l
     assert "raw/01ARZ3NDEKTSV4RRFFQ69G5FAV.pdf: original without a document" in left.stdout
 
 
+def test_a_newline_or_an_escape_sequence_in_a_name_cannot_split_or_colour_a_line_of_output(run, tmp_path: Path) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "two\nlines.md").write_text("# Lines\n\nsome text", encoding="utf-8")
+    (folder / "red\x1b[31m.md").write_text("# Red\n\nan alert", encoding="utf-8")
+    run("kb", "create", "notes")
+    ingested = run("kb", "ingest", "notes", str(folder))
+    assert "two\\nlines.md" in ingested
+    assert "red\\x1b[31m.md" in ingested
+    checked = run("kb", "check-sources", "notes")
+    listed, found, grepped = (
+        run("kb", cmd, "notes", *more) for cmd, *more in (("documents",), ("search", "alert"), ("grep", "alert"))
+    )
+    for out in (ingested, checked, listed, found, grepped):
+        assert "\x1b" not in out, out
+        assert not any(line.startswith("lines.md") for line in out.splitlines()), out
+
+
 def test_a_strategy_asked_for_that_cannot_run_is_explained(run) -> None:
     run("kb", "create", "notes")
     run("kb", "ingest", "notes", str(FIXTURES / "sample.md"))
