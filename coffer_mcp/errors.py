@@ -13,6 +13,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
 
     CofferError
     ├── InvalidArgumentError            invalid_argument | invalid_url (a URL that does not parse)
+    │                                   | undecodable_name (a path that is not valid UTF-8)
     │   ├── InvalidNameError            invalid_name
     │   ├── InvalidPatternError         invalid_pattern
     │   ├── ConfirmationRequiredError   confirmation_required | confirmation_declined
@@ -145,6 +146,8 @@ ERROR_CODES: dict[str, str] = {
     "written",
     "unreadable": "`ingest_path`: a file of the folder that could not be read (reported for that file; the others "
     "are ingested)",
+    "undecodable_name": "a file or folder whose name is not valid UTF-8 (written in another encoding): the "
+    "message shows its bytes as `\\xNN`; in a folder, reported for that file or folder (the others are ingested)",
     "reconversion_blocked": "`update_from_source` on a document edited by hand or one without a source",
     "source_conflict": "a followed file changed, but its document was edited in Coffer: the edits are kept and the "
     "file is not ingested (reported for that file)",

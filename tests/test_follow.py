@@ -974,3 +974,55 @@ def test_a_hand_edited_follow_list_keeps_its_usable_entries(coffer: Coffer, home
     config.write_text(yaml.safe_dump(data), encoding="utf-8")
     [followed] = coffer.describe_kb("kb").followed  # a bad chunk_size does not drop the list
     assert followed.path == str(folder)
+
+
+# -- names that are not UTF-8 --------------------------------------------------------------------
+
+
+def _bytes_name(folder: Path, name: bytes) -> Path:
+    """The path of ``name`` (raw bytes, not UTF-8) in ``folder``, as Python's os functions give it."""
+    return Path(os.fsdecode(os.fsencode(folder) + b"/" + name))
+
+
+@pytest.mark.anyio
+async def test_a_name_that_is_not_utf8_is_rejected_with_a_hint_and_the_rest_of_the_folder_is_ingested(
+    home: Path, folder: Path
+) -> None:
+    # The whole ingest (and check-sources, and check_sources over MCP) failed with a traceback:
+    # the name's undecodable bytes reached SQL, and ok files were not ingested either.
+    write(_bytes_name(folder, b"caf\xe9.md"), "# Cafe\n\nLatin-1 named.")
+    (_bytes_name(folder, b"dir\xff")).mkdir()
+    write(_bytes_name(folder, b"dir\xff") / "inside.md", "# Inside\n\nnever reached")
+    env = {**os.environ, "COFFER_HOME": str(home), "COFFER_EMBEDDING_PROVIDER": "none"}
+
+    def coffer(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "coffer_mcp", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+
+    assert coffer("kb", "create", "kb").returncode == 0
+    for done in (coffer("kb", "ingest", "kb", str(folder), "--follow"), coffer("kb", "check-sources", "kb")):
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        rejected = [line for line in done.stdout.splitlines() if line.startswith("rejected")]
+        assert len(rejected) == 2, done.stdout
+        assert all("undecodable_name" in line for line in rejected)
+        assert f"{folder}/caf\\xe9.md" in done.stdout
+        assert f"{folder}/dir\\xff" in done.stdout
+        assert "hint: Rename it" in done.stdout
+    with Coffer(load_settings(home=home, embedding_provider="none", allowed_dirs=[str(folder)])) as core:
+        assert sources(core) == [str(folder / "alpha.md"), str(folder / "deep" / "beta.md")]
+        async with Client(build_server(core), client_info=CLIENT) as client:
+            report = await client.call_tool("coffer__check_sources", {"kb": "kb"})
+            assert not report.is_error, report.content
+            failed = report.structured_content["failed"]
+            assert {(f["path"], f["code"]) for f in failed} == {
+                (f"{folder}/caf\\xe9.md", "undecodable_name"),
+                (f"{folder}/dir\\xff", "undecodable_name"),
+            }
+            assert report.structured_content["followed"][0]["failed"] == 2
+    # Named on its own, it is refused in one line.
+    done = coffer("kb", "ingest", "kb", str(_bytes_name(folder, b"caf\xe9.md")))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "caf\\xe9.md: the name is not valid UTF-8" in done.stderr
+

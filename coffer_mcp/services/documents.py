@@ -60,7 +60,7 @@ from coffer_mcp.models import (
     SearchFilters,
     check_tags,
 )
-from coffer_mcp.services.folders import failed_item, ingested_item, visible_files
+from coffer_mcp.services.folders import failed_item, ingested_item, undecodable_item, visible_files
 from coffer_mcp.services.pages import MAX_OFFSET, char_page, check_page, is_int, line_page
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.services.uploads import (
@@ -713,8 +713,10 @@ class DocumentService:
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
+        undecodable: list[Path] = []  # names that are not UTF-8: reported, never read
         try:
-            files = [root.resolve()] if root.is_file() else sorted(visible_files(root.resolve()))
+            walk = () if root.is_file() else visible_files(root.resolve(), undecodable=undecodable)
+            files = [root.resolve()] if root.is_file() else sorted(walk)
         except OSError as exc:  # e.g. a link swapped for a file while it was being resolved
             raise InvalidArgumentError(
                 f"{root} could not be read: {exc.strerror}.", hint="Try again once the folder stops changing."
@@ -724,12 +726,14 @@ class DocumentService:
         def finished(item: DirectoryIngestItem) -> None:
             items.append(item)
             if progress:
-                progress(len(items), len(files), Path(item.path).name)
+                progress(len(items), len(files) + len(undecodable), Path(item.path).name)
 
         try:
             with self.folder_ingest(paths, finished, replace=replace, actor=actor, within=within, tags=chosen) as run:
                 for file in files:
                     run.ingest(file)
+                for name in undecodable:
+                    run.report(undecodable_item(name))
         finally:
             # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
             fsync_dir(paths.docs)

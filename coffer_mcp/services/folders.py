@@ -2,7 +2,8 @@
 
 Shared by folder ingests, followed folders and their rename detection: one rule for which files
 are documents (visible regular files, never an editor's own files, no symbolic links) and one
-shape for what happened to each.
+shape for what happened to each. The walk is where the names of a folder's files enter Coffer: a
+name that is not valid UTF-8 stops there, reported (``undecodable_item``), never walked into.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Literal
 
 from coffer_mcp.errors import CofferError
 from coffer_mcp.models import DirectoryIngestItem, IngestResult
+from coffer_mcp.store import decodable, shown_path, undecodable_name
 
-__all__ = ["editors_file", "failed_item", "ingested_item", "skipped_name", "visible_files"]
+__all__ = ["editors_file", "failed_item", "ingested_item", "skipped_name", "undecodable_item", "visible_files"]
 
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", ".venv"}
 
@@ -27,13 +29,12 @@ def ingested_item(file: Path, result: IngestResult) -> DirectoryIngestItem:
 
 def failed_item(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
     """A file of a folder ingest (or of a followed folder) that was not ingested, and why."""
+    path = shown_path(str(file))
     if isinstance(exc, CofferError):
         status: Literal["conflict", "rejected"] = "conflict" if exc.code == "source_conflict" else "rejected"
-        return DirectoryIngestItem(
-            path=str(file), status=status, code=exc.code, message=exc.message, hint=exc.hint or None
-        )
+        return DirectoryIngestItem(path=path, status=status, code=exc.code, message=exc.message, hint=exc.hint or None)
     return DirectoryIngestItem(
-        path=str(file),
+        path=path,
         status="rejected",
         code="unreadable",
         message=str(exc),
@@ -41,20 +42,44 @@ def failed_item(file: Path, exc: CofferError | OSError) -> DirectoryIngestItem:
     )
 
 
-def visible_files(root: Path, *, folders: set[str] | None = None) -> Iterator[Path]:
+def undecodable_item(path: Path) -> DirectoryIngestItem:
+    """A file or folder of a folder ingest whose name is not valid UTF-8: rejected, its bytes shown escaped."""
+    return failed_item(path, undecodable_name(str(path)))
+
+
+def visible_files(
+    root: Path, *, folders: set[str] | None = None, undecodable: list[Path] | None = None
+) -> Iterator[Path]:
     """Visible regular files under ``root``; hidden files and folders (and a few tool folders) skipped.
 
     Symbolic links are never followed: neither linked files nor linked folders are walked. The
-    folders walked are added to ``folders`` when it is given.
+    folders walked are added to ``folders`` when it is given. A file or folder whose name is not
+    valid UTF-8 is neither yielded nor walked into (nor opened: watchfiles stops at the event an
+    open makes) but added to ``undecodable`` when it is given, for the caller to report.
     """
+    if not decodable(str(root)):
+        if undecodable is not None:
+            undecodable.append(root)
+        return
     for folder, dirs, files in os.walk(root):
         if folders is not None:
             folders.add(folder)
-        dirs[:] = [d for d in dirs if not skipped_name(d)]
+        dirs[:] = [d for d in dirs if not skipped_name(d) and _usable(Path(folder) / d, undecodable)]
         for name in files:
             path = Path(folder) / name
-            if not name.startswith(".") and not editors_file(name) and path.is_file() and not path.is_symlink():
+            if name.startswith(".") or editors_file(name) or not _usable(path, undecodable):
+                continue
+            if path.is_file() and not path.is_symlink():
                 yield path
+
+
+def _usable(path: Path, undecodable: list[Path] | None) -> bool:
+    """Whether a name found by the walk is valid UTF-8; one that is not goes to ``undecodable``."""
+    if decodable(path.name):
+        return True
+    if undecodable is not None and not path.is_symlink():
+        undecodable.append(path)
+    return False
 
 
 def skipped_name(name: str) -> bool:

@@ -43,7 +43,7 @@ from coffer_mcp.indexing.truth import holds_edits, read_truth
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, IngestResult, Progress
 from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
 from coffer_mcp.services.documents import DocumentService
-from coffer_mcp.services.folders import editors_file, failed_item, skipped_name, visible_files
+from coffer_mcp.services.folders import editors_file, failed_item, skipped_name, undecodable_item, visible_files
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.services.renames import extension, hash_files, pair_moves, same_size_files, stamp_size
 from coffer_mcp.store import (
@@ -208,18 +208,19 @@ class FollowService:
         if Path(folder).is_dir():
             rows: dict[str, _Doc] | None = None
             version = self.registry.activity.get(kb, folder).version
+            undecodable: list[Path] = []  # names that are not UTF-8: reported, never read
             if changed is None:
                 rows = self._rows(kb, folder)
-                files, gone = self._full(kb, folder, rows)
+                files, gone = self._full(kb, folder, rows, undecodable)
             else:
-                files, gone = self._hinted(kb, folder, changed)
+                files, gone = self._hinted(kb, folder, changed, undecodable)
             moves = self._moves(paths, folder, files, gone, rows)
             if moves:
                 moved_to = {move.path for move in moves}
                 moved = {move.row.id for move in moves}
                 files = [name for name in files if name not in moved_to]
                 gone = [row for row in gone if row.id not in moved]
-            total = len(files) + len(gone) + len(moves)
+            total = len(files) + len(gone) + len(moves) + len(undecodable)
             looked_at: dict[str, int] = {}  # path -> version of the files read, until their items are reported
             vouched: list[tuple[str, str, str]] = []  # (document id, source sha256, stamp) of files found unchanged
 
@@ -248,6 +249,8 @@ class FollowService:
                             run.report(item)
                         if len(vouched) >= _VOUCHED_BATCH:
                             self._keep_stamps(vouched)
+                    for unusable in undecodable:
+                        run.report(undecodable_item(unusable))
                 self._keep_stamps(vouched)
                 for move in moves:
                     for item in self._renamed(paths, folder, move, actor):
@@ -277,20 +280,27 @@ class FollowService:
             if row.source_path and inside(row.source_path, folder)
         }
 
-    def _full(self, kb: str, folder: str, rows: dict[str, _Doc]) -> tuple[list[str], list[_Doc]]:
-        """Every visible file of the folder, and the documents whose file is gone.
+    def _full(
+        self, kb: str, folder: str, rows: dict[str, _Doc], undecodable: list[Path]
+    ) -> tuple[list[str], list[_Doc]]:
+        """Every visible file of the folder, and the documents whose file is gone (names that are
+        not UTF-8 go to ``undecodable``).
 
         Paths are kept as text: a ``Path`` takes three times the memory, times 100,000 files.
         """
         subfolders: set[str] = set()
-        files = sorted(str(file) for file in visible_files(Path(folder), folders=subfolders))
+        walk = visible_files(Path(folder), folders=subfolders, undecodable=undecodable)
+        files = sorted(str(file) for file in walk)
         self._folders[kb, folder] = subfolders
         present = set(files)
         gone = [row for source, row in rows.items() if source not in present and _gone_for_sure(source, folder)]
         return files, gone
 
-    def _hinted(self, kb: str, folder: str, changed: Iterable[Path]) -> tuple[list[str], list[_Doc]]:
-        """The files among (and under) ``changed``, and the documents of those that are gone."""
+    def _hinted(
+        self, kb: str, folder: str, changed: Iterable[Path], undecodable: list[Path]
+    ) -> tuple[list[str], list[_Doc]]:
+        """The files among (and under) ``changed``, and the documents of those that are gone (names
+        that are not UTF-8 under them go to ``undecodable``: watchfiles reports no such name itself)."""
         files: dict[Path, None] = {}
         gone: dict[str, _Doc] = {}
         known = self._folders.setdefault((kb, folder), set())
@@ -306,7 +316,7 @@ class FollowService:
                 continue
             if is_dir:  # a folder moved in: its files raise no events of their own
                 subfolders: set[str] = set()
-                files.update(dict.fromkeys(visible_files(path, folders=subfolders)))
+                files.update(dict.fromkeys(visible_files(path, folders=subfolders, undecodable=undecodable)))
                 if (row := self._find(kb, path)) is not None:  # a file replaced by a folder of its name
                     gone[row.id] = row
                 known.update(subfolders)

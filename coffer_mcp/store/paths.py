@@ -41,9 +41,12 @@ __all__ = [
     "KbPaths",
     "StorePaths",
     "check_path_text",
+    "decodable",
     "is_document_id",
     "sanitize_filename",
+    "shown_path",
     "stored_document_id",
+    "undecodable_name",
     "validate_kb_name",
 ]
 
@@ -66,7 +69,8 @@ MAX_PATH_CHARS = 4096
 
 
 def check_path_text(path: str | Path) -> str:
-    """``path`` as text, refused when no file system could hold it (a NUL byte, absurd length)."""
+    """``path`` as text, refused when no file system could hold it (a NUL byte, absurd length), or
+    when it is not valid UTF-8 (``undecodable_name``)."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else repr(path)
     if (
         not isinstance(path, (str, os.PathLike))
@@ -79,7 +83,43 @@ def check_path_text(path: str | Path) -> str:
             f"{str(text)[:80]!r} is not a usable path.",
             hint=f"Pass a file or folder path of at most {MAX_PATH_CHARS} characters, without NUL bytes.",
         )
+    if not decodable(text):
+        raise undecodable_name(text)
     return text
+
+
+def decodable(text: str) -> bool:
+    """Whether a path (or a name) is valid UTF-8 text.
+
+    A name another system wrote in another encoding (``caf\\xe9.md`` in Latin-1) comes from the
+    operating system with its bytes as lone surrogates (``os.fsdecode``), which no index, JSON
+    answer or log line can hold; the watcher cannot report such a name either (watchfiles stops
+    at it).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(text: str) -> str:
+    """A path as it can be shown: bytes that are not UTF-8 written ``\\xNN`` (the path itself if it is valid)."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that no byte stands for (JSON's "\\ud800")
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def undecodable_name(path: str) -> InvalidArgumentError:
+    """The error for a path whose name (or a folder's on the way) is not valid UTF-8."""
+    return InvalidArgumentError(
+        f"{shown_path(path)}: the name is not valid UTF-8 (its other bytes are shown as \\xNN), so Coffer "
+        "cannot keep it as text.",
+        code="undecodable_name",
+        hint="Rename it to a UTF-8 name (one written in Latin-1: convmv -f latin1 -t utf8 --notest NAME), then "
+        "ingest it again; a followed folder picks it up by itself.",
+    )
 
 
 def validate_kb_name(name: object) -> str:
