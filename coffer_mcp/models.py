@@ -325,6 +325,12 @@ class FollowedFolder(_Model):
         description="Files of the folder that could not be ingested (check_sources lists them, with why); null "
         "until this server has synced the folder.",
     )
+    warning: str | None = Field(
+        default=None,
+        description="Why this server's watcher is behind on the folder (a sync that failed: retried until it "
+        "succeeds) or does not watch it (names that are not UTF-8: synced in full every few seconds); null when "
+        "neither.",
+    )
 
 
 class KnowledgeBaseDetails(KnowledgeBaseSummary):

@@ -1026,3 +1026,39 @@ async def test_a_name_that_is_not_utf8_is_rejected_with_a_hint_and_the_rest_of_t
     assert "Traceback" not in done.stderr
     assert "caf\\xe9.md: the name is not valid UTF-8" in done.stderr
 
+
+@pytest.mark.anyio
+async def test_the_watcher_keeps_applying_a_followed_folder_that_holds_names_it_cannot_report(
+    make: Callable[..., Coffer], folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # watchfiles cannot report such a name: the watcher died every 5 s (on Linux at once, for a
+    # folder's name) and applied nothing of the followed folder, while metrics said failed: 0.
+    bad_folder = _bytes_name(folder, b"dir\xff")
+    bad_folder.mkdir()
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    caplog.set_level(logging.WARNING, logger="coffer_mcp")
+
+    def state() -> Any:
+        return coffer.describe_kb("kb").followed[0]
+
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        await eventually(lambda: state().failed == 1 and state().warning is not None, "the name to be reported")
+        assert "not valid UTF-8" in (state().warning or "")
+        write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+        write(_bytes_name(folder, b"caf\xe9.md"), "# Cafe\n\nLatin-1 named.")
+        await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "a new file beside them")
+        await eventually(lambda: state().failed == 2, "the new name to be reported")
+        # Renamed, they are ingested, and the folder is watched again.
+        bad_folder.rename(folder / "dir")
+        write(folder / "dir" / "inside.md", "# Inside\n\nIbises in the dir.")
+        _bytes_name(folder, b"caf\xe9.md").rename(folder / "cafe.md")
+        await eventually(lambda: titles(coffer, "ibises") == ["Inside"], "the renamed folder's file")
+        await eventually(lambda: titles(coffer, "latin") == ["Cafe"], "the renamed file")
+        await eventually(lambda: state().watched and state().warning is None, "the folder to be watched again")
+        write(folder / "delta.md", "# Delta\n\nDolphins dive deep.")
+        await eventually(lambda: titles(coffer, "dolphins") == ["Delta"], "a change, watched")
+    logged = caplog.text
+    assert "inotify" not in logged  # the failure is not blamed on the watch table
+    assert "not valid UTF-8" in logged

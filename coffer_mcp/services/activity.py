@@ -2,9 +2,12 @@
 
 The watcher (``services/watcher.py``) records which followed folders it watches, how many changes
 it has seen and not applied yet, and when it last brought each folder up to date; every sync
-records the files it could not ingest. Metrics and ``check_sources`` read it back as
-``FollowedFolder``s. Nothing here is persisted: another process (the CLI, a second server) has its
-own, and reports ``watched: false`` for folders it does not watch. Failures need no record on disk
+records the files it could not ingest. A folder the watcher is behind on says why (``warning``):
+a sync that failed (retried until it succeeds, and only then ``pending: 0`` and a new
+``last_sync``), or names watchfiles cannot report (the folder is synced in full periodically).
+Metrics and ``check_sources`` read it back as ``FollowedFolder``s. Nothing here is persisted:
+another process (the CLI, a second server) has its own, and reports ``watched: false`` for
+folders it does not watch. Failures need no record on disk
 either: a file that failed has no document, so no stamp vouches for it, and the first full sync of
 a process (a server's start, ``check_sources``) tries it again and finds its failure again.
 """
@@ -25,6 +28,8 @@ from coffer_mcp.timeutil import utc_now
 __all__ = ["FolderActivity", "FollowActivity", "followed_folders", "inside", "sourced_documents"]
 
 PAGE = 1000
+UNDECODABLE = "undecodable_name"
+"""The code of a file or folder whose name is not valid UTF-8 (``store.undecodable_name``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,12 @@ class FolderActivity:
     """Bumped by every sync: a count made while another sync ran is not trusted."""
     failed: Mapping[str, DirectoryIngestItem] | None = None
     """The folder's files that could not be ingested, by path (None: no full sync ran in this process)."""
+    undecodable: bool = False
+    """Among them, a name that is not valid UTF-8: watchfiles cannot report its changes."""
+    polled: bool = False
+    """The watcher syncs the folder in full periodically instead of watching it (``undecodable``)."""
+    error: str | None = None
+    """Why the watcher's last sync of the folder failed (None once one succeeds)."""
 
 
 class FollowActivity:
@@ -55,18 +66,28 @@ class FollowActivity:
         with self._guard:
             return self._folders.get((kb, folder), FolderActivity())
 
-    def watching(self, folders: Iterable[tuple[str, str]], *, docs: bool) -> None:
-        """The watcher now watches exactly ``folders`` (and ``docs/`` if ``docs``)."""
-        keys = set(folders)
+    def watching(
+        self, folders: Iterable[tuple[str, str]], *, docs: bool, polled: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        """The watcher now watches exactly ``folders`` (and ``docs/`` if ``docs``), and syncs ``polled`` in full."""
+        keys, polls = set(folders), set(polled)
         with self._guard:
-            for key in keys | set(self._folders):
-                self._folders[key] = replace(self._folders.get(key, FolderActivity()), watched=key in keys)
+            for key in keys | polls | set(self._folders):
+                current = self._folders.get(key, FolderActivity())
+                self._folders[key] = replace(current, watched=key in keys, polled=key in polls)
             self.docs_watched = docs
 
-    def pending(self, kb: str, folder: str, count: int) -> None:
-        """``count`` changes of the folder are waiting to be applied."""
+    def behind(self, kb: str, folder: str, error: str, missed: int) -> None:
+        """The watcher's sync of the folder failed (``error``): ``missed`` changes (at least one) wait for it."""
         with self._guard:
-            self._folders[kb, folder] = replace(self._folders.get((kb, folder), FolderActivity()), pending=count)
+            current = self._folders.get((kb, folder), FolderActivity())
+            self._folders[kb, folder] = replace(current, error=error, pending=max(missed, current.pending, 1))
+
+    def pending(self, kb: str, folder: str, count: int) -> None:
+        """``count`` changes of the folder are waiting to be applied (never fewer than one while it is behind)."""
+        with self._guard:
+            current = self._folders.get((kb, folder), FolderActivity())
+            self._folders[kb, folder] = replace(current, pending=max(count, current.error is not None))
 
     def synced(
         self,
@@ -99,13 +120,19 @@ class FollowActivity:
                 now = {path: item for path, item in before.items() if not _under_any(path, changed)}
             if now is not None:
                 now.update((item.path, item) for item in failed)
+            seen = now.values() if now is not None else failed
+            undecodable = any(item.code == UNDECODABLE for item in seen)
+            # A sync of some paths does not make up for a failed one: only a full sync is "in step".
+            behind = current.error is not None and changed is not None
             self._folders[kb, folder] = replace(
                 current,
-                pending=0,
-                last_sync=utc_now(),
+                pending=current.pending if behind else 0,
+                last_sync=current.last_sync if behind else utc_now(),
                 documents=documents,
                 version=current.version + 1,
                 failed=now,
+                undecodable=undecodable or (now is None and current.undecodable),
+                error=current.error if behind else None,
             )
             return [item for item in failed if before.get(item.path) != item]
 
@@ -189,6 +216,23 @@ def followed_folders(
                 pending=state.pending,
                 last_sync=state.last_sync,
                 failed=None if state.failed is None else len(state.failed),
+                warning=_warning(state),
             )
         )
     return folders
+
+
+def _warning(state: FolderActivity) -> str | None:
+    """Why the watcher is behind on a folder, or cannot watch it; None when it is not."""
+    if state.error is not None:
+        return (
+            f"The watcher's last sync of this folder failed ({state.error}); its changes are not all applied. It "
+            "syncs the folder in full again, less often after each failure (at most every minute), until that succeeds."
+        )
+    if state.polled:
+        return (
+            "Names in this folder are not valid UTF-8 (check_sources lists them, code undecodable_name), and the "
+            "watcher cannot be told of changes under such names: it syncs the folder in full every few seconds "
+            "instead of watching it. Rename them to watch it again."
+        )
+    return None

@@ -329,3 +329,60 @@ def test_a_shared_index_made_before_store_ids_is_claimed_by_its_own_store(tmp_pa
         assert coffer.list_documents("notes").total == 1  # claimed: the store's id is recorded again
         claimed = coffer.index.conn.execute("SELECT id FROM store_identity").fetchone()["id"]  # type: ignore[attr-defined]
     assert (team / "store-id").read_text(encoding="ascii").strip() == claimed
+
+
+async def test_followed_files_changed_while_the_database_is_down_are_applied_once_it_is_back(
+    tmp_path: Path, own_postgres: Any
+) -> None:
+    # The watcher gave up after two failed syncs: the changes were never applied, and the next
+    # unrelated change reported the folder synced ("pending: 0", a fresh last_sync).
+    url = _own_database(own_postgres)
+    home, folder = tmp_path / "home", tmp_path / "notes"
+    folder.mkdir()
+    for i in (1, 2, 3):
+        (folder / f"n{i}.md").write_text(f"# N{i}\n\nword{i} is here.\n", encoding="utf-8")
+    env = _team_env(home, url)
+    with Coffer(load_settings(env, home=home)) as core:
+        core.create_kb("notes")
+        core.follow_folder("notes", folder)
+    info = Implementation(name="team", version="1")
+    with http_server(home, env) as server:
+        async with Client(server.mcp_url, client_info=info) as client:
+            await _eventually(lambda: _followed(client), lambda f: f["watched"], "the watcher to start")
+            _stop(own_postgres)
+            (folder / "n1.md").write_text("# N1\n\nchanged while down: walrus\n", encoding="utf-8")
+            (folder / "n4.md").write_text("# N4\n\nnew while down: ocelot\n", encoding="utf-8")
+            (folder / "n2.md").unlink()
+            changed = time.time()
+            await anyio.sleep(3)  # the watcher meets the database down (a failed sync or more)
+            own_postgres.ensure_postgres_running()
+            caught_up = await _eventually(
+                lambda: _followed(client),
+                lambda f: f["pending"] == 0 and f.get("warning") is None and f["last_sync"] is not None,
+                "the followed folder to be in step again",
+            )
+            for query, titles in (("walrus", ["N1"]), ("ocelot", ["N4"]), ("word2", []), ("word3", ["N3"])):
+                found = await _call(client, "coffer__search_knowledge", kb="notes", query=query)
+                assert [p["title"] for p in found["passages"]] == titles, query
+            assert caught_up["documents"] == 3
+            assert caught_up["last_sync"] > time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(changed))
+    stderr = "".join(server.stderr)
+    assert "failed twice" not in stderr
+    assert "in step again" in stderr
+    assert SECRET not in stderr
+
+
+async def _followed(client: Client) -> dict[str, Any] | None:
+    """The followed folder's metrics, or None while the database cannot answer."""
+    result = await client.call_tool("coffer__knowledge_base_metrics", {"kb": "notes"})
+    return None if result.is_error else _payload(result)["followed"][0]
+
+
+async def _eventually(read: Any, holds: Any, what: str, seconds: float = 120) -> dict[str, Any]:
+    """Poll ``read()`` until ``holds`` of what it returns (a generous deadline: the machine may be busy)."""
+    with anyio.fail_after(seconds):
+        while True:
+            value = await read()
+            if value is not None and holds(value):
+                return value
+            await anyio.sleep(0.2)
