@@ -27,6 +27,7 @@ from coffer_mcp.errors import InvalidArgumentError, PackError, PathNotAllowedErr
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.portability._format import parse_config
+from coffer_mcp.store import parse_document, render_document
 
 CLIENT = Implementation(name="follower", version="1")
 
@@ -421,6 +422,23 @@ def test_an_edit_saved_by_hand_that_no_read_has_seen_is_kept_when_its_source_is_
     [result] = coffer.sync_followed("kb")
     assert [i.status for i in result.items if i.document_id == doc.id] == ["kept"]
     assert "capybaras" in coffer.read_document("kb", doc.id).markdown
+
+
+def test_tags_written_by_hand_that_no_read_has_seen_survive_a_change_of_the_source(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+    assert doc is not None
+    path = coffer.settings.home / "knowledge" / "kb" / "docs" / f"{doc.id}.md"
+    meta, body = parse_document(path.read_text(encoding="utf-8"))
+    path.write_text(render_document({**meta, "tags": ["mine"]}, body), encoding="utf-8")
+    write(folder / "alpha.md", "# Alpha\n\nThe source moved on: okapis.")
+    [result] = coffer.sync_followed("kb")  # no read in between
+    assert [i.status for i in result.items if i.document_id == doc.id] == ["updated"]
+    assert titles(coffer, "okapis") == ["Alpha"]
+    assert coffer.read_document("kb", doc.id).metadata["tags"] == ["mine"]
 
 
 def test_a_source_conflict_is_audited_once_per_version_of_the_file_across_restarts(
