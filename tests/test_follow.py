@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 import yaml
 from mcp import Client
@@ -439,6 +440,28 @@ def test_tags_written_by_hand_that_no_read_has_seen_survive_a_change_of_the_sour
     assert [i.status for i in result.items if i.document_id == doc.id] == ["updated"]
     assert titles(coffer, "okapis") == ["Alpha"]
     assert coffer.read_document("kb", doc.id).metadata["tags"] == ["mine"]
+
+
+def test_a_followed_file_the_database_refused_is_ingested_by_the_next_sync_once_it_works(
+    make: Callable[..., Coffer], folder: Path, backend_settings: dict[str, str]
+) -> None:
+    if "database_url" not in backend_settings:
+        pytest.skip("the failure is the database server's: a trigger refusing new documents for a while")
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    with psycopg.connect(backend_settings["database_url"], autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse_for_now() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused for now'; END $$"
+        )
+        conn.execute("CREATE TRIGGER refuse_for_now BEFORE INSERT ON documents EXECUTE FUNCTION refuse_for_now()")
+        write(folder / "gamma.md", "# Gamma\n\nGazelles graze in the grass.")
+        [result] = coffer.sync_followed("kb")
+        assert [i.status for i in result.items if i.path.endswith("gamma.md")] == ["rejected"]
+        conn.execute("DROP TRIGGER refuse_for_now ON documents")
+    [result] = coffer.sync_followed("kb")  # the file has not changed: a failure of the database is not its own
+    assert [i.status for i in result.items if i.path.endswith("gamma.md")] == ["created"]
+    assert titles(coffer, "gazelles") == ["Gamma"]
 
 
 def test_a_source_conflict_is_audited_once_per_version_of_the_file_across_restarts(

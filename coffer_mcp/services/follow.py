@@ -398,9 +398,9 @@ class FollowService:
         """Keep what a file read at ``version`` came to, when reading it again would come to the same."""
         if item.status == "unchanged":
             self._known[key] = (version, None)
-        elif item.status == "conflict" or (item.status == "rejected" and item.code != "unreadable"):
+        elif item.status == "conflict" or (item.status == "rejected" and item.code in _FILES_OWN_FAILURES):
             self._known[key] = (version, item)
-        else:
+        else:  # a failure of the moment (a database down, a lock busy, a file unreadable): tried again
             self._known.pop(key, None)
 
     def _compare(
@@ -552,6 +552,14 @@ class FollowService:
                 return _item(Path(source), "kept", row, message="The file is gone; its document was edited: kept.")
             self.documents.delete_locked(paths, row.id, actor=actor, details={"source_path": source})
         return _item(Path(source), "removed", row)
+
+
+_FILES_OWN_FAILURES = frozenset(
+    """unsupported_type too_large empty scanned_pdf conversion_failed engine_unavailable undecodable_name
+    path_not_allowed invalid_frontmatter""".split()
+)
+"""Why a file is refused that only a change of the file (or a restart, for settings and installed
+engines) can change: remembered with its version, so a full sync does not convert it again."""
 
 
 @dataclass(frozen=True, slots=True)
