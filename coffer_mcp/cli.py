@@ -420,13 +420,15 @@ _NOTES: list[str] = []  # said once, on stderr, after the command's output
 @contextlib.contextmanager
 def _service(settings: Settings, args: argparse.Namespace) -> Iterator[Coffer]:
     """The core for one command; whether it may embed depends on the command (``EMBEDDING_COMMANDS``)."""
+    from coffer_mcp.index import open_index
     from coffer_mcp.services import Coffer
 
     embeds = getattr(args, "command", None) in EMBEDDING_COMMANDS
     if not embeds:
         # Listing, reading or describing must not spend seconds loading a model, or fail to offline.
         settings = settings.model_copy(update={"embed_on_read_seconds": 0.0})
-    with Coffer(settings) as coffer, _quiet_embedding_failures(settings, enabled=embeds):
+    index = open_index(settings, short_lived=True)  # a search scans where a server would build an ANN graph
+    with Coffer(settings, index=index) as coffer, _quiet_embedding_failures(settings, enabled=embeds):
         yield coffer
         if embeds:
             _note_embedding_trouble(coffer)

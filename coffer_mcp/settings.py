@@ -220,7 +220,8 @@ class Settings(BaseModel):
         description="Knowledge bases with at least this many chunks search vectors through an approximate "
         "nearest-neighbour graph kept beside coffer.db, smaller ones by the exact scan (0: always the scan). "
         "The graphs (coffer.db-ann/) are a cache of the index's vectors, rebuilt when missing or broken; they "
-        "take about 1.7 GB per million 384-dimension vectors.",
+        "take about 1.7 GB per million 384-dimension vectors. A server (coffer serve) builds one in the background "
+        "at its first vector search; a command of the command line never starts a build (it scans meanwhile).",
     )
     # -- live folders (coffer_mcp/services/follow.py, watcher.py) --
     watch: bool = Field(

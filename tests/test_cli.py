@@ -8,11 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from coffer_mcp.cli import main
+from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.retrieval.grep import rg_status
 from tests.conftest import FIXTURES, installed_script
 from tests.embed.fake_openai_server import FakeOpenAIServer, fake_openai_server
@@ -343,6 +345,29 @@ def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path)
         # The same setup does reach the provider once a command embeds.
         assert coffer(home, "kb", "search", "notes", "alpha", env=openai_env(server)).returncode == 0
         assert server.requests
+
+
+def test_a_search_from_the_command_line_starts_no_ann_build_it_would_leave_cut_off(
+    run, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A search of a knowledge base big enough for an ANN graph started its build in a thread that the
+    # command's exit cut off, and verify then called the healthy knowledge base DRIFT ("interrupted").
+    vector_kb_due_for_embedding(home, tmp_path)
+    (home / "config.yaml").write_text("ann_min_chunks: 1\n", encoding="utf-8")
+    with fake_openai_server() as server:
+        for name, value in openai_env(server).items():
+            monkeypatch.setenv(name, value)
+        assert "(strategy: vector)" in run("kb", "search", "notes", "alpha", "--strategy", "vector")
+        for thread in threading.enumerate():  # in-process, a build begun would go on: let it end
+            if thread.name.startswith("coffer-ann-"):
+                thread.join(60)
+        assert run("kb", "verify", "notes").startswith("notes: ok")
+        assert "search exact" in run("kb", "describe", "notes")
+    index = SqliteIndex(home / "coffer.db")
+    try:  # no build begun (a server builds the graph, off the request path)
+        assert index.conn.execute("SELECT count(*) FROM ann_files").fetchone()[0] == 0
+    finally:
+        index.close()
 
 
 def test_only_commands_that_search_or_embed_touch_the_embedder_and_a_failure_is_said_once(

@@ -39,8 +39,12 @@ __all__ = [
 ]
 
 
-def open_index(settings: Settings) -> Index:
-    """The index the settings choose (connections open lazily, per thread, on first use)."""
+def open_index(settings: Settings, *, short_lived: bool = False) -> Index:
+    """The index the settings choose (connections open lazily, per thread, on first use).
+
+    ``short_lived``: for one command of the command line, whose searches must not start work that
+    outlives it (an ANN graph's build, cut off at its exit, would be left half-recorded).
+    """
     if settings.index_backend == "postgres":
         from coffer_mcp.index.postgres import PostgresIndex
         from coffer_mcp.store import StorePaths
@@ -49,4 +53,4 @@ def open_index(settings: Settings) -> Index:
         return PostgresIndex(settings.database_url.get_secret_value(), store=StorePaths(settings.home))
     from coffer_mcp.index.sqlite import SqliteIndex
 
-    return SqliteIndex(settings.home / "coffer.db", ann_threshold=settings.ann_min_chunks)
+    return SqliteIndex(settings.home / "coffer.db", ann_threshold=settings.ann_min_chunks, ann_builds=not short_lived)

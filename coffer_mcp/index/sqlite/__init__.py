@@ -49,12 +49,19 @@ MAX_FILTERED_CANDIDATES = 10_000
 class SqliteIndex:
     """The index in one SQLite file (see ``index.port.Index`` for what each method promises)."""
 
-    def __init__(self, path: Path, *, ann_threshold: int = DEFAULT_THRESHOLD, ann_background: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        ann_threshold: int = DEFAULT_THRESHOLD,
+        ann_background: bool = True,
+        ann_builds: bool = True,
+    ) -> None:
         """``ann_threshold``: knowledge bases with at least this many chunks search vectors through
         an ANN graph (0: never); ``ann_background``: build graphs in a background thread (else at
-        the search that needs one)."""
+        the search that needs one); ``ann_builds`` off: searches never build one (``AnnCache``)."""
         self.path = path
-        self.ann = AnnCache(path, threshold=ann_threshold, background=ann_background)
+        self.ann = AnnCache(path, threshold=ann_threshold, background=ann_background, builds=ann_builds)
         self._local = threading.local()
         self._connections: list[Connection] = []
         self._guard = threading.Lock()

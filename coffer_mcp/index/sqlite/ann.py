@@ -97,11 +97,17 @@ class Partition:
 class AnnCache:
     """The graphs of one coffer.db (see the module docstring)."""
 
-    def __init__(self, db_path: Path, *, threshold: int = DEFAULT_THRESHOLD, background: bool = True) -> None:
+    def __init__(
+        self, db_path: Path, *, threshold: int = DEFAULT_THRESHOLD, background: bool = True, builds: bool = True
+    ) -> None:
+        """``background``: a search builds the graphs it needs in a background thread (else at once);
+        ``builds`` off: a search never builds one (a short-lived process, which would leave each build
+        cut off at its exit): its graphs come from a server or ``repair`` (a reindex)."""
         self.db_path = db_path
         self.folder = db_path.with_name(f"{db_path.name}-ann")
         self.threshold = threshold
         self.background = background
+        self.builds = builds
         self._parts: dict[Key, Partition] = {}
         self._builds: dict[Key, threading.Thread] = {}
         self._failed: dict[Key, float] = {}
@@ -120,6 +126,8 @@ class AnnCache:
         if self.threshold <= 0:
             return [], list(kbs)
         parts, scan, due = self._look(conn, table, kbs)
+        if due and not self.builds:
+            return parts, scan
         if due and self.background:
             for kb in due:
                 self._start(table, kb)
