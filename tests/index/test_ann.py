@@ -275,6 +275,26 @@ def test_a_missing_or_corrupt_graph_is_reported_and_rebuilt(db: Path, damage: st
     assert [path.name for path in (db.parent / "coffer.db-ann").glob("*.usearch")] != [file.name]
 
 
+@pytest.mark.parametrize("damage", ["random bytes", "zeros"])
+def test_a_graph_file_changed_under_a_running_search_is_dropped_and_the_scan_answers(db: Path, damage: str) -> None:
+    # A backup tool or `cp` writing over the file keeps its inode: the loaded graph's memory map sees
+    # the new bytes, which no checksum had checked. Searches failed (random bytes: NULL distances) or
+    # lost their vector half (zeros) until the process restarted.
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    assert_same_as_scan(index, db, ["big"], limits=(5,))  # the graph is loaded
+    (file,) = (db.parent / "coffer.db-ann").glob("*.usearch")
+    size = file.stat().st_size
+    rng = random.Random(7)
+    with open(file, "r+b") as handle:  # in place: the same inode, as the mapping sees it
+        handle.seek(size // 3)
+        handle.write(rng.randbytes(size // 2) if damage == "random bytes" else bytes(size // 2))
+    assert_same_as_scan(index, db, ["big"], limits=(5, 50))  # the scan answers, exactly
+    assert uses_graph(index, "big")  # its file did not match: rebuilt (at the search, in this index)
+    assert [path.name for path in (db.parent / "coffer.db-ann").glob("*.usearch")] != [file.name]
+    assert index.check_shared() == []
+
+
 def test_repair_rebuilds_a_broken_graph_inside_the_repair_transaction(db: Path) -> None:
     index = graphed(db)
     add_documents(index, "big", 60, 5, seed=1)

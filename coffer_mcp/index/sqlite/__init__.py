@@ -297,7 +297,17 @@ class SqliteIndex:
         if scope:
             rows += self._filtered_ann(table, query, parts, scope, limit)
         else:
-            rows += vectors.rescore(conn, table, query, self.ann.candidates(parts, query, limit), graphed, limit)
+            unusable: tuple[type[Exception], ...] = (OverflowError, ValueError, *database_errors())
+            try:
+                near = vectors.rescore(conn, table, query, self.ann.candidates(parts, query, limit), graphed, limit)
+            except unusable:  # keys that are no chunk's, from a graph file that changed
+                near = []
+            if len(near) < min(limit, sum(part.size() for part in parts)):
+                # Fewer than the graphs hold: a file changed under its memory map (a backup tool writing
+                # over it, say). Its checksum is checked again at the next search; the scan answers.
+                self.ann.distrust(parts)
+                near = list(vectors.knn(conn, table, query, graphed, scope, limit))
+            rows += near
         rows.sort(key=lambda row: (row["distance"], row["document_id"], row["position"]))
         return [_passage(row) for row in rows[:limit]]
 

@@ -15,7 +15,10 @@ has ``threshold`` chunks. Below that the scan runs, and results are exactly the 
   ``coffer.db-ann/``. SQLite records each file's name, size, SHA-256, vector count and ``seq``
   (``ann_rows``); a file that does not match (missing, truncated, garbage) is not used, and is
   rebuilt from the table. A graph is written to a temporary file, synced, renamed, then recorded,
-  so a crash leaves the previous graph or none, never a half-written one in use.
+  so a crash leaves the previous graph or none, never a half-written one in use. A loaded graph
+  whose file is written over in place (its memory map sees bytes no checksum checked) answers
+  short or with keys of no chunk: the search then drops it (``distrust``), the scan answers, and
+  the next search loads the file again against its checksum.
 - **Up to date in every process.** Each vector write of a partition with a graph is logged in the
   same transaction. Before a search, a process applies the changes after its graph's ``seq``:
   changed chunks leave the graph's answers (``dead``) and their current vectors, if any, join an
@@ -177,6 +180,19 @@ class AnnCache:
                 found.update(zip(keys, stored, strict=True))
                 found.update((key, part.delta.vector(key)) for key in part.delta.search(vector, count))
         return found
+
+    def distrust(self, parts: Sequence[Partition]) -> None:
+        """Stop using these partitions' graphs as loaded: they answered fewer chunks than they hold.
+
+        The next search loads each file again, checking it against its recorded checksum; a file
+        that no longer matches is not used, and rebuilt (as at any load).
+        """
+        with self._guard:
+            for part in parts:
+                if self._parts.get((part.model_id, part.kb)) is part:
+                    del self._parts[part.model_id, part.kb]
+        for part in parts:
+            log.warning("the ANN graph of %s answered short (its file changed?): checking it again", part.kb)
 
     def _current(self, conn: Connection, table: str, model_id: int, kb: str, row: FileRow | None) -> Partition | None:
         """The partition's graph as this process holds it, up to date; None without a usable file."""

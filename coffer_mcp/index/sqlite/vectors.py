@@ -267,7 +267,9 @@ def _distances(conn: Connection, query: Sequence[float], stored: Mapping[int, by
         WITH v (chunk_id, embedding) AS (VALUES {", ".join("(?, ?)" for _ in stored)})
         SELECT chunk_id, vec_distance_cosine(embedding, ?) FROM v"""
     pairs = [item for pair in stored.items() for item in pair]
-    found = [(row[0], row[1]) for row in conn.execute(sql, [*pairs, serialize(query)])]
+    # No distance (NULL) for bytes that are no vector: a graph file changed under its memory map.
+    # Such a candidate is left out (the caller sees the graph answered short, and stops trusting it).
+    found = [(row[0], row[1]) for row in conn.execute(sql, [*pairs, serialize(query)]) if row[1] is not None]
     return sorted(found, key=lambda pair: pair[1])
 
 
