@@ -398,6 +398,15 @@ async def test_a_filename_that_would_display_as_another_is_stored_without_its_hi
     assert sorted(row["original_filename"] for row in listed["documents"]) == ["invoicefdp.md", "log.md"]
 
 
+async def test_a_filename_with_folders_is_stored_by_its_last_part_and_the_note_says_so(connect) -> None:
+    async with connect() as client:
+        await call(client, "coffer__create_knowledge_base", name="kb")
+        added = await call(client, "coffer__add_document", kb="kb", filename="../../escape.md", content="# E\n\nx")
+    assert added["note"] == (
+        "The filename is 'escape.md': an upload's name holds no folders ('../../escape.md' was given)."
+    )
+
+
 async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_actor(coffer: Coffer) -> None:
     async with client_for(coffer) as client:
         await call(client, "coffer__create_knowledge_base", name="kb")

@@ -236,6 +236,10 @@ class DocumentService:
                 else f"{hidden} control or text-direction characters were"
             )
             notes.insert(0, f"The filename is {name!r}: {count} removed from it.")
+        if "/" in (filename or "") or "\\" in (filename or ""):  # an upload is a name, never a place
+            notes.insert(
+                0, f"The filename is {name!r}: an upload's name holds no folders ({filename!r:.120} was given)."
+            )
         note = " ".join(part for part in notes if part) or None
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
         self.registry.refresh(kb)
