@@ -328,7 +328,8 @@ class FollowedFolder(_Model):
     warning: str | None = Field(
         default=None,
         description="Why this server's watcher is behind on the folder (a sync that failed: retried until it "
-        "succeeds) or does not watch it (names that are not UTF-8: synced in full every few seconds); null when "
+        "succeeds; the knowledge base restored from a snapshot: a full sync is due) or does not watch it (names "
+        "that are not UTF-8: synced in full every few seconds); null when "
         "neither.",
     )
 

@@ -392,6 +392,25 @@ def test_an_edit_in_coffer_is_never_overwritten_by_a_later_source_change(
     assert "armadillos" in coffer.read_document("kb", doc.id).markdown
 
 
+def test_a_restore_that_undoes_an_edit_in_coffer_lets_the_next_sync_take_the_changed_file(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    snapshot = coffer.snapshot_kb("kb")  # before the edit in Coffer
+    doc = edited_then_changed_at_its_source(coffer, folder)
+    [result] = coffer.sync_followed("kb")
+    assert [i.status for i in result.items if i.document_id == doc.id] == ["conflict"]
+    coffer.restore_snapshot("kb", snapshot.id)
+    [followed] = coffer.describe_kb("kb").followed
+    assert followed.pending > 0  # the folder is due for a full sync: not in step yet
+    [result] = coffer.sync_followed("kb")  # what this process remembered of the conflict is stale
+    assert [i.status for i in result.items if i.document_id == doc.id] == ["updated"]
+    assert titles(coffer, "anteaters") == ["Alpha"]
+    [followed] = coffer.describe_kb("kb").followed
+    assert (followed.pending, followed.documents) == (0, 2)
+
+
 def saved_by_hand(coffer: Coffer, folder: Path) -> DocumentRow:
     """Follow ``folder`` and add a line to alpha.md's document file in an editor, unseen by any read yet."""
     coffer.follow_folder("kb", folder)
@@ -823,6 +842,22 @@ async def test_the_watcher_applies_changes_of_followed_folders_and_of_docs(
     assert not coffer.describe_kb("kb").followed[0].watched
     actors = {e.actor for e in coffer.index.audit_events("kb") if e.event.startswith("KB_DOCUMENT")}
     assert "watcher" in actors
+
+
+@pytest.mark.anyio
+async def test_the_watcher_ingests_again_a_followed_file_whose_document_file_was_deleted_by_hand(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    with coffer.watching() as watcher:
+        await eventually(watcher.ready.is_set, "the watcher to start")
+        doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
+        Path(coffer.read_document("kb", doc.id).path).unlink()  # the file alpha.md is still there, unchanged
+        await eventually(lambda: coffer.index.get_document("kb", doc.id) is None, "the document removed")
+        await eventually(lambda: titles(coffer, "aardvarks") == ["Alpha"], "the file ingested again")
+        await eventually(lambda: coffer.describe_kb("kb").followed[0].pending == 0, "the folder in step")
+        assert coffer.describe_kb("kb").followed[0].documents == 2
 
 
 @pytest.mark.anyio

@@ -296,3 +296,77 @@ async def test_an_http_server_stops_its_watcher_cleanly_on_ctrl_c(home: Path, tm
             await eventually(lambda: _has(client, "gnus", "Gamma"), "a new file")
     assert proc.returncode == 0, "".join(stderr)
     assert "Traceback" not in "".join(stderr)
+
+
+async def _restore_over_mcp(client: Client, home: Path, snapshot_id: str) -> None:
+    result = await client.call_tool(
+        "coffer__restore_snapshot", {"kb": "kb", "snapshot_id": snapshot_id, "confirm": True}
+    )
+    assert not result.is_error, result.content
+
+
+async def _restore_from_the_cli(client: Client, home: Path, snapshot_id: str) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COFFER_")}
+    env.update({"COFFER_HOME": str(home), "COFFER_EMBEDDING_PROVIDER": "none"})
+    done = await anyio.run_process([sys.executable, "-m", "coffer_mcp", "kb", "restore", "kb", snapshot_id], env=env)
+    assert done.returncode == 0, done.stderr
+
+
+@contextlib.asynccontextmanager
+async def _server(kind: str, home: Path, folder: Path, tmp_path: Path) -> AsyncIterator[Client]:
+    if kind == "stdio":
+        with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as errlog:
+            async with stdio_server(home, folder, errlog) as client:
+                yield client
+        return
+    stderr: list[str] = []
+    with http_server(home, folder, stderr) as (_, url):
+        async with Client(f"{url}/mcp", client_info=CLIENT) as client:
+            yield client
+    (tmp_path / "stderr.txt").write_text("".join(stderr), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("kind", "restore"), [("stdio", _restore_over_mcp), ("http", _restore_from_the_cli)], ids=["mcp", "cli"]
+)
+async def test_a_restore_while_a_server_runs_is_brought_back_in_step_with_the_followed_folder(
+    home: Path, tmp_path: Path, kind: str, restore: Callable[[Client, Path, str], Awaitable[None]]
+) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    write(folder / "alpha.md", "# Alpha\n\nAardvarks amble across the alpine meadow.")
+    write(folder / "beta.md", "# Beta\n\nBadgers burrow beneath the birches.")
+    prepare(home, folder)
+    async with _server(kind, home, folder, tmp_path) as client:
+        await eventually(lambda: watched(client), "the watcher")
+        snapshot = await client.call_tool("coffer__snapshot_knowledge_base", {"kb": "kb"})
+        assert not snapshot.is_error, snapshot.content
+        # After the snapshot: a file added, one deleted, one changed; the watcher applies them.
+        write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+        (folder / "alpha.md").unlink()
+        write(folder / "beta.md", "# Beta\n\nBeavers build dams in the brook.")
+        await eventually(lambda: _has(client, "gnus", "Gamma"), "the new file")
+        await eventually(lambda: _has(client, "beavers", "Beta"), "the changed file")
+        await eventually(lambda: _lacks(client, "aardvarks"), "the deleted file")
+
+        restored = utc_now()
+        await restore(client, home, snapshot.structured_content["id"])
+        # The restore took the documents back to the snapshot; the folder did not change. The
+        # server brings the knowledge base back in step by itself, and its metrics never say it
+        # is in step (nothing pending, a sync since the restore) while it is not.
+        in_step = {"Beta", "Gamma"}
+
+        async def back_in_step() -> bool:
+            state = await followed(client)
+            listed = await client.call_tool("coffer__list_documents", {"kb": "kb", "limit": 100})
+            now = {d["title"] for d in listed.structured_content["documents"]}
+            if state["pending"] == 0 and (state["last_sync"] or "") > restored:
+                assert (now, state["documents"]) == (in_step, len(in_step)), state
+            return now == in_step
+
+        await eventually(back_in_step, "the followed folder's files back in the knowledge base")
+        await eventually(lambda: _synced_since(client, restored), "the metrics in step again")
+        assert await back_in_step()
+        assert await titles(client, "aardvarks") == set()
+        assert await titles(client, "beavers") == {"Beta"}
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text(encoding="utf-8")

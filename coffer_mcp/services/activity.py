@@ -4,7 +4,8 @@ The watcher (``services/watcher.py``) records which followed folders it watches,
 it has seen and not applied yet, and when it last brought each folder up to date; every sync
 records the files it could not ingest. A folder the watcher is behind on says why (``warning``):
 a sync that failed (retried until it succeeds, and only then ``pending: 0`` and a new
-``last_sync``), or names watchfiles cannot report (the folder is synced in full periodically).
+``last_sync``), the knowledge base's files replaced under it (a snapshot restored: a full sync
+is due), or names watchfiles cannot report (the folder is synced in full periodically).
 Metrics and ``check_sources`` read it back as ``FollowedFolder``s. Nothing here is persisted:
 another process (the CLI, a second server) has its own, and reports ``watched: false`` for
 folders it does not watch. Failures need no record on disk
@@ -51,6 +52,10 @@ class FolderActivity:
     """The watcher syncs the folder in full periodically instead of watching it (``undecodable``)."""
     error: str | None = None
     """Why the watcher's last sync of the folder failed (None once one succeeds)."""
+    resync: str | None = None
+    """Why the folder needs a full sync although none failed: the knowledge base's files were replaced
+    (a snapshot restored), so its documents may no longer match the folder. Cleared by a full sync
+    that began after it was set."""
 
 
 class FollowActivity:
@@ -87,7 +92,30 @@ class FollowActivity:
         """``count`` changes of the folder are waiting to be applied (never fewer than one while it is behind)."""
         with self._guard:
             current = self._folders.get((kb, folder), FolderActivity())
-            self._folders[kb, folder] = replace(current, pending=max(count, current.error is not None))
+            behind = current.error is not None or current.resync is not None
+            self._folders[kb, folder] = replace(current, pending=max(count, behind))
+
+    def resync(self, kb: str, folders: Iterable[str], why: str) -> None:
+        """These followed folders need a full sync (``why``): the knowledge base's files changed under them.
+
+        Until one that begins after this has ended, they count a change ``pending`` and keep their
+        ``last_sync``; their document counts are read again (the old ones are no longer true).
+        """
+        with self._guard:
+            for folder in folders:
+                current = self._folders.get((kb, folder), FolderActivity())
+                self._folders[kb, folder] = replace(
+                    current,
+                    resync=why,
+                    pending=max(current.pending, 1),
+                    documents=None,
+                    version=current.version + 1,  # a sync under way began before: it does not clear this
+                )
+
+    def resyncs(self) -> list[tuple[str, str]]:
+        """The ``(knowledge base, folder)``s that wait for a full sync (``resync``)."""
+        with self._guard:
+            return [key for key, state in self._folders.items() if state.resync is not None]
 
     def synced(
         self,
@@ -122,17 +150,21 @@ class FollowActivity:
                 now.update((item.path, item) for item in failed)
             seen = now.values() if now is not None else failed
             undecodable = any(item.code == UNDECODABLE for item in seen)
-            # A sync of some paths does not make up for a failed one: only a full sync is "in step".
-            behind = current.error is not None and changed is not None
+            # A sync of some paths does not make up for a failed one: only a full sync is "in step";
+            # and for files replaced under the folder, only a full sync that began after that.
+            failing = current.error is not None and changed is not None
+            resync = None if counted is not None and counted[1] == current.version else current.resync
+            behind = failing or resync is not None
             self._folders[kb, folder] = replace(
                 current,
-                pending=current.pending if behind else 0,
+                pending=max(current.pending, 1) if behind else 0,
                 last_sync=current.last_sync if behind else utc_now(),
                 documents=documents,
                 version=current.version + 1,
                 failed=now,
                 undecodable=undecodable or (now is None and current.undecodable),
-                error=current.error if behind else None,
+                error=current.error if failing else None,
+                resync=resync,
             )
             return [item for item in failed if before.get(item.path) != item]
 
@@ -228,6 +260,11 @@ def _warning(state: FolderActivity) -> str | None:
         return (
             f"The watcher's last sync of this folder failed ({state.error}); its changes are not all applied. It "
             "syncs the folder in full again, less often after each failure (at most every minute), until that succeeds."
+        )
+    if state.resync is not None:
+        return (
+            f"{state.resync} since this folder was last synced: its documents may not match its files until a "
+            "full sync (the watcher's, which is due, or check_sources)."
         )
     if state.polled:
         return (

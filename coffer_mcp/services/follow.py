@@ -207,7 +207,10 @@ class FollowService:
         changed = None if changed is None else list(changed)
         if Path(folder).is_dir():
             rows: dict[str, _Doc] | None = None
-            version = self.registry.activity.get(kb, folder).version
+            state = self.registry.activity.get(kb, folder)
+            version = state.version
+            if changed is None and state.resync is not None:
+                self._replaced(kb, folder)
             undecodable: list[Path] = []  # names that are not UTF-8: reported, never read
             if changed is None:
                 rows = self._rows(kb, folder)
@@ -271,6 +274,15 @@ class FollowService:
         return DirectoryIngestResult.model_validate(
             {"kb": kb, "items": items, **{status: counts[status] for status in _COUNTED}}
         )
+
+    def _replaced(self, kb: str, folder: str) -> None:
+        """Before a full sync of a folder whose knowledge base's files were replaced (a snapshot restored):
+        the index is brought in step with the files first (another process may not have reindexed
+        yet), and what is remembered of the folder's files is forgotten — it was learned against
+        documents that are gone or back as they were (a conflict with an edit the restore undid)."""
+        self.registry.refresh(kb)
+        for key in [key for key in self._known if key[0] == kb and inside(key[1], folder)]:
+            del self._known[key]
 
     def _rows(self, kb: str, folder: str) -> dict[str, _Doc]:
         """The documents whose source is in the folder, by source path (read once for a full sync)."""

@@ -91,5 +91,16 @@ class PortabilityService:
     def restore_snapshot(
         self, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
     ) -> RestoreResult:
-        """Put a knowledge base back to a snapshot (the current state is snapshotted first), then reindex it."""
-        return restore_snapshot(self.registry, self.knowledge_bases, name, snapshot_id, actor=actor, progress=progress)
+        """Put a knowledge base back to a snapshot (the current state is snapshotted first), then reindex it.
+
+        The folders it follows are then due for a full sync: documents of files added since the
+        snapshot are gone, and documents of files deleted since are back. This process's watcher
+        runs it (another process's sees the knowledge base's folder replaced); until it has,
+        metrics say the folders are behind.
+        """
+        result = restore_snapshot(
+            self.registry, self.knowledge_bases, name, snapshot_id, actor=actor, progress=progress
+        )
+        why = f"Knowledge base '{name}' was restored from snapshot {snapshot_id}"
+        self.registry.activity.resync(name, self.registry.config(name).follow, why)
+        return result

@@ -444,13 +444,16 @@ class Registry:
             reconversion=reconversion,
         )
 
-    def reindex_changed(self, name: str, files: Iterable[Path]) -> int:
+    def reindex_changed(self, name: str, files: Iterable[Path], *, sources: set[str] | None = None) -> int:
         """Index the files of a knowledge base's ``docs/`` that a watcher saw change: O(changes).
 
         A file already indexed as it is — a write of this or of another Coffer process — costs a
         ``stat`` and one row read; a file edited, added or removed by hand goes through the one
         reindex routine under the knowledge base's lock (a Markdown file without an id, or one copied
         in from another knowledge base, is adopted by a reconcile). Returns how many files were applied.
+        ``sources`` gets the ``source_path`` of each document this removed or moved to another version
+        of its source (a file deleted or replaced by hand, an older copy put back): a followed
+        folder's file may have no document now.
         """
         kb, config = self.open_kb(name)
         due = [path for path in dict.fromkeys(files) if self._due(name, config, path)]
@@ -467,10 +470,18 @@ class Registry:
             for path in due:
                 if not is_document_id(path.stem):
                     continue
-                if not path.exists() and self.index.get_document(name, path.stem) is None:
+                before = self.index.get_document(name, path.stem)
+                if not path.exists() and before is None:
                     continue  # no rows of ours to remove (a copy renumbered above: the id is another KB's)
                 embedder = self.embedder if config.vector else None
                 index_document(self.index, kb, config, path.stem, embedder=embedder)
+                if sources is not None and before is not None and before.source_path:
+                    after = self.index.get_document(name, path.stem)
+                    if after is None or (after.source_path, after.source_sha256) != (
+                        before.source_path,
+                        before.source_sha256,
+                    ):
+                        sources.add(before.source_path)
                 if not path.exists():
                     for raw in kb.raw_files(path.stem):  # a document deleted by hand takes its original along
                         remove_file(raw)

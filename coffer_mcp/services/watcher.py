@@ -20,6 +20,12 @@ locks as every other writer.
   of those changes — after 1 s, 2 s, 4 s … at most every minute, until that succeeds; meanwhile
   its metrics keep ``pending`` above 0, its old ``last_sync`` and the failure (``warning``). While
   no watcher runs — or where it cannot watch — reconcile-on-read stays in charge.
+- **Its own files replaced.** A knowledge base's files replaced under its followed folders (a
+  snapshot restored: the knowledge base's folder swapped; ``docs/`` files deleted or put back by
+  hand) may leave files of the folder without their document, or documents of files deleted
+  since — and those files raise no event of their own. So the folders of such a knowledge base
+  are synced in full (``FollowActivity.resync``: a restore in this process asks for it too), and
+  until then their metrics keep ``pending`` above 0 and their old ``last_sync``.
 - **Names it cannot report.** watchfiles stops (``WatchfilesRustInternalError: Unable to decode
   path``) at an event for a name that is not valid UTF-8 — on Linux already when it starts, if a
   watched folder has such a name — and drops the batch it was collecting. So a followed folder
@@ -314,6 +320,7 @@ class Watcher:
         present = {*targets.follows, *targets.polled}
         due = [key for key, behind in self._behind.items() if behind.due <= now and key in present]
         due += [key for key, when in self._polls.items() if when <= now and key not in due]
+        due += [key for key in self.registry.activity.resyncs() if key in present and key not in due]
         for kb, folder in due:
             self._full_sync(kb, folder)
 
@@ -329,6 +336,9 @@ class Watcher:
                 parts = path.relative_to(knowledge).parts
                 if len(parts) == 3 and parts[1] == "docs" and not parts[0].startswith("."):
                     docs[parts[0]].add(path)
+                elif parts and parts[1:] in ((), ("docs",)) and not parts[0].startswith(".") and path.is_dir():
+                    # A knowledge base's folder (or its docs/) put in place whole: a restore's swap.
+                    self._resync(targets, parts[0], f"The files of knowledge base '{parts[0]}' were replaced")
                 continue  # kb.yaml, raw/, staging folders: _targets sees what matters there
             for kb, folder in targets.follows:
                 if inside(str(path), folder):
@@ -343,9 +353,27 @@ class Watcher:
             elif failure is not None:  # its events may be all there is of these changes: a full sync, later
                 self._fell_behind(key, failure.message, changed, failed=True)
         for kb, files in docs.items():
-            failure = self._guarded(f"indexing the files of {kb}", self.registry.reindex_changed, kb, files)
+            lost: set[str] = set()
+            failure = self._guarded(f"indexing the files of {kb}", self._reindex, kb, files, lost)
             if failure is not None and (failure.busy or self._failed(f"indexing the files of {kb}")):
                 self._retry_docs[kb].update(files)
+            if lost:
+                self._resync(targets, kb, f"Documents of knowledge base '{kb}' were removed or replaced", lost)
+
+    def _reindex(self, kb: str, files: set[Path], lost: set[str]) -> None:
+        self.registry.reindex_changed(kb, files, sources=lost)
+
+    def _resync(self, targets: _Targets, kb: str, why: str, sources: Iterable[str] | None = None) -> None:
+        """Have the followed folders of ``kb`` (those holding ``sources``, if given) synced in full soon."""
+        lost = None if sources is None else list(sources)
+        folders = [
+            folder
+            for key, folder in (*targets.follows, *targets.polled)
+            if key == kb and (lost is None or any(inside(source, folder) for source in lost))
+        ]
+        if folders:
+            log.info("%s: syncing %s in full", why, ", ".join(folders))
+            self.registry.activity.resync(kb, folders, why)
 
     def _sync(self, kb: str, folder: str, changed: Iterable[Path] | None) -> None:
         activity = self.registry.activity
