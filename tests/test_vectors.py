@@ -104,6 +104,9 @@ def test_a_dead_provider_degrades_search_and_ingest_to_keyword(vcoffer: Coffer, 
     embedder.failing = True
     ids = fill(vcoffer)
     assert vcoffer.describe_kb("v").documents_degraded == 3
+    added = vcoffer.add_document("v", "late.md", "# Late\n\nadded while the provider is down")
+    assert added.note is not None
+    assert "searches find it by keyword only" in added.note
     result = vcoffer.search("v", "sourdough")
     assert (result.strategy, result.passages[0].document_id) == ("keyword", ids["bread.md"])
     assert result.hint is not None
@@ -121,6 +124,7 @@ def test_a_recovered_provider_is_caught_up_on_the_next_read_without_rechunking(
     assert chunk_rows(vcoffer) == before
     assert vector_rows(vcoffer) == len(before)
     assert vcoffer.search("v", "sourdough").strategy == "hybrid"
+    assert vcoffer.add_document("v", "fresh.md", "# Fresh\n\nembedded at once").note is None
 
 
 def test_a_new_model_re_embeds_into_its_own_table_and_search_keeps_working(home: Path, embedder) -> None:

@@ -97,6 +97,10 @@ MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_KEYWORD_ONLY = (
+    "Its vectors could not be computed (the embedding provider failed, or is cooling down after a failure): "
+    "searches find it by keyword only until a later read, or a reindex, embeds it."
+)
 
 
 class DocumentService:
@@ -247,7 +251,7 @@ class DocumentService:
         result = self.ingest_bytes(
             paths, name, data, replace=replace, actor=actor, source_path=source_path, tags=chosen
         )
-        return result.model_copy(update={"note": note}) if note else result
+        return result.model_copy(update={"note": " ".join(filter(None, [note, result.note]))}) if note else result
 
     def ingest_bytes(
         self,
@@ -412,7 +416,12 @@ class DocumentService:
             record=lambda: self.index.audit(event, paths.name, actor, doc_id, planned.details),
             new=existing is None,
         )
-        return self._result(paths, truth.row, "updated" if existing is not None else "created", written)
+        result = self._result(paths, truth.row, "updated" if existing is not None else "created", written)
+        if self.registry.config(paths.name).vector and self.registry.embedder is not None:
+            row = self.index.get_document(paths.name, doc_id)
+            if row is not None and row.embed_pending:  # said here too: a client may not show log messages
+                return result.model_copy(update={"note": _KEYWORD_ONLY})
+        return result
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
         """A re-ingest's document: matched by ``source_path``, else ``source_url``; an upload's (neither) by
