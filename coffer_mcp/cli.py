@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,14 @@ from typing import TYPE_CHECKING, Any, get_args
 from pydantic import BaseModel
 
 from coffer_mcp import __version__
-from coffer_mcp.errors import CofferError, ConfigError, ConfirmationRequiredError, InvalidArgumentError, reword
+from coffer_mcp.errors import (
+    CofferError,
+    ConfigError,
+    ConfirmationRequiredError,
+    InvalidArgumentError,
+    counted,
+    reword,
+)
 from coffer_mcp.models import KnowledgeBaseDetails, StrategyChoice
 from coffer_mcp.portability import MAX_NOTE
 from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT
@@ -34,6 +40,7 @@ from coffer_mcp.services.documents import MAX_LIST_LIMIT
 from coffer_mcp.services.pages import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.settings import Settings, load_settings
+from coffer_mcp.store import escape_hidden
 from coffer_mcp.store.kbconfig import MAX_DESCRIPTION
 
 if TYPE_CHECKING:
@@ -524,7 +531,7 @@ def _kb_delete(args: argparse.Namespace, settings: Settings) -> None:
                 f"Not deleting '{args.name}'.", hint="Pass --yes to delete without a prompt."
             )
         result = coffer.delete_kb(args.name)
-    _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({_count(r.files_removed, 'file')})")
+    _emit(args, result, lambda r: f"deleted knowledge base '{r.kb}' ({counted(r.files_removed, 'file')})")
 
 
 def _kb_ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -572,7 +579,7 @@ def _kb_unfollow(args: argparse.Namespace, settings: Settings) -> None:
 
 def _followed_line(folder) -> str:
     """``following  /path  (12 documents, 3 pending, synced 2026-…)``, as far as this process knows."""
-    state = [_count(folder.documents, "document")]
+    state = [counted(folder.documents, "document")]
     if not folder.present:
         state.append("missing: its documents are kept")
     if folder.failed:
@@ -581,21 +588,23 @@ def _followed_line(folder) -> str:
         state.append(f"{folder.pending} pending")
     if folder.last_sync:
         state.append(f"synced {folder.last_sync}")
-    return f"following  {_shown(folder.path)}  ({', '.join(state)})"
+    return f"following  {escape_hidden(folder.path)}  ({', '.join(state)})"
 
 
 def _ingest_line(item) -> str:
     """``created   ID  Title  path``, or ``rejected  code: message  path`` and its hint below."""
     if item.status != "rejected":
-        return f"{item.status:<9} " + "  ".join(_shown(p) for p in (item.document_id, item.title, item.path) if p)
-    line = f"{item.status:<9} {item.code}: {_shown(item.message)}  {_shown(item.path)}"
+        return f"{item.status:<9} " + "  ".join(
+            escape_hidden(p) for p in (item.document_id, item.title, item.path) if p
+        )
+    line = f"{item.status:<9} {item.code}: {escape_hidden(item.message)}  {escape_hidden(item.path)}"
     return line + (f"\n{'':<9} hint: {reword(item.hint, 'cli')}" if item.hint else "")
 
 
 def _kb_ingest_url(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         result = coffer.ingest_url(args.name, args.url, replace=args.replace)
-    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {_shown(r.title)}")
+    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {escape_hidden(r.title)}")
 
 
 def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
@@ -603,7 +612,7 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
         report = coffer.check_sources(args.name, auto_update=not args.no_update, progress=_progress(args))
 
     def render(r) -> str:
-        lines = [f"{c.status:<9} {c.document_id}  {_shown(c.source_path)}" for c in r.documents]
+        lines = [f"{c.status:<9} {c.document_id}  {escape_hidden(c.source_path)}" for c in r.documents]
         counted = ("unchanged", "changed", "missing", "edited", "updated", "added", "removed", "renamed")
         summary = ", ".join(f"{getattr(r, s)} {s}" for s in counted) + (
             f", {len(r.failed)} failed" if r.followed else ""
@@ -622,7 +631,7 @@ def _kb_check_sources(args: argparse.Namespace, settings: Settings) -> None:
 def _kb_update_from_source(args: argparse.Namespace, settings: Settings) -> None:
     with _service(settings, args) as coffer:
         result = coffer.update_from_source(args.name, args.doc_id)
-    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {_shown(r.title)}")
+    _emit(args, result, lambda r: f"{r.status:<9} {r.document_id}  {escape_hidden(r.title)}")
 
 
 def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
@@ -635,7 +644,7 @@ def _kb_export(args: argparse.Namespace, settings: Settings) -> None:
         args,
         result,
         lambda r: (
-            f"exported '{r.kb}' ({_count(r.documents, 'document')}, {_count(r.vectors, 'vector')}) to {r.path}\n"
+            f"exported '{r.kb}' ({counted(r.documents, 'document')}, {counted(r.vectors, 'vector')}) to {r.path}\n"
             f"sha256 {r.sha256}"
         ),
     )
@@ -649,8 +658,8 @@ def _kb_import(args: argparse.Namespace, settings: Settings) -> None:
     def render(r) -> str:
         lines = [
             (
-                f"imported into '{r.kb}': {_count(r.documents_added, 'document')} added, {len(r.skipped)} skipped, "
-                f"{_count(len(r.conflicts), 'conflict')}; vectors {'used' if r.vectors_used else 'not used'}"
+                f"imported into '{r.kb}': {counted(r.documents_added, 'document')} added, {len(r.skipped)} skipped, "
+                f"{counted(len(r.conflicts), 'conflict')}; vectors {'used' if r.vectors_used else 'not used'}"
             )
         ]
         lines += [f"  conflict {c.document_id}: {c.message}" for c in r.conflicts]
@@ -665,7 +674,7 @@ def _kb_snapshot(args: argparse.Namespace, settings: Settings) -> None:
 
     with _service(settings, args) as coffer:
         info = coffer.snapshot_kb(args.name, note=args.note)
-    _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({_count(i.documents, 'document')})")
+    _emit(args, info, lambda i: f"snapshot {i.id} of '{i.kb}' ({counted(i.documents, 'document')})")
 
 
 def _kb_snapshots(args: argparse.Namespace, settings: Settings) -> None:
@@ -694,7 +703,7 @@ def _kb_restore(args: argparse.Namespace, settings: Settings) -> None:
         args,
         result,
         lambda r: (
-            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({_count(r.documents, 'document')})"
+            f"restored '{r.kb}' to snapshot {r.snapshot_id} ({counted(r.documents, 'document')})"
             # A deleted knowledge base brought back had no state before, so no snapshot of it.
             + (f"; the state before is snapshot {r.pre_restore_snapshot_id}" if r.pre_restore_snapshot_id else "")
         ),
@@ -770,7 +779,7 @@ def _kb_grep(args: argparse.Namespace, settings: Settings) -> None:
         )
 
     def render(r) -> str:
-        lines = [f"{h.path}:{h.file_line}:{_shown(h.line)}" for h in r.hits]  # file lines, for editors
+        lines = [f"{h.path}:{h.file_line}:{escape_hidden(h.line)}" for h in r.hits]  # file lines, for editors
         if r.timed_out:
             lines.append(f"(stopped at the time limit)\nhint: {reword(r.hint or '', 'cli')}")
         elif r.truncated:
@@ -824,7 +833,7 @@ def _kb_verify(args: argparse.Namespace, settings: Settings) -> int:
         lambda rs: (
             "\n".join(
                 f"{r.kb}: {'ok' if r.ok else 'DRIFT'} "
-                f"({_count(r.documents, 'file')}, {_count(r.rows, 'row')}, {_count(r.chunks, 'chunk')})"
+                f"({counted(r.documents, 'file')}, {counted(r.rows, 'row')}, {counted(r.chunks, 'chunk')})"
                 + "".join(f"\n  {p}" for p in r.problems)
                 for r in rs
             )
@@ -855,7 +864,7 @@ def _index_rebuild(args: argparse.Namespace, settings: Settings) -> None:
 
 def _render_reindex(r) -> str:
     line = (
-        f"{r.kb}: {_count(r.documents, 'document')}, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
+        f"{r.kb}: {counted(r.documents, 'document')}, {r.indexed} indexed, {r.removed} removed, {r.adopted} adopted, "
         f"{r.embedded} embedded"
     )
     # Said only when it happened: most reindexes convert nothing again.
@@ -887,11 +896,6 @@ def _size(n: int) -> str:
     return f"{size:.1f} {units[0]}"
 
 
-def _count(n: int, noun: str) -> str:
-    """``1 document``, ``2 documents``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _render_doctor(r) -> str:
     e = r.embedder
     reach = {True: f"reachable ({e.dimensions} dims, {e.seconds}s)", False: "NOT reachable", None: "not checked"}
@@ -909,7 +913,7 @@ def _render_doctor(r) -> str:
     for kb in r.knowledge_bases:
         vector = f"vector on ({kb.documents_degraded} degraded)" if kb.vector else "vector off"
         lines.append(
-            f"  {kb.name}: {_count(kb.document_count, 'document')}, {_count(kb.chunk_count, 'chunk')}, {vector}"
+            f"  {kb.name}: {counted(kb.document_count, 'document')}, {counted(kb.chunk_count, 'chunk')}, {vector}"
         )
     lines += [f"note: {n}" for n in r.notes]
     lines += [f"problem: {p}" for p in r.problems] or ["no problems found"]
@@ -1136,7 +1140,7 @@ def _render_search(result) -> str:
         where = " > ".join(p.heading_path)
         more = f"\n   also matches at #{', #'.join(map(str, p.more_positions))}" if p.more_positions else ""
         blocks.append(
-            f"{rank}. {_shown(p.title)}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
+            f"{rank}. {escape_hidden(p.title)}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
             + (f"   {where}\n" if where else "")
             + f"   {text}{more}"
         )
@@ -1180,18 +1184,8 @@ def _inline(value: Any) -> str:
     return _human(value)
 
 
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _shown(text: str) -> str:
-    """``text`` (a title, a path, a line of a document) with the characters that would break or
-    disguise a line of output escaped: a newline in a file name split one line in two, and an
-    escape sequence or a text-direction mark in a document would act on the terminal."""
-    return _CONTROLS.sub(lambda m: repr(m.group())[1:-1], text)
-
-
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers, *[[_shown(str(c)) for c in row] for row in rows]]
+    cells = [headers, *[[escape_hidden(str(c)) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 

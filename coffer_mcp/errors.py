@@ -90,6 +90,7 @@ __all__ = [
     "StoreError",
     "Surface",
     "UrlRefusedError",
+    "counted",
     "render_hint",
     "reword",
     "validation_message",
@@ -295,6 +296,11 @@ def render_hint(template: str, surface: Surface = "mcp") -> str:
         return _WORDS[kind].get(name, {}).get(surface, name)
 
     return _PLACEHOLDER.sub(word, template)
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``1 document``, ``2 documents`` (``plural``: when not ``noun`` + ``s``, as ``entries``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def reword(text: str, surface: Surface) -> str:

@@ -411,12 +411,18 @@ def test_a_restore_that_undoes_an_edit_in_coffer_lets_the_next_sync_take_the_cha
     assert (followed.pending, followed.documents) == (0, 2)
 
 
-def saved_by_hand(coffer: Coffer, folder: Path) -> DocumentRow:
-    """Follow ``folder`` and add a line to alpha.md's document file in an editor, unseen by any read yet."""
+def followed_alpha(coffer: Coffer, folder: Path) -> tuple[DocumentRow, Path]:
+    """Follow ``folder``: alpha.md's document, and its Markdown file."""
     coffer.follow_folder("kb", folder)
     doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
     assert doc is not None
-    with open(coffer.settings.home / "knowledge" / "kb" / "docs" / f"{doc.id}.md", "a", encoding="utf-8") as file:
+    return doc, coffer.settings.home / "knowledge" / "kb" / "docs" / f"{doc.id}.md"
+
+
+def saved_by_hand(coffer: Coffer, folder: Path) -> DocumentRow:
+    """Follow ``folder`` and add a line to alpha.md's document file in an editor, unseen by any read yet."""
+    doc, path = followed_alpha(coffer, folder)
+    with open(path, "a", encoding="utf-8") as file:
         file.write("\nMy own note: capybaras.\n")
     return doc
 
@@ -448,10 +454,7 @@ def test_tags_written_by_hand_that_no_read_has_seen_survive_a_change_of_the_sour
     make: Callable[..., Coffer], folder: Path
 ) -> None:
     coffer = make()
-    coffer.follow_folder("kb", folder)
-    doc = coffer.index.find_document("kb", source_path=str(folder / "alpha.md"))
-    assert doc is not None
-    path = coffer.settings.home / "knowledge" / "kb" / "docs" / f"{doc.id}.md"
+    doc, path = followed_alpha(coffer, folder)
     meta, body = parse_document(path.read_text(encoding="utf-8"))
     path.write_text(render_document({**meta, "tags": ["mine"]}, body), encoding="utf-8")
     write(folder / "alpha.md", "# Alpha\n\nThe source moved on: okapis.")

@@ -14,6 +14,7 @@ import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -368,12 +369,17 @@ def test_a_tampered_pack_is_refused_and_the_store_is_unchanged(
     tamper: Callable[[Members], Members], reason: str, pack: Path, target: Coffer, tmp_path: Path
 ) -> None:
     bad = write_members(tmp_path / "bad.cofferpack", tamper(read_members(pack)))
+    assert refused(target, bad, reason, max_bytes=1024 * 1024).hint
+
+
+def refused(target: Coffer, bad: Path, reason: str, **options: Any) -> PackError:
+    """The ``invalid_pack`` error that importing ``bad`` raises (saying ``reason``), the store left as it was."""
     before = store_state(target)
     with pytest.raises(PackError, match=reason) as caught:
-        target.import_pack(bad, max_bytes=1024 * 1024)
+        target.import_pack(bad, **options)
     assert caught.value.code == "invalid_pack"
-    assert caught.value.hint
     assert store_state(target) == before
+    return caught.value
 
 
 def test_a_file_that_is_not_a_pack_is_refused(target: Coffer, tmp_path: Path) -> None:
@@ -429,12 +435,7 @@ def test_a_pack_cut_short_or_followed_by_other_bytes_is_refused_and_the_store_is
     # (or written over a longer file) is not the pack that was exported: it must not pass as one.
     bad = tmp_path / "bad.cofferpack"
     bad.write_bytes(damage(pack.read_bytes()))
-    before = store_state(target)
-    with pytest.raises(PackError, match=reason) as caught:
-        target.import_pack(bad, as_name="copy")
-    assert caught.value.code == "invalid_pack"
-    assert "copy" in caught.value.hint.lower()
-    assert store_state(target) == before
+    assert "copy" in refused(target, bad, reason, as_name="copy").hint.lower()
 
 
 def test_the_command_line_refuses_a_pack_cut_short_and_says_to_copy_it_again(pack: Path, tmp_path: Path) -> None:

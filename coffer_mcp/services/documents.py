@@ -406,10 +406,11 @@ class DocumentService:
         self.registry.wrote(paths)
         truth = truth_of(paths, doc_id, planned.metadata, planned.body, source_stamp=planned.source_stamp)
         event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
+        config = self.registry.config(paths.name)
         written = index_document(
             self.index,
             paths,
-            self.registry.config(paths.name),
+            config,
             doc_id,
             truth=truth,
             embedder=self.registry.embedder,
@@ -417,7 +418,7 @@ class DocumentService:
             new=existing is None,
         )
         result = self._result(paths, truth.row, "updated" if existing is not None else "created", written)
-        if self.registry.config(paths.name).vector and self.registry.embedder is not None:
+        if config.vector and self.registry.embedder is not None:
             row = self.index.get_document(paths.name, doc_id)
             if row is not None and row.embed_pending:  # said here too: a client may not show log messages
                 return result.model_copy(update={"note": _KEYWORD_ONLY})

@@ -40,6 +40,7 @@ locks as every other writer.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -354,14 +355,12 @@ class Watcher:
                 self._fell_behind(key, failure.message, changed, failed=True)
         for kb, files in docs.items():
             lost: set[str] = set()
-            failure = self._guarded(f"indexing the files of {kb}", self._reindex, kb, files, lost)
+            reindex = functools.partial(self.registry.reindex_changed, sources=lost)
+            failure = self._guarded(f"indexing the files of {kb}", reindex, kb, files)
             if failure is not None and (failure.busy or self._failed(f"indexing the files of {kb}")):
                 self._retry_docs[kb].update(files)
             if lost:
                 self._resync(targets, kb, f"Documents of knowledge base '{kb}' were removed or replaced", lost)
-
-    def _reindex(self, kb: str, files: set[Path], lost: set[str]) -> None:
-        self.registry.reindex_changed(kb, files, sources=lost)
 
     def _resync(self, targets: _Targets, kb: str, why: str, sources: Iterable[str] | None = None) -> None:
         """Have the followed folders of ``kb`` (those holding ``sources``, if given) synced in full soon."""

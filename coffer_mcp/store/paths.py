@@ -42,6 +42,7 @@ __all__ = [
     "StorePaths",
     "check_path_text",
     "decodable",
+    "escape_hidden",
     "is_document_id",
     "sanitize_filename",
     "shown_path",
@@ -146,6 +147,12 @@ def is_document_id(value: str) -> bool:
 def stored_document_id(value: str) -> str:
     """A document id as the store writes it: a ULID is case-insensitive, so ``01hz…`` names ``01HZ…``."""
     return value.upper()
+
+
+def escape_hidden(text: str) -> str:
+    """``text`` with its control characters and direction marks (``_CONTROL``) written as escapes
+    (``\\n``, ``\\x1b``, ``\\u202e``): shown on a terminal, they would break or disguise the line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def hidden_characters(filename: str) -> int:

@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from coffer_mcp.errors import counted
 from coffer_mcp.index.fts import STOPWORDS, search_text, settled
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
@@ -719,7 +720,7 @@ def check(conn: Connection) -> list[str]:
         "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = p.chunk_id AND c.kb = p.kb)",
     )
     if orphans:  # or filed under another knowledge base than their chunk's
-        problems.append(f"keyword index: {orphans} {'entry' if orphans == 1 else 'entries'} without a chunk")
+        problems.append(f"keyword index: {counted(orphans, 'entry', 'entries')} without a chunk")
     missing = _count(
         conn,
         "SELECT count(*) AS n FROM chunks c WHERE c.length > 0 "

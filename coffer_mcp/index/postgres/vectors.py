@@ -16,6 +16,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from coffer_mcp.errors import counted
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.postgres.connection import Connection
 from coffer_mcp.index.postgres.filters import filtered_chunks
@@ -167,7 +168,7 @@ def orphans(conn: Connection) -> list[str]:
             f"SELECT count(*) AS n FROM {table} v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)"
         ).fetchone()
         if row and row["n"]:
-            problems.append(f"{table}: {row['n']} {'vector' if row['n'] == 1 else 'vectors'} without a chunk")
+            problems.append(f"{table}: {counted(row['n'], 'vector')} without a chunk")
     return problems
 
 

@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from coffer_mcp.errors import counted
 from coffer_mcp.index.fts import match_expression, search_text
 from coffer_mcp.index.sqlite.db import Connection, database_errors
 
@@ -209,11 +210,9 @@ def _verify_table(conn: Connection, kb: str, table: str) -> list[str]:
     indexed = {row[0] for row in conn.execute(f"SELECT rowid FROM {table}")}
     chunk_ids = {row[0] for row in conn.execute("SELECT id FROM chunks WHERE kb = ?", (kb,))}
     if indexed - chunk_ids:
-        n = len(indexed - chunk_ids)
-        problems.append(f"{n} {'entry' if n == 1 else 'entries'} without a chunk")
+        problems.append(f"{counted(len(indexed - chunk_ids), 'entry', 'entries')} without a chunk")
     if chunk_ids - indexed:
-        n = len(chunk_ids - indexed)
-        problems.append(f"{n} {'chunk' if n == 1 else 'chunks'} not indexed")
+        problems.append(f"{counted(len(chunk_ids - indexed), 'chunk')} not indexed")
     return problems
 
 

@@ -20,6 +20,7 @@ import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from coffer_mcp.errors import counted
 from coffer_mcp.index.port import DocumentFilter
 from coffer_mcp.index.sqlite import ann_rows
 from coffer_mcp.index.sqlite.db import Connection
@@ -138,7 +139,7 @@ def orphans(conn: Connection) -> list[str]:
             f"SELECT count(*) FROM {table} v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id)"
         ).fetchone()[0]
         if found:
-            problems.append(f"{table}: {found} {'vector' if found == 1 else 'vectors'} without a chunk")
+            problems.append(f"{table}: {counted(found, 'vector')} without a chunk")
     return problems
 
 
