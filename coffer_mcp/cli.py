@@ -1139,8 +1139,9 @@ def _render_search(result) -> str:
         text = text if len(text) <= 300 else text[:297] + "..."
         where = " > ".join(p.heading_path)
         more = f"\n   also matches at #{', #'.join(map(str, p.more_positions))}" if p.more_positions else ""
+        tier = f" ({p.matched_terms} terms)" if p.matched_terms else ""  # all-terms passages rank first
         blocks.append(
-            f"{rank}. {escape_hidden(p.title)}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}\n"
+            f"{rank}. {escape_hidden(p.title)}  [{p.kb}/{p.document_id}#{p.position}]  score {p.score:.3f}{tier}\n"
             + (f"   {where}\n" if where else "")
             + f"   {text}{more}"
         )

@@ -459,6 +459,13 @@ class Passage(_Model):
         default_factory=list,
         description="Positions of the document's other matching passages, best first (read with around_position).",
     )
+    matched_terms: Literal["all", "some"] | None = Field(
+        default=None,
+        description=(
+            "Keyword search of several terms: 'all' when the passage holds every term, 'some' when only some. "
+            "Passages holding all rank first, so a 'some' passage may score above an 'all' one ranked before it."
+        ),
+    )
 
 
 class RerankInfo(_Model):

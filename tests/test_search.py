@@ -49,6 +49,23 @@ def test_and_matches_rank_before_partial_matches(coffer: Coffer, corpus: dict[st
     assert both == [corpus["bread.md"]]
 
 
+def test_each_passage_says_whether_it_holds_every_term_so_its_score_order_is_explained(
+    coffer: Coffer, notes: str
+) -> None:
+    # A passage with every term once, in a long text, scores below one that repeats a single term:
+    # it still ranks first (AND before OR), and the tier, not a bug, explains the scores' order.
+    filler = " ".join(["Plain words about nothing in particular."] * 12)
+    both = coffer.add_document(notes, "both.md", f"# Notes\n\n{filler} Sourdough needs salt. {filler}").document_id
+    salty = coffer.add_document(notes, "salt.md", "# Salt\n\nSalt, salt, salt: salt brines.").document_id
+    passages = coffer.search("notes", "sourdough salt", 5).passages
+    assert [(p.document_id, p.matched_terms) for p in passages] == [(both, "all"), (salty, "some")]
+    assert passages[1].score > passages[0].score  # what a user saw as scores out of order
+    for tier in ("all", "some"):  # within a tier, the order is the score's
+        scores = [p.score for p in passages if p.matched_terms == tier]
+        assert scores == sorted(scores, reverse=True)
+    assert coffer.search("notes", "salt", 5).passages[0].matched_terms is None  # one term: no tiers
+
+
 def test_widening_past_a_common_term_still_fills_the_list(
     coffer: Coffer, notes: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,10 +68,17 @@ def keyword_search(index: Index, kbs: Sequence[str], query: str, top_k: int, whe
         plans = [("fts", terms.index_terms(), True), ("substring", terms.substring_terms(), not terms.words)]
     for source, plan_terms, widen in plans:
         if plan_terms:
-            rows = _and_then_or(index, source, plan_terms, kbs, where, top_k, widen=widen)
+            rows, holding_all = _and_then_or(index, source, plan_terms, kbs, where, top_k, widen=widen)
             if rows:
-                return [to_passage(row) for row in rows]
+                return [to_passage(row, _matched(plan_terms, i < holding_all)) for i, row in enumerate(rows)]
     return []
+
+
+def _matched(terms: Sequence[str], holds_all: bool) -> Literal["all", "some"] | None:
+    """Which tier a passage came from, for a query of several terms (the order follows the tier first)."""
+    if len(terms) < 2:
+        return None
+    return "all" if holds_all else "some"
 
 
 def lone_stopword(query: str) -> bool:
@@ -130,11 +137,15 @@ def _and_then_or(
     top_k: int,
     *,
     widen: bool = True,
-) -> list[PassageRow]:
-    """AND first; widen to OR only when AND finds fewer than ``top_k`` (AND hits stay first)."""
+) -> tuple[list[PassageRow], int]:
+    """AND first; widen to OR only when AND finds fewer than ``top_k`` (AND hits stay first).
+
+    Returns the rows and how many of the first hold every term (the AND hits).
+    """
     rows = _run(index, source, terms, "AND", kbs, where, top_k)
+    holding_all = len(rows)
     if not widen or len(rows) >= top_k or len(terms) == 1:
-        return rows
+        return rows, holding_all
     seen = {row.chunk_id for row in rows}
     depth = top_k + len(rows)
     rare = _rare_terms(index, terms, kbs) if source == "fts" else None
@@ -142,7 +153,7 @@ def _and_then_or(
     if len(wider) < depth:  # the rare terms alone cannot fill the list: every term is needed
         wider = _run(index, source, terms, "OR", kbs, where, depth)
     rows.extend(row for row in wider if row.chunk_id not in seen)
-    return rows[:top_k]
+    return rows[:top_k], holding_all
 
 
 def _rare_terms(index: Index, terms: list[str], kbs: Sequence[str]) -> list[str] | None:
@@ -199,7 +210,7 @@ def fuse_rrf(ranked_lists: Sequence[Sequence[Passage]], top_k: int, k: int = RRF
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
             first.setdefault(key, passage)
     best = sorted(scores, key=lambda key: (-scores[key], key))[:top_k]
-    return [first[key].model_copy(update={"score": round(scores[key], 6)}) for key in best]
+    return [first[key].model_copy(update={"score": round(scores[key], 6), "matched_terms": None}) for key in best]
 
 
 def fuse_convex(
@@ -222,7 +233,8 @@ def fuse_convex(
             combined[key] = combined.get(key, 0.0) + weight * norm
             first.setdefault(key, passage)
     best = sorted(combined, key=lambda key: (-combined[key], key))[:top_k]
-    return [first[key].model_copy(update={"score": round(combined[key], 6)}) for key in best]
+    # A fused order follows the combined score, not the keyword tiers: ``matched_terms`` would mislead.
+    return [first[key].model_copy(update={"score": round(combined[key], 6), "matched_terms": None}) for key in best]
 
 
 def by_document(passages: Sequence[Passage], top_k: int) -> list[Passage]:
@@ -249,7 +261,7 @@ def by_document(passages: Sequence[Passage], top_k: int) -> list[Passage]:
     return firsts + extra
 
 
-def to_passage(row: PassageRow) -> Passage:
+def to_passage(row: PassageRow, matched_terms: Literal["all", "some"] | None = None) -> Passage:
     return Passage(
         text=row.text,
         document_id=row.document_id,
@@ -259,4 +271,5 @@ def to_passage(row: PassageRow) -> Passage:
         heading_path=row.heading_path,
         chunk_id=f"{row.document_id}:{row.position}",
         kb=row.kb,
+        matched_terms=matched_terms,
     )
