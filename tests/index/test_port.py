@@ -1212,6 +1212,18 @@ def test_a_wrong_url_or_a_server_that_is_down_is_a_store_error_without_the_passw
         index.close()
 
 
+def test_a_socket_connection_is_named_by_its_socket_not_by_a_made_up_url(tmp_path: Path) -> None:
+    # A folder as host is a Unix socket: it was shown as 'postgresql://coffer@/tmp/x/data:5432/coffer'.
+    url = f"postgresql://coffer:s3cret-pw@/coffer?host={tmp_path}&port=1&connect_timeout=3"
+    index = PostgresIndex(url)
+    with pytest.raises(StoreError) as caught:
+        index.kb_stamps()
+    assert f"database 'coffer' as user 'coffer' on {tmp_path}/.s.PGSQL.1" in caught.value.message
+    assert "@/" not in caught.value.message
+    assert "s3cret-pw" not in caught.value.message
+    index.close()
+
+
 def test_a_server_without_the_extension_is_told_what_to_install(postgres_url: str) -> None:
     from coffer_mcp.index.postgres.schema import require_extension
 

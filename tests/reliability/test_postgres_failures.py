@@ -19,6 +19,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import Implementation
+from psycopg import conninfo
 
 from bench.http_load import http_server
 from coffer_mcp import Coffer, load_settings
@@ -235,6 +236,7 @@ def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_p
     # An empty or mistyped COFFER_HOME (a volume not mounted) against the team's database took
     # every knowledge base for deleted and removed their rows, even through `coffer doctor`.
     team, settings = _team_store(tmp_path, postgres_url)
+    socket = conninfo.conninfo_to_dict(postgres_url)["host"]  # the embedded server listens on a socket
     for home in (tmp_path / "stray", tmp_path / "other"):  # empty; then one with a knowledge base of its own
         if home.name == "other":
             with Coffer(load_settings(home=home, embedding_provider="none")) as own:
@@ -242,6 +244,7 @@ def test_a_home_that_is_another_store_is_refused_and_the_shared_index_kept(tmp_p
         doctor = cli(home, "doctor", env=_team_env(home, postgres_url))
         assert doctor.returncode == 1
         assert "this COFFER_HOME is another store" in doctor.stdout, doctor.stdout + doctor.stderr
+        assert f"on {socket}/.s.PGSQL." in doctor.stdout  # the socket it used, not a made-up URL
         listed = cli(home, "kb", "list", env=_team_env(home, postgres_url))
         assert listed.returncode != 0
         assert "other_store" in listed.stderr or "another store" in listed.stderr, listed.stderr

@@ -40,7 +40,14 @@ from coffer_mcp.index.port import (
 )
 from coffer_mcp.index.postgres import keyword, locks, vectors
 from coffer_mcp.index.postgres import queries as q
-from coffer_mcp.index.postgres.connection import Connection, connect, display_url, lost, refused, unicode_collation
+from coffer_mcp.index.postgres.connection import (
+    Connection,
+    connect,
+    display_connection,
+    lost,
+    refused,
+    unicode_collation,
+)
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
@@ -116,7 +123,7 @@ class PostgresIndex:
                 if not self._migrated:
                     migrate(conn)
                     if self.store is not None:
-                        _claim(conn, self.store, self.url)
+                        _claim(conn, self.store)
                     self._migrated = True
                 self._connections.append(conn)
         except BaseException:
@@ -551,7 +558,7 @@ class PostgresIndex:
         ]
 
 
-def _claim(conn: Connection, store: StorePaths, url: str) -> None:
+def _claim(conn: Connection, store: StorePaths) -> None:
     """Make sure the database is the index of ``store`` (claimed by it when no store has, as long as
     the knowledge bases it indexes are among the store's), then make the store's folders.
 
@@ -568,21 +575,21 @@ def _claim(conn: Connection, store: StorePaths, url: str) -> None:
         with conn.transaction():
             claimed = q.claimed_store(conn)
             if claimed is None:
-                claimed = _claim_for(conn, store, url)
+                claimed = _claim_for(conn, store)
         if claimed is not None:
             break
     if claimed is None or claimed != store.recorded_store_id():
-        raise _other_store(url, f"is the index of another store ({claimed})")
+        raise _other_store(conn, f"is the index of another store ({claimed})")
     store.make_folders()
 
 
-def _claim_for(conn: Connection, store: StorePaths, url: str) -> str | None:
+def _claim_for(conn: Connection, store: StorePaths) -> str | None:
     """Claim the unclaimed database for ``store`` (in the caller's transaction); the store it is the
     index of now, or None when a store id appeared in the home meanwhile (a server of this home that
     died before its claim committed: then its claim is rolled back, to be made again with that id)."""
     indexed = set(q.kb_stamps(conn))
     if indexed and not indexed & set(store.kb_names()):
-        raise _other_store(url, f"indexes knowledge bases ({', '.join(sorted(indexed))}) that it has none of")
+        raise _other_store(conn, f"indexes knowledge bases ({', '.join(sorted(indexed))}) that it has none of")
     recorded = store.recorded_store_id()
     mine = recorded or store.new_store_id()
     claimed = q.claim_store(conn, mine)
@@ -591,9 +598,9 @@ def _claim_for(conn: Connection, store: StorePaths, url: str) -> str | None:
     return claimed
 
 
-def _other_store(url: str, what: str) -> StoreError:
+def _other_store(conn: Connection, what: str) -> StoreError:
     return StoreError(
-        f"The PostgreSQL index at {display_url(url)} {what}: this COFFER_HOME is another store.",
+        f"The PostgreSQL index at {display_connection(conn)} {what}: this COFFER_HOME is another store.",
         code="other_store",
         hint="Point COFFER_HOME at the store the other servers share (the folder whose store-id file "
         "names this database's store), or COFFER_DATABASE_URL at an empty database for this store; "

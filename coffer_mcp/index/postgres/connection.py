@@ -27,6 +27,7 @@ __all__ = [
     "Connection",
     "clean",
     "connect",
+    "display_connection",
     "display_url",
     "lost",
     "lower_sql",
@@ -133,14 +134,29 @@ def refused(url: str, exc: BaseException) -> StoreError:
 
 
 def display_url(url: str) -> str:
-    """``url`` without its password (or a placeholder when it does not parse)."""
+    """Where ``url`` points, without its password (or a placeholder when it does not parse)."""
     try:
         options = conninfo.conninfo_to_dict(url)
     except psycopg.Error:
         return "(an unparsable URL)"
-    options.pop("password", None)
-    host, port, user = options.get("host", "localhost"), options.get("port", 5432), options.get("user")
-    return f"postgresql://{f'{user}@' if user else ''}{host}:{port}/{options.get('dbname', '')}"
+    return _where(options.get("host"), options.get("port"), options.get("user"), options.get("dbname"))
+
+
+def display_connection(conn: Connection) -> str:
+    """Where ``conn`` is connected, from the parameters it really used (libpq's defaults filled in)."""
+    info = conn.info
+    return _where(info.host, info.port, info.user, info.dbname)
+
+
+def _where(host: Any, port: Any, user: Any, dbname: Any) -> str:
+    """A URL for a TCP host; for a Unix socket (a host that is a folder), the socket's own path, as libpq
+    names it: a URL cannot hold a folder as its host, and a made-up one misleads whoever checks it."""
+    port = port or 5432
+    if host and not str(host).startswith("/"):
+        return f"postgresql://{f'{user}@' if user else ''}{host}:{port}/{dbname or ''}"
+    socket = f"{host}/.s.PGSQL.{port}" if host else f"the default socket (port {port})"
+    as_user = f" as user {user!r}" if user else ""
+    return f"database {str(dbname or user or '')!r}{as_user} on {socket}"
 
 
 def scrub(message: str, url: str) -> str:
