@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, V
 
 from coffer_mcp.errors import ConfigError, validation_problem
 
-__all__ = ["ENV_VARS", "Settings", "load_settings", "refuse_bool"]
+__all__ = ["ENV_VARS", "Settings", "bound_of", "default_of", "load_settings", "refuse_bool"]
 
 MB = 1024 * 1024
 
@@ -307,6 +307,20 @@ class Settings(BaseModel):
         return level
 
 
+def default_of(name: str) -> Any:
+    """Setting ``name``'s default as its ``Field`` declares it: the one place it is written.
+
+    Lower layers (a knowledge base's ``kb.yaml``, the chunker, the providers) take their defaults
+    from here rather than restating the number.
+    """
+    return Settings.model_fields[name].get_default(call_default_factory=True)
+
+
+def bound_of(model: type[BaseModel], name: str, kind: Literal["ge", "gt", "le", "lt"]) -> Any:
+    """The ``kind`` bound ``model`` declares on field ``name`` (None when it declares none)."""
+    return next((getattr(m, kind) for m in model.model_fields[name].metadata if hasattr(m, kind)), None)
+
+
 _ADVICE = {"allowed_dirs": "give absolute folders, or ones starting with ~ (e.g. ~/Documents)"}
 """What a refused setting's hint adds to "Fix WHERE", where the fix is not obvious from the message."""
 
@@ -386,7 +400,7 @@ def _fit_chunk_overlap(settings: Settings, given: Mapping[str, Any], sources: _S
     if 2 * overlap < size:
         return settings
     if "chunk_overlap" not in given:
-        default_size = Settings.model_fields["chunk_size"].default
+        default_size = default_of("chunk_size")
         return settings.model_copy(update={"chunk_overlap": overlap * size // default_size})
     overlap_from = sources.where("chunk_overlap")
     size_from = sources.where("chunk_size") if "chunk_size" in given else "the default"

@@ -103,9 +103,9 @@ def test_a_hand_typed_true_in_kb_yaml_is_no_chunk_overlap_of_one(home: Path) -> 
         data = yaml.safe_load(kb_yaml.read_text(encoding="utf-8"))
         kb_yaml.write_text(yaml.safe_dump({**data, "chunk_overlap": True}), encoding="utf-8")
         details = service.describe_kb("notes")
-    # An invalid hand-edited value is ignored: the defaults apply (docs/configuration.md).
+    # An invalid hand-edited value is ignored: the documented defaults apply (docs/configuration.md).
     assert details.chunk_overlap != 1
-    assert (details.chunk_size, details.chunk_overlap) == (512, 64)
+    assert (details.chunk_size, details.chunk_overlap) == (1024, 128)
 
 
 def test_a_relative_allowed_dir_in_config_yaml_is_refused_naming_the_setting_and_the_file(
