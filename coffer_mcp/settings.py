@@ -18,9 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, V
 
 from coffer_mcp.errors import ConfigError, validation_problem
 
-__all__ = ["ENV_VARS", "Settings", "bound_of", "default_of", "load_settings", "refuse_bool"]
+__all__ = [
+    "CONFIG_GROUPS",
+    "DEFAULT_HOME",
+    "ENV_VARS",
+    "Settings",
+    "bound_of",
+    "default_of",
+    "load_settings",
+    "refuse_bool",
+]
 
 MB = 1024 * 1024
+DEFAULT_HOME = "~/.coffer"
 
 # Environment variable -> settings field. Documented in README and server.json.
 ENV_VARS: dict[str, str] = {
@@ -56,21 +66,23 @@ ENV_VARS: dict[str, str] = {
     "COFFER_WATCH": "watch",
     "COFFER_WATCH_POLLING": "watch_polling",
 }
-# config.yaml may group the embedding settings: ``embedding: {provider: openai, model: ...}``.
-_EMBEDDING_KEYS = (
-    "provider",
-    "model",
-    "model_path",
-    "base_url",
-    "api_key_env",
-    "dimensions",
-    "batch_size",
-    "cooldown_seconds",
-    "service",
-    "service_idle_seconds",
-)
-# ... and the reranker's: ``rerank: {provider: http, url: ...}``.
-_RERANK_KEYS = ("provider", "model", "model_path", "url", "api_key_env", "candidates", "timeout_ms", "cooldown_seconds")
+# config.yaml may group the embedding and the reranker's settings: ``embedding: {provider: openai,
+# model: ...}`` is the settings ``embedding_provider`` and ``embedding_model``.
+CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
+    "embedding": (
+        "provider",
+        "model",
+        "model_path",
+        "base_url",
+        "api_key_env",
+        "dimensions",
+        "batch_size",
+        "cooldown_seconds",
+        "service",
+        "service_idle_seconds",
+    ),
+    "rerank": ("provider", "model", "model_path", "url", "api_key_env", "candidates", "timeout_ms", "cooldown_seconds"),
+}
 
 
 def refuse_bool(value: Any) -> Any:
@@ -97,7 +109,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    home: Path = Field(default_factory=lambda: Path("~/.coffer").expanduser())
+    home: Path = Field(default_factory=lambda: Path(DEFAULT_HOME).expanduser())
     index_backend: Literal["sqlite", "postgres"] = Field(
         default="sqlite",
         description="Where the index lives: sqlite (coffer.db in the home, embedded) or postgres (a "
@@ -343,17 +355,17 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         if var in environ and (environ[var] != "" or field == "rg_path")
     }
     flags = {k: v for k, v in overrides.items() if v is not None}
-    home = flags.get("home") or from_env.get("home") or Path("~/.coffer").expanduser()
+    home = flags.get("home") or from_env.get("home") or Path(DEFAULT_HOME).expanduser()
     config_file = Path(home).expanduser().resolve() / "config.yaml"
     from_file = _read_config_file(config_file)
     merged = {**from_file, **from_env, **flags, "home": home}
     # Editors: COFFER_EDITOR, else the conventional VISUAL and EDITOR.
     if "editor" not in merged and (environ.get("VISUAL") or environ.get("EDITOR")):
         merged["editor"] = environ.get("VISUAL") or environ.get("EDITOR")
-    key_env = merged.get("embedding_api_key_env") or "OPENAI_API_KEY"
+    key_env = merged.get("embedding_api_key_env") or default_of("embedding_api_key_env")
     if environ.get(key_env):
         merged["embedding_api_key"] = environ[key_env]
-    rerank_key_env = merged.get("rerank_api_key_env") or "COFFER_RERANK_API_KEY"
+    rerank_key_env = merged.get("rerank_api_key_env") or default_of("rerank_api_key_env")
     if environ.get(rerank_key_env):
         merged["rerank_api_key"] = environ[rerank_key_env]
     _check_database_url(from_file, config_file)
@@ -389,7 +401,7 @@ def _problem(error: Any) -> str:
 def _fit_chunk_overlap(settings: Settings, given: Mapping[str, Any], sources: _Sources) -> Settings:
     """New knowledge bases' chunk settings, checked as a pair (each alone is checked by its field).
 
-    An overlap left at its default, made for 1,024-character chunks, shrinks in proportion to a
+    An overlap left at its default, made for the default chunk size, shrinks in proportion to a
     smaller ``chunk_size`` (as ``coffer kb create --chunk-size`` does); one set by the user must be
     below half the chunk size, or every ``kb create`` would fail without saying why.
 
@@ -477,8 +489,8 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             hint=f"Write {path} as 'setting: value' lines (see docs/configuration.md).",
         )
     data.pop("home", None)  # the file lives in home; it cannot move it
-    data = _flatten_group(data, path, "embedding", _EMBEDDING_KEYS, "provider: fastembed")
-    return _flatten_group(data, path, "rerank", _RERANK_KEYS, "provider: http, url: http://127.0.0.1:8080/v1/rerank")
+    data = _flatten_group(data, path, "embedding", "provider: fastembed")
+    return _flatten_group(data, path, "rerank", "provider: http, url: http://127.0.0.1:8080/v1/rerank")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -488,8 +500,9 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
-def _flatten_group(data: dict[str, Any], path: Path, group: str, keys: tuple[str, ...], example: str) -> dict[str, Any]:
+def _flatten_group(data: dict[str, Any], path: Path, group: str, example: str) -> dict[str, Any]:
     """``group: {key: value}`` in config.yaml as the flat settings ``group_key``."""
+    keys = CONFIG_GROUPS[group]
     section = data.pop(group, None)
     if section is None:
         return data

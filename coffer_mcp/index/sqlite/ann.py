@@ -47,13 +47,14 @@ from typing import Any
 from coffer_mcp.index.sqlite import ann_rows, hnsw, vectors
 from coffer_mcp.index.sqlite.ann_rows import FileRow
 from coffer_mcp.index.sqlite.db import Connection, connect, database_errors
+from coffer_mcp.settings import default_of
 from coffer_mcp.timeutil import utc_now
 
 __all__ = ["DEFAULT_THRESHOLD", "AnnCache", "Partition"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_THRESHOLD = 20_000  # chunks; below it the scan takes under ~12 ms (docs/benchmarks.md)
+DEFAULT_THRESHOLD = default_of("ann_min_chunks")  # chunks; below it the scan takes under ~12 ms (benchmarks.md)
 MIN_CANDIDATES = 64
 COMPACT_SHARE, COMPACT_MIN = 0.05, 1_000  # rebuild once the delta and dead hold this much
 DELTA_MAX = 50_000  # past this many changed vectors the scan answers until the rebuild is done
