@@ -10,7 +10,8 @@ every write is audited with ``agent:<client name>`` as the actor. Documents are 
 resources, ``coffer://<kb>/<document id>``. Prompts (``_prompts``), completions of their
 arguments and of the resource template (``_completions``), log messages for the user
 (``_client_log``, ``_notices``) and confirmations asked of the user (``_confirm``) complete the
-surface.
+surface. A request that does not parse (a lone UTF-16 surrogate, a line that is not JSON) gets a
+JSON-RPC parse error with a hint (``_unreadable``; ``surrogate_answer`` for the HTTP transport).
 """
 
 from __future__ import annotations
@@ -30,9 +31,18 @@ from coffer_mcp.mcp_server._prompts import PROMPTS, register_prompts
 from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
 from coffer_mcp.mcp_server._runner import Runner
 from coffer_mcp.mcp_server._server import CofferServer
+from coffer_mcp.mcp_server._unreadable import surrogate_answer
 from coffer_mcp.services import Coffer
 
-__all__ = ["CORE_TOOLS", "PROMPTS", "READ_TOOLS", "TOOL_NAMES", "build_server", "build_unconfigured_server"]
+__all__ = [
+    "CORE_TOOLS",
+    "PROMPTS",
+    "READ_TOOLS",
+    "TOOL_NAMES",
+    "build_server",
+    "build_unconfigured_server",
+    "surrogate_answer",
+]
 
 log = logging.getLogger(__name__)
 
