@@ -3,7 +3,8 @@
 Every route sits behind one ``Guard`` (Host, Origin, token). The SDK's own DNS-rebinding check
 is switched off on purpose: the guard applies the same rule to ``/mcp`` as to everything else,
 with the operator's allowed hosts, and answers 403 like the other routes. An MCP request may be
-as large as ``max_document_bytes`` allows a document to be (``_body_limit``).
+as large as ``max_document_bytes`` allows a document to be (``_body_limit``); one holding a lone
+UTF-16 surrogate gets Coffer's parse error (``_surrogates``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from coffer_mcp.services import Coffer
 from coffer_mcp.web._api import api_routes
 from coffer_mcp.web._body_limit import TooLargeAsJsonRpc, mcp_body_limit
 from coffer_mcp.web._security import Guard, HostPolicy, check_token
+from coffer_mcp.web._surrogates import LoneSurrogateAsJsonRpc
 
 __all__ = ["STATIC_DIR", "build_app"]
 
@@ -81,9 +83,16 @@ def build_app(
         async with session_manager.run():
             yield
 
-    # The SDK's /mcp route, served by the session manager run above; its 413 answered in JSON-RPC.
+    # The SDK's /mcp route, served by the session manager run above; its 413 answered in JSON-RPC,
+    # and a body holding a lone surrogate answered before it (its parse error has no hint).
     mcp_routes = [
-        Route(route.path, TooLargeAsJsonRpc(route.endpoint, limit=body_limit, max_document_bytes=max_document_bytes))
+        Route(
+            route.path,
+            LoneSurrogateAsJsonRpc(
+                TooLargeAsJsonRpc(route.endpoint, limit=body_limit, max_document_bytes=max_document_bytes),
+                limit=body_limit,
+            ),
+        )
         for route in mcp_app.routes
         if isinstance(route, Route)
     ]
