@@ -186,8 +186,10 @@ def _default(name: str, field: Any) -> str:
         return "unset"
     if value == "":
         return "empty"
-    if value in ([], ()):
+    if value in ([], (), {}):
         return "none"
+    if isinstance(value, list):
+        return f"`{', '.join(map(str, value))}`"
     if name.endswith("_bytes"):
         return f"`{value}` ({value // 1024**2} MiB)"
     if isinstance(value, float):
