@@ -7,6 +7,7 @@ API and the tests can build settings from anything.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,11 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, V
 from coffer_mcp.errors import ConfigError, validation_problem
 
 __all__ = [
+    "AUTH_ALGORITHMS",
+    "AUTH_SCOPES",
     "CONFIG_GROUPS",
     "DEFAULT_HOME",
     "ENV_VARS",
     "Settings",
     "bound_of",
+    "check_identity_provider_url",
     "default_of",
     "load_settings",
     "refuse_bool",
@@ -31,6 +35,12 @@ __all__ = [
 
 MB = 1024 * 1024
 DEFAULT_HOME = "~/.coffer"
+# The scopes an access token may grant on Coffer (SPEC section 10); auth_scope_map maps onto them.
+AUTH_SCOPES = ("coffer:read", "coffer:write", "coffer:admin")
+# Signature algorithms an external identity provider's tokens may use: asymmetric ones only. An
+# HMAC ("HS256") key is a shared secret, and a verifier that accepted one could be handed a token
+# "signed" with the issuer's public key; "none" is no signature at all.
+AUTH_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 # Environment variable -> settings field. Documented in README and server.json.
 ENV_VARS: dict[str, str] = {
@@ -65,6 +75,15 @@ ENV_VARS: dict[str, str] = {
     "COFFER_DATABASE_URL": "database_url",
     "COFFER_WATCH": "watch",
     "COFFER_WATCH_POLLING": "watch_polling",
+    "COFFER_AUTH_ISSUER": "auth_issuer",
+    "COFFER_AUTH_AUDIENCE": "auth_audience",
+    "COFFER_AUTH_JWKS_URL": "auth_jwks_url",
+    "COFFER_AUTH_ALGORITHMS": "auth_algorithms",
+    "COFFER_AUTH_CLOCK_SKEW": "auth_clock_skew",
+    "COFFER_AUTH_SCOPE_MAP": "auth_scope_map",
+    "COFFER_AUTH_INTROSPECTION_URL": "auth_introspection_url",
+    "COFFER_AUTH_CLIENT_ID_ENV": "auth_client_id_env",
+    "COFFER_AUTH_CLIENT_SECRET_ENV": "auth_client_secret_env",
 }
 # config.yaml may group the embedding and the reranker's settings: ``embedding: {provider: openai,
 # model: ...}`` is the settings ``embedding_provider`` and ``embedding_model``.
@@ -102,6 +121,34 @@ def refuse_bool(value: Any) -> Any:
 
 def _is_number(annotation: Any) -> bool:
     return any(kind in (int, float) for kind in (get_args(annotation) or (annotation,)))
+
+
+def check_identity_provider_url(url: str) -> None:
+    """An identity provider's address: https, or http to a loopback address (a test issuer).
+
+    Over plain http anyone on the path could hand Coffer their own signing keys or introspection
+    answers, and so mint tokens it accepts.
+
+    Raises:
+        ValueError: any other URL.
+    """
+    parts = urlsplit(url)
+    if not parts.hostname or parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError("must be an https:// URL without credentials, query or fragment, e.g. https://idp.example.com")
+    if parts.scheme == "https":
+        return
+    if parts.scheme == "http" and _is_loopback(parts.hostname):
+        return
+    raise ValueError("must be an https:// URL (http:// only to a loopback address such as 127.0.0.1, for tests)")
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseModel):
@@ -424,6 +471,57 @@ class Settings(BaseModel):
         "the folder) or `keep` it (`check_sources` reports it `missing`). A document edited in Coffer is always "
         "kept, and a followed folder that is gone (unmounted, renamed) removes nothing.",
     )
+    # -- an external identity provider (web/_external.py): Coffer checks the access tokens it issues --
+    auth_issuer: str | None = Field(
+        default=None,
+        description="The issuer URL of a team's identity provider, exactly as its tokens' `iss` claim says it; "
+        "the HTTP server then accepts the access tokens it issues. It must be https://, or http:// on a loopback "
+        "address only (Keycloak, Entra ID, Auth0 and Okta: see docs/deploy.md).",
+    )
+    auth_audience: str | None = Field(
+        default=None,
+        description="The audience (`aud`) a token must name; unset: the server's own /mcp URL (Entra ID: the "
+        "application ID URI or client ID).",
+    )
+    auth_jwks_url: str | None = Field(
+        default=None,
+        description="The issuer's signing keys (a JWK set); unset: the jwks_uri of the issuer's "
+        "/.well-known/openid-configuration (or /.well-known/oauth-authorization-server).",
+    )
+    auth_algorithms: list[str] = Field(
+        default_factory=lambda: list(AUTH_ALGORITHMS),
+        description="Signature algorithms a token may use (comma-separated in the environment): asymmetric "
+        "ones only (RS*, PS*, ES*, EdDSA); HS* and none are refused.",
+    )
+    auth_clock_skew: float = Field(
+        default=60.0,
+        ge=0,
+        le=600,
+        description="Seconds of clock difference with the issuer tolerated on a token's exp, nbf and iat.",
+    )
+    auth_scope_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="The identity provider's own scope or role names as coffer scopes, e.g. "
+        "`Coffer.Read=coffer:read,Coffer.Admin=coffer:admin coffer:write coffer:read` in the environment "
+        "(names not in it count as themselves).",
+    )
+    auth_introspection_url: str | None = Field(
+        default=None,
+        description="The issuer's token introspection endpoint (RFC 7662), for access tokens that are not JWTs; "
+        "Coffer authenticates to it with the client ID and secret named below.",
+    )
+    auth_client_id_env: str = Field(
+        default="COFFER_AUTH_CLIENT_ID",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The NAME of the environment variable holding the client ID Coffer introspects tokens as.",
+    )
+    auth_client_id: str | None = Field(default=None, exclude=True, description="Resolved from the env var.")
+    auth_client_secret_env: str = Field(
+        default="COFFER_AUTH_CLIENT_SECRET",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The NAME of the environment variable holding that client's secret (never the secret).",
+    )
+    auth_client_secret: SecretStr | None = Field(default=None, exclude=True, description="Resolved from the env var.")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -454,6 +552,52 @@ class Settings(BaseModel):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080/v1/rerank")
+        return value
+
+    @field_validator("auth_issuer", "auth_jwks_url", "auth_introspection_url")
+    @classmethod
+    def _identity_provider_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_identity_provider_url(value)
+        return value
+
+    @field_validator("auth_algorithms", mode="before")
+    @classmethod
+    def _split_algorithms(cls, value: Any) -> Any:
+        return value.replace(",", " ").split() if isinstance(value, str) else value
+
+    @field_validator("auth_algorithms")
+    @classmethod
+    def _asymmetric_algorithms(cls, value: list[str]) -> list[str]:
+        refused = [name for name in value if name not in AUTH_ALGORITHMS]
+        if refused:
+            raise ValueError(
+                f"{', '.join(refused)} refused: only asymmetric signatures can be checked without sharing a secret "
+                f"with the identity provider; choose among {', '.join(AUTH_ALGORITHMS)}"
+            )
+        if not value:
+            raise ValueError(f"name at least one of {', '.join(AUTH_ALGORITHMS)}")
+        return list(dict.fromkeys(value))
+
+    @field_validator("auth_scope_map", mode="before")
+    @classmethod
+    def _split_scope_map(cls, value: Any) -> Any:
+        # The environment gives one string: "IdpName=coffer:scope coffer:scope,OtherName=coffer:scope".
+        if not isinstance(value, str):
+            return value
+        pairs = [part.partition("=") for part in value.split(",") if part.strip()]
+        if any(not sep or not name.strip() for name, sep, _ in pairs):
+            raise ValueError("write it as IdpName=coffer:read,OtherName=coffer:write coffer:read")
+        return {name.strip(): scopes.strip() for name, _, scopes in pairs}
+
+    @field_validator("auth_scope_map")
+    @classmethod
+    def _coffer_scopes(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted({scope for scopes in value.values() for scope in scopes.split()} - set(AUTH_SCOPES))
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)} is not a coffer scope ({', '.join(AUTH_SCOPES)})")
+        if any(not scopes.split() for scopes in value.values()):
+            raise ValueError(f"map each name to one or more of {', '.join(AUTH_SCOPES)}")
         return value
 
     @field_validator("allowed_dirs", mode="before")
@@ -536,6 +680,11 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     if environ.get(rerank_key_env):
         merged["rerank_api_key"] = environ[rerank_key_env]
     _check_database_url(from_file, config_file)
+    _check_auth_credentials(from_file, config_file)
+    for secret in ("auth_client_id", "auth_client_secret"):
+        secret_env = merged.get(f"{secret}_env") or Settings.model_fields[f"{secret}_env"].default
+        if environ.get(secret_env):
+            merged[secret] = environ[secret_env]
     sources = _Sources(from_file, from_env, flags, config_file)
     try:
         settings = Settings(**merged)
@@ -546,6 +695,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         fixes = dict.fromkeys(sources.where(f) + (f": {_ADVICE[f]}" if f in _ADVICE else "") for f in fields)
         raise ConfigError(f"Invalid configuration: {problems}.", hint=f"Fix {' and '.join(fixes)}.") from exc
     _check_rerank(settings)
+    _check_auth(settings)
     settings = _fit_chunk_overlap(settings, merged, sources)
     if settings.index_backend == "postgres" and settings.database_url is None:
         raise ConfigError(
@@ -621,6 +771,40 @@ def _check_rerank(settings: Settings) -> None:
             f"rerank model_path is set ({settings.rerank_model_path}) but rerank model is not.",
             hint="Also set COFFER_RERANK_MODEL to the name of the cross-encoder the folder holds (e.g. "
             "Xenova/ms-marco-MiniLM-L-6-v2).",
+        )
+
+
+def _check_auth(settings: Settings) -> None:
+    """External identity provider settings that cannot work together."""
+    given = [
+        name
+        for name in ("auth_audience", "auth_jwks_url", "auth_introspection_url", "auth_scope_map")
+        if getattr(settings, name)
+    ]
+    if given and not settings.auth_issuer:
+        raise ConfigError(
+            f"{', '.join(given)} set, but auth_issuer is not: no token is checked against an identity provider.",
+            hint="Set COFFER_AUTH_ISSUER to the issuer URL its tokens name (e.g. "
+            "https://sso.example.com/realms/team), or remove those settings.",
+        )
+    if settings.auth_introspection_url and not (settings.auth_client_id and settings.auth_client_secret):
+        raise ConfigError(
+            "Token introspection needs the client ID and secret Coffer authenticates with, and "
+            f"{settings.auth_client_id_env} or {settings.auth_client_secret_env} is not set.",
+            hint=f"Set {settings.auth_client_id_env} and {settings.auth_client_secret_env} in the environment "
+            "(auth_client_id_env and auth_client_secret_env name other variables), or remove "
+            "auth_introspection_url to accept JWT access tokens only.",
+        )
+
+
+def _check_auth_credentials(from_file: Mapping[str, Any], config_file: Path) -> None:
+    """config.yaml may name the variables holding the introspection client's credentials, never hold them."""
+    held = [key for key in ("auth_client_id", "auth_client_secret") if key in from_file]
+    if held:
+        raise ConfigError(
+            f"{config_file} holds {' and '.join(held)}.",
+            hint=f"Remove it from {config_file}; put it in the environment (COFFER_AUTH_CLIENT_ID, "
+            "COFFER_AUTH_CLIENT_SECRET, or the variables auth_client_id_env and auth_client_secret_env name).",
         )
 
 

@@ -10,11 +10,15 @@ it (``Authorization: Bearer``, or the viewer's cookie, set by the login page a b
 ``/`` or by opening ``/?token=...`` once). Parameters of ``/api/v1`` are range-checked in
 ``_params``; bad input is a 400 with ``{code, message, hint}``. Filesystem actions also need the
 per-process action token the viewer page carries, and act only inside ``COFFER_HOME/knowledge``.
+
+With a team's identity provider (``auth_issuer``), ``external_verifier(settings, resource_url)``
+gives the MCP SDK's ``TokenVerifier`` for the access tokens it issues (``_external``).
 """
 
 from coffer_mcp.web._actions import NoOpenerError, OpenerFailedError, OutsideStoreError
 from coffer_mcp.web._api import ACTION_HEADER
 from coffer_mcp.web._app import STATIC_DIR, build_app
+from coffer_mcp.web._external import ExternalTokenVerifier, Introspection, external_verifier
 from coffer_mcp.web._security import COOKIE_NAME
 from coffer_mcp.web._serve import HttpServer, bind_http, check_bind, serve_http
 
@@ -22,12 +26,15 @@ __all__ = [
     "ACTION_HEADER",
     "COOKIE_NAME",
     "STATIC_DIR",
+    "ExternalTokenVerifier",
     "HttpServer",
+    "Introspection",
     "NoOpenerError",
     "OpenerFailedError",
     "OutsideStoreError",
     "bind_http",
     "build_app",
     "check_bind",
+    "external_verifier",
     "serve_http",
 ]
