@@ -440,8 +440,9 @@ class Settings(BaseModel):
         ge=0,
         description="How many chunks a knowledge base needs before its vector search goes through an approximate "
         "nearest-neighbour graph kept beside `coffer.db` instead of the exact scan (`0`: always the scan). The "
-        "graphs (`coffer.db-ann/`) are a cache of the index's vectors, rebuilt when missing or broken; they take "
-        "about 1.7 GB per million 384-dimension vectors. A server (`coffer serve`) builds one in the background "
+        "graphs (`coffer.db-ann/`) are a cache of the index's vectors, rebuilt when missing, broken or cut short, "
+        "also under a running server, which searches them in a process of its own and scans until the rebuild; they "
+        "take about 1.7 GB per million 384-dimension vectors. A server (`coffer serve`) builds one in the background "
         "at its first vector search; a command of the command line never starts a build (it scans meanwhile).",
     )
     # -- live folders (coffer_mcp/services/follow.py, watcher.py) --
