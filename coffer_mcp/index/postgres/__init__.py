@@ -38,7 +38,7 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
-from coffer_mcp.index.postgres import keyword, locks, vectors
+from coffer_mcp.index.postgres import keyword, locks, model_record, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import (
     Connection,
@@ -51,7 +51,7 @@ from coffer_mcp.index.postgres.connection import (
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
-from coffer_mcp.store import StorePaths
+from coffer_mcp.store import StoreModel, StorePaths
 
 __all__ = ["SETTLE_MIN_CHUNKS", "PostgresIndex"]
 
@@ -511,6 +511,24 @@ class PostgresIndex:
             row = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
             self._vector_version = row["extversion"] if row else ""
         return _iterative(self._vector_version)
+
+    # -- the store's embedding model ---------------------------------------------------------------
+
+    @_mapped
+    def store_model(self) -> StoreModel | None:
+        return model_record.recorded(self.conn)
+
+    @_mapped
+    def record_store_model(self, model: StoreModel, *, replace: bool = False) -> StoreModel:
+        return model_record.record(self.conn, model, replace=replace)
+
+    @_mapped
+    def vector_models(self) -> dict[str, int]:
+        return model_record.vector_models(self.conn)
+
+    @_mapped
+    def drop_model(self, identity: str) -> None:
+        self._vector_tables.discard(model_record.drop_model(self.conn, identity) or "")
 
     # -- verification and repair -------------------------------------------------------------------
 

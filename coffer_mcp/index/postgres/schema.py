@@ -274,6 +274,17 @@ CREATE TABLE store_identity (
 );
 """
 
+_STORE_MODEL = """
+-- The store's embedding model (store/embedding.py, index/postgres/model_record.py): one row, a copy of
+-- embedding.yaml, recorded when vectors are first written. ``details`` holds how it is built (JSON).
+CREATE TABLE store_model (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    identity text NOT NULL,
+    dimensions integer NOT NULL,
+    details text NOT NULL DEFAULT '{}'
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
@@ -285,6 +296,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0008_keyword_writes", _KEYWORD_WRITES),
     ("0009_source_stamps", _SOURCE_STAMPS),
     ("0010_store_identity", _STORE_IDENTITY),
+    ("0011_store_model", _STORE_MODEL),
 ]
 
 _EXTENSION_HINT = (

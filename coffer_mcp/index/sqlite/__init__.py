@@ -33,12 +33,13 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
+from coffer_mcp.index.sqlite import model_record, vectors
 from coffer_mcp.index.sqlite import queries as q
-from coffer_mcp.index.sqlite import vectors
 from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache, Partition
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.sqlite.schema import migrate
 from coffer_mcp.models import Chunk
+from coffer_mcp.store import StoreModel
 
 __all__ = ["SqliteIndex", "database_errors"]
 
@@ -353,6 +354,20 @@ class SqliteIndex:
         vectors, or another process is building it)."""
         table = vectors.table_of(self.conn, identity)
         return table is not None and self.ann.build(table, kb, self.conn, fresh=True)
+
+    # -- the store's embedding model ---------------------------------------------------------------
+
+    def store_model(self) -> StoreModel | None:
+        return model_record.recorded(self.conn)
+
+    def record_store_model(self, model: StoreModel, *, replace: bool = False) -> StoreModel:
+        return model_record.record(self.conn, model, replace=replace)
+
+    def vector_models(self) -> dict[str, int]:
+        return model_record.vector_models(self.conn)
+
+    def drop_model(self, identity: str) -> None:
+        model_record.drop_model(self.conn, identity)
 
     # -- verification and repair -------------------------------------------------------------------
 
