@@ -32,7 +32,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     │   └── EngineUnavailableError      engine_unavailable
     ├── ReconversionBlockedError        reconversion_blocked
     │   └── SourceConflictError         source_conflict
-    ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
+    ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down | store_model_changed
     ├── RerankError                     rerank_unavailable (search keeps its order; doctor reports it)
     ├── ConfigError                     invalid_config
     ├── FrontmatterError                invalid_frontmatter (a document's YAML, typed by hand, does not parse)
@@ -160,6 +160,9 @@ ERROR_CODES: dict[str, str] = {
     "keyword",
     "embedding_cooling_down": "the embedding provider failed less than `cooldown_seconds` ago and is not called "
     "again until then",
+    "store_model_changed": "vectors of a model that is not (or no longer) the store's were about to be stored: "
+    "another process changed the store's embedding model (`coffer embeddings use`); nothing was stored, the next "
+    "call uses the store's model",
     "rerank_unavailable": "the reranker failed (down, unreachable, bad key, no model); searches keep the "
     "unreranked order and say why (`coffer doctor` reports it)",
     "invalid_pack": "a pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed",

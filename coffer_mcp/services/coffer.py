@@ -4,6 +4,7 @@ A thin facade over the services, composed here and nowhere else::
 
     Registry ─┬─ KnowledgeBaseService ── Diagnosis
               │                       └─ PortabilityService
+              ├─ EmbeddingService (the store's embedding model: StoreEmbedding, in the registry)
               ├─ DocumentService ─┬────── SourceService
               │                   └────── FollowService ── Watcher (while a server runs)
               └─ RetrievalService
@@ -24,6 +25,7 @@ from coffer_mcp.index import Index, open_index
 from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
 from coffer_mcp.services.diagnosis import Diagnosis
 from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.services.embeddings import EmbeddingService
 from coffer_mcp.services.follow import FollowService
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.portability import PortabilityService
@@ -79,6 +81,7 @@ class Coffer:
         self.sources = SourceService(self.registry, self.documents, self.follow)
         self.portability = PortabilityService(self.registry, self.knowledge_bases)
         self.diagnosis = Diagnosis(self.registry, self.knowledge_bases)
+        self.embeddings = EmbeddingService(self.registry)
 
     @property
     def settings(self) -> Settings:
@@ -168,6 +171,10 @@ class Coffer:
     find_snapshot = _forward("portability", PortabilityService.find_snapshot)
     delete_snapshot = _forward("portability", PortabilityService.delete_snapshot)
     restore_snapshot = _forward("portability", PortabilityService.restore_snapshot)
+
+    # -- the store's embedding model ---------------------------------------------------------------
+    embedding_status = _forward("diagnosis", Diagnosis.embedder_status)
+    use_embedding_model = _forward("embeddings", EmbeddingService.use_embedding_model)
 
     # -- diagnosis and history ---------------------------------------------------------------------
     doctor = _forward("diagnosis", Diagnosis.doctor)
