@@ -173,7 +173,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     rebuild.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild", command_parser=rebuild)
+    _add_embeddings(commands)
     return parser
+
+
+def _add_embeddings(commands: Any) -> None:
+    """``coffer embeddings show|use``: the store's embedding model, and its explicit change."""
+    group = commands.add_parser("embeddings", help="the store's embedding model: which one, and changing it")
+    subs = group.add_subparsers(title="embeddings commands", metavar="EMBEDDINGS_COMMAND")
+    group.set_defaults(handler=_usage(group), command_parser=group)
+    show = subs.add_parser("show", help="the store's embedding model, and what this process does about it")
+    show.add_argument("--check", action="store_true", help="also make a test embedding")
+    use = subs.add_parser(
+        "use",
+        help="make a model the store's and embed every vector knowledge base with it",
+        description="Make MODEL (default: the model the settings name) the store's embedding model: every process "
+        "of the store uses it from then on, every document of a vector knowledge base is embedded with it, and "
+        "the old model's vectors are removed at the end. Run again after an interruption, it continues.",
+    )
+    use.add_argument("model", nargs="?", help="the model's name, e.g. sentence-transformers/all-MiniLM-L6-v2")
+    use.add_argument("--provider", choices=["fastembed", "openai"], help="default: the configured provider")
+    use.add_argument("--model-path", metavar="DIR", help="fastembed: a local folder holding the model")
+    use.add_argument("--base-url", metavar="URL", help="openai: the /v1/embeddings server")
+    use.add_argument("--api-key-env", metavar="NAME", help="openai: the environment variable holding the key")
+    use.add_argument("--dimensions", type=int, metavar="N", help="openai: the vectors' length to ask for")
+    use.add_argument("--confirm", action="store_true", help="replace the store's model (documents are embedded again)")
+    for sub, handler, name in ((show, _embeddings_show, "embeddings-show"), (use, _embeddings_use, "embeddings-use")):
+        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sub.set_defaults(handler=handler, command=name, command_parser=sub)
 
 
 def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Settings], int]:
@@ -417,6 +444,7 @@ EMBEDDING_COMMANDS = frozenset(
         "import",
         "restore",
         "index-rebuild",
+        "embeddings-use",
     }
 )
 """The ``kb`` commands that embed documents that are due (or a query); the others never do."""
@@ -875,6 +903,60 @@ def _render_reindex(r) -> str:
         line += skip.message
         line += f"\n    hint: {reword(skip.hint, 'cli')}" if skip.hint else ""
     return line
+
+
+def _embeddings_show(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        status = coffer.embedding_status(check=args.check)
+    _emit(args, status, _render_embedding)
+
+
+def _render_embedding(e) -> str:
+    doing = {
+        "unrecorded": "uses its own (recorded with the first vectors)",
+        "same": "uses it",
+        "store": "uses it, not the one its settings name",
+        "refused": "cannot build it: no vector work here (keyword search works)",
+        "off": "does no vector work (embedding provider none)",
+    }[e.use]
+    lines = [
+        f"store model:   {e.store_model or 'none yet'}",
+        f"own model:     {e.configured or 'none (provider none)'}",
+        f"this process:  {doing}" + (f", {e.dimensions} dims, {e.seconds}s" if e.reachable else ""),
+    ]
+    lines += [f"error: {e.error}"] if e.error else []
+    return "\n".join(lines + ([f"note: {e.note}"] if e.note else []))
+
+
+def _embeddings_use(args: argparse.Namespace, settings: Settings) -> int:
+    given = {
+        "embedding_provider": args.provider,
+        "embedding_model": args.model,
+        "embedding_model_path": args.model_path,
+        "embedding_base_url": args.base_url,
+        "embedding_api_key_env": args.api_key_env,
+        "embedding_dimensions": args.dimensions,
+    }
+    if any(value is not None for value in given.values()):
+        named = settings.embedding_model
+        settings = load_settings(os.environ, home=args.home, index_backend=args.index_backend, **given)
+        if args.model and not args.model_path and args.model != named:  # the configured folder holds another model
+            settings = settings.model_copy(update={"embedding_model_path": None})
+    with _service(settings, args) as coffer:
+        change = coffer.use_embedding_model(confirm=args.confirm, progress=_progress(args))
+    _emit(args, change, _render_change)
+    if change.warning and not args.json:
+        print(f"coffer: warning: {change.warning}", file=sys.stderr)
+    return EXIT_ERROR if change.warning else 0
+
+
+def _render_change(c) -> str:
+    was = f" (was {c.previous})" if c.previous and c.previous != c.model else ""
+    lines = [f"the store's embedding model: {c.model}, {c.dimensions} dimensions{was}"]
+    left = {k.kb: f", {k.remaining} left" if k.remaining else "" for k in c.knowledge_bases}
+    lines += [f"  {k.kb}: {k.embedded} embedded{left[k.kb]}" for k in c.knowledge_bases]
+    lines += [f"removed the vectors of {model}" for model in c.removed_models]
+    return "\n".join(lines)
 
 
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:
