@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow, TokenKind
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
@@ -31,7 +32,10 @@ __all__ = [
     "IndexDiagnosis",
     "InvocationRow",
     "KbCounts",
+    "OAuthClientRow",
+    "OAuthTokenRow",
     "PassageRow",
+    "TokenKind",
     "Where",
     "as_filter",
     "open_index",
