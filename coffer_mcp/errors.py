@@ -126,6 +126,8 @@ ERROR_CODES: dict[str, str] = {
     "unknown_kb": "no such knowledge base (the hint lists those that exist)",
     "unknown_document": "no such document id in that knowledge base",
     "unknown_snapshot": "no such snapshot of that knowledge base",
+    "unknown_client": "`coffer auth revoke --client`: no such OAuth client (`coffer auth clients` lists them)",
+    "unknown_grant": "`coffer auth revoke --grant`: no such live grant (`coffer auth tokens` lists them)",
     "unknown_tool": "a tool this server does not offer (e.g. a write tool with `--read-only`); the hint lists those "
     "it does",
     "unknown_prompt": "`prompts/get` of a prompt this server does not offer (e.g. `file_note` with `--read-only`); "

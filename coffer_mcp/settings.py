@@ -49,6 +49,8 @@ ENV_VARS: dict[str, str] = {
     "COFFER_READ_ONLY": "read_only",
     "COFFER_ALLOWED_DIRS": "allowed_dirs",
     "COFFER_HTTP_TOKEN": "http_token",
+    "COFFER_AUTH": "auth",
+    "COFFER_PUBLIC_URL": "public_url",
     "COFFER_EDITOR": "editor",
     "COFFER_HTML_MAIN_CONTENT": "html_main_content",
     "COFFER_INDEX_BACKEND": "index_backend",
@@ -137,6 +139,34 @@ class Settings(BaseModel):
     max_url_bytes: int = Field(default=25 * MB, ge=1)
     url_timeout: float = Field(default=30.0, gt=0, le=600)
     http_token: SecretStr | None = Field(default=None, description="Bearer token the HTTP server requires.")
+    # -- OAuth (coffer_mcp/web/_oauth.py, services/authorization.py) --
+    auth: Literal["token", "oauth", "external"] = Field(
+        default="token",
+        description="How the HTTP server authenticates: token (only http_token, the static bearer token), oauth "
+        "(also OAuth 2.1 tokens of its built-in authorization server, for the store's owner) or external (also "
+        "JWTs of an external identity provider, auth_issuer). http_token keeps working in every mode, with every "
+        "scope.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The address clients reach the HTTP server at, e.g. https://coffer.example.com behind a TLS "
+        "proxy: the OAuth issuer, and the resource its tokens are for (PUBLIC_URL/mcp). Default: "
+        "http://HOST:PORT of a loopback bind. Servers sharing one index behind one address all set it alike.",
+    )
+    auth_access_token_seconds: int = Field(
+        default=3600, ge=60, le=86_400, description="oauth: how long an access token lasts."
+    )
+    auth_refresh_token_seconds: int = Field(
+        default=30 * 86_400,
+        ge=3600,
+        le=365 * 86_400,
+        description="oauth: how long a refresh token lasts; each refresh issues a new one and retires the old.",
+    )
+    auth_client_metadata_hosts: list[str] = Field(
+        default_factory=list,
+        description="oauth: hosts or CIDR ranges whose client metadata documents may be fetched although they "
+        "are not public, over http too (tests, an intranet). Empty: https on public addresses only.",
+    )
     editor: str | None = Field(default=None, description="Command opening a file in the user's editor.")
     snapshot_retention: int = Field(default=20, ge=1, le=10_000)
     lock_timeout: float = Field(default=60.0, gt=0)
@@ -276,6 +306,16 @@ class Settings(BaseModel):
         if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080/v1/rerank")
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError("must be an http:// or https:// address without a query, e.g. https://coffer.example.com")
+        return value.strip().rstrip("/")
 
     @field_validator("allowed_dirs", mode="before")
     @classmethod

@@ -51,9 +51,9 @@ SETTING_NOTES: dict[str, str] = {
     "server); `0` for none",
     "max_url_bytes": "largest page or file URL ingest downloads",
     "url_timeout": "seconds a whole URL fetch may take: resolving, connecting, every redirect, headers and body",
-    "http_token": "bearer token every HTTP route requires; mandatory when listening beyond loopback; at least 16 "
-    "printable ASCII characters without spaces, else `coffer serve --http` refuses to start (see "
-    "[http.md](http.md#security))",
+    "http_token": "bearer token every HTTP route requires; mandatory when listening beyond loopback (unless `auth` is "
+    "`oauth` or `external`); at least 16 printable ASCII characters without spaces, else `coffer serve --http` "
+    "refuses to start; in every `auth` mode it keeps every scope, for scripts (see [http.md](http.md#security))",
     "editor": 'the command the viewer\'s "open in editor" runs, with the file path appended; unset: `VISUAL`, '
     "else `EDITOR`, else the OS opener",
     "snapshot_retention": "snapshots kept per knowledge base (in `snapshots/<kb>/`); taking one more removes the "
