@@ -27,12 +27,20 @@ from coffer_mcp.mcp_server._client_log import forward_core_logs
 from coffer_mcp.mcp_server._completions import DOCUMENT_TEMPLATE, register_completions
 from coffer_mcp.mcp_server._confirm import count_documents
 from coffer_mcp.mcp_server._prompts import PROMPTS, register_prompts
-from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
+from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, TOOL_SCOPES, register_tools
 from coffer_mcp.mcp_server._runner import Runner
 from coffer_mcp.mcp_server._server import CofferServer
 from coffer_mcp.services import Coffer
 
-__all__ = ["CORE_TOOLS", "PROMPTS", "READ_TOOLS", "TOOL_NAMES", "build_server", "build_unconfigured_server"]
+__all__ = [
+    "CORE_TOOLS",
+    "PROMPTS",
+    "READ_TOOLS",
+    "TOOL_NAMES",
+    "TOOL_SCOPES",
+    "build_server",
+    "build_unconfigured_server",
+]
 
 log = logging.getLogger(__name__)
 
