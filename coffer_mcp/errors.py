@@ -35,6 +35,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
     ├── RerankError                     rerank_unavailable (search keeps its order; doctor reports it)
     ├── ConfigError                     invalid_config
+    ├── InsufficientScopeError          insufficient_scope (an OAuth token without the scope a tool needs)
     ├── FrontmatterError                invalid_frontmatter (a document's YAML, typed by hand, does not parse)
     ├── StoreError                      store_error | busy | schema_too_new
     │   └── SnapshotError               invalid_snapshot
@@ -71,6 +72,7 @@ __all__ = [
     "ForbiddenActionError",
     "FrontmatterError",
     "IngestRejectedError",
+    "InsufficientScopeError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidPatternError",
@@ -173,6 +175,8 @@ ERROR_CODES: dict[str, str] = {
     "mistyped home, a volume not mounted); nothing was changed",
     "schema_too_new": "`coffer.db` was written by a newer Coffer; the hint says how to upgrade or rebuild it",
     "invalid_config": "`config.yaml` or a `COFFER_*` variable does not load; the hint names what to fix",
+    "insufficient_scope": "a tool call with an OAuth token that lacks the scope the tool needs (over HTTP: a 403 "
+    "whose `WWW-Authenticate` names the scope, for the client to ask for it)",
     "invalid_frontmatter": "a write (edit, tags, re-ingest) to a document whose frontmatter does not parse (a YAML "
     "typo made by hand): the message names the file and where YAML failed; the file was left untouched (also why "
     "a forced reindex did not convert it again)",
@@ -463,6 +467,12 @@ class RerankError(CofferError):
 
 class ConfigError(CofferError):
     code = "invalid_config"
+
+
+class InsufficientScopeError(CofferError):
+    """An OAuth token without the scope what it asked for needs (``coffer:write``, ``coffer:admin``)."""
+
+    code = "insufficient_scope"
 
 
 class FrontmatterError(CofferError):

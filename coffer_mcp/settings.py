@@ -314,7 +314,9 @@ class Settings(BaseModel):
             return None
         parts = urlsplit(value.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-            raise ValueError("must be an http:// or https:// address without a query, e.g. https://coffer.example.com")
+            raise ValueError("must be an http:// or https:// address, e.g. https://coffer.example.com")
+        if parts.path not in ("", "/"):
+            raise ValueError("must be the server's root address, without a path (Coffer serves /mcp at its root)")
         return value.strip().rstrip("/")
 
     @field_validator("allowed_dirs", mode="before")
