@@ -68,7 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _NOTES.clear()
     try:
         try:
-            settings = load_settings(os.environ, home=args.home, index_backend=args.index_backend)
+            settings = load_settings(
+                os.environ,
+                home=args.home,
+                index_backend=args.index_backend,
+                auth=getattr(args, "auth", None),
+                public_url=getattr(args, "public_url", None),
+            )
         except ConfigError as exc:
             if args.handler is not _serve or args.http:
                 raise
@@ -134,6 +140,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help=f"HTTP address to bind (default {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
     serve.add_argument("--token", help="bearer token every HTTP request must carry (or COFFER_HTTP_TOKEN)")
+    serve.add_argument(
+        "--auth",
+        choices=["token", "oauth", "external"],
+        help="token: the HTTP token only; oauth: also be an OAuth 2.1 authorization server for the owner; external: "
+        "also accept an identity provider's tokens (default: $COFFER_AUTH or token)",
+    )
+    serve.add_argument(
+        "--public-url", metavar="URL", help="the address clients reach the server at, behind a TLS proxy (OAuth issuer)"
+    )
     serve.add_argument("--json-response", action="store_true", help="answer HTTP requests with JSON, not SSE")
     serve.add_argument(
         "--allowed-host",
@@ -155,6 +170,14 @@ def _parser() -> argparse.ArgumentParser:
         sub = kb_commands.add_parser(name, help=helptext, description=helptext)
         sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
         sub.set_defaults(command=name, command_parser=sub)
+        configure(sub)
+    auth = commands.add_parser("auth", help="the HTTP server's OAuth: the owner's password, clients, grants")
+    auth_commands = auth.add_subparsers(title="auth commands", metavar="AUTH_COMMAND")
+    auth.set_defaults(handler=_usage(auth), command_parser=auth)
+    for name, helptext, configure in _AUTH_COMMANDS:
+        sub = auth_commands.add_parser(name, help=helptext, description=helptext)
+        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sub.set_defaults(command=f"auth-{name}", command_parser=sub)
         configure(sub)
     index = commands.add_parser("index", help="the index as a whole (rebuilt from the files)")
     index_commands = index.add_subparsers(title="index commands", metavar="INDEX_COMMAND")
@@ -949,6 +972,8 @@ _HTTP_OPTIONS = {
     "host": "--host",
     "port": "--port",
     "token": "--token",
+    "auth": "--auth",
+    "public_url": "--public-url",
     "json_response": "--json-response",
     "allowed_host": "--allowed-host",
 }
@@ -1008,11 +1033,12 @@ def _serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
 
 def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
     from coffer_mcp.services import Coffer
-    from coffer_mcp.web import check_bind, serve_http
+    from coffer_mcp.web import check_bind, external_auth, serve_http
 
     token = args.token or (settings.http_token.get_secret_value() if settings.http_token else None)
     host = DEFAULT_HOST if args.host is None else args.host
-    check_bind(host, token)  # before anything else: refuse to listen beyond loopback unprotected
+    check_bind(host, token, settings.auth)  # before anything else: refuse to listen beyond loopback unprotected
+    external = external_auth(settings) if settings.auth == "external" else None
     coffer = Coffer(settings)
     try:
         with _watching(coffer):
@@ -1025,6 +1051,7 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
                 allowed_hosts=args.allowed_host or [],
                 curation=False if args.no_curation else None,
                 read_only=args.read_only or None,
+                external=external,
             )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how an HTTP server is stopped
@@ -1093,6 +1120,109 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("snapshots", "list a knowledge base's snapshots", _add_name(_kb_snapshots)),
     ("restore", "go back to a snapshot (the current state is snapshotted first)", _add_snapshot_id(_kb_restore)),
     ("snapshot-delete", "delete one snapshot", _add_snapshot_id(_kb_snapshot_delete)),
+]
+
+
+# -- coffer auth ---------------------------------------------------------------------------------
+
+
+def _add_revoke(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--client", metavar="CLIENT_ID", help="forget a client and every token issued to it")
+    which.add_argument("--grant", "--token", metavar="GRANT_ID", help="revoke one grant's tokens (coffer auth tokens)")
+    p.set_defaults(handler=_auth_revoke)
+
+
+def _auth_set_password(args: argparse.Namespace, settings: Settings) -> None:
+    password = _read_password()
+    with _service(settings, args) as coffer:
+        coffer.authorization.set_password(password)
+    _emit(
+        args,
+        {"password_set": True},
+        lambda _: "owner password set: the consent page and the viewer accept it (stored as a salted scrypt hash)",
+    )
+
+
+def _read_password() -> str:
+    """The new password: asked twice on a terminal, else the first line of stdin (never an argument)."""
+    if sys.stdin.isatty():
+        import getpass
+
+        first = getpass.getpass("New owner password: ")
+        if getpass.getpass("Again: ") != first:
+            raise InvalidArgumentError("The two passwords differ; nothing was changed.", hint="Type the same twice.")
+        return first
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def _auth_clients(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        clients = coffer.authorization.clients()
+    _emit(
+        args,
+        clients,
+        lambda items: (
+            _table(
+                ["CLIENT_ID", "NAME", "KIND", "GRANTS", "APPROVED"],
+                [[c.client_id, c.name or "—", c.kind, c.grants, c.approved_at or "never"] for c in items],
+            )
+            if items
+            else "no OAuth clients yet (they register when they first connect to coffer serve --http --auth oauth)"
+        ),
+    )
+
+
+def _auth_tokens(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        grants = coffer.authorization.grants()
+    _emit(
+        args,
+        grants,
+        lambda items: (
+            _table(
+                ["GRANT", "CLIENT", "SUBJECT", "SCOPES", "GRANTED", "EXPIRES"],
+                [
+                    [
+                        g.grant_id,
+                        g.client_name or g.client_id,
+                        g.subject,
+                        " ".join(g.scopes),
+                        g.granted_at,
+                        g.expires_at,
+                    ]
+                    for g in items
+                ],
+            )
+            if items
+            else "no live grants"
+        ),
+    )
+
+
+def _auth_revoke(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        if args.client is not None:
+            coffer.authorization.revoke_client(args.client)
+        else:
+            coffer.authorization.revoke_grant(args.grant)
+    what = f"client '{args.client}'" if args.client is not None else f"grant '{args.grant}'"
+    _emit(args, {"revoked": args.client or args.grant}, lambda _: f"revoked {what}: its tokens no longer work")
+
+
+_AUTH_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
+    (
+        "set-password",
+        "set the owner's password, which the consent page and the viewer accept (read from the terminal or stdin)",
+        lambda p: p.set_defaults(handler=_auth_set_password),
+    ),
+    ("clients", "list the OAuth clients (never their secrets)", lambda p: p.set_defaults(handler=_auth_clients)),
+    (
+        "tokens",
+        "list the live grants: who holds tokens, for what (never a token)",
+        lambda p: p.set_defaults(handler=_auth_tokens),
+    ),
+    ("revoke", "revoke a client (and all its tokens) or one grant", _add_revoke),
 ]
 
 
