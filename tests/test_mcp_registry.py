@@ -11,6 +11,7 @@ from mcp.types import Implementation
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import READ_TOOLS, TOOL_NAMES, TOOL_SCOPES, build_server
 from coffer_mcp.mcp_server._registry import TOOLS
+from coffer_mcp.mcp_server._scopes import beyond_scope
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +114,13 @@ def test_a_tool_needs_the_read_scope_exactly_when_a_read_only_server_offers_it()
         assert (TOOL_SCOPES[entry.name] == "coffer:read") == (entry.name in READ_TOOLS), entry.name
         if entry.annotations.read_only_hint:
             assert TOOL_SCOPES[entry.name] == "coffer:read", entry.name
+
+
+def test_a_call_beyond_the_tokens_scope_is_refused_by_the_mcp_layer_as_well() -> None:
+    # Over HTTP the guard answers such a call with 403 first; this is the MCP layer's own rule.
+    refused = beyond_scope("coffer__add_document", frozenset({"coffer:read"}))
+    assert refused is not None
+    assert refused.code == "insufficient_scope"
+    assert "coffer:write" in refused.message
+    assert beyond_scope("coffer__add_document", None) is None  # no OAuth token in play: every tool
+    assert beyond_scope("coffer__search_knowledge", frozenset({"coffer:read"})) is None

@@ -536,3 +536,14 @@ def test_a_metadata_document_that_is_not_trusted_names_no_client(
             documents.close()
     assert refused.status_code == 400
     assert "not found" in refused.json()["error_description"]
+
+
+def test_a_token_request_with_a_wrong_client_secret_is_refused(oauth_url: str) -> None:
+    client = register(oauth_url)
+    form = {"grant_type": "refresh_token", "refresh_token": "coffer_rt_x", "client_id": client["client_id"]}
+    wrong = httpx.post(f"{oauth_url}/token", data={**form, "client_secret": "not-it"}, timeout=20)
+    basic = httpx.post(f"{oauth_url}/token", data=form, auth=(client["client_id"], "not-it"), timeout=20)
+    right = httpx.post(f"{oauth_url}/token", data={**form, "client_secret": client["client_secret"]}, timeout=20)
+    assert (wrong.status_code, wrong.json()["error"]) == (401, "invalid_client")
+    assert basic.status_code == 401
+    assert (right.status_code, right.json()["error"]) == (400, "invalid_grant")  # authenticated; the token is unknown
