@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import os
 import re
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -40,7 +43,7 @@ from tests.web.oauth_support import (
     read_form,
     sdk_provider,
 )
-from tests.web.support import Seeded, make_coffer, running, seed
+from tests.web.support import WEB_TESTS, Seeded, make_coffer, running, seed
 
 pytestmark = pytest.mark.anyio
 
@@ -547,3 +550,32 @@ def test_a_token_request_with_a_wrong_client_secret_is_refused(oauth_url: str) -
     assert (wrong.status_code, wrong.json()["error"]) == (401, "invalid_client")
     assert basic.status_code == 401
     assert (right.status_code, right.json()["error"]) == (400, "invalid_grant")  # authenticated; the token is unknown
+
+
+# -- the TypeScript SDK ------------------------------------------------------------------------------
+
+
+def test_the_typescript_sdk_client_signs_the_owner_in_by_discovery_and_searches(
+    oauth_url: str, owned: tuple[Coffer, Seeded]
+) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the TypeScript SDK test needs Node 18+)")
+    if not (WEB_TESTS / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        pytest.skip("tests/web/node_modules is missing: run 'npm ci' in tests/web (.ci/run does)")
+    done = subprocess.run(
+        [node, str(WEB_TESTS / "mcp_oauth_client.mjs"), f"{oauth_url}/mcp", "notes", "retrieval"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COFFER_TEST_PASSWORD": PASSWORD},
+        cwd=WEB_TESTS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["registered"] is True
+    assert out["scope"] == "coffer:read coffer:write"
+    assert set(out["tools"]) == set(TOOL_NAMES) - BEYOND_WRITE
+    assert out["isError"] is False
+    assert owned[1].alpha in {p["document_id"] for p in out["structured"]["passages"]}
