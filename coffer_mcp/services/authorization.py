@@ -281,7 +281,13 @@ class AuthorizationService:
     # -- an authorization, step by step ------------------------------------------------------------
 
     def start_request(self, client_id: str, scopes: Iterable[str], resource: str, details: dict[str, Any]) -> str:
-        """Keep an authorization request until the owner answers it; its id (the consent page's)."""
+        """Keep an authorization request until the owner answers it; its id (the consent page's).
+
+        Anyone may start one, so the expired ones go first: requests never answered do not pile up.
+        """
+        now = self.clock()
+        with self.index.transaction():
+            self.index.purge_oauth(now, _iso(now - UNAPPROVED_CLIENT_SECONDS))
         return self._issue(
             REQUEST_PREFIX,
             "request",

@@ -151,6 +151,11 @@ def _oauth(
             "OAuth needs the address clients reach this server at.",
             hint="Set COFFER_PUBLIC_URL (e.g. https://coffer.example.com), or bind to a loopback address.",
         )
+    if not base.startswith("https:") and not is_loopback(urlsplit(base).hostname or ""):
+        raise ConfigError(
+            f"OAuth tokens and passwords must not cross the network in clear: {base} is not https.",
+            hint="Put a TLS proxy in front and set COFFER_PUBLIC_URL to its https:// address.",
+        )
     resource = f"{base}/mcp"
     if auth == "external":
         if external is None:

@@ -25,12 +25,13 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import anyio
 import httpx
 import pytest
+from mcp.server.auth.provider import AccessToken
 
 from coffer_mcp import Coffer
 from coffer_mcp.errors import ConfigError
 from coffer_mcp.mcp_server import READ_TOOLS, TOOL_NAMES, TOOL_SCOPES
 from coffer_mcp.services.authorization import OWNER, AuthorizationService
-from coffer_mcp.web import bind_http
+from coffer_mcp.web import ExternalAuth, bind_http
 from coffer_mcp.web._owner import MAX_FAILURES
 from tests.web.conftest import TOKEN
 from tests.web.oauth_support import (
@@ -579,3 +580,66 @@ def test_the_typescript_sdk_client_signs_the_owner_in_by_discovery_and_searches(
     assert set(out["tools"]) == set(TOOL_NAMES) - BEYOND_WRITE
     assert out["isError"] is False
     assert owned[1].alpha in {p["document_id"] for p in out["structured"]["passages"]}
+
+
+@pytest.mark.parametrize(
+    ("host", "public_url", "problem"),
+    [("0.0.0.0", None, "COFFER_PUBLIC_URL"), ("0.0.0.0", "http://coffer.example.com", "not https")],
+)
+def test_oauth_beyond_loopback_needs_its_https_public_address(
+    owned: tuple[Coffer, Seeded], host: str, public_url: str | None, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        bind_http(owned[0], host=host, port=0, auth="oauth", public_url=public_url)
+    assert problem in f"{refused.value.message} {refused.value.hint}"
+
+
+# -- an external identity provider (the seam) -------------------------------------------------------
+
+
+class IdentityProviderTokens:
+    """Stands for an external identity provider's JWT validator: the tokens it would accept, for ``resource``."""
+
+    resource = ""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        scopes = {"idp-reader": ["coffer:read"], "idp-writer": ["coffer:write"]}.get(token)
+        if scopes is None:
+            return None
+        claims = {"iss": "https://idp.example", "client_name": "ci-bot"}
+        return AccessToken(
+            token=token, client_id="ci-bot", scopes=scopes, resource=self.resource, subject="alice", claims=claims
+        )
+
+
+def test_with_an_external_identity_provider_its_tokens_get_the_same_scopes_and_actor(
+    owned: tuple[Coffer, Seeded],
+) -> None:
+    service = owned[0]
+    tokens = IdentityProviderTokens()
+    server = bind_http(service, port=0, auth="external", external=ExternalAuth("https://idp.example", tokens))
+    tokens.resource = f"{server.url}/mcp"  # the audience the validator checks: this server's /mcp
+    server.start()
+    try:
+        url = server.url
+        with httpx.Client(base_url=url, timeout=20) as http:
+            metadata = http.get("/.well-known/oauth-protected-resource/mcp").json()
+            anonymous = http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+            no_server_here = http.get("/.well-known/oauth-authorization-server")
+            reader = {**MCP_HEADERS, "Authorization": "Bearer idp-reader"}
+            add = call("coffer__add_document", {"kb": "notes", "filename": "x.md", "content": "# X"})
+            refused = http.post("/mcp", json=add, headers=reader)
+            writer = {**MCP_HEADERS, "Authorization": "Bearer idp-writer"}
+            opened = http.post("/mcp", json=INITIALIZE, headers=writer)
+            session = {**writer, "mcp-session-id": opened.headers["mcp-session-id"]}
+            http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            added = http.post("/mcp", json=call("coffer__add_document", add["params"]["arguments"]), headers=session)
+    finally:
+        server.stop(timeout=15)
+    assert metadata["authorization_servers"] == ["https://idp.example"]
+    assert anonymous.status_code == 401
+    assert no_server_here.status_code == 401  # no built-in authorization server in this mode
+    assert refused.status_code == 403
+    assert challenge(refused)["scope"] == "coffer:read coffer:write"
+    assert added.status_code == 200
+    assert service.index.audit_events("notes")[-1].actor == "oauth:alice via ci-bot"
