@@ -148,7 +148,9 @@ class CofferProvider:
         )
         return f"{CONSENT_PATH}?request={request}"
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> Any:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
         row = await anyio.to_thread.run_sync(self.auth.code, authorization_code)
         if row is None or row.client_id != client.client_id:
             return None
@@ -169,7 +171,7 @@ class CofferProvider:
     ) -> OAuthToken:
         return await self._tokens(lambda: self.auth.exchange_code(authorization_code.code))
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> Any:
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         row = await anyio.to_thread.run_sync(self.auth.refresh_token, refresh_token)
         if row is None or row.client_id != client.client_id:
             return None
@@ -187,7 +189,7 @@ class CofferProvider:
     ) -> OAuthToken:
         return await self._tokens(lambda: self.auth.refresh(refresh_token.token, scopes))
 
-    async def load_access_token(self, token: str) -> Any:
+    async def load_access_token(self, token: str) -> AccessToken | None:
         row = await anyio.to_thread.run_sync(self.auth.access_token, token)
         return None if row is None else access_token(token, row)
 

@@ -339,17 +339,21 @@ class Guard:
             return
         outcome = await sign_in.check(secret)
         if outcome is SignIn.THROTTLED:
-            await _send_login_page(send, _TOO_MANY.format(minutes=max(1, round(sign_in.retry_after() / 60))), 429)
+            minutes = max(1, round(sign_in.retry_after() / 60))
+            await _send_login_page(send, _TOO_MANY.format(minutes=minutes), 429, password=True)
         elif outcome is SignIn.PASSWORD:
             await self._set_cookie(send, SESSION_COOKIE, await self.oauth.open_session())
         else:
-            await _send_login_page(send, _WRONG_SECRET)
+            await _send_login_page(send, _WRONG_SECRET, password=True)
 
     async def _unauthorized(self, scope: Scope, headers: Headers, send: Send) -> None:
         """No valid token: a browser opening the viewer gets the login page, anything else 401 JSON."""
         if wants_login_page(scope, headers):
             tried = _query(scope).get("token") is not None
-            await _send_login_page(send, (_WRONG_SECRET if self.oauth else _WRONG_TOKEN) if tried else "")
+            password = self.oauth is not None and self.oauth.sign_in is not None
+            await _send_login_page(
+                send, (_WRONG_SECRET if password else _WRONG_TOKEN) if tried else "", password=password
+            )
             return
         if self.oauth is None:
             await _refuse(_UNAUTHORIZED, send)
@@ -452,8 +456,8 @@ _LOGIN_HEADERS = [
 ]
 
 
-async def _send_login_page(send: Send, message: str, status: int = 401) -> None:
-    body = login_page(message)
+async def _send_login_page(send: Send, message: str, status: int = 401, *, password: bool = False) -> None:
+    body = login_page(message, password=password)
     await send(
         {
             "type": "http.response.start",

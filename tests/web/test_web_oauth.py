@@ -433,10 +433,12 @@ def test_oauth_without_a_password_or_a_token_refuses_to_start(tmp_path: Path) ->
 
 def test_the_viewer_accepts_the_owners_password_for_a_session_that_never_opens_mcp(oauth_url: str) -> None:
     with httpx.Client(base_url=oauth_url, timeout=30) as browser:
+        page = browser.get("/", headers={"Accept": "text/html"})
         wrong = browser.post("/", data={"token": "not the password"})
         signed_in = browser.post("/", data={"token": PASSWORD})
         api = browser.get("/api/v1/knowledge_bases")
         mcp = browser.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+    assert "the owner's password" in page.text
     assert wrong.status_code == 401
     assert "token or password is not right" in wrong.text
     assert signed_in.status_code == 303
