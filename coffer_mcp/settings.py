@@ -69,6 +69,10 @@ ENV_VARS: dict[str, str] = {
     "COFFER_READ_ONLY": "read_only",
     "COFFER_ALLOWED_DIRS": "allowed_dirs",
     "COFFER_HTTP_TOKEN": "http_token",
+    "COFFER_HTTP_HEADER_TIMEOUT": "http_header_timeout",
+    "COFFER_HTTP_BODY_TIMEOUT": "http_body_timeout",
+    "COFFER_HTTP_MAX_CONNECTIONS": "http_max_connections",
+    "COFFER_HTTP_SESSION_IDLE_TIMEOUT": "http_session_idle_timeout",
     "COFFER_EDITOR": "editor",
     "COFFER_HTML_MAIN_CONTENT": "html_main_content",
     "COFFER_INDEX_BACKEND": "index_backend",
@@ -291,6 +295,38 @@ class Settings(BaseModel):
         default=60.0,
         gt=0,
         description="Seconds a writer waits for another writer on the same knowledge base before failing with `busy`.",
+    )
+    # -- the HTTP server against slow and idle clients (coffer_mcp/web/_connections.py) --
+    http_header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="Seconds a client has to send a request's complete headers, counted from when it connects "
+        "(or from the previous response on a kept-alive connection); then the connection is closed, however "
+        "slowly it was still sending.",
+    )
+    http_body_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="Seconds a request's body may take to arrive once its headers are in; then the connection is "
+        "closed. Raise it to send large documents over a slow link.",
+    )
+    http_max_connections: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Open HTTP connections at most. Unset: derived from the process's file-descriptor limit "
+        "(ulimit -n), keeping descriptors for the index, files, the converter and the embedding service. At the "
+        "limit a new connection closes the oldest one still waiting for its request; when every one is busy with "
+        "a request, it gets 503 and is closed.",
+    )
+    http_session_idle_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        le=7 * 86_400,
+        description="Seconds an MCP session may go without a request in flight (or an open event stream) before "
+        "the server ends it; its next request gets 404 and the client starts a new session.",
     )
     reconcile_lock_wait: float = Field(
         default=2.0,

@@ -13,6 +13,10 @@ per-process action token the viewer page carries, and act only inside ``COFFER_H
 
 With a team's identity provider (``auth_issuer``), ``external_verifier(settings, resource_url)``
 gives the MCP SDK's ``TokenVerifier`` for the access tokens it issues (``_external``).
+
+Against hostile connections (``_connections``): deadlines for a request's headers and body, a
+connection ceiling below the descriptor limit, failed accepts counted in one log line; idle MCP
+sessions end after ``http_session_idle_timeout``.
 """
 
 from coffer_mcp.web._actions import NoOpenerError, OpenerFailedError, OutsideStoreError

@@ -73,6 +73,7 @@ def build_app(
     mcp_app = server.streamable_http_app(
         json_response=json_response,
         max_request_body_size=body_limit,
+        session_idle_timeout=service.settings.http_session_idle_timeout,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     session_manager = server.session_manager
