@@ -39,7 +39,7 @@ from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT
 from coffer_mcp.services.documents import MAX_LIST_LIMIT
 from coffer_mcp.services.pages import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_TOP_K
-from coffer_mcp.settings import Settings, load_settings
+from coffer_mcp.settings import DEFAULT_HOME, Settings, bound_of, default_of, load_settings
 from coffer_mcp.store import escape_hidden
 from coffer_mcp.store.kbconfig import MAX_DESCRIPTION
 
@@ -127,11 +127,12 @@ def serve_main() -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coffer", description="Coffer: a local-first knowledge base over MCP.")
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
-    parser.add_argument("--home", help="the Coffer home folder (default: $COFFER_HOME or ~/.coffer)")
+    parser.add_argument("--home", help=f"the Coffer home folder (default: $COFFER_HOME or {DEFAULT_HOME})")
     parser.add_argument(
         "--index-backend",
-        choices=["sqlite", "postgres"],
-        help="where the index lives (default: $COFFER_INDEX_BACKEND or sqlite); postgres needs COFFER_DATABASE_URL",
+        choices=get_args(Settings.model_fields["index_backend"].annotation),
+        help=f"where the index lives (default: $COFFER_INDEX_BACKEND or {default_of('index_backend')}); postgres "
+        "needs COFFER_DATABASE_URL",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
@@ -210,13 +211,27 @@ def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Set
 
 
 _DESCRIPTION_HELP = f"what the knowledge base holds, for agents choosing one (at most {MAX_DESCRIPTION:,} characters)"
+_SIZE_RANGE = f"{bound_of(Settings, 'chunk_size', 'ge')}-{bound_of(Settings, 'chunk_size', 'le')}"
+_CHUNK_SIZE_HELP = f"characters per chunk, {_SIZE_RANGE}"
+_CHUNK_OVERLAP_HELP = "characters a chunk repeats from the one before it, below half the chunk size"
 
 
 def _add_create(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--description", default="", metavar="TEXT", help=_DESCRIPTION_HELP)
-    p.add_argument("--chunk-size", type=int)
-    p.add_argument("--chunk-overlap", type=int)
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help=f"{_CHUNK_SIZE_HELP} (default: the chunk_size setting, {default_of('chunk_size')} unless set)",
+    )
+    p.add_argument(
+        "--chunk-overlap",
+        type=int,
+        metavar="N",
+        help=f"{_CHUNK_OVERLAP_HELP} (default: the chunk_overlap setting, {default_of('chunk_overlap')} unless set, "
+        "shrunk in proportion for a smaller --chunk-size)",
+    )
     p.add_argument("--vector", action="store_true", help="also embed documents for hybrid search")
     p.set_defaults(handler=_kb_create)
 
@@ -224,8 +239,8 @@ def _add_create(p: argparse.ArgumentParser) -> None:
 def _add_update(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--description", metavar="TEXT", help=_DESCRIPTION_HELP)
-    p.add_argument("--chunk-size", type=int)
-    p.add_argument("--chunk-overlap", type=int)
+    p.add_argument("--chunk-size", type=int, metavar="N", help=f"{_CHUNK_SIZE_HELP}; re-chunks every document")
+    p.add_argument("--chunk-overlap", type=int, metavar="N", help=f"{_CHUNK_OVERLAP_HELP}; re-chunks every document")
     _add_switch(p, "vector", "embed documents for hybrid search", "drop the vectors")
     _add_switch(
         p, "auto-update-sources", "let check-sources refresh changed documents", "check-sources only reports them"
@@ -1033,12 +1048,11 @@ def _serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
 
 def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
     from coffer_mcp.services import Coffer
-    from coffer_mcp.web import check_bind, external_auth, serve_http
+    from coffer_mcp.web import check_bind, serve_http
 
     token = args.token or (settings.http_token.get_secret_value() if settings.http_token else None)
     host = DEFAULT_HOST if args.host is None else args.host
     check_bind(host, token, settings.auth)  # before anything else: refuse to listen beyond loopback unprotected
-    external = external_auth(settings) if settings.auth == "external" else None
     coffer = Coffer(settings)
     try:
         with _watching(coffer):
@@ -1051,7 +1065,6 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
                 allowed_hosts=args.allowed_host or [],
                 curation=False if args.no_curation else None,
                 read_only=args.read_only or None,
-                external=external,
             )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how an HTTP server is stopped

@@ -14,6 +14,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     CofferError
     ├── InvalidArgumentError            invalid_argument | invalid_url (a URL that does not parse)
     │                                   | undecodable_name (a path that is not valid UTF-8)
+    │                                   | invalid_request (a JSON-RPC request that does not parse)
     │   ├── InvalidNameError            invalid_name
     │   ├── InvalidPatternError         invalid_pattern
     │   ├── ConfirmationRequiredError   confirmation_required | confirmation_declined
@@ -180,6 +181,9 @@ ERROR_CODES: dict[str, str] = {
     "invalid_frontmatter": "a write (edit, tags, re-ingest) to a document whose frontmatter does not parse (a YAML "
     "typo made by hand): the message names the file and where YAML failed; the file was left untouched (also why "
     "a forced reindex did not convert it again)",
+    "invalid_request": "a JSON-RPC request that does not parse, answered with a JSON-RPC parse error (`-32700`) "
+    "rather than a tool error: text holding a lone UTF-16 surrogate (`\\udcff`), which is not a Unicode character "
+    "(the message says where), or, on stdio, a line that is not JSON",
     "internal_error": "an unexpected failure inside Coffer (a bug); the message names only the exception's type, "
     "the traceback goes to the server's stderr",
 }

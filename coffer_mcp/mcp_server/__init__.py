@@ -11,7 +11,8 @@ over HTTP with an OAuth token, whose scopes also decide which tools it sees: ``_
 resources, ``coffer://<kb>/<document id>``. Prompts (``_prompts``), completions of their
 arguments and of the resource template (``_completions``), log messages for the user
 (``_client_log``, ``_notices``) and confirmations asked of the user (``_confirm``) complete the
-surface.
+surface. A request that does not parse (a lone UTF-16 surrogate, a line that is not JSON) gets a
+JSON-RPC parse error with a hint (``_unreadable``; ``surrogate_answer`` for the HTTP transport).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, 
 from coffer_mcp.mcp_server._runner import ACTOR_KEY, GRANTED_SCOPES_KEY, Runner
 from coffer_mcp.mcp_server._scopes import hide_tools_beyond_scope
 from coffer_mcp.mcp_server._server import CofferServer
+from coffer_mcp.mcp_server._unreadable import surrogate_answer
 from coffer_mcp.services import Coffer
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "TOOL_SCOPES",
     "build_server",
     "build_unconfigured_server",
+    "surrogate_answer",
 ]
 
 log = logging.getLogger(__name__)

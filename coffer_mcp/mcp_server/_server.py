@@ -5,6 +5,7 @@ a crash outside the tool body) with its own text. ``call_tool`` is the one place
 pass, so they are turned into ``{"code", "message", "hint"}`` here, like the ``CofferError``s the
 tool bodies return through the ``Runner``. ``get_prompt`` does the same for prompts: the SDK
 answers an unknown prompt or a missing argument with an internal error, Coffer with invalid params.
+On stdio, a line the SDK cannot parse gets an answer too (``_unreadable``), where the SDK drops it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import (
     CallToolResult,
     GetPromptResult,
@@ -33,6 +35,7 @@ from coffer_mcp.mcp_server._confirm import unanswered
 from coffer_mcp.mcp_server._prompts import invalid_params, prompt_refusal
 from coffer_mcp.mcp_server._runner import Runner, caller, granted_scopes, internal_error, tool_error
 from coffer_mcp.mcp_server._scopes import beyond_scope
+from coffer_mcp.mcp_server._unreadable import AnsweringStdin
 from coffer_mcp.mcp_server._wire import input_schema
 
 __all__ = ["CofferServer"]
@@ -81,6 +84,13 @@ class CofferServer(MCPServer):
         # The SDK deprecates logging as of 2026-07-28 and offers no decorator for it; clients of the
         # earlier versions (most, today) still set a level, and the conformance suite checks it.
         self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+
+    async def run_stdio_async(self) -> None:
+        """Serve stdio as ``MCPServer`` does, but answer a line that does not parse (the SDK drops it)."""
+        async with stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server
+            options = lowlevel.create_initialization_options()
+            await lowlevel.run(AnsweringStdin(read_stream, write_stream), write_stream, options)
 
     def add_tool(self, *args: Any, **kwargs: Any) -> None:
         super().add_tool(*args, **kwargs)

@@ -5,7 +5,8 @@ an OAuth authorization server (``_oauth``, ``_consent``) and, with ``oauth`` or 
 protected resource publishing its metadata (``_resource``). The SDK's own DNS-rebinding check
 is switched off on purpose: the guard applies the same rule to ``/mcp`` as to everything else,
 with the operator's allowed hosts, and answers 403 like the other routes. An MCP request may be
-as large as ``max_document_bytes`` allows a document to be (``_body_limit``).
+as large as ``max_document_bytes`` allows a document to be (``_body_limit``); one holding a lone
+UTF-16 surrogate gets Coffer's parse error (``_surrogates``).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from coffer_mcp.web._api import api_routes
 from coffer_mcp.web._body_limit import TooLargeAsJsonRpc, mcp_body_limit
 from coffer_mcp.web._cimd import ClientDocuments
 from coffer_mcp.web._consent import consent_route
+from coffer_mcp.web._external import external_verifier
 from coffer_mcp.web._oauth import OAUTH_PATHS, CofferProvider, authorization_routes
 from coffer_mcp.web._owner import OwnerSignIn
 from coffer_mcp.web._resource import ExternalAuth, OAuthGate, ResourceServer
 from coffer_mcp.web._security import Guard, HostPolicy, check_token, is_loopback
+from coffer_mcp.web._surrogates import LoneSurrogateAsJsonRpc
 
 __all__ = ["STATIC_DIR", "AuthMode", "build_app"]
 
@@ -77,7 +80,7 @@ def build_app(
             tokens: ``_oauth``) or ``external`` (also the identity provider's in ``external``).
         public_url: The address clients use (the OAuth issuer; the resource is ``PUBLIC_URL/mcp``);
             None: ``http://host:port``, which needs a loopback ``host`` and a known ``port``.
-        external: The external identity provider, for ``auth="external"`` (``_resource.external_auth``).
+        external: The external identity provider, for ``auth="external"`` (None: the settings' ``auth_issuer``).
 
     Raises:
         ConfigError: the token is weak (see ``check_token``), or OAuth lacks what it needs.
@@ -91,6 +94,7 @@ def build_app(
     mcp_app = server.streamable_http_app(
         json_response=json_response,
         max_request_body_size=body_limit,
+        session_idle_timeout=service.settings.http_session_idle_timeout,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     session_manager = server.session_manager
@@ -101,9 +105,16 @@ def build_app(
         async with session_manager.run():
             yield
 
-    # The SDK's /mcp route, served by the session manager run above; its 413 answered in JSON-RPC.
+    # The SDK's /mcp route, served by the session manager run above; its 413 answered in JSON-RPC,
+    # and a body holding a lone surrogate answered before it (its parse error has no hint).
     mcp_routes = [
-        Route(route.path, TooLargeAsJsonRpc(route.endpoint, limit=body_limit, max_document_bytes=max_document_bytes))
+        Route(
+            route.path,
+            LoneSurrogateAsJsonRpc(
+                TooLargeAsJsonRpc(route.endpoint, limit=body_limit, max_document_bytes=max_document_bytes),
+                limit=body_limit,
+            ),
+        )
         for route in mcp_app.routes
         if isinstance(route, Route)
     ]
@@ -158,8 +169,7 @@ def _oauth(
         )
     resource = f"{base}/mcp"
     if auth == "external":
-        if external is None:
-            raise ConfigError("--auth external needs an identity provider.", hint="See docs/http.md, OAuth.")
+        external = external or _identity_provider(service, resource)
         server = ResourceServer(resource, [external.issuer], external.verifier)
         return server.routes(), OAuthGate(server, server.paths, body_limit, secure_cookies=base.startswith("https:"))
     documents = ClientDocuments(service.authorization, service.settings.auth_client_metadata_hosts)
@@ -170,6 +180,21 @@ def _oauth(
     routes = [*server.routes(), *authorization_routes(provider, base), consent]
     gate = OAuthGate(server, server.paths | OAUTH_PATHS, body_limit, sign_in, secure_cookies=base.startswith("https:"))
     return routes, gate
+
+
+def _identity_provider(service: Coffer, resource: str) -> ExternalAuth:
+    """The identity provider of the settings (``auth_issuer``), checking tokens issued for ``resource``.
+
+    Raises:
+        ConfigError: no ``auth_issuer`` is set.
+    """
+    verifier = external_verifier(service.settings, resource)
+    if verifier is None:
+        raise ConfigError(
+            "--auth external needs an identity provider: auth_issuer is not set.",
+            hint="Set COFFER_AUTH_ISSUER to the issuer URL its tokens name; see docs/deploy.md.",
+        )
+    return ExternalAuth(verifier.issuer, verifier)
 
 
 def _viewer_page(action_token: str) -> Callable[[Request], Awaitable[Response]]:

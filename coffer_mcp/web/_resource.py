@@ -15,7 +15,8 @@ a ``tools/call`` of a tool that writes or administers (``TOOL_SCOPES``, from the
 which is found by reading the JSON-RPC body, and only when the token lacks some scope; the JSON
 API reads with GET and acts (opens files) with POST, which needs ``coffer:write``.
 
-``external_auth`` is the seam for an external identity provider (see its docstring).
+An external identity provider (``ExternalAuth``) is built by ``_app`` from the settings' ``auth_issuer``
+(``_external.external_verifier``) for this server's ``/mcp`` URL, or given by a test.
 """
 
 from __future__ import annotations
@@ -36,11 +37,9 @@ from starlette.authentication import AuthCredentials
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope
 
-from coffer_mcp.errors import ConfigError
 from coffer_mcp.mcp_server import ACTOR_KEY, GRANTED_SCOPES_KEY, TOOL_SCOPES
 from coffer_mcp.services.authorization import OWNER, SCOPES, effective_scopes
 from coffer_mcp.services.authorization import Scope as OAuthScope
-from coffer_mcp.settings import Settings
 from coffer_mcp.web._oauth import DEFAULT_SCOPES, same_resource
 from coffer_mcp.web._owner import OwnerSignIn
 
@@ -51,7 +50,6 @@ __all__ = [
     "OAuthGate",
     "Principal",
     "ResourceServer",
-    "external_auth",
     "required_scope",
 ]
 
@@ -94,28 +92,10 @@ class Principal:
 
 @dataclass(frozen=True)
 class ExternalAuth:
-    """An external identity provider, as the resource server needs it (``external_auth``)."""
+    """An external identity provider, as the resource server needs it: its issuer and a verifier of its tokens."""
 
     issuer: str
     verifier: TokenVerifier
-
-
-def external_auth(settings: Settings) -> ExternalAuth:
-    """The external identity provider of ``--auth external``.
-
-    The seam: the JWT validator (``coffer_mcp/web/_external.py``, settings ``auth_issuer``,
-    ``auth_audience``, ``auth_jwks_url``, ``auth_introspection_url``) plugs in here, returning
-    ``ExternalAuth(issuer=settings.auth_issuer, verifier=<its TokenVerifier>)``. Its verifier must
-    set ``AccessToken.resource`` to this server's ``PUBLIC_URL/mcp`` once it has checked the
-    token's audience, ``subject`` to the token's ``sub`` (the audit log's actor) and ``scopes``.
-
-    Raises:
-        ConfigError: no external validator is part of this build yet.
-    """
-    raise ConfigError(
-        "--auth external needs the external identity provider's token validator, which this build lacks.",
-        hint="Use --auth oauth (the built-in authorization server) or --auth token for now.",
-    )
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Run the HTTP app with uvicorn: refuse an unprotected public bind, listen, say where, serve.
 
 The socket is bound here rather than by uvicorn so the real port (``--port 0`` picks a free one)
-is known before the app is built: the Host rule pins it, and the banner prints it.
+is known before the app is built: the Host rule pins it, and the banner prints it. uvicorn runs
+with the guards of ``_connections`` (request deadlines, a connection ceiling) on asyncio's own
+loop and h11, the parts those guards are written against.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from coffer_mcp import __version__
 from coffer_mcp.errors import ConfigError
 from coffer_mcp.services import Coffer
 from coffer_mcp.web._app import AuthMode, build_app
+from coffer_mcp.web._connections import ConnectionBook, ConnectionLimits, GuardedListener, GuardedServer
 from coffer_mcp.web._resource import ExternalAuth
 from coffer_mcp.web._security import TOKEN_RECIPE, check_token, is_loopback
 
@@ -149,7 +152,9 @@ def bind_http(
     public_url = public_url or service.settings.public_url
     check_bind(host, token, auth)
     check_owner(service, token, auth)
+    book = ConnectionBook(ConnectionLimits.from_settings(service.settings))
     sock = _listen(host, port)
+    sock.book = book
     bound_port = sock.getsockname()[1]
     try:
         app = build_app(
@@ -173,12 +178,15 @@ def bind_http(
         raise
     config = uvicorn.Config(
         app,
+        http=book.protocol_class(),
+        loop="asyncio",
+        ws="none",
         log_config=_stderr_logging(),
         log_level=service.settings.log_level.lower(),
         lifespan="on",
         timeout_graceful_shutdown=_GRACEFUL_SECONDS,
     )
-    return HttpServer(uvicorn.Server(config), sock, host, bound_port, token_required=bool(token), auth=auth)
+    return HttpServer(GuardedServer(config, book), sock, host, bound_port, token_required=bool(token), auth=auth)
 
 
 def serve_http(
@@ -219,10 +227,10 @@ def serve_http(
     server.run()
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int) -> GuardedListener:
     address = host.strip("[]")
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = GuardedListener(family, socket.SOCK_STREAM)
     try:
         if sys.platform != "win32":
             # Restarting right after a stop must not fail on TIME_WAIT (Windows' flag means "steal").

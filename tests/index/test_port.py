@@ -1171,7 +1171,8 @@ def test_postings_filed_under_another_knowledge_base_are_reported_and_mended(pos
     index.close()
 
 
-def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(postgres_url: str) -> None:
+def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(empty_postgres_url: str) -> None:
+    postgres_url = empty_postgres_url
     from coffer_mcp.index.postgres.schema import MIGRATIONS
 
     errors: list[BaseException] = []

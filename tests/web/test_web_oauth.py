@@ -8,6 +8,7 @@ code with its PKCE verifier.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -44,6 +45,7 @@ from tests.web.oauth_support import (
     read_form,
     sdk_provider,
 )
+from tests.web.oidc_issuer import Issuer, SigningKey, serve
 from tests.web.support import WEB_TESTS, Seeded, make_coffer, running, seed
 
 pytestmark = pytest.mark.anyio
@@ -645,3 +647,44 @@ def test_with_an_external_identity_provider_its_tokens_get_the_same_scopes_and_a
     assert challenge(refused)["scope"] == "coffer:read coffer:write"
     assert added.status_code == 200
     assert service.index.audit_events("notes")[-1].actor == "oauth:alice via ci-bot"
+
+
+def test_with_auth_external_the_issuers_real_tokens_are_checked_for_this_server_end_to_end(tmp_path: Path) -> None:
+    # The settings alone (auth external, auth_issuer) make the server a protected resource of a real
+    # OIDC issuer on loopback: its JWTs are checked for this server's own /mcp (no seam, no stand-in).
+    with contextlib.ExitStack() as stack:
+        issuer = stack.enter_context(contextlib.contextmanager(serve)(Issuer(SigningKey.make("RS256"))))
+        service = stack.enter_context(make_coffer(tmp_path / "home", auth="external", auth_issuer=issuer.url))
+        seed(service)
+        server = bind_http(service, port=0)
+        server.start()
+        stack.callback(server.stop, 15)
+        resource = f"{server.url}/mcp"
+        writer = {**MCP_HEADERS, "Authorization": f"Bearer {issuer.token(aud=resource)}"}
+        reader = {**MCP_HEADERS, "Authorization": f"Bearer {issuer.token(aud=resource, scope='coffer:read')}"}
+        elsewhere = {**MCP_HEADERS, "Authorization": f"Bearer {issuer.token()}"}  # for another server's /mcp
+        add = call("coffer__add_document", {"kb": "notes", "filename": "x.md", "content": "# X\n\nfrom alice"})
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            metadata = http.get("/.well-known/oauth-protected-resource/mcp").json()
+            other_audience = http.post("/mcp", json=INITIALIZE, headers=elsewhere)
+            refused = http.post("/mcp", json=add, headers=reader)
+            opened = http.post("/mcp", json=INITIALIZE, headers=writer)
+            session = {**writer, "mcp-session-id": opened.headers["mcp-session-id"]}
+            http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            added = http.post("/mcp", json=add, headers=session)
+    assert metadata["resource"] == resource
+    assert metadata["authorization_servers"] == [issuer.url]
+    assert other_audience.status_code == 401
+    assert refused.status_code == 403
+    assert challenge(refused)["error"] == "insufficient_scope"
+    assert added.status_code == 200, added.text
+    assert service.index.audit_events("notes")[-1].actor == "oauth:alice via claude-desktop"
+
+
+def test_auth_external_without_an_issuer_and_an_issuer_without_auth_external_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as no_issuer:
+        make_coffer(tmp_path / "a", auth="external")
+    assert "COFFER_AUTH_ISSUER" in no_issuer.value.hint
+    with pytest.raises(ConfigError) as no_mode:
+        make_coffer(tmp_path / "b", auth_issuer="https://sso.example.com/realms/team")
+    assert "COFFER_AUTH=external" in no_mode.value.hint

@@ -39,6 +39,7 @@ from coffer_mcp.index.sqlite import queries as q
 from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache, Partition
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.sqlite.schema import migrate
+from coffer_mcp.index.sqlite.viewer import ViewerError
 from coffer_mcp.models import Chunk
 
 __all__ = ["SqliteIndex", "database_errors"]
@@ -301,11 +302,12 @@ class SqliteIndex:
             unusable: tuple[type[Exception], ...] = (OverflowError, ValueError, *database_errors())
             try:
                 near = vectors.rescore(conn, table, query, self.ann.candidates(parts, query, limit), graphed, limit)
-            except unusable:  # keys that are no chunk's, from a graph file that changed
+            except unusable:  # keys that are no chunk's from a graph file that changed; its viewer ended
                 near = []
             if len(near) < min(limit, sum(part.size() for part in parts)):
                 # Fewer than the graphs hold: a file changed under its memory map (a backup tool writing
-                # over it, say). Its checksum is checked again at the next search; the scan answers.
+                # over it, or cutting it short). Its checksum is checked again at the next search; the
+                # scan answers.
                 self.ann.distrust(parts)
                 near = list(vectors.knn(conn, table, query, graphed, scope, limit))
             rows += near
@@ -328,7 +330,11 @@ class SqliteIndex:
             return list(vectors.knn(conn, table, query, graphed, where, limit))
         total = sum(part.size() for part in parts)
         wanted = min(MAX_FILTERED_CANDIDATES, math.ceil(2 * limit * total / matching))
-        candidates = self.ann.candidates(parts, query, limit, count=wanted)
+        try:
+            candidates = self.ann.candidates(parts, query, limit, count=wanted)
+        except ViewerError:  # its file was cut short under it, say: checked again at the next search
+            self.ann.distrust(parts)
+            candidates = {}
         rows = vectors.rescore(conn, table, query, candidates, graphed, limit, where)
         if len(rows) < limit:
             return list(vectors.knn(conn, table, query, graphed, where, limit))
