@@ -318,10 +318,10 @@ class Settings(BaseModel):
         default=None,
         ge=1,
         le=1_000_000,
-        description="The most HTTP connections the server keeps open at once. Unset: derived from the process's file-descriptor limit "
-        "(ulimit -n), keeping descriptors for the index, files, the converter and the embedding service. At the "
-        "limit a new connection closes the oldest one still waiting for its request; when every one is busy with "
-        "a request, it gets 503 and is closed.",
+        description="The most HTTP connections the server keeps open at once. Unset: derived from the process's "
+        "file-descriptor limit (ulimit -n), keeping descriptors for the index, files, the converter and the "
+        "embedding service. At the limit a new connection closes the oldest one still waiting for its request; "
+        "when every one is busy with a request, it gets 503 and is closed.",
     )
     http_session_idle_timeout: float = Field(
         default=1800.0,
