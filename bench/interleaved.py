@@ -110,7 +110,20 @@ def build(args: argparse.Namespace, root: Path, backend: Any, embedder: Embedder
     for name in BACKENDS:
         flush_writes(settings[name])
     out["queries"] = make_queries(vocab, info.phrases, args.queries + args.warmup, args.seed)
+    out["content_queries"] = _content_queries(vocab, info.phrases, args.queries + args.warmup, args.seed)
     return out
+
+
+def _content_queries(vocab: Any, phrases: list[str], n: int, seed: int) -> list[str]:
+    """``n`` queries holding a content word, drawn as the others are: the first ones of a longer draw,
+    so that this operation times as many queries as every other (the others' own subset could be short)."""
+    drawn = n
+    while drawn <= 1000 * n:
+        content = [q for q in make_queries(vocab, phrases, drawn, seed) if _has_content_word(q)]
+        if len(content) >= n:
+            return content[:n]
+        drawn *= 2
+    raise ValueError(f"the vocabulary gave fewer than {n} queries with a content word in {drawn // 2} draws")
 
 
 def measure(
@@ -118,8 +131,7 @@ def measure(
 ) -> tuple[dict[str, Any], str | None, float, dict[str, float]]:
     """Each operation's latencies on both backends, which vector search SQLite ran (``ann``,
     ``exact``; None without vectors), and when each operation began (seconds into the timings)."""
-    queries, warm = built["queries"], args.warmup
-    content = [q for q in queries if _has_content_word(q)]
+    queries, content, warm = built["queries"], built["content_queries"], args.warmup
     results: dict[str, Any] = {}
     began, began_at = time.time(), {}
     sqlite_search = None

@@ -23,6 +23,7 @@ from coffer_mcp.store import check_path_text, file_stamp
 
 __all__ = [
     "check_inside",
+    "check_size",
     "open_source",
     "read_stamped_source",
     "sha256_source",
@@ -118,28 +119,47 @@ def read_stamped_source(path: Path, within: Sequence[Path] | None, *, max_bytes:
     """The bytes of a source file opened with ``open_source``, refused beyond ``max_bytes``, and the
     stamp that vouches for them ("" when none does: ``_settled_stamp``)."""
     with open_source(path, within) as (handle, opened):
-        data = handle.read(max_bytes + 1) if opened.st_size <= max_bytes else b""
-        if opened.st_size > max_bytes or len(data) > max_bytes:
-            raise IngestRejectedError(
-                "too_large",
-                f"{path.name} is {max(opened.st_size, len(data)):,} bytes; the limit is {max_bytes:,}.",
-                hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
-            )
+        check_size(path, opened.st_size, max_bytes)
+        data = handle.read(max_bytes + 1)
+        check_size(path, len(data), max_bytes)  # it grew since it was opened
     return data, _settled_stamp(opened)
 
 
-def sha256_source(path: Path, within: Sequence[Path] | None) -> str:
-    """The file's sha256, read in 1 MiB blocks (sources may be large)."""
-    return stamped_sha256_source(path, within)[0]
+def sha256_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> str:
+    """The file's sha256, read in 1 MiB blocks; refused like ``read_stamped_source`` beyond ``max_bytes``."""
+    return stamped_sha256_source(path, within, max_bytes=max_bytes)[0]
 
 
-def stamped_sha256_source(path: Path, within: Sequence[Path] | None) -> tuple[str, str]:
-    """``sha256_source``, and the stamp that vouches for that hash ("" when none does)."""
+def stamped_sha256_source(path: Path, within: Sequence[Path] | None, *, max_bytes: int) -> tuple[str, str]:
+    """``sha256_source``, and the stamp that vouches for that hash ("" when none does).
+
+    A file larger than ``max_bytes`` is refused by its size before a byte is read (and one that
+    grows past it while it is read, once it has): a file that could not be ingested is never
+    hashed, so a 20 GB file dropped into a followed folder costs a ``stat``, not minutes of reading.
+    """
     digest = hashlib.sha256()
+    read = 0
     with open_source(path, within) as (handle, opened):
-        while block := handle.read(_BLOCK):
+        check_size(path, opened.st_size, max_bytes)
+        while read <= max_bytes and (block := handle.read(_BLOCK)):
             digest.update(block)
+            read += len(block)
+        check_size(path, read, max_bytes)
     return digest.hexdigest(), _settled_stamp(opened)
+
+
+def check_size(path: Path, size: int, max_bytes: int) -> None:
+    """Refuse a source file of ``size`` bytes beyond ``max_bytes`` (``max_document_bytes``).
+
+    Raises:
+        IngestRejectedError: ``too_large``, with the setting to raise in the hint.
+    """
+    if size > max_bytes:
+        raise IngestRejectedError(
+            "too_large",
+            f"{path.name} is {size:,} bytes; the limit is {max_bytes:,}.",
+            hint="Raise max_document_bytes in config.yaml (COFFER_MAX_DOCUMENT_BYTES) or split the file.",
+        )
 
 
 def source_stamp(info: os.stat_result) -> str:

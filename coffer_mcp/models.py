@@ -464,8 +464,9 @@ class Passage(_Model):
     matched_terms: Literal["all", "some"] | None = Field(
         default=None,
         description=(
-            "Keyword search of several terms: 'all' when the passage holds every term, 'some' when only some. "
-            "Passages holding all rank first, so a 'some' passage may score above an 'all' one ranked before it."
+            "Keyword search of several terms: 'all' when the passage holds every term, 'some' when only some "
+            "(MCP: said only when 'some'). Passages holding all rank first, so a 'some' passage may score above an "
+            "'all' one ranked before it."
         ),
     )
 

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from coffer_mcp import Coffer, load_settings
-from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from tests.postgres import (  # noqa: F401  (fixtures)
+    empty_postgres_url,
+    postgres_server,
+    postgres_template,
+    postgres_url,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"

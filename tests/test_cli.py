@@ -695,6 +695,8 @@ def test_an_argument_too_many_is_refused_with_the_usage_of_its_command(home: Pat
         ("create", "--description TEXT what the knowledge base holds, for agents choosing one (at most 2,000"),
         ("update", "change a knowledge base's description, chunking, vectors or source updates"),
         ("update", "--no-vector drop the vectors"),
+        ("create", "--chunk-size N characters per chunk, 64-8192 (default: the chunk_size setting, 1024 unless set)"),
+        ("update", "--chunk-overlap N characters a chunk repeats from the one before it, below half the chunk size;"),
     ],
 )
 def test_help_explains_each_option_with_its_range(home: Path, capsys, command: str, says: str) -> None:

@@ -338,6 +338,84 @@ def test_files_of_a_followed_folder_that_fail_to_ingest_are_listed_with_why_unti
     assert titles(later, "emus") == ["Empty"]
 
 
+GIB = 1 << 30
+MIB = 1 << 20
+needs_proc_io = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes read through /proc")
+
+
+def bytes_read(pid: int | str = "self") -> int:
+    """How many bytes a process has read so far (``rchar``: every read, page cache or not, holes too)."""
+    with open(f"/proc/{pid}/io", encoding="utf-8") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+def sparse(path: Path, size: int) -> None:
+    """Make (or grow) ``path`` to ``size`` bytes without using the disk: a hole, as ``truncate -s``."""
+    with open(path, "ab") as file:
+        os.truncate(file.fileno(), size)
+
+
+@needs_proc_io
+@pytest.mark.anyio
+async def test_a_huge_file_in_a_followed_folder_is_refused_by_its_size_and_never_read(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    # An attack: a 4 GiB file dropped in while another file is deleted (a rename to pair), and a
+    # followed file grown to 4 GiB. Each was read in full (the rename pairing hashed every new
+    # file, a changed file was hashed before its ingest refused it, check_sources hashed it again).
+    coffer = make()
+    coffer.follow_folder("kb", folder)
+    beta = coffer.index.find_document("kb", source_path=str(folder / "deep" / "beta.md"))
+    (folder / "alpha.md").unlink()
+    sparse(folder / "huge.md", 4 * GIB)
+    sparse(folder / "deep" / "beta.md", 4 * GIB)
+    write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+    before = bytes_read()
+    async with Client(build_server(coffer), client_info=CLIENT) as client:
+        report = (await client.call_tool("coffer__check_sources", {"kb": "kb"})).structured_content
+        metrics = (await client.call_tool("coffer__knowledge_base_metrics", {"kb": "kb"})).structured_content
+    assert bytes_read() - before < 64 * MIB  # neither huge file was read: 8 GiB between them
+    failed = {Path(f["path"]).name: f for f in report["failed"]}
+    assert {name: f["code"] for name, f in failed.items()} == {"huge.md": "too_large", "beta.md": "too_large"}
+    assert "4,294,967,296 bytes" in failed["huge.md"]["message"]
+    assert "max_document_bytes" in failed["huge.md"]["hint"]
+    assert metrics["followed"][0]["failed"] == 2
+    statuses = {Path(c["source_path"]).name: (c["status"], c.get("message")) for c in report["documents"]}
+    assert statuses["gamma.md"] == ("added", None)
+    assert statuses["alpha.md"][0] == "removed"
+    assert statuses["beta.md"][0] == "refused"  # its document is kept as it was; its file is not read
+    assert "the limit is 26,214,400" in statuses["beta.md"][1]
+    # Nothing half-written: beta's document as it was, no document of huge.md.
+    assert sources(coffer) == [str(folder / "deep" / "beta.md"), str(folder / "gamma.md")]
+    assert coffer.index.get_document("kb", beta.id).source_sha256 == beta.source_sha256
+    assert titles(coffer, "beavers") == ["Beta"]
+    assert coffer.verify("kb").problems == []
+    # A folder ingest refuses them by their size as well.
+    coffer.create_kb("other")
+    before = bytes_read()
+    ingested = coffer.ingest_path("other", folder)
+    assert bytes_read() - before < 64 * MIB
+    assert {Path(i.path).name: i.code for i in ingested.items if i.status == "rejected"} == {
+        "huge.md": "too_large",
+        "beta.md": "too_large",
+    }
+
+
+@needs_proc_io
+def test_a_rename_is_looked_for_only_among_new_files_of_the_gone_files_size(
+    make: Callable[..., Coffer], folder: Path
+) -> None:
+    coffer = make()
+    alpha, _ = followed_alpha(coffer, folder)
+    (folder / "alpha.md").rename(folder / "omega.md")
+    sparse(folder / "zeros.md", 8 * MIB)  # within max_document_bytes, and not alpha's size
+    before = bytes_read()
+    [result] = coffer.sync_followed("kb")
+    assert bytes_read() - before < 12 * MIB  # read once, by its ingest: not hashed to look for alpha
+    moved = {Path(i.path).name: (i.status, i.document_id) for i in result.items if i.status != "unchanged"}
+    assert moved == {"omega.md": ("renamed", alpha.id), "zeros.md": ("rejected", None)}
+
+
 def test_with_follow_deleted_keep_a_deleted_files_document_stays_and_is_reported_missing(
     make: Callable[..., Coffer], folder: Path
 ) -> None:

@@ -7,6 +7,7 @@ generous deadline: how fast a change is seen is measured by ``bench/live.py``, n
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
@@ -295,6 +296,58 @@ async def test_an_http_server_stops_its_watcher_cleanly_on_ctrl_c(home: Path, tm
             write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
             await eventually(lambda: _has(client, "gnus", "Gamma"), "a new file")
     assert proc.returncode == 0, "".join(stderr)
+    assert "Traceback" not in "".join(stderr)
+
+
+def bytes_read(pid: int) -> int:
+    """How many bytes a process has read so far (``rchar``: every read, page cache or not, holes too)."""
+    with open(f"/proc/{pid}/io", encoding="utf-8") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts the server's bytes read through /proc")
+async def test_a_huge_file_dropped_into_a_followed_folder_holds_no_other_file_up_and_is_never_read(
+    home: Path, tmp_path: Path
+) -> None:
+    # The attack: `truncate -s 20G big.md` in a followed folder while another followed file was
+    # deleted. The watcher hashed the new file in full to see whether it was the deleted one
+    # renamed: 21 GB read, and the next file ingested 202 s later.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    write(folder / "alpha.md", "# Alpha\n\nAardvarks amble across the alpine meadow.")
+    write(folder / "beta.md", "# Beta\n\nBadgers burrow beneath the birches.")
+    prepare(home, folder)
+    stderr: list[str] = []
+    with http_server(home, folder, stderr) as (proc, url):
+        async with Client(f"{url}/mcp", client_info=CLIENT) as client:
+            await eventually(lambda: watched(client), "the HTTP server's watcher")
+            before = bytes_read(proc.pid)
+            (folder / "alpha.md").unlink()
+            with open(folder / "big.md", "wb") as big:
+                os.truncate(big.fileno(), 8 << 30)  # 8 GiB, none of it on disk
+            write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
+            await eventually(lambda: _has(client, "gnus", "Gamma"), "the small file beside it")
+            await eventually(lambda: _lacks(client, "aardvarks"), "the deleted file")
+
+            async def refused() -> bool:
+                return (await followed(client))["failed"] == 1
+
+            await eventually(refused, "the huge file counted as failed in the metrics")
+            report = await client.call_tool("coffer__check_sources", {"kb": "kb"})
+            [failure] = report.structured_content["failed"]
+            assert (Path(failure["path"]).name, failure["code"]) == ("big.md", "too_large")
+            assert "max_document_bytes" in failure["hint"]
+            assert bytes_read(proc.pid) - before < 64 << 20  # far below the 8 GiB of the huge file
+            listed = await client.call_tool("coffer__list_documents", {"kb": "kb", "limit": 10})
+            assert {d["title"] for d in listed.structured_content["documents"]} == {"Beta", "Gamma"}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "coffer_mcp", "kb", "check-sources", "kb", "--json"],
+        env=server_env(home, folder),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    cli_failed = json.loads(done.stdout)["failed"]  # a process of its own, syncing the folder afresh
+    assert [(Path(f["path"]).name, f["code"]) for f in cli_failed] == [("big.md", "too_large")]
     assert "Traceback" not in "".join(stderr)
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from coffer_mcp.errors import ConfigError
+from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow, TokenKind
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
@@ -33,7 +34,10 @@ __all__ = [
     "IndexDiagnosis",
     "InvocationRow",
     "KbCounts",
+    "OAuthClientRow",
+    "OAuthTokenRow",
     "PassageRow",
+    "TokenKind",
     "Where",
     "as_filter",
     "open_index",

@@ -29,6 +29,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
+from coffer_mcp.index.oauth import OAuthStore
 from coffer_mcp.models import Chunk, SearchFilters, SourceMode
 from coffer_mcp.store import StoreModel, stored_document_id
 
@@ -225,8 +226,9 @@ class IndexDiagnosis:
     problems: list[str] = field(default_factory=list)
 
 
-class Index(Protocol):
-    """The index every service uses (see the module docstring for the conventions)."""
+class Index(OAuthStore, Protocol):
+    """The index every service uses (see the module docstring for the conventions; ``index.oauth``
+    for the authorization server's part)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

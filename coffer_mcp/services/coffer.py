@@ -11,7 +11,8 @@ A thin facade over the services, composed here and nowhere else::
 
 Each operation is written once, in its service; the facade lists which service answers it
 (``_forward``), keeping that service's signature and docstring. Adding an operation means writing
-it in its service and adding one line here.
+it in its service and adding one line here. The HTTP server's OAuth state (clients, grants, the
+owner's password) is ``authorization``, an ``AuthorizationService`` used as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
 from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
+from coffer_mcp.services.authorization import AuthorizationService
 from coffer_mcp.services.diagnosis import Diagnosis
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.services.embeddings import EmbeddingService
@@ -82,6 +84,11 @@ class Coffer:
         self.portability = PortabilityService(self.registry, self.knowledge_bases)
         self.diagnosis = Diagnosis(self.registry, self.knowledge_bases)
         self.embeddings = EmbeddingService(self.registry)
+        self.authorization = AuthorizationService(
+            self.registry.index,
+            access_seconds=settings.auth_access_token_seconds,
+            refresh_seconds=settings.auth_refresh_token_seconds,
+        )
 
     @property
     def settings(self) -> Settings:

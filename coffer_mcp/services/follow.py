@@ -35,9 +35,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from coffer_mcp.access import check_inside, source_stamp, stamped_sha256_source
+from coffer_mcp.access import check_inside, check_size, source_stamp, stamped_sha256_source
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.errors import CofferError, InvalidArgumentError, PathNotAllowedError, StoreError, render_hint
+from coffer_mcp.errors import (
+    CofferError,
+    IngestRejectedError,
+    InvalidArgumentError,
+    PathNotAllowedError,
+    StoreError,
+    render_hint,
+)
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.indexing.truth import holds_edits, read_truth
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, IngestResult, Progress
@@ -380,7 +387,8 @@ class FollowService:
                     f"{file} is reached through a symbolic link; links are not followed.",
                     hint="Move the file itself into the followed folder.",
                 )
-            stamp = _stamp(file)
+            info = os.lstat(file)
+            stamp = source_stamp(info)
             row = self._find(paths.name, file) if rows is None else rows.get(str(file))
             version = hash((stamp, row.source_sha256 if row is not None else ""))
             known = self._known.get((paths.name, str(file)))
@@ -391,11 +399,20 @@ class FollowService:
                     return _item(file, "unchanged", row)
             if row is not None and row.source_stamp == stamp:
                 return _item(file, "unchanged", row)
-            item = self._compare(paths, folder, file, row, actor, vouched)
+            item = self._too_large(file, info.st_size) or self._compare(paths, folder, file, row, actor, vouched)
         except (CofferError, OSError) as exc:
             return _refused(file, exc)
         looked_at[str(file)] = version
         return item
+
+    def _too_large(self, file: Path, size: int) -> DirectoryIngestItem | None:
+        """A file beyond ``max_document_bytes``, refused by its size alone: never opened, let alone read or
+        hashed (a 20 GB file would hold every other followed file up for minutes). None for the others."""
+        try:
+            check_size(file, size, self.registry.settings.max_document_bytes)
+        except IngestRejectedError as exc:
+            return failed_item(file, exc)  # said once a sync by _log_failures, as an ingest's refusals are
+        return None
 
     def _keep_stamps(self, vouched: list[tuple[str, str, str]]) -> None:
         """Keep the stamps of files read and found unchanged in their rows (then forget them here),
@@ -421,7 +438,7 @@ class FollowService:
         """The outcome for a file whose document is as it was (unchanged, or a conflict); None to ingest it."""
         if row is None:
             return None
-        sha, stamp = stamped_sha256_source(file, [Path(folder)])
+        sha, stamp = stamped_sha256_source(file, [Path(folder)], max_bytes=self.registry.settings.max_document_bytes)
         if sha == row.source_sha256:
             if stamp:
                 vouched.append((row.id, sha, stamp))
@@ -474,23 +491,27 @@ class FollowService:
         """The documents whose file is gone that a file without a document holds the bytes of: moved, not deleted.
 
         The new files of this sync are looked at first. With a watcher's hints (no ``rows``), gone
-        ones left over are looked for in the whole folder too — one ``lstat`` a file, and only files
-        of their size are read — since the watcher may report the new name in a later batch (or
-        have applied it already, as a new document: that one is not taken, no two are merged).
+        ones left over are looked for in the whole folder too, since the watcher may report the new
+        name in a later batch (or have applied it already, as a new document: that one is not taken,
+        no two are merged). Either way one ``lstat`` a file decides, and only files of a gone
+        document's size (and never beyond ``max_document_bytes``) are read.
         """
-        if not gone:
-            return []
-        kb, suffixes = paths.name, {extension(row.source_path) for row in gone}
-        new = [f for f in files if (rows.get(f) if rows is not None else self._find(kb, Path(f))) is None]
-        found = hash_files(new, folder, suffixes)
-        moves = pair_moves([(row.source_path, row.source_sha256) for row in gone], found)
-        left = [row for row in gone if row.source_path not in moves]
+        kb, limit = paths.name, self.registry.settings.max_document_bytes
         sizes = {
-            (size, extension(row.source_path)) for row in left if (size := self._source_size(paths, row)) is not None
+            row.id: (size, extension(row.source_path))
+            for row in gone
+            if (size := self._source_size(paths, row)) is not None
         }
-        if rows is None and sizes:
-            others = [f for f in same_size_files(folder, sizes, set(files)) if self._find(kb, Path(f)) is None]
-            more = hash_files(others, folder, suffixes)
+        if not sizes:
+            return []
+        new = [f for f in files if (rows.get(f) if rows is not None else self._find(kb, Path(f))) is None]
+        found = hash_files(new, folder, set(sizes.values()), max_bytes=limit)
+        moves = pair_moves([(row.source_path, row.source_sha256) for row in gone], found)
+        left = [row for row in gone if row.source_path not in moves and row.id in sizes]
+        if rows is None and left:
+            left_sizes = {sizes[row.id] for row in left}
+            others = [f for f in same_size_files(folder, left_sizes, set(files)) if self._find(kb, Path(f)) is None]
+            more = hash_files(others, folder, left_sizes, max_bytes=limit)
             moves.update(pair_moves([(row.source_path, row.source_sha256) for row in left], more))
             found.update(more)
         return [
@@ -635,10 +656,6 @@ def _log_failures(kb: str, folder: str, failed: Sequence[DirectoryIngestItem]) -
         kb,
         first.message,
     )
-
-
-def _stamp(path: Path) -> str:
-    return source_stamp(os.lstat(path))
 
 
 def _item(path: Path, status: str, row: _Doc, *, message: str | None = None) -> DirectoryIngestItem:

@@ -7,6 +7,11 @@ extension (another extension is another conversion). Several of one content are 
 one, deterministically: a file of the same name first, then in order of path; what is left over
 stays a deletion and an addition, so no document is ever lost or merged into another.
 
+Only a new file of the very size of a gone document's source is hashed (the size its source
+stamp records, else its original's in ``raw/``): one ``lstat`` rules the others out, so a huge
+file that arrives as another goes costs nothing. A gone document whose size is known from
+neither (its original deleted by hand) is not looked for: it stays a deletion.
+
 These functions only read files; ``FollowService`` decides, and ``DocumentService.move_source``
 writes.
 """
@@ -25,18 +30,23 @@ from coffer_mcp.services.folders import visible_files
 __all__ = ["extension", "hash_files", "pair_moves", "same_size_files", "stamp_size"]
 
 
-def hash_files(files: Iterable[str], folder: str, suffixes: Collection[str]) -> dict[str, tuple[str, str]]:
-    """``{path: (sha256, stamp)}`` of the files whose extension is one of ``suffixes`` (lower case).
+def hash_files(
+    files: Iterable[str], folder: str, sizes: Collection[tuple[int, str]], *, max_bytes: int
+) -> dict[str, tuple[str, str]]:
+    """``{path: (sha256, stamp)}`` of the files whose ``(size, extension)`` is one of ``sizes``.
 
-    Only files reached without a symbolic link, inside ``folder``; one that cannot be read is left out
-    (its ingest says why).
+    Only files of a gone document's size are read (one ``lstat`` decides), and none beyond
+    ``max_bytes``: a huge file dropped in while another is deleted is never hashed. Only files
+    reached without a symbolic link, inside ``folder``; one that cannot be read is left out (its
+    ingest says why).
     """
     hashed = {}
     for path in files:
-        if extension(path) not in suffixes or os.path.realpath(path) != path:
-            continue
         try:
-            hashed[path] = stamped_sha256_source(Path(path), [Path(folder)])
+            size = os.lstat(path).st_size
+            if (size, extension(path)) not in sizes or size > max_bytes or os.path.realpath(path) != path:
+                continue
+            hashed[path] = stamped_sha256_source(Path(path), [Path(folder)], max_bytes=max_bytes)
         except (CofferError, OSError):
             continue
     return hashed

@@ -104,7 +104,7 @@ class SourceService:
         rows = self.registry.index.documents(kb, with_source_path=True)
         checks = []
         for done, row in enumerate(rows, 1):
-            status, message = _source_status(row, within)
+            status, message = _source_status(row, within, self.registry.settings.max_document_bytes)
             if status == "changed" and config.auto_update_sources and auto_update:
                 self.update_from_source(kb, row.id, actor=actor, within=within)
                 status = "updated"
@@ -197,10 +197,14 @@ def _what_was_synced(results: Sequence[DirectoryIngestResult]) -> tuple[dict[str
     return synced, removed
 
 
-def _source_status(row: DocumentRow, within: Sequence[Path] | None) -> tuple[SourceStatus, str | None]:
-    """The status of one document's source, and a message when there is something to say."""
+def _source_status(row: DocumentRow, within: Sequence[Path] | None, max_bytes: int) -> tuple[SourceStatus, str | None]:
+    """The status of one document's source, and a message when there is something to say.
+
+    A source beyond ``max_bytes`` (``max_document_bytes``) is ``refused`` by its size, unread: it
+    could not be updated from anyway.
+    """
     try:
-        digest = sha256_source(Path(row.source_path or ""), within)
+        digest = sha256_source(Path(row.source_path or ""), within, max_bytes=max_bytes)
     except OSError:
         return "missing", "The source file is gone (or on another machine)."
     except CofferError as exc:

@@ -1156,14 +1156,14 @@ def _to_previous_schema(index: Index) -> None:
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DROP TABLE keyword_tables")
         # SQLite migrates by number: the migrations after it are undone too (tags and filters,
-        # source stamps, the store's model).
-        conn.execute("DROP TABLE document_tags")
-        conn.execute("DROP TABLE store_model")
+        # source stamps, the authorization server's tables, the store's model).
+        for table in ("document_tags", "oauth_clients", "oauth_tokens", "oauth_owner", "store_model"):
+            conn.execute(f"DROP TABLE {table}")
         for column in ("tags", "created_key", "updated_key", "source_stamp"):
             conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
         conn.execute(
             "DELETE FROM migrations WHERE name IN "
-            "('0006_keyword_per_kb', '0007_filters', '0008_source_stamps', '0009_store_model')"
+            "('0006_keyword_per_kb', '0007_filters', '0008_source_stamps', '0009_oauth', '0010_store_model')"
         )
         conn.execute("PRAGMA user_version = 5")
         return
@@ -1213,7 +1213,8 @@ def test_postings_filed_under_another_knowledge_base_are_reported_and_mended(pos
     index.close()
 
 
-def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(postgres_url: str) -> None:
+def test_two_postgres_indexes_migrating_at_once_apply_each_migration_once(empty_postgres_url: str) -> None:
+    postgres_url = empty_postgres_url
     from coffer_mcp.index.postgres.schema import MIGRATIONS
 
     errors: list[BaseException] = []
