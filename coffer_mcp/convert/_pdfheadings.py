@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from ._pdffurniture import PAGE_NUMBER
 from ._pdfium import Fragment, PdfPages
 
-__all__ = ["Block", "body_size", "close_gaps", "mark_headings", "title_of"]
+__all__ = ["MONOSPACE", "Block", "body_size", "close_gaps", "mark_headings", "title_of"]
 
 _SECTION = re.compile(r"^(\d+(\.\d+)*\.?|[A-Z]\.|Chapter \d+|Appendix [A-Z])\s+\S")
 _MAX_HEADING_CHARS = 160
 _LEADER = re.compile(r"(\. ?){4,}|…{2,}")  # a table of contents line: "Chapter 1 . . . . 7"
 # Code is set in a fixed-width font, or, in a figure of a statement's syntax, in any font; its
 # operators and brackets almost never occur in a heading.
-_MONOSPACE = re.compile(r"courier|mono|consol|menlo|typewriter|lucidacons|inconsolata|cmtt|sftt|code", re.IGNORECASE)
+MONOSPACE = re.compile(r"courier|mono|consol|menlo|typewriter|lucidacons|inconsolata|cmtt|sftt|code", re.IGNORECASE)
 _CODE_CHARS = re.compile(r"[<>{}=;|]|\w\(")  # "USER(HBEDOYA)": a call, where prose puts a space
 # A caption names the table, figure or listing under or over it; it heads no section.
 _CAPTION = re.compile(r"^(table|figure|fig\.|example|listing|chart|exhibit)\s+[\dA-Z]+([.-]\d+)*\b", re.IGNORECASE)
@@ -125,7 +125,7 @@ def _font_heading(block: Block, body: float, font: str, following: list[Block]) 
 def _code(block: Block) -> bool:
     """Code, or a caption: text set apart that is no heading."""
     text = block.text()
-    return any(_MONOSPACE.search(line.font) for line in block.lines) or bool(
+    return any(MONOSPACE.search(line.font) for line in block.lines) or bool(
         _CODE_CHARS.search(text) or _CAPTION.match(text)
     )
 

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from itertools import pairwise
 
+from ._pdfcolumns import CHECKBOXES, NUMBERED, TICKED, columns, item, sections
 from ._pdffurniture import strip_furniture
 from ._pdfheadings import (
     Block,
@@ -23,16 +24,16 @@ from ._pdfheadings import (
     title_of,
 )
 from ._pdfium import Fragment, PdfPages
-from ._pdfregions import flat, lines, vertical_split
-from ._pdftables import spaced_rows, table_under_heading
+from ._pdfregions import Region, flat, row_groups
+from ._pdftables import spaced_rows, table_under_heading, tables_among_lines
 
 __all__ = ["pdf_markdown"]
 
-_BULLETS = "•◦▪▫●○■□‣⁃∙·–—-*"
-_NUMBERED = re.compile(r"^(\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _LATIN_THEN_RTL = re.compile(r"([A-Za-z0-9])([\u0600-\u06ff])|([\u0600-\u06ff])([A-Za-z])")
 _WORD = re.compile(r"[^\W\d_]+")
+# Lines a region's columns may have above or below them with no gap (a heading, a footnote).
+_PEEL = 5
 
 
 def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
@@ -66,32 +67,56 @@ def _page_blocks(fragments: list[Fragment]) -> list[Block]:
     return blocks
 
 
-def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
+def _xy_cut(region: Region, rtl: bool) -> list[Region | Block]:
     """The region in reading order: columns (top-to-bottom lists of lines) and tables."""
     if len(region) <= 1:
         return [region]
-    columns = vertical_split(region)
-    if len(columns) > 1 and all(_prose(column) for column in columns):
-        ordered = reversed(columns) if rtl else columns
+    parts = columns(region)
+    if len(parts) > 1:
+        ordered = reversed(parts) if rtl else parts
         return [piece for column in ordered for piece in _xy_cut(column, rtl)]
     bands = _horizontal_split(region)
     if len(bands) > 1:
-        pieces: list[list[Fragment] | Block] = []
-        for group in spaced_rows(bands):
-            table = table_under_heading(flat(group), rtl) if len(group) > 1 else []
-            pieces.extend(table or [piece for band in group for piece in _xy_cut(band, rtl)])
-        return pieces
-    return table_under_heading(region, rtl) or [lines(region, rtl)]
+        return _sections(bands, rtl)
+    return _peeled(region, rtl) or _lines_and_tables(region, rtl)
 
 
-def _prose(column: list[Fragment]) -> bool:
-    """Mostly full lines of one width: running text, not the cells of a table or a form."""
-    if len(column) < 3:
-        return False
-    width = max(f.x1 for f in column) - min(f.x0 for f in column)
-    full = sum(f.width >= 0.75 * width for f in column)
-    # A column may hold a table or a list too; several full lines still make it running text.
-    return width > 80 and full >= 3 and full >= 0.3 * len(column)
+def _sections(bands: list[Region], rtl: bool) -> list[Region | Block]:
+    """Bands in reading order: each run of them in columns read column by column."""
+    pieces: list[Region | Block] = []
+    plain: list[Region] = []
+    for section in sections(bands):
+        if len(section) > 1:
+            pieces += _bands(plain, rtl) + _xy_cut(flat(section), rtl)
+            plain = []
+        else:
+            plain += section
+    return pieces + _bands(plain, rtl)
+
+
+def _peeled(region: Region, rtl: bool) -> list[Region | Block]:
+    """Lines across the top or bottom of columns set too close to them for a band of their own
+    (a heading just above two columns), read before or after the columns; [] if none."""
+    rows = row_groups(region)
+    for count in range(1, min(_PEEL, len(rows) - 3) + 1):
+        if len(columns(flat(rows[count:]))) > 1:
+            return _xy_cut(flat(rows[:count]), rtl) + _xy_cut(flat(rows[count:]), rtl)
+        if len(columns(flat(rows[:-count]))) > 1:
+            return _xy_cut(flat(rows[:-count]), rtl) + _xy_cut(flat(rows[-count:]), rtl)
+    return []
+
+
+def _bands(bands: list[Region], rtl: bool) -> list[Region | Block]:
+    """Bands one by one, those of single rows of cells (a table with airy rows) together."""
+    pieces: list[Region | Block] = []
+    for group in spaced_rows(bands):
+        table = table_under_heading(flat(group), rtl) if len(group) > 1 else []
+        pieces.extend(table or [piece for band in group for piece in _xy_cut(band, rtl)])
+    return pieces
+
+
+def _lines_and_tables(region: Region, rtl: bool) -> list[Region | Block]:
+    return table_under_heading(region, rtl) or tables_among_lines(region, rtl)
 
 
 def _horizontal_split(region: list[Fragment]) -> list[list[Fragment]]:
@@ -117,7 +142,7 @@ def _paragraphs(lines: list[Fragment]) -> list[Block]:
     for line in lines:
         previous = blocks[-1].lines[-1] if blocks else None
         if previous is None or _breaks(previous, line, spacing):
-            blocks.append(Block([line], kind="item" if _list_item(line.text) else "text"))
+            blocks.append(Block([line], kind="item" if item(line.text) else "text"))
         else:
             blocks[-1].lines.append(line)
     return blocks
@@ -138,14 +163,10 @@ def _breaks(previous: Fragment, line: Fragment, spacing: float) -> bool:
         gap > max(spacing, 0.0) + max(0.35 * size, 2.0)
         or gap < -0.5 * line.height  # went back up: another column or a side note
         or abs(line.size - previous.size) > 0.05 * previous.size
-        or (line.bold != previous.bold and not _list_item(previous.text))
+        or (line.bold != previous.bold and not item(previous.text))
         or (line.font != previous.font and previous.width < 0.7 * line.width)  # a run-in heading
-        or _list_item(line.text)
+        or item(line.text)
     )
-
-
-def _list_item(text: str) -> bool:
-    return (len(text) > 1 and text[0] in _BULLETS and text[1] == " ") or bool(_NUMBERED.match(text))
 
 
 def _join_lines(lines: list[Fragment], vocabulary: Counter[str]) -> str:
@@ -211,9 +232,11 @@ def _table_markdown(rows: list[list[str]]) -> str:
 
 
 def _list_line(text: str) -> str:
-    if text[0] in _BULLETS:
-        return "- " + text[1:].strip()
-    return text
+    """A bulleted line as a Markdown list item, a check box as a task item ticked or not."""
+    if NUMBERED.match(text):
+        return text
+    box = "[x] " if text[0] in TICKED else "[ ] " if text[0] in CHECKBOXES else ""
+    return "- " + box + text[1:].strip()
 
 
 def _escape(text: str) -> str:

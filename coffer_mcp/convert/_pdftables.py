@@ -5,11 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import pairwise
 
-from ._pdfheadings import Block
+from ._pdfheadings import MONOSPACE, Block
 from ._pdfium import Fragment
 from ._pdfregions import Region, crosses, flat, lines, row_groups, vertical_split
 
-__all__ = ["spaced_rows", "table_under_heading"]
+__all__ = ["spaced_rows", "table_under_heading", "tables_among_lines"]
+
+# Rows of cells among lines of text make a table from this many on (two may be a justified line,
+# three of two cells a listing's keywords and operands), or from three of three columns.
+_ROWS_AMONG_LINES = 5
+_SHORT_TABLE = (3, 3)
+# The most characters a table's cells have on average; two rows of longer pieces are two lines of
+# justified prose with a wide space in each.
+_LONGEST_CELLS = {False: 40, True: 20}
 
 
 def table_under_heading(region: Region, rtl: bool) -> list[Region | Block]:
@@ -23,6 +31,28 @@ def table_under_heading(region: Region, rtl: bool) -> list[Region | Block]:
         if table is not None:
             return [lines(flat(rows[:skip]), rtl), table]
     return []
+
+
+def tables_among_lines(region: Region, rtl: bool) -> list[Region | Block]:
+    """The region's lines, with each run of rows of 2+ cells that reads as a table made one."""
+    rows = row_groups(region)
+    pieces: list[Region | Block] = []
+    start = index = 0
+    while index < len(rows):
+        end = index
+        while end < len(rows) and len(rows[end]) >= 2 and not any(MONOSPACE.search(f.font) for f in rows[end]):
+            end += 1  # code lines up in columns too
+        found = _table(flat(rows[index:end]), rtl) if end - index >= _SHORT_TABLE[0] else None
+        if found is not None and found.cells and _among_lines(found.cells):
+            pieces += [lines(flat(rows[start:index]), rtl)] if start < index else []
+            pieces.append(found)
+            start = end
+        index = max(end, index + 1)
+    return pieces + ([lines(flat(rows[start:]), rtl)] if start < len(rows) else [])
+
+
+def _among_lines(cells: list[list[str]]) -> bool:
+    return len(cells) >= _ROWS_AMONG_LINES or (len(cells) >= _SHORT_TABLE[0] and len(cells[0]) >= _SHORT_TABLE[1])
 
 
 def spaced_rows(bands: list[Region]) -> list[list[Region]]:
@@ -60,14 +90,14 @@ def _table(region: Region, rtl: bool) -> Block | None:
         return None
     filled = sum(len(row) >= 2 for row in rows)
     average = sum(len(f.text) for f in region) / len(region)
-    if len(rows) < 2 or filled < max(2, 0.5 * len(rows)) or average > 40:
+    if len(rows) < 2 or filled < max(2, 0.5 * len(rows)) or average > _LONGEST_CELLS[len(rows) == 2]:
         return None
     order = list(reversed(columns)) if rtl else columns
     where = {id(f): index for index, column in enumerate(order) for f in column}
     cells = []
     for row in rows:
         line = [""] * len(order)
-        for fragment in sorted(row, key=lambda f: f.x0):
+        for fragment in sorted(row, key=lambda f: -f.x1 if rtl else f.x0):  # words of a cell in reading order
             index = where[id(fragment)]
             line[index] = f"{line[index]} {fragment.text}".strip()
         cells.append(line)
@@ -117,15 +147,16 @@ def _open_rows(rows: list[Region], gutter: tuple[float, float]) -> int:
 def _cut(fragment: Fragment, gutters: list[tuple[float, float]]) -> Region:
     """``fragment`` in pieces at the gaps between its words that fall in a gutter it crosses.
 
-    Only a gap clearly wider than a space is cut: half the text's size or more, and 1.5 times
-    the fragment's widest gap elsewhere (a fixed-width font's spaces are half its size too: a
+    Only a gap clearly wider than a space is cut: 0.4 of the text's size or more (a space is about
+    0.25: cells set 3 pt apart on each side, as reportlab's tight tables are, leave 0.45), and 1.5
+    times the fragment's widest gap elsewhere (a fixed-width font's spaces are half its size: a
     line of code indented under a listing's keywords is not a row of cells).
     """
     words = fragment.text.split()
     if len(words) != len(fragment.words) or not crosses(fragment, gutters):
         return [fragment]
     gaps = [(a[1], b[0]) for a, b in pairwise(sorted(fragment.words))]
-    wide = [g for g in gaps if g[1] - g[0] >= 0.5 * fragment.size and _meets(g, gutters)]
+    wide = [g for g in gaps if g[1] - g[0] >= 0.4 * fragment.size and _meets(g, gutters)]
     spaces = max((right - left for left, right in gaps if (left, right) not in wide), default=0.0)
     cuts = [right for left, right in wide if right - left > 1.5 * spaces]
     if not cuts:
