@@ -14,11 +14,11 @@ that runs across the gutter (a full-width heading, a wide note) ends a section.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 import unicodedata
 
-from ._pdfium import Fragment
 from ._pdfregions import Region, flat, vertical_split
 
 __all__ = ["CHECKBOXES", "NUMBERED", "TICKED", "columns", "item", "sections"]
@@ -41,8 +41,9 @@ def columns(region: Region) -> list[Region]:
     if len(region) < 4:
         return [region]
     pieces = vertical_split(region, _gutter(region))
+    strong = [_column(piece) for piece in pieces]
     while len(pieces) > 1:
-        weak = [index for index, piece in enumerate(pieces) if not _column(piece)]
+        weak = [index for index, ok in enumerate(strong) if not ok]
         if weak:
             index = min(weak, key=lambda i: sum(len(f.text) for f in pieces[i]))
             low, high = sorted((index, _nearest(pieces, index)))
@@ -54,6 +55,7 @@ def columns(region: Region) -> list[Region]:
                 break
             low, high = pairs[0], pairs[0] + 1
         pieces[low : high + 1] = [pieces[low] + pieces[high]]
+        strong[low : high + 1] = [_column(pieces[low])]
     return pieces
 
 
@@ -81,7 +83,7 @@ def _gutter(region: Region) -> float:
 def _column(piece: Region) -> bool:
     """Running text, paragraphs that fill the piece's width, or a list."""
     total = sum(len(f.text) for f in piece)
-    running = [f for f in piece if _running(f) or item(f.text)]
+    running = [f for f in piece if _running(f.text) or item(f.text)]
     return (len(running) >= 2 and sum(len(f.text) for f in running) >= _TEXT_SHARE * total) or _flowing(piece)
 
 
@@ -111,19 +113,21 @@ def _paired(piece: Region, other: Region) -> bool:
     return beside >= 0.5 * len(piece)
 
 
-def _running(fragment: Fragment) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _running(text: str) -> bool:
     """A line of running text: several words, mostly letters (not a row of figures)."""
-    text = fragment.text
     if len(_CJK.findall(text)) >= 10:
         return True
     return len(text) >= 20 and len(text.split()) >= 3 and _words(text)
 
 
+@functools.lru_cache(maxsize=4096)
 def _words(text: str) -> bool:
     letters = sum(ch.isalpha() for ch in text)
     return len(text.split()) >= 2 and letters >= 0.6 * len(text.replace(" ", ""))
 
 
+@functools.lru_cache(maxsize=4096)
 def item(text: str) -> bool:
     """A list item: a line that starts with a bullet, a check box or a number."""
     if len(text) > 2 and text[1] == " " and (text[0] in MARKERS or _symbol(text[0])):
