@@ -69,6 +69,12 @@ ENV_VARS: dict[str, str] = {
     "COFFER_READ_ONLY": "read_only",
     "COFFER_ALLOWED_DIRS": "allowed_dirs",
     "COFFER_HTTP_TOKEN": "http_token",
+    "COFFER_AUTH": "auth",
+    "COFFER_PUBLIC_URL": "public_url",
+    "COFFER_HTTP_HEADER_TIMEOUT": "http_header_timeout",
+    "COFFER_HTTP_BODY_TIMEOUT": "http_body_timeout",
+    "COFFER_HTTP_MAX_CONNECTIONS": "http_max_connections",
+    "COFFER_HTTP_SESSION_IDLE_TIMEOUT": "http_session_idle_timeout",
     "COFFER_EDITOR": "editor",
     "COFFER_HTML_MAIN_CONTENT": "html_main_content",
     "COFFER_INDEX_BACKEND": "index_backend",
@@ -272,8 +278,8 @@ class Settings(BaseModel):
     http_token: SecretStr | None = Field(
         default=None,
         description="The bearer token every HTTP route requires (`coffer serve --http`); mandatory when listening "
-        "beyond loopback. It must be at least 16 printable ASCII characters without spaces, else the server "
-        "refuses to start.",
+        "beyond loopback unless `auth` is `oauth` or `external`. It must be at least 16 printable ASCII characters "
+        "without spaces, else the server refuses to start; in every `auth` mode it keeps every scope, for scripts.",
     )
     editor: str | None = Field(
         default=None,
@@ -291,6 +297,70 @@ class Settings(BaseModel):
         default=60.0,
         gt=0,
         description="Seconds a writer waits for another writer on the same knowledge base before failing with `busy`.",
+    )
+    # -- the HTTP server against slow and idle clients (coffer_mcp/web/_connections.py) --
+    http_header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="Seconds a client has to send a request's complete headers, counted from when it connects "
+        "(or from the previous response on a kept-alive connection). Then the connection is closed, however "
+        "slowly it was still sending.",
+    )
+    http_body_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="Seconds a request's body may take to arrive once its headers are in; then the connection is "
+        "closed. Raise it to send large documents over a slow link.",
+    )
+    http_max_connections: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="The most HTTP connections the server keeps open at once. Unset: derived from the process's "
+        "file-descriptor limit (ulimit -n), keeping descriptors for the index, files, the converter and the "
+        "embedding service. At the limit a new connection closes the oldest one still waiting for its request; "
+        "when every one is busy with a request, it gets 503 and is closed.",
+    )
+    http_session_idle_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        le=7 * 86_400,
+        description="Seconds an MCP session may go without a request in flight (or an open event stream) before "
+        "the server ends it; its next request gets 404 and the client starts a new session.",
+    )
+    # -- OAuth (coffer_mcp/web/_oauth.py, services/authorization.py) --
+    auth: Literal["token", "oauth", "external"] = Field(
+        default="token",
+        description="How the HTTP server authenticates clients: `token`, `oauth` or `external`. `token` takes only "
+        "`http_token`, the static bearer token; `oauth` also the OAuth 2.1 tokens of its built-in authorization "
+        "server, for the store's owner; `external` also the access tokens of a team's identity provider "
+        "(`auth_issuer`). `http_token` keeps working in every mode, with every scope.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The address clients reach the HTTP server at, e.g. `https://coffer.example.com` behind a TLS "
+        "proxy: the OAuth issuer, and the resource its tokens are for (`PUBLIC_URL/mcp`). Unset: `http://HOST:PORT` "
+        "of a loopback bind; servers sharing one index behind one address all set it alike.",
+    )
+    auth_access_token_seconds: int = Field(
+        default=3600,
+        ge=60,
+        le=86_400,
+        description="How long an access token of the built-in authorization server (`auth: oauth`) lasts, in seconds.",
+    )
+    auth_refresh_token_seconds: int = Field(
+        default=30 * 86_400,
+        ge=3600,
+        le=365 * 86_400,
+        description="How long a refresh token of the built-in authorization server lasts, in seconds; each refresh "
+        "issues a new one and retires the old.",
+    )
+    auth_client_metadata_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts or networks whose OAuth client metadata documents may be fetched although they are not "
+        "public, over http too (tests, an intranet). Empty: https on public addresses only.",
     )
     reconcile_lock_wait: float = Field(
         default=2.0,
@@ -555,6 +625,18 @@ class Settings(BaseModel):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8080/v1/rerank")
         return value
 
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError("must be an http:// or https:// address, e.g. https://coffer.example.com")
+        if parts.path not in ("", "/"):
+            raise ValueError("must be the server's root address, without a path (Coffer serves /mcp at its root)")
+        return value.strip().rstrip("/")
+
     @field_validator("auth_issuer", "auth_jwks_url", "auth_introspection_url")
     @classmethod
     def _identity_provider_url(cls, value: str | None) -> str | None:
@@ -777,6 +859,17 @@ def _check_rerank(settings: Settings) -> None:
 
 def _check_auth(settings: Settings) -> None:
     """External identity provider settings that cannot work together."""
+    if settings.auth == "external" and not settings.auth_issuer:
+        raise ConfigError(
+            "auth is external, but auth_issuer is not set: no identity provider's tokens can be checked.",
+            hint="Set COFFER_AUTH_ISSUER to the issuer URL its tokens name (e.g. "
+            "https://sso.example.com/realms/team); see docs/deploy.md.",
+        )
+    if settings.auth_issuer and settings.auth != "external":
+        raise ConfigError(
+            f"auth_issuer is set, but auth is {settings.auth}: the identity provider's tokens would be refused.",
+            hint="Set COFFER_AUTH=external (or --auth external) to accept them, or remove COFFER_AUTH_ISSUER.",
+        )
     given = [
         name
         for name in ("auth_audience", "auth_jwks_url", "auth_introspection_url", "auth_scope_map")

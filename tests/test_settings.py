@@ -140,6 +140,22 @@ def test_a_relative_allowed_dir_in_the_environment_is_refused_and_home_and_absol
     assert settings.allowed_dirs == [Path("~/x").expanduser().resolve(), Path("/abs").resolve()]
 
 
+@pytest.mark.parametrize(
+    "url", ["coffer.example.com", "ftp://coffer.example.com", "https://x.example/base", "https://x.example/?a=1"]
+)
+def test_a_public_url_that_is_not_a_servers_root_address_is_refused(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({"COFFER_PUBLIC_URL": url}, home=tmp_path)
+    assert "COFFER_PUBLIC_URL" in refused.value.hint
+
+
+def test_a_public_url_and_the_oauth_mode_load_from_the_environment(tmp_path: Path) -> None:
+    settings = load_settings(
+        {"COFFER_PUBLIC_URL": "https://coffer.example.com/", "COFFER_AUTH": "oauth"}, home=tmp_path
+    )
+    assert (settings.public_url, settings.auth) == ("https://coffer.example.com", "oauth")
+
+
 def described_fields() -> list[tuple[str, Any]]:
     settings = [(name, f) for name, f in Settings.model_fields.items() if not f.exclude]
     return settings + [(f"kb.yaml {name}", f) for name, f in KbConfig.model_fields.items()]

@@ -33,7 +33,8 @@ from coffer_mcp.mcp_server._arguments import invalid_arguments, mistyped_argumen
 from coffer_mcp.mcp_server._client_log import set_level
 from coffer_mcp.mcp_server._confirm import unanswered
 from coffer_mcp.mcp_server._prompts import invalid_params, prompt_refusal
-from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
+from coffer_mcp.mcp_server._runner import Runner, caller, granted_scopes, internal_error, tool_error
+from coffer_mcp.mcp_server._scopes import beyond_scope
 from coffer_mcp.mcp_server._unreadable import AnsweringStdin
 from coffer_mcp.mcp_server._wire import input_schema
 
@@ -106,7 +107,7 @@ class CofferServer(MCPServer):
         if self._schemas is None:  # built once: listing the tools costs more than a small search
             self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
         schemas = self._schemas
-        refusal = self._refusal(name, arguments, schemas)
+        refusal = self._refusal(name, arguments, schemas, context)
         if refusal is None:
             try:
                 return await super().call_tool(name, arguments, context)
@@ -118,17 +119,24 @@ class CofferServer(MCPServer):
                         return tool_error(internal_error(name, exc))
                     refusal = invalid_arguments(name, schemas[name], exc.__cause__)
         # Refused before any tool body ran, so the Runner did not record it: record it here.
-        client = client_name(context) if context is not None else "unknown"
+        client = caller(context)[1]
         await anyio.to_thread.run_sync(self.runner.record, name, client, started, "error", refusal.code)
         log.info("tool %r refused: %s", name, refusal.message)
         return tool_error(refusal)
 
-    def _refusal(self, name: str, arguments: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> CofferError | None:
+    def _refusal(
+        self, name: str, arguments: dict[str, Any], schemas: dict[str, dict[str, Any]], context: Context | None
+    ) -> CofferError | None:
         """Why the call cannot run, before the SDK validates the argument values: None when it can."""
         if name not in schemas:
             return self._unknown_tool(name, offered=list(schemas))
         schema = schemas[name]
-        return self.refusal or unknown_arguments(name, schema, arguments) or mistyped_arguments(name, schema, arguments)
+        return (
+            self.refusal
+            or beyond_scope(name, granted_scopes(context))
+            or unknown_arguments(name, schema, arguments)
+            or mistyped_arguments(name, schema, arguments)
+        )
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context | None = None

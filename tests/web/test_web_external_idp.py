@@ -464,6 +464,7 @@ def verifier_from_environment(issuer: Issuer, tmp_path: Path) -> ExternalTokenVe
     """Built as ``coffer serve`` builds it: from the environment, before the event loop runs."""
     environ = {
         "COFFER_HOME": str(tmp_path),
+        "COFFER_AUTH": "external",
         "COFFER_AUTH_ISSUER": issuer.url,
         "COFFER_AUTH_ALGORITHMS": "RS256, ES256",
         "COFFER_AUTH_CLOCK_SKEW": "30",
@@ -493,7 +494,7 @@ async def test_settings_from_the_environment_build_a_verifier_that_accepts_the_i
     assert grant.subject == "carol"
 
 
-SSO = {"COFFER_AUTH_ISSUER": "https://sso.example.com"}
+SSO = {"COFFER_AUTH": "external", "COFFER_AUTH_ISSUER": "https://sso.example.com"}
 
 
 @pytest.mark.parametrize(
@@ -537,7 +538,7 @@ def test_settings_coffer_cannot_trust_are_refused_with_a_hint(
 
 def test_an_http_issuer_on_loopback_is_allowed_for_tests(tmp_path: Path) -> None:
     for url in ("http://127.0.0.1:8080/realms/team", "http://localhost:8080", "http://[::1]:9000/"):
-        assert load_settings({"COFFER_HOME": str(tmp_path), "COFFER_AUTH_ISSUER": url}).auth_issuer == url
+        assert load_settings({"COFFER_HOME": str(tmp_path), **SSO, "COFFER_AUTH_ISSUER": url}).auth_issuer == url
 
 
 def test_config_yaml_may_not_hold_the_introspection_clients_secret(tmp_path: Path) -> None:

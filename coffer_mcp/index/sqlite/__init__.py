@@ -20,6 +20,7 @@ from typing import Any
 
 from coffer_mcp.errors import StoreError
 from coffer_mcp.index.fts import match_expression
+from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
@@ -33,13 +34,14 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
+from coffer_mcp.index.sqlite import model_record, oauth, vectors
 from coffer_mcp.index.sqlite import queries as q
-from coffer_mcp.index.sqlite import vectors
 from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache, Partition
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
 from coffer_mcp.index.sqlite.schema import migrate
 from coffer_mcp.index.sqlite.viewer import ViewerError
 from coffer_mcp.models import Chunk
+from coffer_mcp.store import StoreModel
 
 __all__ = ["SqliteIndex", "database_errors"]
 
@@ -360,6 +362,20 @@ class SqliteIndex:
         table = vectors.table_of(self.conn, identity)
         return table is not None and self.ann.build(table, kb, self.conn, fresh=True)
 
+    # -- the store's embedding model ---------------------------------------------------------------
+
+    def store_model(self) -> StoreModel | None:
+        return model_record.recorded(self.conn)
+
+    def record_store_model(self, model: StoreModel, *, replace: bool = False) -> StoreModel:
+        return model_record.record(self.conn, model, replace=replace)
+
+    def vector_models(self) -> dict[str, int]:
+        return model_record.vector_models(self.conn)
+
+    def drop_model(self, identity: str) -> None:
+        model_record.drop_model(self.conn, identity)
+
     # -- verification and repair -------------------------------------------------------------------
 
     def count_vectors(self, identity: str, chunk_ids: Sequence[int]) -> int | None:
@@ -396,6 +412,47 @@ class SqliteIndex:
             InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
             for r in q.invocations(self.conn, limit)
         ]
+
+    # -- the authorization server (index/oauth.py) --------------------------------------------------
+
+    def save_oauth_client(self, client: OAuthClientRow) -> None:
+        oauth.save_client(self.conn, client)
+
+    def oauth_client(self, client_id: str) -> OAuthClientRow | None:
+        return oauth.client(self.conn, client_id)
+
+    def oauth_clients(self) -> list[OAuthClientRow]:
+        return oauth.clients(self.conn)
+
+    def approve_oauth_client(self, client_id: str, at: str) -> None:
+        oauth.approve_client(self.conn, client_id, at)
+
+    def delete_oauth_client(self, client_id: str) -> bool:
+        return oauth.delete_client(self.conn, client_id)
+
+    def add_oauth_token(self, token: OAuthTokenRow) -> None:
+        oauth.add_token(self.conn, token)
+
+    def oauth_token(self, token_sha256: str) -> OAuthTokenRow | None:
+        return oauth.token(self.conn, token_sha256)
+
+    def use_oauth_token(self, token_sha256: str, at: str) -> OAuthTokenRow | None:
+        return oauth.use_token(self.conn, token_sha256, at)
+
+    def oauth_tokens(self) -> list[OAuthTokenRow]:
+        return oauth.tokens(self.conn)
+
+    def revoke_oauth_grant(self, grant_id: str) -> int:
+        return oauth.revoke_grant(self.conn, grant_id)
+
+    def purge_oauth(self, now: float, unapproved_before: str) -> int:
+        return oauth.purge(self.conn, now, unapproved_before)
+
+    def owner_secret(self) -> str | None:
+        return oauth.owner_secret(self.conn)
+
+    def set_owner_secret(self, secret: str | None, at: str) -> None:
+        oauth.set_owner_secret(self.conn, secret, at)
 
 
 def _audit_row(row: Any) -> AuditRow:
