@@ -124,7 +124,7 @@ def _maxrss_mb() -> float:
 
 def reference_of(data: Path, name: str) -> tuple[str, str] | None:
     """The reference Markdown of ``name`` and its engine (docling first), or None."""
-    for engine in ("docling", "markitdown"):
+    for engine in ("docling", "markitdown", "hand"):  # hand: written for a fixture (fixtures/expected)
         path = data / "expected" / f"{engine}__{name}.md"
         if path.exists():
             return path.read_text(encoding="utf-8"), engine

@@ -26,7 +26,7 @@ CASES = [
     ("sample.docx", "mammoth/2", "Quarterly Bramble Report", ["bramble yield forecast"]),
     ("sample.xlsx", "openpyxl/2", "sample", ["saffron ledger", "Marigold Traders"]),
     ("sample.pptx", "python-pptx/2", "Velvet Compass Roadmap", ["Lantern Metrics"]),
-    ("sample.pdf", "pypdfium2/3", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
+    ("sample.pdf", "pypdfium2/4", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
     ("sample.ipynb", "markitdown", "Notebook of Pelican Sums", ["print(sum(pelicans))"]),
     ("sample.epub", "markitdown", "Chapter One: The Amber Tundra", ["amber tundra chronicle"]),
 ]

@@ -224,7 +224,7 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
 @pytest.mark.parametrize(
     ("ext", "engine"),
     [
-        ("pdf", "pypdfium2/3"),
+        ("pdf", "pypdfium2/4"),
         ("docx", "mammoth/2"),
         ("xlsx", "openpyxl/2"),
         ("xls", "xlrd/2"),
