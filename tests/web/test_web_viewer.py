@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from coffer_mcp import Coffer, load_settings
+from tests.fakes import HashEmbedder
 from tests.web.cdp import CDPError, Page, WebSocket, launch, stop
 from tests.web.conftest import TOKEN
 from tests.web.support import Recorder, Seeded, make_coffer, running, seed
@@ -92,6 +94,21 @@ def count(selector: str) -> str:
 
 def text_of(selector: str) -> str:
     return f"((document.querySelector({json.dumps(selector)}) || {{}}).textContent || '')"
+
+
+def shown(selector: str) -> str:
+    """JavaScript: whether the element is on the page and laid out (not hidden, not display: none)."""
+    return f"((el) => !!el && el.getClientRects().length > 0)(document.querySelector({json.dumps(selector)}))"
+
+
+def open_viewer(page: Page, url: str, kbs: int) -> None:
+    page.goto(f"{url}/?token={TOKEN}")
+    page.wait_for(f"{count('#kb-list a')} === {kbs}")
+
+
+def search_in_viewer(page: Page, kb: str, query: str) -> None:
+    page.evaluate(f"location.hash = {json.dumps(f'#/kb/{kb}/search/{query}')}")
+    page.wait_for(f"!document.querySelector('#results').hidden && {text_of('#results h1')}.endsWith('“{query}”')")
 
 
 def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_viewer(
@@ -202,6 +219,106 @@ def test_a_search_result_says_where_the_documents_other_matches_are(browser_page
     ((title, more),) = folded
     assert title == "Tuning hybrid vector search"
     assert re.fullmatch(r"2 more matching passages in this document \(#\d+, #\d+\)", more), more
+    assert page.console == [], page.console
+
+
+PASSAGE_DOCS = {
+    # A passage that opens with a fence: code, with "process" marked and "subprocess" not.
+    "runner.md": "# Runner\n\n```sh\nprocess --all\nsubprocess start\n```\n",
+    # A table and a list: formatted, every form of the word marked whatever its case.
+    "tools.md": "# Tools\n\n| tool | use |\n|---|---|\n| Process | counts the runs |\n\n"
+    "The **processes** we keep:\n\n- one process\n- another\n",
+    # A fence left open at the passage's end: code to the end, the text before it a paragraph.
+    "open.md": "# Open\n\nA process starts here.\n\n```python\nprint('process')\n",
+    # Markup and script links in a passage: shown as text, never live.
+    "hostile.md": '# Hostile\n\n<script>window.__pwned = 1</script>\n<img src=x onerror="window.__pwned = 2">\n\n'
+    "The process of [bad](javascript:window.__pwned=3) and <b>bold</b>.\n",
+}
+
+PASSAGES = """(() => {
+    const byTitle = {};
+    for (const li of document.querySelectorAll('#results .passage')) {
+        const body = li.querySelector('.text');
+        byTitle[li.querySelector('.title').textContent] = {
+            text: body.textContent,
+            marks: [...body.querySelectorAll('mark')].map((m) => m.textContent),
+            code: [...body.querySelectorAll('pre code')].map((c) => c.textContent),
+            codeMarks: [...body.querySelectorAll('pre code mark')].map((m) => m.textContent),
+            paragraphs: [...body.querySelectorAll('p')].map((p) => p.textContent),
+            cells: [...body.querySelectorAll('table td')].map((c) => c.textContent),
+            items: [...body.querySelectorAll('ul > li')].map((c) => c.textContent),
+            strong: [...body.querySelectorAll('strong')].map((c) => c.textContent),
+        };
+    }
+    return {
+        byTitle,
+        live: document.querySelectorAll('#results :is(script, img, b, a[href^="javascript"])').length,
+        pwned: window.__pwned === undefined ? null : window.__pwned,
+    };
+})()"""
+
+
+def test_search_passages_show_as_formatted_markdown_with_the_querys_words_marked_whole(
+    browser_page: Page, tmp_path: Path
+) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    with make_coffer(tmp_path / "home") as service:
+        service.create_kb("notes", "Notes")
+        for name, body in PASSAGE_DOCS.items():
+            service.add_document("notes", name, body)
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=1)
+            search_in_viewer(page, "notes", "the Process")
+            page.wait_for(f"{count('#results .passage')} === 4")
+            shots.take("10-passages-as-markdown")
+            found = page.evaluate(PASSAGES)
+            api = page.evaluate("fetch('/api/v1/knowledge_bases/notes/search?q=the%20Process').then((r) => r.json())")
+    # The server says which words match as its index analysed the query: stemmed, without "the".
+    assert sorted(api["highlight"]) == ["process", "processes"]
+    passages = found["byTitle"]
+    assert not any("```" in p["text"] for p in passages.values())
+    assert passages["Runner"]["code"] == ["process --all\nsubprocess start"]
+    assert passages["Runner"]["marks"] == ["process"]  # not inside "subprocess"
+    assert passages["Tools"]["cells"] == ["Process", "counts the runs"]
+    assert passages["Tools"]["items"] == ["one process", "another"]
+    assert passages["Tools"]["strong"] == ["processes"]
+    assert passages["Tools"]["marks"] == ["Process", "processes", "process"]  # "The" is a stopword
+    assert passages["Open"]["paragraphs"] == ["A process starts here."]
+    assert passages["Open"]["code"] == ["print('process')"]
+    assert passages["Open"]["codeMarks"] == ["process"]
+    assert passages["Hostile"]["paragraphs"] == [
+        '<img src=x onerror="window.__pwned = 2">',
+        "The process of bad and <b>bold</b>.",
+    ]
+    assert passages["Hostile"]["marks"] == ["process"]
+    assert (found["live"], found["pwned"]) == (0, None)
+    assert page.console == [], page.console
+
+
+def test_a_search_says_why_it_ran_as_keyword_or_found_nothing_to_rank(browser_page: Page, tmp_path: Path) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    embedder = HashEmbedder()
+    embedder.failing = True  # the provider is down: a hybrid search runs as keyword
+    with Coffer(load_settings(home=tmp_path / "home"), embedder=embedder) as service:
+        service.create_kb("notes", "Notes", vector=True)
+        service.add_document("notes", "bread.md", "# Bread\n\nSourdough needs a starter.\n")
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=1)
+            search_in_viewer(page, "notes", "sourdough")
+            page.wait_for(shown("#results .search-hint"))
+            shots.take("11-ran-as-keyword")
+            degraded = page.evaluate(f"[{text_of('#results .facts')}, {text_of('#results .search-hint')}]")
+            api = page.evaluate("fetch('/api/v1/knowledge_bases/notes/search?q=sourdough').then((r) => r.json())")
+            search_in_viewer(page, "notes", "the")
+            page.wait_for(shown("#results .search-hint"))
+            common = page.evaluate(f"[{text_of('#results h1')}, {text_of('#results .search-hint')}]")
+    assert api["strategy"] == "keyword"
+    assert api["hint"].startswith("The query could not be embedded, so keyword search ran instead of hybrid")
+    assert degraded == ["in notes · keyword search", api["hint"]]
+    assert common[0] == "0 passages for “the”"
+    assert "'the' is a common word found in most passages" in common[1]
     assert page.console == [], page.console
 
 
