@@ -322,6 +322,71 @@ def test_a_search_says_why_it_ran_as_keyword_or_found_nothing_to_rank(browser_pa
     assert page.console == [], page.console
 
 
+TOP_BAR_PARTS = ".brand, #search-scope, #search-input, #search-form > button, #search-filters > summary"
+FITS = f"""(() => {{
+    const root = document.documentElement;
+    const bar = document.querySelector('.topbar');
+    const parts = [...document.querySelectorAll({json.dumps(TOP_BAR_PARTS)})].map((el) => {{
+        const box = el.getBoundingClientRect();
+        return {{ name: el.id || el.className || el.tagName, left: box.left, right: box.right, width: box.width }};
+    }});
+    return {{
+        viewport: root.clientWidth,
+        pageScroll: root.scrollWidth - root.clientWidth,
+        barScroll: bar.scrollWidth - bar.clientWidth,
+        parts,
+    }};
+}})()"""
+
+
+def fits(page: Page, width: int) -> dict[str, Any]:
+    """The layout facts at ``width``, asserted: nothing scrolls sideways, every control of the bar shows whole."""
+    layout = page.evaluate(FITS)
+    assert layout["viewport"] == width
+    assert (layout["pageScroll"], layout["barScroll"]) == (0, 0), layout
+    cut = [part for part in layout["parts"] if part["left"] < 0 or part["right"] > width or part["width"] == 0]
+    assert cut == [], layout
+    return {part["name"]: part for part in layout["parts"]}
+
+
+LONG_KB = "a-knowledge-base-whose-name-is-as-long-as-the-naming-rule-allows"  # 64 characters
+
+
+def test_the_top_bar_fits_a_420_pixel_window_in_every_view(browser_page: Page, tmp_path: Path) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    page.resize(420, 860)
+    with make_coffer(tmp_path / "home") as service:
+        seeded = seed(service, extra_docs=10)
+        service.create_kb(LONG_KB, "Its name is the widest choice of the scope menu")
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=3)
+            parts = fits(page, 420)
+            shots.take("12-narrow-home")
+
+            page.evaluate("document.querySelector('#search-filters').open = true")
+            panel = page.evaluate(
+                "(() => { const b = document.querySelector('.filter-panel').getBoundingClientRect();"
+                " return [b.left, b.right]; })()"
+            )
+            fits(page, 420)
+            shots.take("13-narrow-filters")
+            page.evaluate("document.querySelector('#search-filters').open = false")
+
+            search_in_viewer(page, "notes", "hybrid vector")
+            fits(page, 420)
+            shots.take("14-narrow-search")
+
+            page.evaluate(f"location.hash = '#/kb/notes/doc/{seeded.alpha}'")
+            page.wait_for(f"{text_of('#doc-title')} === 'Alpha guide'")
+            fits(page, 420)
+            shots.take("15-narrow-document")
+    assert parts["search-input"]["width"] >= 180  # room to type a query
+    assert panel[0] >= 0, panel
+    assert panel[1] <= 420, panel
+    assert page.console == [], page.console
+
+
 def wait_across_navigation(page: Page, condition: str, attempts: int = 20) -> Any:
     """``page.wait_for`` while the page may be replaced: a wait cut short by the navigation is retried."""
     for _ in range(attempts):
