@@ -9,8 +9,9 @@ import { renderMarkdown } from "./markdown.js";
 
 const ACTION_TOKEN = document.querySelector('meta[name="coffer-action-token"]').content;
 const PAGE_SIZE = 50;
+const FEW_DOCUMENTS = 10; // a list this short is read at a glance: no title filter
 const $ = (id) => document.getElementById(id);
-const state = { kb: null, filter: "", offset: 0, total: 0, doc: null, kbs: [], seq: 0, mainSeq: 0 };
+const state = { kb: null, filter: "", offset: 0, total: 0, unfiltered: 0, doc: null, kbs: [], seq: 0, mainSeq: 0 };
 
 class ApiError extends Error {
   constructor(body, status) {
@@ -107,13 +108,14 @@ async function selectKb(kb) {
   state.kb = kb;
   state.filter = "";
   state.offset = 0;
+  state.total = 0;
+  state.unfiltered = 0;
   $("doc-filter").value = "";
-  $("doc-filter").disabled = !kb;
   $("search-scope").value = kb || "";
   markActive();
   if (!kb) {
     $("kb-meta").hidden = true;
-    $("doc-list").replaceChildren();
+    $("doc-list").replaceChildren(make("li", "empty", "Pick a knowledge base to see its documents."));
     updatePager();
     return;
   }
@@ -141,6 +143,7 @@ async function loadDocs() {
   const page = await api(`/knowledge_bases/${enc(kb)}/documents?${query}`);
   if (seq !== state.seq) return;
   state.total = page.total;
+  if (!state.filter) state.unfiltered = page.total;
   const list = $("doc-list");
   list.replaceChildren();
   if (!page.documents.length) list.append(make("li", "empty", state.filter ? "No title matches." : "No documents yet."));
@@ -157,11 +160,15 @@ async function loadDocs() {
   markActive();
 }
 
+// The title filter and the pager show only when they have something to do: a knowledge base with
+// more than a few documents (or a filter typed), a list longer than a page.
 function updatePager() {
   const shown = state.kb ? Math.min(state.total, state.offset + PAGE_SIZE) : 0;
+  $("doc-filter").hidden = !state.kb || (!state.filter && state.unfiltered <= FEW_DOCUMENTS);
+  $("pager").hidden = !state.kb || (state.offset === 0 && shown >= state.total);
   $("page-info").textContent = state.kb && state.total ? `${state.offset + 1}–${shown} of ${state.total}` : "";
-  $("prev-page").disabled = !state.kb || state.offset === 0;
-  $("next-page").disabled = !state.kb || shown >= state.total;
+  $("prev-page").disabled = state.offset === 0;
+  $("next-page").disabled = shown >= state.total;
 }
 
 async function showDocument(kb, id) {

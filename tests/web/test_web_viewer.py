@@ -69,7 +69,7 @@ def browser_page(tmp_path: Path) -> Iterator[Page]:
 def served(tmp_path: Path) -> Iterator[tuple[str, Seeded, Recorder, Path]]:
     recorder = Recorder(tmp_path / "recorder")
     with make_coffer(tmp_path / "home", editor=recorder.command) as service:
-        seeded = seed(service, extra_docs=3)
+        seeded = seed(service, extra_docs=10)
         with running(service, token=TOKEN) as url:
             yield url, seeded, recorder, service.paths.kb("notes").docs
     recorder.close()
@@ -125,8 +125,8 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
     shots.take("01-knowledge-bases")
 
     click(page, '#kb-list a[data-kb="notes"]')
-    page.wait_for(f"{count('#doc-list a')} === 6 && !document.querySelector('#kb-meta').hidden")
-    assert "6 documents" in page.evaluate(text_of("#kb-meta"))
+    page.wait_for(f"{count('#doc-list a')} === 13 && !document.querySelector('#kb-meta').hidden")
+    assert "13 documents" in page.evaluate(text_of("#kb-meta"))
 
     type_into(page, "#doc-filter", "alpha")
     page.wait_for(f"{count('#doc-list a')} === 1")
@@ -384,6 +384,47 @@ def test_the_top_bar_fits_a_420_pixel_window_in_every_view(browser_page: Page, t
     assert parts["search-input"]["width"] >= 180  # room to type a query
     assert panel[0] >= 0, panel
     assert panel[1] <= 420, panel
+    assert page.console == [], page.console
+
+
+def test_the_title_filter_and_pager_show_only_when_there_is_something_to_filter_or_page(
+    browser_page: Page, tmp_path: Path
+) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    controls = f"[{shown('#doc-filter')}, {shown('#pager')}]"
+    with make_coffer(tmp_path / "home") as service:
+        service.create_kb("few", "Three documents")
+        service.create_kb("many", "More than a page")
+        for i in range(3):
+            service.add_document("few", f"few-{i}.md", f"# Few {i}\n\nShort.\n")
+        for i in range(55):
+            service.add_document("many", f"many-{i:02d}.md", f"# Many {i:02d}\n\nFiller.\n")
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=2)
+            home = page.evaluate(controls)
+            shots.take("16-home-without-list-controls")
+
+            page.evaluate("location.hash = '#/kb/few'")
+            page.wait_for(f"{count('#doc-list a')} === 3")
+            few = page.evaluate(controls)
+
+            page.evaluate("location.hash = '#/kb/many'")
+            page.wait_for(f"{count('#doc-list a')} === 50")
+            many = page.evaluate(f"[...{controls}, {text_of('#page-info')}]")
+            shots.take("17-a-page-of-many")
+            click(page, "#next-page")
+            page.wait_for(f"{count('#doc-list a')} === 5")
+            last_page = page.evaluate(f"[...{controls}, {text_of('#page-info')}]")
+
+            type_into(page, "#doc-filter", "Many 1")
+            page.wait_for(f"{count('#doc-list a')} === 10")
+            filtered = page.evaluate(controls)
+    assert home == [False, False]
+    assert few == [False, False]
+    assert many == [True, True, "1–50 of 55"]
+    assert last_page == [True, True, "51–55 of 55"]
+    assert filtered == [True, False]  # the box stays while it holds a filter; one page needs no pager
     assert page.console == [], page.console
 
 
