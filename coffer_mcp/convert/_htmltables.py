@@ -12,6 +12,8 @@ import io
 import re
 from typing import Any
 
+from ._base import engine_missing
+
 __all__ = ["html_to_markdown", "regular_tables"]
 
 _MAX_SPAN = 64  # a hostile rowspan="100000" must not build a huge grid
@@ -25,8 +27,12 @@ def html_to_markdown(html: str, *, drop_footnote_marks: bool = False) -> str:
     ``[12]``) go: in a passage they are noise, and the notes they point to are not kept.
     """
     from bs4 import BeautifulSoup
-    from markitdown import StreamInfo
-    from markitdown.converters import HtmlConverter
+
+    try:
+        from markitdown import StreamInfo
+        from markitdown.converters import HtmlConverter
+    except ImportError as exc:  # no wheel of its onnxruntime on this platform (pyproject.toml)
+        raise engine_missing("HTML converter (markitdown)", "html", "markitdown") from exc
 
     soup = BeautifulSoup(html, "html.parser")
     regular_tables(soup)

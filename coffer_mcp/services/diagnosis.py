@@ -85,7 +85,7 @@ class Diagnosis:
             reranker=reranker,
             knowledge_bases=kbs,
             problems=problems,
-            notes=[rg.note] if rg.note else [],
+            notes=index.notes + ([rg.note] if rg.note else []),
         )
 
     def _embedder_status(self, check: bool) -> EmbedderStatus:

@@ -26,6 +26,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import importlib.util
 import os
 import secrets
 import sys
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Builder", "Delta", "FileStamp", "Graph", "as_query", "open_graph"]
+__all__ = ["Builder", "Delta", "FileStamp", "Graph", "as_query", "available", "open_graph"]
 
 DTYPE = "f32"
 CONNECTIVITY = 16  # HNSW "M": links per node (usearch's default)
@@ -51,6 +52,14 @@ class FileStamp:
     size: int
     sha256: str
     vectors: int
+
+
+def available() -> bool:
+    """Whether usearch can be imported (located without importing it, which would load numpy)."""
+    try:
+        return importlib.util.find_spec("usearch") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @functools.cache
