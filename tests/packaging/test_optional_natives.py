@@ -96,6 +96,22 @@ def test_without_sqlite_vec_searches_run_as_keyword_and_name_the_install_command
     assert any("pip install sqlite-vec" in problem for problem in doctor(env)["problems"])
 
 
+def test_without_sqlite_vec_a_pack_with_vectors_imports_its_documents_and_says_the_vectors_wait(
+    without: Path, embeddings: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """Before: the import stopped with "no such module: vec0" after writing the documents."""
+    source = {**os.environ, "COFFER_HOME": str(tmp_path / "source"), **openai_env(embeddings)}
+    a_vector_kb(source, tmp_path)
+    pack = tmp_path / "notes.cofferpack"
+    assert coffer(source, "kb", "export", "notes", str(pack), "--with-vectors").returncode == 0
+    env = hidden_env(without, tmp_path / "home", "sqlite_vec", **openai_env(embeddings))
+    done = coffer(env, "kb", "import", str(pack), "--json")
+    assert done.returncode == 0, done.stderr
+    assert "pip install sqlite-vec" in done.stdout
+    found = json.loads(coffer(env, "kb", "search", "notes", "neighbour", "--json").stdout)
+    assert [p["title"] for p in found["passages"]] == ["Graphs"]
+
+
 def test_without_fastembed_the_doctor_and_a_search_name_the_install_command(without: Path, tmp_path: Path) -> None:
     env = hidden_env(without, tmp_path / "home", "fastembed", HF_HUB_OFFLINE="1")
     a_vector_kb(env, tmp_path)

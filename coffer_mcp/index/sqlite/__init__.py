@@ -287,7 +287,9 @@ class SqliteIndex:
 
     def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
         table = vectors.table_of(self.conn, identity)
-        return {} if table is None else vectors.stored_vectors(self.conn, table, chunk_ids)
+        if table is None or vec_version(self.conn) is None:  # vectors stored before sqlite-vec went away
+            return {}
+        return vectors.stored_vectors(self.conn, table, chunk_ids)
 
     def knn(
         self, identity: str, query: Sequence[float], kbs: Sequence[str], where: Where, limit: int
