@@ -145,7 +145,9 @@ def bundle_pyproject(wheel: str, version: str = __version__) -> str:
 [project]
 name = "coffer-extension"
 version = "{version}"
-requires-python = ">=3.10"
+# Below 3.14: onnxruntime (local embeddings, Word and PowerPoint) has no wheel for Python 3.14 on
+# Intel Macs; uv picks (or fetches) an interpreter in this range.
+requires-python = ">=3.10,<3.14"
 dependencies = ["coffer-mcp=={version}"]
 
 [tool.uv]
