@@ -30,7 +30,7 @@ __all__ = [
 
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"\n]*\")?\)")
 _AUTOLINK = re.compile(r"<(?:https?|mailto):[^>\s]+>")
-_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_TAG = re.compile(r"(?<!\\)</?[A-Za-z][^>\n]*>")  # an escaped \<b> is text
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _SEPARATOR_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")

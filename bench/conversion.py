@@ -35,6 +35,7 @@ from statistics import fmean
 from typing import Any
 
 from bench import _convmetrics as m
+from bench import _docpages
 from bench._measure import log, machine_info, source_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def _maxrss_mb() -> float:
 
 def reference_of(data: Path, name: str) -> tuple[str, str] | None:
     """The reference Markdown of ``name`` and its engine (docling first), or None."""
-    for engine in ("docling", "markitdown"):
+    for engine in ("docling", "markitdown", "hand"):  # hand: written for a fixture (fixtures/expected)
         path = data / "expected" / f"{engine}__{name}.md"
         if path.exists():
             return path.read_text(encoding="utf-8"), engine
@@ -376,11 +377,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", default="", help="comma-separated file names (default: all)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "conversion.json")
     parser.add_argument("--save-md", type=Path, help="write every output's Markdown under this folder")
+    parser.add_argument(
+        "--docs",
+        default="",
+        help="documentation pages instead: comma-separated sets of " + ", ".join(_docpages.DOC_SETS),
+    )
     parser.add_argument("--child", nargs=2, metavar=("ENGINE", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child[0], Path(args.child[1]))
         return 0
+    if args.docs:
+        return _run_docs(args.docs.split(","), args.out)
     if not args.data.is_dir():
         print(f"skipped: {args.data} is absent (the shared evaluation data lives beside the repository)")
         return 0
@@ -408,6 +416,34 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(markdown_tables(rows, formats))
     return 0
+
+
+def _run_docs(names: list[str], out: Path) -> int:
+    """``--docs``: convert documentation pages in this process and measure them (``bench/_docpages.py``)."""
+    unknown = set(names) - set(_docpages.DOC_SETS)
+    if unknown:
+        raise SystemExit(f"unknown documentation sets: {', '.join(sorted(unknown))}")
+    started = time.time()
+    report = {
+        "benchmark": "conversion-docs",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, "-m", "bench.conversion", *sys.argv[1:]]),
+        "coffer_source_sha256": source_fingerprint(),
+        "machine": machine_info(None),
+        **_docpages.run_docs(names, _coffer_bytes),
+        "wall_seconds": time.time() - started,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(_docpages.doc_tables(report))
+    return 0
+
+
+def _coffer_bytes(filename: str, data: bytes) -> tuple[str, str]:
+    from coffer_mcp.convert import convert
+
+    conversion = convert(filename, data)
+    return conversion.markdown, conversion.title
 
 
 if __name__ == "__main__":

@@ -72,10 +72,21 @@ class ServerProcess:
     proc: subprocess.Popen[str]
     url: str
     stderr: list[str] = field(default_factory=list)
+    _logged: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     @property
     def mcp_url(self) -> str:
         return f"{self.url}/mcp"
+
+    def log(self, line: str) -> None:
+        with self._logged:
+            self.stderr.append(line)
+            self._logged.notify_all()
+
+    def wait_for_line(self, text: str, timeout: float) -> bool:
+        """Wait until a line of stderr holds ``text`` (True), or ``timeout`` seconds pass (False)."""
+        with self._logged:
+            return self._logged.wait_for(lambda: any(text in line for line in self.stderr), timeout)
 
 
 def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -86,16 +97,34 @@ def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
+# ``python -m coffer_mcp`` with its descriptor limit (soft and hard) set first to argv[1].
+_LIMITED = [
+    sys.executable,
+    "-c",
+    (
+        "import resource, runpy, sys; n = int(sys.argv.pop(1)); resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+        "runpy.run_module('coffer_mcp', run_name='__main__', alter_sys=True)"
+    ),
+]
+
+
 @contextlib.contextmanager
 def http_server(
-    home: Path, env: Mapping[str, str] | None = None, *, args: Sequence[str] = (), start_timeout: float = 60.0
+    home: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    args: Sequence[str] = (),
+    start_timeout: float = 60.0,
+    open_files: int | None = None,
 ) -> Iterator[ServerProcess]:
     """Start ``coffer serve --http --host 127.0.0.1 --port 0`` and yield it once it listens.
 
     The banner on stderr gives the port; a thread keeps draining stderr into ``stderr`` so the
     server never blocks on a full pipe. On exit the server gets SIGINT (Ctrl-C), then SIGKILL.
+    ``open_files`` caps the server's file descriptors (``ulimit -n``, soft and hard; POSIX only).
     """
-    command = [sys.executable, "-m", "coffer_mcp", "serve", "--http", "--host", "127.0.0.1", "--port", "0", *args]
+    python = [sys.executable, "-m", "coffer_mcp"] if open_files is None else [*_LIMITED, str(open_files)]
+    command = [*python, "serve", "--http", "--host", "127.0.0.1", "--port", "0", *args]
     proc = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -109,7 +138,7 @@ def http_server(
 
     def drain() -> None:
         for line in proc.stderr:
-            server.stderr.append(line)
+            server.log(line)
             if match := _BANNER.search(line):
                 ready.put(match.group(1))
         ready.put(None)

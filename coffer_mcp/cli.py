@@ -39,7 +39,7 @@ from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT
 from coffer_mcp.services.documents import MAX_LIST_LIMIT
 from coffer_mcp.services.pages import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_TOP_K
-from coffer_mcp.settings import Settings, load_settings
+from coffer_mcp.settings import DEFAULT_HOME, Settings, bound_of, default_of, load_settings
 from coffer_mcp.store import escape_hidden
 from coffer_mcp.store.kbconfig import MAX_DESCRIPTION
 
@@ -69,8 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             # serve's --allowed-dirs (empty: the configured ones) is how a Claude Desktop bundle passes them.
-            allowed = getattr(args, "allowed_dirs", None) or None
-            settings = load_settings(os.environ, home=args.home, index_backend=args.index_backend, allowed_dirs=allowed)
+            settings = load_settings(
+                os.environ,
+                home=args.home,
+                index_backend=args.index_backend,
+                auth=getattr(args, "auth", None),
+                public_url=getattr(args, "public_url", None),
+                allowed_dirs=getattr(args, "allowed_dirs", None) or None,
+            )
         except ConfigError as exc:
             if args.handler is not _serve or args.http:
                 raise
@@ -123,11 +129,12 @@ def serve_main() -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coffer", description="Coffer: a local-first knowledge base over MCP.")
     parser.add_argument("--version", action="version", version=f"coffer-mcp {__version__}")
-    parser.add_argument("--home", help="the Coffer home folder (default: $COFFER_HOME or ~/.coffer)")
+    parser.add_argument("--home", help=f"the Coffer home folder (default: $COFFER_HOME or {DEFAULT_HOME})")
     parser.add_argument(
         "--index-backend",
-        choices=["sqlite", "postgres"],
-        help="where the index lives (default: $COFFER_INDEX_BACKEND or sqlite); postgres needs COFFER_DATABASE_URL",
+        choices=get_args(Settings.model_fields["index_backend"].annotation),
+        help=f"where the index lives (default: $COFFER_INDEX_BACKEND or {default_of('index_backend')}); postgres "
+        "needs COFFER_DATABASE_URL",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the MCP server (stdio, or streamable HTTP with --http)")
@@ -136,6 +143,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help=f"HTTP address to bind (default {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, help=f"HTTP port (default {DEFAULT_PORT}; 0 picks a free one)")
     serve.add_argument("--token", help="bearer token every HTTP request must carry (or COFFER_HTTP_TOKEN)")
+    serve.add_argument(
+        "--auth",
+        choices=["token", "oauth", "external"],
+        help="token: the HTTP token only; oauth: also be an OAuth 2.1 authorization server for the owner; external: "
+        "also accept an identity provider's tokens (default: $COFFER_AUTH or token)",
+    )
+    serve.add_argument(
+        "--public-url", metavar="URL", help="the address clients reach the server at, behind a TLS proxy (OAuth issuer)"
+    )
     serve.add_argument("--json-response", action="store_true", help="answer HTTP requests with JSON, not SSE")
     serve.add_argument(
         "--allowed-host",
@@ -164,6 +180,14 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
         sub.set_defaults(command=name, command_parser=sub)
         configure(sub)
+    auth = commands.add_parser("auth", help="the HTTP server's OAuth: the owner's password, clients, grants")
+    auth_commands = auth.add_subparsers(title="auth commands", metavar="AUTH_COMMAND")
+    auth.set_defaults(handler=_usage(auth), command_parser=auth)
+    for name, helptext, configure in _AUTH_COMMANDS:
+        sub = auth_commands.add_parser(name, help=helptext, description=helptext)
+        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sub.set_defaults(command=f"auth-{name}", command_parser=sub)
+        configure(sub)
     index = commands.add_parser("index", help="the index as a whole (rebuilt from the files)")
     index_commands = index.add_subparsers(title="index commands", metavar="INDEX_COMMAND")
     index.set_defaults(handler=_usage(index), command_parser=index)
@@ -181,7 +205,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     rebuild.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rebuild.set_defaults(handler=_index_rebuild, command="index-rebuild", command_parser=rebuild)
+    _add_embeddings(commands)
     return parser
+
+
+def _add_embeddings(commands: Any) -> None:
+    """``coffer embeddings show|use``: the store's embedding model, and its explicit change."""
+    group = commands.add_parser("embeddings", help="the store's embedding model: which one, and changing it")
+    subs = group.add_subparsers(title="embeddings commands", metavar="EMBEDDINGS_COMMAND")
+    group.set_defaults(handler=_usage(group), command_parser=group)
+    show = subs.add_parser("show", help="the store's embedding model, and what this process does about it")
+    show.add_argument("--check", action="store_true", help="also make a test embedding")
+    use = subs.add_parser(
+        "use",
+        help="make a model the store's and embed every vector knowledge base with it",
+        description="Make MODEL (default: the model the settings name) the store's embedding model: every process "
+        "of the store uses it from then on, every document of a vector knowledge base is embedded with it, and "
+        "the old model's vectors are removed at the end. Run again after an interruption, it continues.",
+    )
+    use.add_argument("model", nargs="?", help="the model's name, e.g. sentence-transformers/all-MiniLM-L6-v2")
+    use.add_argument("--provider", choices=["fastembed", "openai"], help="default: the configured provider")
+    use.add_argument("--model-path", metavar="DIR", help="fastembed: a local folder holding the model")
+    use.add_argument("--base-url", metavar="URL", help="openai: the /v1/embeddings server")
+    use.add_argument("--api-key-env", metavar="NAME", help="openai: the environment variable holding the key")
+    use.add_argument("--dimensions", type=int, metavar="N", help="openai: the vectors' length to ask for")
+    use.add_argument("--confirm", action="store_true", help="replace the store's model (documents are embedded again)")
+    for sub, handler, name in ((show, _embeddings_show, "embeddings-show"), (use, _embeddings_use, "embeddings-use")):
+        sub.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sub.set_defaults(handler=handler, command=name, command_parser=sub)
 
 
 def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Settings], int]:
@@ -195,13 +246,27 @@ def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Set
 
 
 _DESCRIPTION_HELP = f"what the knowledge base holds, for agents choosing one (at most {MAX_DESCRIPTION:,} characters)"
+_SIZE_RANGE = f"{bound_of(Settings, 'chunk_size', 'ge')}-{bound_of(Settings, 'chunk_size', 'le')}"
+_CHUNK_SIZE_HELP = f"characters per chunk, {_SIZE_RANGE}"
+_CHUNK_OVERLAP_HELP = "characters a chunk repeats from the one before it, below half the chunk size"
 
 
 def _add_create(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--description", default="", metavar="TEXT", help=_DESCRIPTION_HELP)
-    p.add_argument("--chunk-size", type=int)
-    p.add_argument("--chunk-overlap", type=int)
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help=f"{_CHUNK_SIZE_HELP} (default: the chunk_size setting, {default_of('chunk_size')} unless set)",
+    )
+    p.add_argument(
+        "--chunk-overlap",
+        type=int,
+        metavar="N",
+        help=f"{_CHUNK_OVERLAP_HELP} (default: the chunk_overlap setting, {default_of('chunk_overlap')} unless set, "
+        "shrunk in proportion for a smaller --chunk-size)",
+    )
     p.add_argument("--vector", action="store_true", help="also embed documents for hybrid search")
     p.set_defaults(handler=_kb_create)
 
@@ -209,8 +274,8 @@ def _add_create(p: argparse.ArgumentParser) -> None:
 def _add_update(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p.add_argument("--description", metavar="TEXT", help=_DESCRIPTION_HELP)
-    p.add_argument("--chunk-size", type=int)
-    p.add_argument("--chunk-overlap", type=int)
+    p.add_argument("--chunk-size", type=int, metavar="N", help=f"{_CHUNK_SIZE_HELP}; re-chunks every document")
+    p.add_argument("--chunk-overlap", type=int, metavar="N", help=f"{_CHUNK_OVERLAP_HELP}; re-chunks every document")
     _add_switch(p, "vector", "embed documents for hybrid search", "drop the vectors")
     _add_switch(
         p, "auto-update-sources", "let check-sources refresh changed documents", "check-sources only reports them"
@@ -425,6 +490,7 @@ EMBEDDING_COMMANDS = frozenset(
         "import",
         "restore",
         "index-rebuild",
+        "embeddings-use",
     }
 )
 """The ``kb`` commands that embed documents that are due (or a query); the others never do."""
@@ -885,6 +951,60 @@ def _render_reindex(r) -> str:
     return line
 
 
+def _embeddings_show(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        status = coffer.embedding_status(check=args.check)
+    _emit(args, status, _render_embedding)
+
+
+def _render_embedding(e) -> str:
+    doing = {
+        "unrecorded": "uses its own (recorded with the first vectors)",
+        "same": "uses it",
+        "store": "uses it, not the one its settings name",
+        "refused": "cannot build it: no vector work here (keyword search works)",
+        "off": "does no vector work (embedding provider none)",
+    }[e.use]
+    lines = [
+        f"store model:   {e.store_model or 'none yet'}",
+        f"own model:     {e.configured or 'none (provider none)'}",
+        f"this process:  {doing}" + (f", {e.dimensions} dims, {e.seconds}s" if e.reachable else ""),
+    ]
+    lines += [f"error: {e.error}"] if e.error else []
+    return "\n".join(lines + ([f"note: {e.note}"] if e.note else []))
+
+
+def _embeddings_use(args: argparse.Namespace, settings: Settings) -> int:
+    given = {
+        "embedding_provider": args.provider,
+        "embedding_model": args.model,
+        "embedding_model_path": args.model_path,
+        "embedding_base_url": args.base_url,
+        "embedding_api_key_env": args.api_key_env,
+        "embedding_dimensions": args.dimensions,
+    }
+    if any(value is not None for value in given.values()):
+        named = settings.embedding_model
+        settings = load_settings(os.environ, home=args.home, index_backend=args.index_backend, **given)
+        if args.model and not args.model_path and args.model != named:  # the configured folder holds another model
+            settings = settings.model_copy(update={"embedding_model_path": None})
+    with _service(settings, args) as coffer:
+        change = coffer.use_embedding_model(confirm=args.confirm, progress=_progress(args))
+    _emit(args, change, _render_change)
+    if change.warning and not args.json:
+        print(f"coffer: warning: {change.warning}", file=sys.stderr)
+    return EXIT_ERROR if change.warning else 0
+
+
+def _render_change(c) -> str:
+    was = f" (was {c.previous})" if c.previous and c.previous != c.model else ""
+    lines = [f"the store's embedding model: {c.model}, {c.dimensions} dimensions{was}"]
+    left = {k.kb: f", {k.remaining} left" if k.remaining else "" for k in c.knowledge_bases}
+    lines += [f"  {k.kb}: {k.embedded} embedded{left[k.kb]}" for k in c.knowledge_bases]
+    lines += [f"removed the vectors of {model}" for model in c.removed_models]
+    return "\n".join(lines)
+
+
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:
     # Not an embedding command: describing each knowledge base embeds nothing, so with --no-embed
     # no model is loaded and no provider called at all.
@@ -957,6 +1077,8 @@ _HTTP_OPTIONS = {
     "host": "--host",
     "port": "--port",
     "token": "--token",
+    "auth": "--auth",
+    "public_url": "--public-url",
     "json_response": "--json-response",
     "allowed_host": "--allowed-host",
 }
@@ -1020,7 +1142,7 @@ def _serve_http(args: argparse.Namespace, settings: Settings) -> int:
 
     token = args.token or (settings.http_token.get_secret_value() if settings.http_token else None)
     host = DEFAULT_HOST if args.host is None else args.host
-    check_bind(host, token)  # before anything else: refuse to listen beyond loopback unprotected
+    check_bind(host, token, settings.auth)  # before anything else: refuse to listen beyond loopback unprotected
     coffer = Coffer(settings)
     try:
         with _watching(coffer):
@@ -1101,6 +1223,109 @@ _KB_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] =
     ("snapshots", "list a knowledge base's snapshots", _add_name(_kb_snapshots)),
     ("restore", "go back to a snapshot (the current state is snapshotted first)", _add_snapshot_id(_kb_restore)),
     ("snapshot-delete", "delete one snapshot", _add_snapshot_id(_kb_snapshot_delete)),
+]
+
+
+# -- coffer auth ---------------------------------------------------------------------------------
+
+
+def _add_revoke(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--client", metavar="CLIENT_ID", help="forget a client and every token issued to it")
+    which.add_argument("--grant", "--token", metavar="GRANT_ID", help="revoke one grant's tokens (coffer auth tokens)")
+    p.set_defaults(handler=_auth_revoke)
+
+
+def _auth_set_password(args: argparse.Namespace, settings: Settings) -> None:
+    password = _read_password()
+    with _service(settings, args) as coffer:
+        coffer.authorization.set_password(password)
+    _emit(
+        args,
+        {"password_set": True},
+        lambda _: "owner password set: the consent page and the viewer accept it (stored as a salted scrypt hash)",
+    )
+
+
+def _read_password() -> str:
+    """The new password: asked twice on a terminal, else the first line of stdin (never an argument)."""
+    if sys.stdin.isatty():
+        import getpass
+
+        first = getpass.getpass("New owner password: ")
+        if getpass.getpass("Again: ") != first:
+            raise InvalidArgumentError("The two passwords differ; nothing was changed.", hint="Type the same twice.")
+        return first
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def _auth_clients(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        clients = coffer.authorization.clients()
+    _emit(
+        args,
+        clients,
+        lambda items: (
+            _table(
+                ["CLIENT_ID", "NAME", "KIND", "GRANTS", "APPROVED"],
+                [[c.client_id, c.name or "—", c.kind, c.grants, c.approved_at or "never"] for c in items],
+            )
+            if items
+            else "no OAuth clients yet (they register when they first connect to coffer serve --http --auth oauth)"
+        ),
+    )
+
+
+def _auth_tokens(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        grants = coffer.authorization.grants()
+    _emit(
+        args,
+        grants,
+        lambda items: (
+            _table(
+                ["GRANT", "CLIENT", "SUBJECT", "SCOPES", "GRANTED", "EXPIRES"],
+                [
+                    [
+                        g.grant_id,
+                        g.client_name or g.client_id,
+                        g.subject,
+                        " ".join(g.scopes),
+                        g.granted_at,
+                        g.expires_at,
+                    ]
+                    for g in items
+                ],
+            )
+            if items
+            else "no live grants"
+        ),
+    )
+
+
+def _auth_revoke(args: argparse.Namespace, settings: Settings) -> None:
+    with _service(settings, args) as coffer:
+        if args.client is not None:
+            coffer.authorization.revoke_client(args.client)
+        else:
+            coffer.authorization.revoke_grant(args.grant)
+    what = f"client '{args.client}'" if args.client is not None else f"grant '{args.grant}'"
+    _emit(args, {"revoked": args.client or args.grant}, lambda _: f"revoked {what}: its tokens no longer work")
+
+
+_AUTH_COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
+    (
+        "set-password",
+        "set the owner's password, which the consent page and the viewer accept (read from the terminal or stdin)",
+        lambda p: p.set_defaults(handler=_auth_set_password),
+    ),
+    ("clients", "list the OAuth clients (never their secrets)", lambda p: p.set_defaults(handler=_auth_clients)),
+    (
+        "tokens",
+        "list the live grants: who holds tokens, for what (never a token)",
+        lambda p: p.set_defaults(handler=_auth_tokens),
+    ),
+    ("revoke", "revoke a client (and all its tokens) or one grant", _add_revoke),
 ]
 
 

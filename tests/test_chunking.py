@@ -217,14 +217,14 @@ def test_a_giant_unclosed_fence_gets_closing_markers_on_every_piece() -> None:
 
 def test_a_giant_single_line_in_a_fence_is_hard_split() -> None:
     line = "x" * 5000
-    chunks = chunk_markdown(f"```\n{line}\n```", chunk_size=256)
+    chunks = chunk_markdown(f"```\n{line}\n```", chunk_size=256, chunk_overlap=64)
     assert all(len(c.text) <= 2 * 256 + len("```\n\n```") for c in chunks)
     assert "".join(c.text.strip("`\n") for c in chunks) == line
 
 
 def test_a_giant_table_is_split_into_pieces_that_repeat_the_header_rows() -> None:
     block = _table(120)
-    chunks = chunk_markdown(block, chunk_size=256)
+    chunks = chunk_markdown(block, chunk_size=256, chunk_overlap=64)
     header = "| name | value | note |\n|------|-------|------|\n"
     assert len(chunks) > 1
     assert all(c.text.startswith(header) for c in chunks)
@@ -235,7 +235,7 @@ def test_a_giant_table_is_split_into_pieces_that_repeat_the_header_rows() -> Non
 
 def test_a_table_without_leading_pipes_is_still_kept_whole() -> None:
     table = "name | value\n---- | -----\n" + "\n".join(f"r{i} | v{i}" for i in range(80))
-    chunks = chunk_markdown(f"Before.\n\n{table}\n\nAfter.", chunk_size=256)
+    chunks = chunk_markdown(f"Before.\n\n{table}\n\nAfter.", chunk_size=256, chunk_overlap=64)
     assert table in [c.text for c in chunks]
 
 

@@ -347,6 +347,42 @@ def test_doctor_no_embed_calls_no_embedding_provider(home: Path, tmp_path: Path)
         assert server.requests
 
 
+def test_the_stores_embedding_model_changes_only_with_a_confirmed_embeddings_use(home: Path, tmp_path: Path) -> None:
+    note = tmp_path / "alpha.md"
+    note.write_text("# Alpha\n\nalpha particles and their tracks", encoding="utf-8")
+    with fake_openai_server() as server:
+        env = openai_env(server)  # names openai:fake-embed
+        assert coffer(home, "kb", "create", "notes", "--vector", env=env).returncode == 0
+        assert coffer(home, "kb", "ingest", "notes", str(note), env=env).returncode == 0
+        shown = json.loads(coffer(home, "embeddings", "show", "--json", env=env).stdout)
+        assert (shown["store_model"], shown["use"]) == ("openai:fake-embed", "same")
+        refused = coffer(home, "embeddings", "use", "other-embed", env=env)
+        assert refused.returncode == 1
+        assert "Not changing the store's embedding model from openai:fake-embed to openai:other-embed" in refused.stderr
+        assert "1 document of 1 vector knowledge base" in refused.stderr
+        assert "Add --confirm" in refused.stderr
+        assert "store model:   openai:fake-embed" in coffer(home, "embeddings", "show", env=env).stdout
+        changed = coffer(home, "embeddings", "use", "other-embed", "--confirm", "--json", env=env)
+        assert changed.returncode == 0, changed.stderr
+        change = json.loads(changed.stdout)
+        assert (change["model"], change["previous"], change["removed_models"]) == (
+            "openai:other-embed",
+            "openai:fake-embed",
+            ["openai:fake-embed"],
+        )
+        assert change["knowledge_bases"] == [{"kb": "notes", "embedded": 1, "remaining": 0}]
+        # The environment still names fake-embed: it no longer decides anything.
+        search = coffer(home, "kb", "search", "notes", "alpha", "--json", env=env)
+        assert json.loads(search.stdout)["strategy"] == "hybrid"
+        assert "name the embedding model openai:fake-embed, but the store's is openai:other-embed" in search.stderr
+        assert search.stderr.count("but the store's is") == 1
+        doctor = coffer(home, "doctor", "--no-embed", env=env)
+        assert "note: This process's settings name the embedding model openai:fake-embed, but" in doctor.stdout
+        assert doctor.returncode == 0, doctor.stdout
+        models = {r.body["model"] for r in server.requests}
+        assert models == {"fake-embed", "other-embed"}
+
+
 def test_a_search_from_the_command_line_starts_no_ann_build_it_would_leave_cut_off(
     run, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -659,6 +695,8 @@ def test_an_argument_too_many_is_refused_with_the_usage_of_its_command(home: Pat
         ("create", "--description TEXT what the knowledge base holds, for agents choosing one (at most 2,000"),
         ("update", "change a knowledge base's description, chunking, vectors or source updates"),
         ("update", "--no-vector drop the vectors"),
+        ("create", "--chunk-size N characters per chunk, 64-8192 (default: the chunk_size setting, 1024 unless set)"),
+        ("update", "--chunk-overlap N characters a chunk repeats from the one before it, below half the chunk size;"),
     ],
 )
 def test_help_explains_each_option_with_its_range(home: Path, capsys, command: str, says: str) -> None:

@@ -7,6 +7,7 @@ checked-in docs drift from the code, and keep the code's declarations of codes a
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import ERROR_CODES, REJECTION_REASONS, VIEWER_ERROR_CODES
 from coffer_mcp.mcp_server import TOOL_NAMES
 from coffer_mcp.settings import Settings
+from coffer_mcp.store.kbconfig import KbConfig
 from scripts import gen_docs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,8 +33,9 @@ def test_the_generated_lists_in_the_docs_match_the_code() -> None:
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """The README and docs/ copied, to be changed without touching the checkout."""
+    """The README, docs/ and server.json copied, to be changed without touching the checkout."""
     shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    shutil.copy(REPO / "server.json", tmp_path / "server.json")
     shutil.copytree(REPO / "docs", tmp_path / "docs")
     return tmp_path
 
@@ -53,6 +56,61 @@ def test_the_check_names_a_region_whose_markers_were_deleted(copy: Path) -> None
     config.write_text(text, encoding="utf-8")
     assert [str(d) for d in gen_docs.run(check=True, root=copy)] == [
         "docs: region 'settings' is missing: no document has it"
+    ]
+
+
+def reference_row(name: str) -> list[str]:
+    """The cells of a setting's row in docs/configuration.md's reference."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
+    return [cell.strip() for cell in line.strip("|").split(" | ")]
+
+
+def test_the_reference_gives_each_setting_its_declared_default_range_and_description() -> None:
+    assert reference_row("chunk_size") == [
+        "`chunk_size`",
+        "`COFFER_CHUNK_SIZE`",
+        "`1024`",
+        "64–8,192",
+        Settings.model_fields["chunk_size"].description,
+    ]
+    assert reference_row("grep_timeout")[2:4] == ["`5`", "> 0, ≤ 120"]
+    assert reference_row("embedding.provider")[2:4] == ["`fastembed`", "`fastembed`, `openai` or `none`"]
+    server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
+    chunk = next(v for v in server["packages"][0]["environmentVariables"] if v["name"] == "COFFER_CHUNK_SIZE")
+    assert (chunk["default"], chunk["format"]) == ("1024", "number")
+
+
+def test_a_knowledge_base_without_chunk_settings_is_documented_with_the_global_defaults() -> None:
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    kb_table = text.split("<!-- generated: kb-settings -->", 1)[1]
+    assert "| `chunk_size` | `1024` | 64–8,192 |" in kb_table
+    assert "| `chunk_overlap` | `128` |" in kb_table
+    assert "chunk_size: 1024\nchunk_overlap: 128\n" in text.split("<!-- generated: kb-yaml -->", 1)[1]
+
+
+@pytest.mark.parametrize(("change", "value"), [("default", 2048), ("description", "Characters per chunk.")])
+def test_the_check_fails_when_a_settings_default_or_description_changes_until_the_docs_are_regenerated(
+    copy: Path, monkeypatch: pytest.MonkeyPatch, change: str, value: object
+) -> None:
+    monkeypatch.setattr(Settings.model_fields["chunk_size"], change, value)  # as an edit of settings.py would
+    assert [str(d) for d in gen_docs.run(check=True, root=copy)] == [
+        "README.md: region 'settings-summary' is out of date",
+        "docs/configuration.md: region 'settings' is out of date",
+        "server.json: region 'environmentVariables' is out of date",
+    ]
+    gen_docs.run(check=False, root=copy)
+    assert gen_docs.run(check=True, root=copy) == []
+    written = (copy / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert f"| `chunk_size` | `COFFER_CHUNK_SIZE` | `{value if change == 'default' else 1024}` |" in written
+
+
+def test_the_check_fails_when_a_kb_yaml_settings_description_changes(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(KbConfig.model_fields["vector"], "description", "Embed documents.")
+    assert [str(d) for d in gen_docs.run(check=True, root=copy)] == [
+        "docs/configuration.md: region 'kb-settings' is out of date"
     ]
 
 

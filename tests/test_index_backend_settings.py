@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -180,3 +183,22 @@ def test_a_role_that_may_not_create_tables_is_told_which_privilege_it_lacks(
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["kb", "list"]], ids=["doctor", "kb-list"])
+def test_postgres_without_its_driver_installed_says_which_extra_to_install(tmp_path: Path, argv: list[str]) -> None:
+    # As if Coffer were installed without the postgres extra: importing psycopg fails.
+    code = "import sys; sys.modules['psycopg'] = None; from coffer_mcp.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("COFFER_")},
+        "COFFER_HOME": str(tmp_path / "home"),
+        "COFFER_INDEX_BACKEND": "postgres",
+        "COFFER_DATABASE_URL": "postgresql://coffer@127.0.0.1:1/coffer",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("coffer: The postgres index backend needs the psycopg driver")
+    assert "pip install -e '.[postgres]'" in done.stderr

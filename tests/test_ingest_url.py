@@ -239,7 +239,7 @@ def test_with_html_main_content_off_a_fetched_page_is_kept_whole(home: Path) -> 
     assert "Neap tides leave the inner pier dry" in page.markdown
     assert "zanzibarmenu" in page.markdown
     assert "quixfooter" in page.markdown
-    assert page.metadata["conversion_engine"] == "html-page/1"
+    assert page.metadata["conversion_engine"] == "html-page/2"
 
 
 def test_turning_html_main_content_off_and_reindexing_converts_fetched_pages_again_whole(home: Path) -> None:

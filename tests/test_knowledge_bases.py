@@ -149,3 +149,22 @@ def test_a_folder_created_by_hand_becomes_a_knowledge_base(coffer: Coffer, home:
     kbs = coffer.list_kbs()
     assert [(kb.name, kb.document_count) for kb in kbs] == [("handmade", 1)]
     assert (home / "knowledge" / "handmade" / "kb.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "kb_yaml", [None, "description: Notes made by hand\n"], ids=["without kb.yaml", "kb.yaml naming a description"]
+)
+def test_a_folder_made_by_hand_gets_the_documented_chunk_size_and_overlap(
+    coffer: Coffer, home: Path, kb_yaml: str | None
+) -> None:
+    root = home / "knowledge" / "handmade"
+    (root / "docs").mkdir(parents=True)
+    if kb_yaml is not None:
+        (root / "kb.yaml").write_text(kb_yaml, encoding="utf-8")
+    sentence = "Hand-made folders are chunked like the ones kb create makes. "
+    text = "# Long\n\n" + "\n\n".join(sentence * 4 for _ in range(12))  # 12 paragraphs of 244 characters
+    (root / "docs" / "long.md").write_text(text, encoding="utf-8")
+    details = coffer.describe_kb("handmade")
+    assert (details.chunk_size, details.chunk_overlap) == (1024, 128)  # docs/configuration.md's defaults
+    assert details.description == ("Notes made by hand" if kb_yaml else "")
+    assert details.chunk_count == 4  # 1,024-character chunks (512-character ones made 11)

@@ -86,6 +86,14 @@ async def test_a_search_passage_says_the_title_once_and_no_chunk_id(coffer: Coff
     assert by_position[1]["heading_path"] == ["Tides"]  # below the title heading
 
 
+async def test_only_a_passage_holding_some_of_the_querys_terms_says_so(coffer: Coffer, notes: str, guide: str) -> None:
+    async with client_for(coffer) as client:
+        found = await call(client, "coffer__search_knowledge", kb=notes, query="ferries tide", top_k=5)
+    tiers = [(p["document_id"], p["position"], p.get("matched_terms")) for p in found["passages"]]
+    assert tiers[0] == (guide, 1, None)  # "Ferries wait for the tide": what is expected goes unsaid
+    assert {tier for _, _, tier in tiers[1:]} == {"some"}  # the other passages hold "ferries" only
+
+
 async def test_a_search_over_several_knowledge_bases_names_each_passages_one(coffer: Coffer, guide: str) -> None:
     coffer.create_kb("second")
     coffer.add_document("second", "ferry.md", "# Ferry\n\nFerries run all night.\n")

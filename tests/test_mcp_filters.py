@@ -442,10 +442,17 @@ def undo_filters_migration(coffer: Coffer, index_backend: str) -> None:
         "ALTER TABLE documents DROP COLUMN created_key",
         "ALTER TABLE documents DROP COLUMN updated_key",
     ]
-    if index_backend == "sqlite":  # SQLite migrates by number: the source stamps after it are undone too
+    if index_backend == "sqlite":  # SQLite migrates by number: the migrations after it are undone too
         statements += [
             "ALTER TABLE documents DROP COLUMN source_stamp",
-            "DELETE FROM migrations WHERE name IN ('0007_filters', '0008_source_stamps')",
+            "DROP TABLE oauth_clients",
+            "DROP TABLE oauth_tokens",
+            "DROP TABLE oauth_owner",
+            "DROP TABLE store_model",
+            (
+                "DELETE FROM migrations WHERE name IN "
+                "('0007_filters', '0008_source_stamps', '0009_oauth', '0010_store_model')"
+            ),
             "PRAGMA user_version = 6",
         ]
     else:

@@ -9,7 +9,9 @@ from mcp import Client
 from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
-from coffer_mcp.mcp_server import READ_TOOLS, TOOL_NAMES, build_server
+from coffer_mcp.mcp_server import READ_TOOLS, TOOL_NAMES, TOOL_SCOPES, build_server
+from coffer_mcp.mcp_server._registry import TOOLS
+from coffer_mcp.mcp_server._scopes import beyond_scope
 
 pytestmark = pytest.mark.anyio
 
@@ -68,3 +70,57 @@ async def test_every_call_is_logged_under_the_name_the_client_called(coffer: Cof
     logged = [(call.tool, call.outcome) for call in coffer.index.invocations()]
     assert logged == [(name, "ok") for name in READ_TOOLS]
     assert set(READ_TOOLS) < set(TOOL_NAMES)
+
+
+# The scope each tool needs, pinned: a tool added or moved between scopes changes this table on purpose.
+PINNED_SCOPES = {
+    "coffer:read": {
+        "coffer__list_knowledge_bases",
+        "coffer__search_knowledge",
+        "coffer__grep_knowledge",
+        "coffer__read_document",
+        "coffer__list_documents",
+        "coffer__knowledge_base_metrics",
+        "coffer__check_sources",
+        "coffer__list_snapshots",
+    },
+    "coffer:write": {
+        "coffer__add_document",
+        "coffer__edit_document",
+        "coffer__delete_document",
+        "coffer__reindex_knowledge_base",
+        "coffer__ingest_path",
+        "coffer__ingest_url",
+        "coffer__update_from_source",
+        "coffer__export_knowledge_base",
+        "coffer__snapshot_knowledge_base",
+    },
+    "coffer:admin": {
+        "coffer__create_knowledge_base",
+        "coffer__update_knowledge_base",
+        "coffer__delete_knowledge_base",
+        "coffer__restore_snapshot",
+    },
+}
+
+
+def test_every_tool_needs_exactly_one_scope_and_the_table_is_pinned() -> None:
+    assert set(TOOL_SCOPES) == set(TOOL_NAMES)
+    assert {scope: {n for n, s in TOOL_SCOPES.items() if s == scope} for scope in PINNED_SCOPES} == PINNED_SCOPES
+
+
+def test_a_tool_needs_the_read_scope_exactly_when_a_read_only_server_offers_it() -> None:
+    for entry in TOOLS:
+        assert (TOOL_SCOPES[entry.name] == "coffer:read") == (entry.name in READ_TOOLS), entry.name
+        if entry.annotations.read_only_hint:
+            assert TOOL_SCOPES[entry.name] == "coffer:read", entry.name
+
+
+def test_a_call_beyond_the_tokens_scope_is_refused_by_the_mcp_layer_as_well() -> None:
+    # Over HTTP the guard answers such a call with 403 first; this is the MCP layer's own rule.
+    refused = beyond_scope("coffer__add_document", frozenset({"coffer:read"}))
+    assert refused is not None
+    assert refused.code == "insufficient_scope"
+    assert "coffer:write" in refused.message
+    assert beyond_scope("coffer__add_document", None) is None  # no OAuth token in play: every tool
+    assert beyond_scope("coffer__search_knowledge", frozenset({"coffer:read"})) is None

@@ -12,7 +12,9 @@ import yaml
 from coffer_mcp import Coffer
 from coffer_mcp.cli import main
 from coffer_mcp.errors import ConfigError
-from coffer_mcp.settings import Settings, load_settings
+from coffer_mcp.settings import Settings, bound_of, load_settings
+from coffer_mcp.store.kbconfig import KbConfig
+from scripts import gen_docs
 
 NUMBER_SETTINGS = [
     name
@@ -103,9 +105,9 @@ def test_a_hand_typed_true_in_kb_yaml_is_no_chunk_overlap_of_one(home: Path) -> 
         data = yaml.safe_load(kb_yaml.read_text(encoding="utf-8"))
         kb_yaml.write_text(yaml.safe_dump({**data, "chunk_overlap": True}), encoding="utf-8")
         details = service.describe_kb("notes")
-    # An invalid hand-edited value is ignored: the defaults apply (docs/configuration.md).
+    # An invalid hand-edited value is ignored: the documented defaults apply (docs/configuration.md).
     assert details.chunk_overlap != 1
-    assert (details.chunk_size, details.chunk_overlap) == (512, 64)
+    assert (details.chunk_size, details.chunk_overlap) == (1024, 128)
 
 
 def test_a_relative_allowed_dir_in_config_yaml_is_refused_naming_the_setting_and_the_file(
@@ -136,3 +138,40 @@ def test_a_relative_allowed_dir_in_the_environment_is_refused_and_home_and_absol
     )
     settings = load_settings({"COFFER_ALLOWED_DIRS": f"~/x{os.pathsep}/abs"}, home=tmp_path)
     assert settings.allowed_dirs == [Path("~/x").expanduser().resolve(), Path("/abs").resolve()]
+
+
+@pytest.mark.parametrize(
+    "url", ["coffer.example.com", "ftp://coffer.example.com", "https://x.example/base", "https://x.example/?a=1"]
+)
+def test_a_public_url_that_is_not_a_servers_root_address_is_refused(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({"COFFER_PUBLIC_URL": url}, home=tmp_path)
+    assert "COFFER_PUBLIC_URL" in refused.value.hint
+
+
+def test_a_public_url_and_the_oauth_mode_load_from_the_environment(tmp_path: Path) -> None:
+    settings = load_settings(
+        {"COFFER_PUBLIC_URL": "https://coffer.example.com/", "COFFER_AUTH": "oauth"}, home=tmp_path
+    )
+    assert (settings.public_url, settings.auth) == ("https://coffer.example.com", "oauth")
+
+
+def described_fields() -> list[tuple[str, Any]]:
+    settings = [(name, f) for name, f in Settings.model_fields.items() if not f.exclude]
+    return settings + [(f"kb.yaml {name}", f) for name, f in KbConfig.model_fields.items()]
+
+
+@pytest.mark.parametrize(("name", "field"), described_fields(), ids=[name for name, _ in described_fields()])
+def test_every_setting_is_described_in_plain_sentences(name: str, field: Any) -> None:
+    """The description is the setting's one explanation: the reference, README and server.json show it."""
+    text = field.description or ""
+    assert text.endswith("."), f"{name}: give its Field a description of one or more sentences"
+    assert "](" not in text, f"{name}: plain text (links go in gen_docs.SEE_ALSO)"
+    assert 30 <= len(gen_docs.summary(text)) <= 200, f"{name}: its first sentence should say what it does"
+
+
+def test_a_knowledge_base_takes_its_chunk_defaults_and_bounds_from_the_global_settings() -> None:
+    for name in ("chunk_size", "chunk_overlap"):
+        assert KbConfig.model_fields[name].default == Settings.model_fields[name].default
+    for bound in ("ge", "le"):
+        assert bound_of(KbConfig, "chunk_size", bound) == bound_of(Settings, "chunk_size", bound)

@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -17,6 +18,8 @@ from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
 from tests.conftest import installed_script
+from tests.mcp_clients import UNPARSABLE
+from tests.reliability.support import LineReader
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +176,95 @@ def test_the_banner_suggests_the_absolute_path_of_the_coffer_that_runs(
     assert inspector == desktop == [str(Path(installed).resolve()), *args]
     assert Path(inspector[0]).is_absolute()
     assert Path(inspector[0]).is_file()
+
+
+# -- requests that do not parse: raw JSON-RPC lines, each answer waited for at most REPLY_WAIT -----
+
+REPLY_WAIT = 30  # seconds: generous on a loaded machine; the answer itself takes milliseconds
+
+
+class RawSession:
+    """A ``coffer serve`` subprocess spoken to in raw JSON-RPC lines, past its handshake."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.lines = LineReader(proc)
+
+    def send(self, line: bytes) -> None:
+        self.proc.stdin.write(line)
+        self.proc.stdin.flush()
+
+    def reply(self) -> dict:
+        """The next message on stdout (TimeoutError after REPLY_WAIT: the server never answered)."""
+        line = self.lines.line(REPLY_WAIT)
+        assert line, "the server closed stdout"
+        return json.loads(line)
+
+    def request(self, message_id: int, method: str, params: dict | None = None) -> dict:
+        self.send(rpc(message_id, method, params))
+        return self.reply()
+
+
+@pytest.fixture(scope="module")
+def raw_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawSession]:
+    """One server for these tests: each checks that the session still serves after its refusal."""
+    home = tmp_path_factory.mktemp("raw") / "coffer-home"
+    with Coffer(load_settings(home=home, embedding_provider="none")) as coffer:
+        coffer.create_kb("notes")
+        coffer.add_document("notes", "ann.md", "# Graphs\n\nHNSW graphs answer nearest neighbour queries.")
+    env = {**server_env(home), "COFFER_EMBEDDING_PROVIDER": "none"}
+    command = [sys.executable, "-m", "coffer_mcp", "serve"]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    ) as proc:
+        session = RawSession(proc)
+        try:
+            client = {"name": "raw", "version": "1"}
+            session.request(
+                1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+            )
+            session.send(rpc(None, "notifications/initialized"))
+            yield session
+        finally:
+            proc.kill()
+
+
+def assert_still_serves(session: RawSession) -> None:
+    """The session answers a ping and a real search after the refusal."""
+    assert session.request(90, "ping") == {"jsonrpc": "2.0", "id": 90, "result": {}}
+    found = session.request(
+        91, "tools/call", {"name": "coffer__search_knowledge", "arguments": {"kb": "notes", "query": "HNSW"}}
+    )
+    assert found["id"] == 91
+    assert found["result"]["structuredContent"]["passages"][0]["title"] == "Graphs"
+
+
+@pytest.mark.parametrize("where", UNPARSABLE)
+def test_a_request_holding_a_lone_surrogate_gets_a_parse_error_with_a_hint(raw_session: RawSession, where: str) -> None:
+    """Before: the SDK dropped the line it could not parse, and the client waited forever."""
+    method, params = UNPARSABLE[where]
+    answer = raw_session.request(7, method, params)
+    assert answer["id"] == 7
+    error = answer["error"]
+    assert error["code"] == -32700
+    assert error["data"]["code"] == "invalid_request"
+    assert "lone UTF-16 surrogate (\\udcff)" in error["data"]["message"]
+    assert "valid UTF-8" in error["data"]["hint"]
+    assert error["message"] == f"{error['data']['message']} {error['data']['hint']}"
+    assert_still_serves(raw_session)
+
+
+def test_the_parse_error_says_where_the_lone_surrogate_is(raw_session: RawSession) -> None:
+    method, params = UNPARSABLE["tool argument"]
+    message = raw_session.request(8, method, params)["error"]["data"]["message"]
+    assert "in params.arguments.query" in message
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error_with_a_null_id(raw_session: RawSession) -> None:
+    raw_session.send(b'{"jsonrpc": "2.0", "id": 9, "method": "ping"\n')  # the closing brace is missing
+    answer = raw_session.reply()
+    assert answer["id"] is None
+    assert answer["error"]["code"] == -32700
+    assert answer["error"]["data"]["code"] == "invalid_request"
+    assert "one line of UTF-8 JSON" in answer["error"]["data"]["hint"]
+    assert_still_serves(raw_session)

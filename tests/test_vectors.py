@@ -127,21 +127,26 @@ def test_a_recovered_provider_is_caught_up_on_the_next_read_without_rechunking(
     assert vcoffer.add_document("v", "fresh.md", "# Fresh\n\nembedded at once").note is None
 
 
-def test_a_new_model_re_embeds_into_its_own_table_and_search_keeps_working(home: Path, embedder) -> None:
+def test_a_new_model_is_used_once_made_the_stores_and_its_vectors_replace_the_old_ones(home: Path, embedder) -> None:
     with Coffer(load_settings(home=home, embed_on_read_seconds=READ_BUDGET), embedder=embedder) as first:
         first.create_kb("v", vector=True)
         fill(first)
         chunks = chunk_rows(first)
     wider = HashEmbedder(dims=96, name="wider")
     with Coffer(load_settings(home=home, embed_on_read_seconds=READ_BUDGET), embedder=wider) as second:
+        assert second.search("v", "tomatoes staking").strategy == "keyword"  # its own model is not the store's
+        assert (wider.calls, second.describe_kb("v").embedding_model) == (0, "test:hash-64")
+        change = second.use_embedding_model(confirm=True)
+        assert (change.previous, change.model, change.dimensions) == ("test:hash-64", "test:wider-96", 96)
+        assert [(k.kb, k.embedded, k.remaining) for k in change.knowledge_bases] == [("v", 3, 0)]
+        assert change.removed_models == ["test:hash-64"]
         assert second.describe_kb("v").embedding_model == "test:wider-96"
         result = second.search("v", "tomatoes staking")
         assert result.strategy == "hybrid"
         assert result.passages
         models = [tuple(r) for r in second.index.conn.execute("SELECT identity, dimensions FROM embedding_models")]
-        assert models == [("test:hash-64", 64), ("test:wider-96", 96)]
-        table = "vec_chunks_2"
-        assert second.index.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == len(chunks)
+        assert models == [("test:wider-96", 96)]
+        assert second.index.conn.execute("SELECT count(*) FROM vec_chunks_2").fetchone()[0] == len(chunks)
         assert chunk_rows(second) == chunks
 
 
@@ -159,7 +164,8 @@ def test_a_process_whose_model_cannot_embed_leaves_another_models_vectors_in_use
     other.failing = True
     with Coffer(settings, embedder=other) as terminal:
         assert terminal.search("v", "tomatoes staking").strategy == "keyword"
-        assert terminal.describe_kb("v").documents_degraded == 3  # none has this process's model's vectors
+        details = terminal.describe_kb("v")  # the store's model is the client's: every document has its vectors
+        assert (details.documents_degraded, details.embedding_model) == (0, "test:hash-64")
     with Coffer(settings, embedder=embedder) as client:
         details = client.describe_kb("v")
         assert (details.documents_degraded, details.embedding_model) == (0, "test:hash-64")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from ._base import Conversion, Converter
 from ._clean import clean_markdown
 from ._registry import (
-    DEFAULT_MAX_BYTES,
     ConversionOptions,
     convert,
     engine_for,
@@ -21,7 +20,6 @@ from ._title import derive_title, first_heading
 from ._upload import looks_like_base64_of, text_upload_name
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
     "Conversion",
     "ConversionOptions",
     "Converter",

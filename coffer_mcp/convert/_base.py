@@ -18,7 +18,7 @@ class Conversion:
         markdown: Cleaned Markdown body; never empty.
         title: The first H1 outside code fences, else the filename stem.
         engine: Which converter produced it, and which version of it: ``passthrough``, ``csv``,
-            ``markitdown``, ``pypdfium2/3``... (``engine_for``). A converter whose output changes
+            ``markitdown``, ``pypdfium2/4``... (``engine_for``). A converter whose output changes
             gets a new value, so documents converted by the old one can be told apart.
         original_format: Lowercase extension without the dot, e.g. ``pdf``.
     """

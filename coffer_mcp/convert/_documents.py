@@ -30,7 +30,7 @@ _OWN: dict[str, Converter] = {
 _HTML = {True: HtmlConverter(main_content=True), False: HtmlConverter(main_content=False)}
 
 
-def document_engine(ext: str, *, html_main_content: bool = True) -> str:
+def document_engine(ext: str, *, html_main_content: bool) -> str:
     """The ``conversion_engine`` recorded for a document of this format converted today.
 
     A new value whenever a converter's output changes, so documents converted by an older one

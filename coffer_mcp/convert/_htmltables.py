@@ -9,7 +9,6 @@ cell it covers (as docling does), and the first row is the header.
 from __future__ import annotations
 
 import io
-import re
 from typing import Any
 
 from ._base import engine_missing
@@ -17,14 +16,14 @@ from ._base import engine_missing
 __all__ = ["html_to_markdown", "regular_tables"]
 
 _MAX_SPAN = 64  # a hostile rowspan="100000" must not build a huge grid
-_FOOTNOTE_MARK = re.compile(r"^\[?(\d{1,4}|[a-z]|note \d{1,4})\]?$")
 
 
-def html_to_markdown(html: str, *, drop_footnote_marks: bool = False) -> str:
-    """Markdown for an HTML document or fragment (tables made regular, scripts dropped).
+def html_to_markdown(html: Any) -> str:
+    """Markdown for an HTML document or fragment, as text or parsed (a BeautifulSoup element,
+    whose tables are then rewritten in place): tables made regular, scripts dropped.
 
-    With ``drop_footnote_marks``, in-page links that are only a footnote number (Wikipedia's
-    ``[12]``) go: in a passage they are noise, and the notes they point to are not kept.
+    A ``<pre>`` with a ``data-lang`` attribute (``_htmltidy.fence_code``) opens a fence in that
+    language.
     """
     from bs4 import BeautifulSoup
 
@@ -34,16 +33,16 @@ def html_to_markdown(html: str, *, drop_footnote_marks: bool = False) -> str:
     except ImportError as exc:  # no wheel of its onnxruntime on this platform (pyproject.toml)
         raise engine_missing("HTML converter (markitdown)", "html", "markitdown") from exc
 
-    soup = BeautifulSoup(html, "html.parser")
+    soup = BeautifulSoup(html, "html.parser") if isinstance(html, str) else html
     regular_tables(soup)
-    if drop_footnote_marks:
-        for link in soup.find_all("a", href=True):
-            href = link["href"]  # a str: only attributes like class hold lists
-            if isinstance(href, str) and href.startswith("#") and _FOOTNOTE_MARK.match(link.get_text(strip=True)):
-                link.decompose()
     stream = io.BytesIO(str(soup).encode("utf-8"))
     info = StreamInfo(mimetype="text/html", extension=".html", charset="utf-8")
-    return HtmlConverter().convert(stream, info).markdown or ""
+    return HtmlConverter().convert(stream, info, code_language_callback=_language).markdown or ""
+
+
+def _language(pre: Any) -> str:
+    language = pre.get("data-lang")
+    return language if isinstance(language, str) else ""
 
 
 def regular_tables(soup: Any) -> None:

@@ -53,7 +53,9 @@ def _furniture(
     row: list[Fragment], page: list[Fragment], body: float, repeated: set[str], places: set[tuple[int, float]]
 ) -> bool:
     key = _running_key(row, body)
-    return key is not None and (key in repeated or _place(row) in places or _folio_line(row, page))
+    return key is not None and (
+        key in repeated or _place(row) in places or _folio_line(row, page) or _spread_folios(row, page)
+    )
 
 
 def _without_overprints(page: list[Fragment]) -> list[Fragment]:
@@ -116,6 +118,19 @@ def _folio_line(row: list[Fragment], page: list[Fragment]) -> bool:
     at_margin = abs(number.x1 - right) <= _SAME_HEIGHT or abs(number.x0 - left) <= _SAME_HEIGHT
     apart = min(max(f.top - text.bottom, text.top - f.bottom) for f in rest) > 0.5 * text.height
     return at_margin and apart and not text.text.rstrip().endswith(":")
+
+
+def _spread_folios(row: list[Fragment], page: list[Fragment]) -> bool:
+    """A footer across two pages printed side by side: a page number at each end of the line,
+    at the text's left and right margins ("208  Global Report      Annex  209")."""
+    if len(row) < 3 or len(page) < 6:
+        return False
+    ordered = sorted(row, key=lambda f: f.x0)
+    first, last = ordered[0], ordered[-1]
+    if not (_is_number(first.text) and _is_number(last.text)):
+        return False
+    rest = [f for f in page if all(f is not r for r in row)]
+    return first.x0 <= min(f.x0 for f in rest) + _SAME_HEIGHT and last.x1 >= max(f.x1 for f in rest) - _SAME_HEIGHT
 
 
 def _is_number(text: str) -> bool:

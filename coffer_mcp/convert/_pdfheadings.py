@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from ._pdffurniture import PAGE_NUMBER
 from ._pdfium import Fragment, PdfPages
 
-__all__ = ["Block", "body_size", "close_gaps", "mark_headings", "title_of"]
+__all__ = ["MONOSPACE", "Block", "body_size", "close_gaps", "mark_headings", "title_of"]
 
 _SECTION = re.compile(r"^(\d+(\.\d+)*\.?|[A-Z]\.|Chapter \d+|Appendix [A-Z])\s+\S")
 _MAX_HEADING_CHARS = 160
 _LEADER = re.compile(r"(\. ?){4,}|…{2,}")  # a table of contents line: "Chapter 1 . . . . 7"
 # Code is set in a fixed-width font, or, in a figure of a statement's syntax, in any font; its
 # operators and brackets almost never occur in a heading.
-_MONOSPACE = re.compile(r"courier|mono|consol|menlo|typewriter|lucidacons|inconsolata|cmtt|sftt|code", re.IGNORECASE)
+MONOSPACE = re.compile(r"courier|mono|consol|menlo|typewriter|lucidacons|inconsolata|cmtt|sftt|code", re.IGNORECASE)
 _CODE_CHARS = re.compile(r"[<>{}=;|]|\w\(")  # "USER(HBEDOYA)": a call, where prose puts a space
 # A caption names the table, figure or listing under or over it; it heads no section.
 _CAPTION = re.compile(r"^(table|figure|fig\.|example|listing|chart|exhibit)\s+[\dA-Z]+([.-]\d+)*\b", re.IGNORECASE)
@@ -125,7 +125,7 @@ def _font_heading(block: Block, body: float, font: str, following: list[Block]) 
 def _code(block: Block) -> bool:
     """Code, or a caption: text set apart that is no heading."""
     text = block.text()
-    return any(_MONOSPACE.search(line.font) for line in block.lines) or bool(
+    return any(MONOSPACE.search(line.font) for line in block.lines) or bool(
         _CODE_CHARS.search(text) or _CAPTION.match(text)
     )
 
@@ -141,22 +141,35 @@ def _key(text: str) -> str:
 
 
 def title_of(metadata: str, outline: list[tuple[int, str]], blocks: list[Block]) -> str:
-    """The metadata title when it looks like one, else a lone top bookmark, else the first heading."""
-    if _plausible_title(metadata):
-        return metadata
-    tops = [title for depth, title in outline if depth == 0]
-    if len(tops) == 1 and _plausible_title(tops[0]):
-        return tops[0]
+    """The metadata title when it looks like one, else a lone top bookmark, else the first page's
+    main heading (``_largest_heading``). The block on the first page that is the title becomes its level-1 heading,
+    so the title is written once."""
     first_page = [b for b in blocks if b.lines[0].page == blocks[0].lines[0].page] if blocks else []
-    headings = [b for b in first_page if b.kind == "heading"]
-    if not headings:
+    tops = [title for depth, title in outline if depth == 0]
+    named = metadata if _plausible_title(metadata) else tops[0] if len(tops) == 1 and _plausible_title(tops[0]) else ""
+    if named:
+        same = next((b for b in first_page if b.kind != "table" and _key(b.text()) == _key(named)), None)
+        if same is not None:
+            same.kind, same.level = "heading", 1
+        return named
+    chosen = _largest_heading([b for b in first_page if b.kind == "heading"])
+    if chosen is None:
         return ""
-    # The first heading, unless a later one on the page is set clearly larger (a cover page);
-    # a heading of one or two words is a logo or a label ("Front cover") when longer ones exist.
-    worded = [b for b in headings if len(b.text().split()) >= 3] or headings
-    chosen = next((b for b in worded if b.size >= 0.8 * max(h.size for h in worded)), worded[0])
     chosen.level = 1
     return chosen.text()
+
+
+def _largest_heading(headings: list[Block]) -> Block | None:
+    """The first heading, unless a later one is set clearly larger (a cover page's title under a
+    label). One of one or two words counts only before every longer one: a title such as "Tidal
+    Bores" over its author line, not a logo such as "Redpaper" printed under the title."""
+    worded = [index for index, b in enumerate(headings) if len(b.text().split()) >= 3]
+    first = worded[0] if worded else len(headings)
+    candidates = [b for index, b in enumerate(headings) if index <= first or index in worded]
+    if not candidates:
+        return None
+    largest = max(b.size for b in candidates)
+    return next(b for b in candidates if b.size >= 0.8 * largest)
 
 
 def close_gaps(blocks: list[Block]) -> None:
@@ -173,6 +186,6 @@ def _plausible_title(text: str) -> bool:
     return (
         len(text) >= 4
         and any(ch.isalpha() for ch in text)
-        and not lowered.startswith(("microsoft word", "untitled", "(anonymous)"))
+        and not lowered.startswith(("microsoft word", "untitled", "(anonymous)", "powerpoint presentation"))
         and not lowered.endswith((".doc", ".docx", ".pdf", ".tex", ".dvi"))
     )

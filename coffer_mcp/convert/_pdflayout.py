@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import replace
 from itertools import pairwise
 
+from ._pdfcolumns import CHECKBOXES, NUMBERED, TICKED, columns, item, sections
 from ._pdffurniture import strip_furniture
 from ._pdfheadings import (
     Block,
@@ -24,14 +24,16 @@ from ._pdfheadings import (
     title_of,
 )
 from ._pdfium import Fragment, PdfPages
+from ._pdfregions import Region, flat, row_groups
+from ._pdftables import spaced_rows, table_under_heading, tables_among_lines
 
 __all__ = ["pdf_markdown"]
 
-_BULLETS = "•◦▪▫●○■□‣⁃∙·–—-*"
-_NUMBERED = re.compile(r"^(\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _LATIN_THEN_RTL = re.compile(r"([A-Za-z0-9])([\u0600-\u06ff])|([\u0600-\u06ff])([A-Za-z])")
 _WORD = re.compile(r"[^\W\d_]+")
+# Lines a region's columns may have above or below them with no gap (a heading, a footnote).
+_PEEL = 5
 
 
 def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
@@ -65,101 +67,56 @@ def _page_blocks(fragments: list[Fragment]) -> list[Block]:
     return blocks
 
 
-def _xy_cut(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
+def _xy_cut(region: Region, rtl: bool) -> list[Region | Block]:
     """The region in reading order: columns (top-to-bottom lists of lines) and tables."""
     if len(region) <= 1:
         return [region]
-    columns = _vertical_split(region)
-    if len(columns) > 1 and all(_prose(column) for column in columns):
-        ordered = reversed(columns) if rtl else columns
+    parts = columns(region)
+    if len(parts) > 1:
+        ordered = reversed(parts) if rtl else parts
         return [piece for column in ordered for piece in _xy_cut(column, rtl)]
     bands = _horizontal_split(region)
     if len(bands) > 1:
-        pieces: list[list[Fragment] | Block] = []
-        for group in _spaced_rows(bands):
-            table = _table_under_heading(_flat(group), rtl) if len(group) > 1 else []
-            pieces.extend(table or [piece for band in group for piece in _xy_cut(band, rtl)])
-        return pieces
-    return _table_under_heading(region, rtl) or [_rows(region, rtl)]
+        return _sections(bands, rtl)
+    return _peeled(region, rtl) or _lines_and_tables(region, rtl)
 
 
-def _table_under_heading(region: list[Fragment], rtl: bool) -> list[list[Fragment] | Block]:
-    """The region's table, after a line or two that are no row of it (its caption, a title); [] if none."""
-    table = _table(region, rtl)
-    if table is not None:
-        return [table]
-    rows = _row_groups(region)
-    for skip in range(1, min(3, len(rows) - 1)):
-        table = _table(_flat(rows[skip:]), rtl)
-        if table is not None:
-            return [_rows(_flat(rows[:skip]), rtl), table]
+def _sections(bands: list[Region], rtl: bool) -> list[Region | Block]:
+    """Bands in reading order: each run of them in columns read column by column."""
+    pieces: list[Region | Block] = []
+    plain: list[Region] = []
+    for section in sections(bands):
+        if len(section) > 1:
+            pieces += _bands(plain, rtl) + _xy_cut(flat(section), rtl)
+            plain = []
+        else:
+            plain += section
+    return pieces + _bands(plain, rtl)
+
+
+def _peeled(region: Region, rtl: bool) -> list[Region | Block]:
+    """Lines across the top or bottom of columns set too close to them for a band of their own
+    (a heading just above two columns), read before or after the columns; [] if none."""
+    rows = row_groups(region)
+    for count in range(1, min(_PEEL, len(rows) - 3) + 1):
+        if len(columns(flat(rows[count:]))) > 1:
+            return _xy_cut(flat(rows[:count]), rtl) + _xy_cut(flat(rows[count:]), rtl)
+        if len(columns(flat(rows[:-count]))) > 1:
+            return _xy_cut(flat(rows[:-count]), rtl) + _xy_cut(flat(rows[-count:]), rtl)
     return []
 
 
-def _row_groups(region: list[Fragment]) -> list[list[Fragment]]:
-    rows: list[list[Fragment]] = []
-    for fragment in sorted(region, key=lambda f: (f.top, f.x0)):
-        # A cell set up the page belongs to the row it reaches into (headers are bottom-aligned).
-        overlap = 0.0 if fragment.vertical else 0.5 * fragment.height
-        if rows and fragment.top < _row_bottom(rows[-1]) - overlap:
-            rows[-1].append(fragment)
-        else:
-            rows.append([fragment])
-    return rows
+def _bands(bands: list[Region], rtl: bool) -> list[Region | Block]:
+    """Bands one by one, those of single rows of cells (a table with airy rows) together."""
+    pieces: list[Region | Block] = []
+    for group in spaced_rows(bands):
+        table = table_under_heading(flat(group), rtl) if len(group) > 1 else []
+        pieces.extend(table or [piece for band in group for piece in _xy_cut(band, rtl)])
+    return pieces
 
 
-def _row_bottom(row: list[Fragment]) -> float:
-    """Where a row's first line ends; a cell set up the page (a column header) fills the row."""
-    lines = [f.bottom for f in row if not f.vertical]
-    turned = [f.bottom for f in row if f.vertical]
-    return max(([min(lines)] if lines else []) + turned)
-
-
-def _spaced_rows(bands: list[list[Fragment]]) -> list[list[list[Fragment]]]:
-    """Bands grouped where consecutive ones are each one row of 2+ cells: a table with airy rows."""
-    groups: list[list[list[Fragment]]] = []
-    previous_row = False
-    for band in bands:
-        row = len(band) >= 2 and _one_row(band)
-        if row and previous_row:
-            groups[-1].append(band)
-        else:
-            groups.append([band])
-        previous_row = row
-    return groups
-
-
-def _flat(group: list[list[Fragment]]) -> list[Fragment]:
-    return [fragment for band in group for fragment in band]
-
-
-def _one_row(band: list[Fragment]) -> bool:
-    if any(f.vertical for f in band):
-        return len(_row_groups(band)) == 1
-    top = min(f.top for f in band)
-    return all(f.top < top + 0.5 * f.height for f in band)
-
-
-def _vertical_split(region: list[Fragment]) -> list[list[Fragment]]:
-    spans = sorted(region, key=lambda f: f.x0)
-    groups: list[list[Fragment]] = [[spans[0]]]
-    right = spans[0].x1
-    for fragment in spans[1:]:
-        if fragment.x0 > right + 4:  # a gutter no line crosses
-            groups.append([])
-        groups[-1].append(fragment)
-        right = max(right, fragment.x1)
-    return groups
-
-
-def _prose(column: list[Fragment]) -> bool:
-    """Mostly full lines of one width: running text, not the cells of a table or a form."""
-    if len(column) < 3:
-        return False
-    width = max(f.x1 for f in column) - min(f.x0 for f in column)
-    full = sum(f.width >= 0.75 * width for f in column)
-    # A column may hold a table or a list too; several full lines still make it running text.
-    return width > 80 and full >= 3 and full >= 0.3 * len(column)
+def _lines_and_tables(region: Region, rtl: bool) -> list[Region | Block]:
+    return table_under_heading(region, rtl) or tables_among_lines(region, rtl)
 
 
 def _horizontal_split(region: list[Fragment]) -> list[list[Fragment]]:
@@ -176,166 +133,6 @@ def _horizontal_split(region: list[Fragment]) -> list[list[Fragment]]:
     return bands
 
 
-def _rows(region: list[Fragment], rtl: bool) -> list[Fragment]:
-    """Lines top to bottom; fragments sharing a line become one, in the script's direction."""
-    return [_merge(sorted(row, key=lambda f: -f.x1 if rtl else f.x0)) for row in _row_groups(region)]
-
-
-def _table(region: list[Fragment], rtl: bool) -> Block | None:
-    """Cells aligned in 2+ columns over 2+ rows, short as table cells are; else None (text)."""
-    rows = _row_groups(region)
-    gutters = _hidden_gutters(rows)
-    if len(rows[0]) == 1 and _crosses(rows[0][0], gutters):
-        return None  # a caption over the table: _table_under_heading reads it as text
-    if gutters:
-        rows = [[piece for fragment in row for piece in _cut(fragment, gutters)] for row in rows]
-    region = _flat(rows)
-    columns = _vertical_split(region)
-    if len(columns) < 2 or len(region) < 4:
-        return None
-    filled = sum(len(row) >= 2 for row in rows)
-    average = sum(len(f.text) for f in region) / len(region)
-    if len(rows) < 2 or filled < max(2, 0.5 * len(rows)) or average > 40:
-        return None
-    order = list(reversed(columns)) if rtl else columns
-    where = {id(f): index for index, column in enumerate(order) for f in column}
-    cells = []
-    for row in rows:
-        line = [""] * len(order)
-        for fragment in sorted(row, key=lambda f: f.x0):
-            index = where[id(fragment)]
-            line[index] = f"{line[index]} {fragment.text}".strip()
-        cells.append(line)
-    if sum(bool(cell) for cell in cells[0]) < 2 and len(cells) > 2:
-        return None  # a title over the table, in one of its columns: _table_under_heading reads it as text
-    return Block(region, kind="table", cells=_merge_continuations(cells))
-
-
-def _hidden_gutters(rows: list[list[Fragment]]) -> list[tuple[float, float]]:
-    """Column gutters that a fragment runs across, hiding them from ``_vertical_split``.
-
-    A header cell over two columns ("simple complex" under "TEDs") or two cells closer than the
-    gap that separates fragments run together. A gutter here is a gap no word of a row of 2+
-    cells crosses, with a cell on each side of it and nothing across it in two or more of those
-    rows: a column boundary, not a space. Lines alone in their row (a caption, a group of
-    sub-headers, a note) are left out of the count: they may span the table.
-    """
-    cells = [row for row in rows if len(row) > 1]
-    if not cells:
-        return []
-    edges = sorted(edge for row in cells for f in row for edge in (f.words or ((f.x0, f.x1),)))
-    gaps: list[tuple[float, float]] = []
-    right = edges[0][1]
-    for x0, x1 in edges[1:]:
-        if x0 > right + 4:  # as wide as _vertical_split's gutters
-            gaps.append((right, x0))
-        right = max(right, x1)
-    crossed = [g for g in gaps if any(_crosses(f, [g]) for row in rows for f in row)]
-    return [g for g in crossed if _open_rows(cells, g) >= 2]
-
-
-def _crosses(fragment: Fragment, gutters: list[tuple[float, float]]) -> bool:
-    return any(fragment.x0 < left and fragment.x1 > right for left, right in gutters)
-
-
-def _meets(gap: tuple[float, float], gutters: list[tuple[float, float]]) -> bool:
-    return any(gap[0] < right and gap[1] > left for left, right in gutters)
-
-
-def _open_rows(rows: list[list[Fragment]], gutter: tuple[float, float]) -> int:
-    """Rows with a cell on each side of ``gutter`` and none across it."""
-    left, right = gutter
-    return sum(
-        not any(_crosses(f, [gutter]) for f in row)
-        and any(f.x1 <= left for f in row)
-        and any(f.x0 >= right for f in row)
-        for row in rows
-    )
-
-
-def _cut(fragment: Fragment, gutters: list[tuple[float, float]]) -> list[Fragment]:
-    """``fragment`` in pieces at the gaps between its words that fall in a gutter it crosses.
-
-    Only a gap clearly wider than a space is cut: half the text's size or more, and 1.5 times
-    the fragment's widest gap elsewhere (a fixed-width font's spaces are half its size too: a
-    line of code indented under a listing's keywords is not a row of cells).
-    """
-    words = fragment.text.split()
-    if len(words) != len(fragment.words) or not _crosses(fragment, gutters):
-        return [fragment]
-    gaps = [(a[1], b[0]) for a, b in pairwise(sorted(fragment.words))]
-    wide = [g for g in gaps if g[1] - g[0] >= 0.5 * fragment.size and _meets(g, gutters)]
-    spaces = max((right - left for left, right in gaps if (left, right) not in wide), default=0.0)
-    cuts = [right for left, right in wide if right - left > 1.5 * spaces]
-    if not cuts:
-        return [fragment]
-
-    def slot(index: int) -> int:  # which side of the cuts a word is on
-        return sum(fragment.words[index][0] >= cut for cut in cuts)
-
-    runs: list[list[int]] = []  # consecutive words in text order (right to left in Arabic) on one side
-    for index in range(len(words)):
-        if runs and slot(runs[-1][-1]) == slot(index):
-            runs[-1].append(index)
-        else:
-            runs.append([index])
-    return [
-        replace(
-            fragment,
-            text=" ".join(words[i] for i in run),
-            x0=min(fragment.words[i][0] for i in run),
-            x1=max(fragment.words[i][1] for i in run),
-            words=tuple(fragment.words[i] for i in run),
-            hyphen_join=fragment.hyphen_join and run is runs[-1],
-        )
-        for run in runs
-    ]
-
-
-def _merge_continuations(rows: list[list[str]]) -> list[list[str]]:
-    """A row with an empty first cell, filling 2+ columns the row above fills, continues it.
-
-    Cells of two lines ("OTSL" over "HTML") come out of a PDF as two rows.
-    """
-    merged: list[list[str]] = []
-    for row in rows:
-        above = merged[-1] if len(merged) > 1 else None  # never into the header row
-        filled = {i for i, cell in enumerate(row) if cell}
-        # Two or more cells continue: one lone cell is more likely a row of its own ("Color").
-        if (
-            above is not None
-            and not row[0]
-            and above[0]
-            and len(filled) >= 2
-            and filled <= {i for i, c in enumerate(above) if c}
-        ):
-            merged[-1] = [f"{a} {b}".strip() for a, b in zip(above, row, strict=True)]  # rows share one width
-        else:
-            merged.append(row)
-    return merged
-
-
-def _merge(row: list[Fragment]) -> Fragment:
-    if len(row) == 1:
-        return row[0]
-    first = row[0]
-    return Fragment(
-        text=" ".join(f.text for f in row),
-        x0=min(f.x0 for f in row),
-        top=min(f.top for f in row),
-        x1=max(f.x1 for f in row),
-        bottom=max(f.bottom for f in row),
-        # The size most of its characters have: a larger word does not make a callout a heading.
-        size=max(row, key=lambda f: len(f.text)).size,
-        bold=all(f.bold for f in row),
-        page=first.page,
-        hyphen_join=row[-1].hyphen_join,
-        rtl=first.rtl,
-        font=first.font,
-        words=tuple(word for f in row for word in f.words),
-    )
-
-
 # -- paragraphs ----------------------------------------------------------------------------------
 
 
@@ -345,7 +142,7 @@ def _paragraphs(lines: list[Fragment]) -> list[Block]:
     for line in lines:
         previous = blocks[-1].lines[-1] if blocks else None
         if previous is None or _breaks(previous, line, spacing):
-            blocks.append(Block([line], kind="item" if _list_item(line.text) else "text"))
+            blocks.append(Block([line], kind="item" if item(line.text) else "text"))
         else:
             blocks[-1].lines.append(line)
     return blocks
@@ -366,14 +163,10 @@ def _breaks(previous: Fragment, line: Fragment, spacing: float) -> bool:
         gap > max(spacing, 0.0) + max(0.35 * size, 2.0)
         or gap < -0.5 * line.height  # went back up: another column or a side note
         or abs(line.size - previous.size) > 0.05 * previous.size
-        or (line.bold != previous.bold and not _list_item(previous.text))
+        or (line.bold != previous.bold and not item(previous.text))
         or (line.font != previous.font and previous.width < 0.7 * line.width)  # a run-in heading
-        or _list_item(line.text)
+        or item(line.text)
     )
-
-
-def _list_item(text: str) -> bool:
-    return (len(text) > 1 and text[0] in _BULLETS and text[1] == " ") or bool(_NUMBERED.match(text))
 
 
 def _join_lines(lines: list[Fragment], vocabulary: Counter[str]) -> str:
@@ -439,9 +232,11 @@ def _table_markdown(rows: list[list[str]]) -> str:
 
 
 def _list_line(text: str) -> str:
-    if text[0] in _BULLETS:
-        return "- " + text[1:].strip()
-    return text
+    """A bulleted line as a Markdown list item, a check box as a task item ticked or not."""
+    if NUMBERED.match(text):
+        return text
+    box = "[x] " if text[0] in TICKED else "[ ] " if text[0] in CHECKBOXES else ""
+    return "- " + box + text[1:].strip()
 
 
 def _escape(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coffer_mcp.errors import IngestRejectedError
+from coffer_mcp.settings import default_of
 
 from ._base import Conversion, Converter
 from ._clean import clean_markdown
@@ -14,9 +15,10 @@ from ._sandbox import convert_in_sandbox
 from ._text import PassthroughConverter
 from ._title import derive_title, extension_of, safe_filename
 
-__all__ = ["DEFAULT_MAX_BYTES", "ConversionOptions", "convert", "engine_for", "supported_formats"]
+__all__ = ["ConversionOptions", "convert", "engine_for", "supported_formats"]
 
-DEFAULT_MAX_BYTES = 25 * 1024 * 1024
+# The settings' defaults, for callers that pass none (the service passes its settings').
+_MAX_BYTES, _MAIN_CONTENT = default_of("max_document_bytes"), default_of("html_main_content")
 _PASSTHROUGH, _CSV, _DOCUMENTS = PassthroughConverter(), CsvConverter(), DocumentConverter()
 _CONVERTERS: tuple[Converter, ...] = (_PASSTHROUGH, _CSV, _DOCUMENTS)
 _EXTENSIONS = sorted(_PASSTHROUGH.extensions | _CSV.extensions | _DOCUMENTS.extensions)
@@ -43,10 +45,10 @@ def convert(
     filename: str,
     data: bytes,
     *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int = _MAX_BYTES,
     timeout: float | None = None,
     memory_bytes: int = 0,
-    html_main_content: bool = True,
+    html_main_content: bool = _MAIN_CONTENT,
 ) -> Conversion:
     """Convert one uploaded file to cleaned Markdown with a title.
 
@@ -91,7 +93,7 @@ def convert(
     return Conversion(markdown, derive_title(markdown, name), engine, ext)
 
 
-def engine_for(ext: str, *, html_main_content: bool = True) -> str:
+def engine_for(ext: str, *, html_main_content: bool = _MAIN_CONTENT) -> str:
     """The ``conversion_engine`` a file of this extension gets today (see ``Conversion.engine``).
 
     A document whose recorded engine differs was converted by an older converter (or with other
@@ -110,10 +112,10 @@ class ConversionOptions:
     the same Markdown and records the same ``conversion_engine`` on either path.
     """
 
-    max_bytes: int = DEFAULT_MAX_BYTES
+    max_bytes: int = _MAX_BYTES
     timeout: float | None = None
     memory_bytes: int = 0
-    html_main_content: bool = True
+    html_main_content: bool = _MAIN_CONTENT
 
     def convert(self, filename: str, data: bytes) -> Conversion:
         """``convert`` with these options."""

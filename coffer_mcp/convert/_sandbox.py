@@ -161,9 +161,7 @@ _POOL = _Pool()
 atexit.register(_POOL.shutdown)
 
 
-def convert_in_sandbox(
-    name: str, data: bytes, *, timeout: float, memory_bytes: int, html_main_content: bool = True
-) -> str:
+def convert_in_sandbox(name: str, data: bytes, *, timeout: float, memory_bytes: int, html_main_content: bool) -> str:
     """The heavy converters' Markdown for ``data``, from a worker process bounded in time and memory.
 
     Raises:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from coffer_mcp.embed.base import normalized
 from coffer_mcp.embed.fastembed_models import download, not_installed, open_cached, open_directory
 from coffer_mcp.errors import EmbeddingError
+from coffer_mcp.settings import default_of
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
@@ -52,7 +53,7 @@ class FastEmbedEmbedder:
         model_name: str = DEFAULT_MODEL,
         *,
         model_path: Path | None = None,
-        batch_size: int = 16,
+        batch_size: int = default_of("embedding_batch_size"),
         threads: int | None = None,
         dimensions: int | None = None,
         cache_dir: Path | None = None,

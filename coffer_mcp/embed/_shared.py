@@ -59,6 +59,7 @@ from coffer_mcp.embed._wire import (
     send_frame,
 )
 from coffer_mcp.errors import EmbeddingError
+from coffer_mcp.settings import default_of
 
 __all__ = ["SharedEmbedder", "service_supported"]
 
@@ -102,8 +103,8 @@ class SharedEmbedder:
         local: FastEmbedEmbedder,
         *,
         folder: Path | None = None,
-        idle_seconds: float = 300.0,
-        retry_seconds: float = 30.0,
+        idle_seconds: float = default_of("embedding_service_idle_seconds"),
+        retry_seconds: float = default_of("embedding_cooldown_seconds"),
         timeout_seconds: float = 60.0,
         hint: str = "",
         clock: Callable[[], float] = time.monotonic,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from coffer_mcp.errors import EmbeddingError
+from coffer_mcp.settings import default_of
 
 __all__ = ["Cooldown", "CooldownEmbedder", "Embedder", "EmbeddingConfig", "Pause", "normalized", "shorten"]
 
@@ -60,12 +61,12 @@ class EmbeddingConfig:
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     dimensions: int | None = None
-    batch_size: int = 16
-    cooldown_seconds: float = 30.0
+    batch_size: int = default_of("embedding_batch_size")
+    cooldown_seconds: float = default_of("embedding_cooldown_seconds")
     threads: int | None = None
     timeout_seconds: float = 60.0
     service: Literal["auto", "off"] = "off"
-    service_idle_seconds: float = 300.0
+    service_idle_seconds: float = default_of("embedding_service_idle_seconds")
     service_folder: Path | None = None
 
 

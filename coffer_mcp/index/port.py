@@ -29,8 +29,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
+from coffer_mcp.index.oauth import OAuthStore
 from coffer_mcp.models import Chunk, SearchFilters, SourceMode
-from coffer_mcp.store import stored_document_id
+from coffer_mcp.store import StoreModel, stored_document_id
 
 __all__ = [
     "AuditRow",
@@ -226,8 +227,9 @@ class IndexDiagnosis:
     notes: list[str] = field(default_factory=list)  # what works, only slower (e.g. no HNSW graphs)
 
 
-class Index(Protocol):
-    """The index every service uses (see the module docstring for the conventions)."""
+class Index(OAuthStore, Protocol):
+    """The index every service uses (see the module docstring for the conventions; ``index.oauth``
+    for the authorization server's part)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -447,6 +449,26 @@ class Index(Protocol):
         Raises:
             ValueError: ``identity`` is stored with another dimension than the query's.
         """
+        ...
+
+    # -- the store's embedding model ---------------------------------------------------------------
+
+    def store_model(self) -> StoreModel | None:
+        """The store's embedding model as the index records it (a copy of ``embedding.yaml``), or None."""
+        ...
+
+    def record_store_model(self, model: StoreModel, *, replace: bool = False) -> StoreModel:
+        """Record ``model`` as the store's embedding model, unless one is recorded (with ``replace``: in its
+        place); the model recorded now. Of several processes recording at once, one wins and all see it."""
+        ...
+
+    def vector_models(self) -> dict[str, int]:
+        """``{identity: dimensions}`` of every model that has stored vectors (a table of its own)."""
+        ...
+
+    def drop_model(self, identity: str) -> None:
+        """Remove every vector of ``identity`` with its table (a model the store no longer uses);
+        documents still naming it become due for embedding."""
         ...
 
     # -- verification and repair -------------------------------------------------------------------

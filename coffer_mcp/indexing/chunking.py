@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from coffer_mcp.models import Chunk
+from coffer_mcp.settings import Settings, bound_of, default_of
 from coffer_mcp.store.markdown import closes_fence, fence_opening
 
 __all__ = ["CHUNKING_VERSION", "chunk_markdown"]
@@ -39,7 +40,7 @@ __all__ = ["CHUNKING_VERSION", "chunk_markdown"]
 CHUNKING_VERSION = 2
 """Bumped whenever the same Markdown gives other chunks (2: link and image addresses left out)."""
 
-_MIN_CHUNK_SIZE = 64
+_MIN_CHUNK_SIZE = bound_of(Settings, "chunk_size", "ge")
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
 _DELIMITER_ROW = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
@@ -77,15 +78,19 @@ class _Block:
 _Unit = tuple[str, str, bool]
 
 
-def chunk_markdown(markdown: str, chunk_size: int = 512, chunk_overlap: int = 64) -> list[Chunk]:
+def chunk_markdown(
+    markdown: str, chunk_size: int = default_of("chunk_size"), chunk_overlap: int = default_of("chunk_overlap")
+) -> list[Chunk]:
     """Split a document's Markdown body into retrievable chunks.
 
     Args:
         markdown: The body, frontmatter already removed. CRLF and lone CR are accepted.
-        chunk_size: Target maximum characters per chunk; at least 64. Only a fence or table
+        chunk_size: Target maximum characters per chunk; at least the ``chunk_size`` setting's
+            lower bound. Only a fence or table
             (up to ``4 * chunk_size``, or a re-wrapped piece of a larger one) may exceed it.
         chunk_overlap: Characters of prose repeated at the start of the next chunk of the same
-            section; 0 disables it. Must be below ``chunk_size / 2``.
+            section; 0 disables it. Must be below ``chunk_size / 2``. Both default to the settings'
+            defaults.
 
     Returns:
         Chunks with sequential 0-based positions; empty for a blank document. A document with

@@ -6,11 +6,13 @@ plus a JSON text rendering). Every tool error is a JSON object ``{"code", "messa
 a ``CofferError`` keeps its code, arguments that break the input schema (or that it does not
 declare) are ``invalid_argument``, an unknown tool is ``unknown_tool``, and any other exception
 is ``internal_error`` with its traceback on stderr. Every call is logged in ``mcp_invocations``;
-every write is audited with ``agent:<client name>`` as the actor. Documents are also MCP
+every write is audited with ``agent:<client name>`` as the actor (``oauth:<subject> via <client>``
+over HTTP with an OAuth token, whose scopes also decide which tools it sees: ``_scopes``). Documents are also MCP
 resources, ``coffer://<kb>/<document id>``. Prompts (``_prompts``), completions of their
 arguments and of the resource template (``_completions``), log messages for the user
 (``_client_log``, ``_notices``) and confirmations asked of the user (``_confirm``) complete the
-surface.
+surface. A request that does not parse (a lone UTF-16 surrogate, a line that is not JSON) gets a
+JSON-RPC parse error with a hint (``_unreadable``; ``surrogate_answer`` for the HTTP transport).
 """
 
 from __future__ import annotations
@@ -27,12 +29,25 @@ from coffer_mcp.mcp_server._client_log import forward_core_logs
 from coffer_mcp.mcp_server._completions import DOCUMENT_TEMPLATE, register_completions
 from coffer_mcp.mcp_server._confirm import count_documents
 from coffer_mcp.mcp_server._prompts import PROMPTS, register_prompts
-from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, register_tools
-from coffer_mcp.mcp_server._runner import Runner
+from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, TOOL_SCOPES, register_tools
+from coffer_mcp.mcp_server._runner import ACTOR_KEY, GRANTED_SCOPES_KEY, Runner
+from coffer_mcp.mcp_server._scopes import hide_tools_beyond_scope
 from coffer_mcp.mcp_server._server import CofferServer
+from coffer_mcp.mcp_server._unreadable import surrogate_answer
 from coffer_mcp.services import Coffer
 
-__all__ = ["CORE_TOOLS", "PROMPTS", "READ_TOOLS", "TOOL_NAMES", "build_server", "build_unconfigured_server"]
+__all__ = [
+    "ACTOR_KEY",
+    "CORE_TOOLS",
+    "GRANTED_SCOPES_KEY",
+    "PROMPTS",
+    "READ_TOOLS",
+    "TOOL_NAMES",
+    "TOOL_SCOPES",
+    "build_server",
+    "build_unconfigured_server",
+    "surrogate_answer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +111,7 @@ def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError
         log_level=log_level,
     )
     server.serve_log_levels()
+    server.middleware.append(hide_tools_beyond_scope)
     forward_core_logs()
     return server
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from coffer_mcp.errors import ConfirmationRequiredError
 from coffer_mcp.mcp_server import _lean as lean
@@ -24,6 +24,7 @@ from coffer_mcp.models import (
     ReindexResult,
     SourceReport,
 )
+from coffer_mcp.settings import bound_of
 from coffer_mcp.store.kbconfig import MAX_DESCRIPTION, KbConfig
 
 __all__ = [
@@ -42,13 +43,8 @@ __all__ = [
 MCP_MAX_LIST_LIMIT = 500  # the core pages up to 1000; a model reads 500 titles at most
 
 
-def _bound(model: type[BaseModel], field: str, kind: str) -> int:
-    """The ``ge``/``le`` bound a pydantic model declares on ``field``, so the schema repeats no number."""
-    return next(getattr(m, kind) for m in model.model_fields[field].metadata if hasattr(m, kind))
-
-
-CHUNK_SIZE_MIN = _bound(KbConfig, "chunk_size", "ge")
-CHUNK_SIZE_MAX = _bound(KbConfig, "chunk_size", "le")
+CHUNK_SIZE_MIN = bound_of(KbConfig, "chunk_size", "ge")  # the schema repeats no number
+CHUNK_SIZE_MAX = bound_of(KbConfig, "chunk_size", "le")
 CHUNK_OVERLAP_MAX = CHUNK_SIZE_MAX // 2  # the core refuses an overlap of half the chunk size or more
 
 _REPLACE = Annotated[bool, Field(description="Update documents whose content changed, in place.")]

@@ -23,7 +23,8 @@ def search_result(result: SearchResult) -> SearchResult:
 
     No ``chunk_id`` (it is ``<document_id>:<position>``); the title only on a document's first
     passage, and not again at the head of ``heading_path``; ``kb`` only when several knowledge
-    bases were searched; scores to four significant digits.
+    bases were searched; scores to four significant digits; ``matched_terms`` only when a passage
+    holds some of the query's terms, not all.
     """
     several = len(result.knowledge_bases) > 1
     seen: set[tuple[str | None, str]] = set()
@@ -38,6 +39,8 @@ def search_result(result: SearchResult) -> SearchResult:
                     "score": float(f"{p.score:.4g}"),
                     "chunk_id": None,
                     "kb": p.kb if several else None,
+                    # Holding every term is what a passage is expected to do: only the exception is said.
+                    "matched_terms": "some" if p.matched_terms == "some" else None,
                 }
             )
         )

@@ -1,8 +1,8 @@
 """Every MCP tool, declared once: its name, its body, its tool set, what it may do, its annotations.
 
-Registration, the read-only set, the names the package exports (``TOOL_NAMES``, ``CORE_TOOLS``,
-``READ_TOOLS``) and the name each call is logged under all come from ``TOOLS``; adding a tool is
-one body in a ``_*_tools`` module and one entry here.
+Registration, the read-only set, the OAuth scope each tool needs (``TOOL_SCOPES``), the names the
+package exports (``TOOL_NAMES``, ``CORE_TOOLS``, ``READ_TOOLS``) and the name each call is logged
+under all come from ``TOOLS``; adding a tool is one body in a ``_*_tools`` module and one entry here.
 
 A body is a plain synchronous function ``body(job, **arguments)``: its parameters after ``job``
 are the tool's input schema and its docstring the description. ``tool_function`` turns it into
@@ -34,12 +34,14 @@ from coffer_mcp.mcp_server._confirm import delete_kb_question as _delete_kb_ques
 from coffer_mcp.mcp_server._confirm import restore_question as _restore_question
 from coffer_mcp.mcp_server._notices import reporting_degraded
 from coffer_mcp.mcp_server._runner import Job, Runner
+from coffer_mcp.services.authorization import Scope
 
 __all__ = [
     "CORE_TOOLS",
     "READ_TOOLS",
     "TOOLS",
     "TOOL_NAMES",
+    "TOOL_SCOPES",
     "Access",
     "ToolEntry",
     "ToolSet",
@@ -66,6 +68,19 @@ class Access(enum.Enum):
     REFRESH = "refresh"
     """Reads, and refreshes what it finds out of date where the server may write; offered everywhere,
     annotated as a read on a read-only server (``Job.writes`` tells the body which)."""
+    ADMIN = "admin"
+    """Creates, reconfigures, deletes or restores a whole knowledge base; left out of a read-only server."""
+
+    @property
+    def writes(self) -> bool:
+        """Whether a read-only server leaves the tool out."""
+        return self in (Access.WRITE, Access.ADMIN)
+
+    @property
+    def scope(self) -> Scope:
+        """The OAuth scope a token needs to call a tool of this access (a refresh without the write
+        scope only reads, as on a read-only server)."""
+        return {Access.WRITE: Scope.WRITE, Access.ADMIN: Scope.ADMIN}.get(self, Scope.READ)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +108,7 @@ class ToolEntry:
 
     def offered(self, *, curation: bool, read_only: bool) -> bool:
         """Whether a server with these switches lists this tool."""
-        return (curation or self.toolset is ToolSet.CORE) and not (read_only and self.access is Access.WRITE)
+        return (curation or self.toolset is ToolSet.CORE) and not (read_only and self.access.writes)
 
     def annotations_for(self, *, read_only: bool) -> ToolAnnotations:
         """The annotations a server with this switch publishes."""
@@ -101,7 +116,7 @@ class ToolEntry:
 
 
 _CORE, _CURATION, _PORTABILITY = ToolSet.CORE, ToolSet.CURATION, ToolSet.PORTABILITY
-_READ, _WRITE = Access.READ, Access.WRITE
+_READ, _WRITE, _ADMIN = Access.READ, Access.WRITE, Access.ADMIN
 
 # In the order tools/list shows them.
 TOOLS: tuple[ToolEntry, ...] = (
@@ -115,13 +130,13 @@ TOOLS: tuple[ToolEntry, ...] = (
     ToolEntry("coffer__list_documents", curation.list_documents, _CURATION, _READ, READ),
     ToolEntry("coffer__knowledge_base_metrics", curation.knowledge_base_metrics, _CURATION, _READ, READ),
     ToolEntry("coffer__check_sources", curation.check_sources, _CURATION, Access.REFRESH, CHANGE),
-    ToolEntry("coffer__create_knowledge_base", curation.create_knowledge_base, _CURATION, _WRITE, CREATE),
-    ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _WRITE, CHANGE, embeds=True),
+    ToolEntry("coffer__create_knowledge_base", curation.create_knowledge_base, _CURATION, _ADMIN, CREATE),
+    ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _ADMIN, CHANGE, embeds=True),
     ToolEntry(
         "coffer__delete_knowledge_base",
         curation.delete_knowledge_base,
         _CURATION,
-        _WRITE,
+        _ADMIN,
         CHANGE,
         question=_delete_kb_question,
     ),
@@ -137,7 +152,7 @@ TOOLS: tuple[ToolEntry, ...] = (
         "coffer__restore_snapshot",
         portability.restore_kb_snapshot,
         _PORTABILITY,
-        _WRITE,
+        _ADMIN,
         CHANGE,
         question=_restore_question,
     ),
@@ -145,7 +160,9 @@ TOOLS: tuple[ToolEntry, ...] = (
 
 TOOL_NAMES = tuple(entry.name for entry in TOOLS)
 CORE_TOOLS = tuple(entry.name for entry in TOOLS if entry.toolset is ToolSet.CORE)
-READ_TOOLS = tuple(entry.name for entry in TOOLS if entry.access is not Access.WRITE)
+READ_TOOLS = tuple(entry.name for entry in TOOLS if not entry.access.writes)
+TOOL_SCOPES: dict[str, Scope] = {entry.name: entry.access.scope for entry in TOOLS}
+"""The scope each tool needs (``Access.scope``): what an OAuth token must hold to see and call it."""
 
 
 def register_tools(server: MCPServer, run: Runner, *, curation: bool, read_only: bool) -> None:

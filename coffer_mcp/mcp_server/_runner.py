@@ -24,16 +24,31 @@ from pydantic import BaseModel
 from coffer_mcp.errors import CofferError
 from coffer_mcp.mcp_server._client_log import CALL_LOG, NOWHERE, ClientLog
 from coffer_mcp.mcp_server._wire import compact_json, tool_result
+from coffer_mcp.services.authorization import Scope
 
 if TYPE_CHECKING:
     from coffer_mcp.services import Coffer
 
-__all__ = ["INTERNAL_ERROR", "Job", "Runner", "internal_error", "tool_error"]
+__all__ = [
+    "ACTOR_KEY",
+    "GRANTED_SCOPES_KEY",
+    "INTERNAL_ERROR",
+    "Job",
+    "Runner",
+    "caller",
+    "granted_scopes",
+    "internal_error",
+    "tool_error",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 INTERNAL_ERROR = "internal_error"
+# Where the HTTP surface (``web``) puts what an OAuth token grants, in the ASGI scope of the request
+# that carried an MCP message: its scopes (all of them counted, a frozenset) and the audit log's actor.
+GRANTED_SCOPES_KEY = "coffer.granted_scopes"
+ACTOR_KEY = "coffer.actor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +57,11 @@ class Job:
 
     Attributes:
         service: The core the body calls.
-        actor: ``agent:<client name>``, recorded in the audit log.
+        actor: Recorded in the audit log: ``agent:<client name>``, or ``oauth:<subject> via <client>``
+            for a call made with an OAuth token.
         ctx: The MCP request context (progress goes through it).
-        writes: False on a read-only server: a tool offered there (``check_sources``) must not change anything.
+        writes: False on a read-only server, or for a token without ``coffer:write``: a tool offered
+            there (``check_sources``) must not change anything.
         log: Where the call's log messages for the user go (``notify``).
     """
 
@@ -85,8 +102,10 @@ class Runner:
     async def __call__(self, ctx: Context, tool: str, call: Callable[[Job], T]) -> T | CallToolResult:
         if self.service is None:  # the unconfigured server refuses every call before it gets here
             raise RuntimeError(f"{tool} ran without a configured service")
-        client = client_name(ctx)
-        job = Job(service=self.service, actor=f"agent:{client}", ctx=ctx, writes=self.writes, log=ClientLog.of(ctx))
+        actor, client = caller(ctx)
+        granted = granted_scopes(ctx)
+        writes = self.writes and (granted is None or Scope.WRITE.value in granted)  # a read token only reads
+        job = Job(service=self.service, actor=actor, ctx=ctx, writes=writes, log=ClientLog.of(ctx))
         started = time.perf_counter()
 
         def work() -> T | CallToolResult:
@@ -156,6 +175,35 @@ def internal_error(tool: str, exc: BaseException) -> CofferError:
         hint="Coffer did not expect this; it is not a fault in the arguments. The server's log (stderr) has "
         "the traceback: please report it.",
     )
+
+
+def caller(ctx: Context | None) -> tuple[str, str]:
+    """Who makes the call: the audit log's actor, and the client the invocation log names.
+
+    An OAuth token names its owner and client (``oauth:owner via Claude``, for both); otherwise the
+    connected client's own name (``agent:Claude`` and ``Claude``).
+    """
+    request = _request(ctx)
+    actor = getattr(request, "scope", {}).get(ACTOR_KEY) if request is not None else None
+    if isinstance(actor, str):
+        return actor, actor
+    client = client_name(ctx) if ctx is not None else "unknown"
+    return f"agent:{client}", client
+
+
+def granted_scopes(ctx: Context | None) -> frozenset[str] | None:
+    """The scopes of the OAuth token the call came with; None when it came with none (every scope)."""
+    request = _request(ctx)
+    granted = getattr(request, "scope", {}).get(GRANTED_SCOPES_KEY) if request is not None else None
+    return granted if isinstance(granted, frozenset) else None
+
+
+def _request(ctx: Context | None) -> object | None:
+    """The HTTP request that carried the message (None over stdio and in memory)."""
+    try:
+        return ctx.request_context.request if ctx is not None else None
+    except (AttributeError, ValueError, RuntimeError):
+        return None
 
 
 def client_name(ctx: Context) -> str:

@@ -5,6 +5,7 @@ a crash outside the tool body) with its own text. ``call_tool`` is the one place
 pass, so they are turned into ``{"code", "message", "hint"}`` here, like the ``CofferError``s the
 tool bodies return through the ``Runner``. ``get_prompt`` does the same for prompts: the SDK
 answers an unknown prompt or a missing argument with an internal error, Coffer with invalid params.
+On stdio, a line the SDK cannot parse gets an answer too (``_unreadable``), where the SDK drops it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import (
     CallToolResult,
     GetPromptResult,
@@ -31,7 +33,9 @@ from coffer_mcp.mcp_server._arguments import invalid_arguments, mistyped_argumen
 from coffer_mcp.mcp_server._client_log import set_level
 from coffer_mcp.mcp_server._confirm import unanswered
 from coffer_mcp.mcp_server._prompts import invalid_params, prompt_refusal
-from coffer_mcp.mcp_server._runner import Runner, client_name, internal_error, tool_error
+from coffer_mcp.mcp_server._runner import Runner, caller, granted_scopes, internal_error, tool_error
+from coffer_mcp.mcp_server._scopes import beyond_scope
+from coffer_mcp.mcp_server._unreadable import AnsweringStdin
 from coffer_mcp.mcp_server._wire import input_schema
 
 __all__ = ["CofferServer"]
@@ -81,6 +85,13 @@ class CofferServer(MCPServer):
         # earlier versions (most, today) still set a level, and the conformance suite checks it.
         self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 
+    async def run_stdio_async(self) -> None:
+        """Serve stdio as ``MCPServer`` does, but answer a line that does not parse (the SDK drops it)."""
+        async with stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server
+            options = lowlevel.create_initialization_options()
+            await lowlevel.run(AnsweringStdin(read_stream, write_stream), write_stream, options)
+
     def add_tool(self, *args: Any, **kwargs: Any) -> None:
         super().add_tool(*args, **kwargs)
         self._schemas = None
@@ -96,7 +107,7 @@ class CofferServer(MCPServer):
         if self._schemas is None:  # built once: listing the tools costs more than a small search
             self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
         schemas = self._schemas
-        refusal = self._refusal(name, arguments, schemas)
+        refusal = self._refusal(name, arguments, schemas, context)
         if refusal is None:
             try:
                 return await super().call_tool(name, arguments, context)
@@ -108,17 +119,24 @@ class CofferServer(MCPServer):
                         return tool_error(internal_error(name, exc))
                     refusal = invalid_arguments(name, schemas[name], exc.__cause__)
         # Refused before any tool body ran, so the Runner did not record it: record it here.
-        client = client_name(context) if context is not None else "unknown"
+        client = caller(context)[1]
         await anyio.to_thread.run_sync(self.runner.record, name, client, started, "error", refusal.code)
         log.info("tool %r refused: %s", name, refusal.message)
         return tool_error(refusal)
 
-    def _refusal(self, name: str, arguments: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> CofferError | None:
+    def _refusal(
+        self, name: str, arguments: dict[str, Any], schemas: dict[str, dict[str, Any]], context: Context | None
+    ) -> CofferError | None:
         """Why the call cannot run, before the SDK validates the argument values: None when it can."""
         if name not in schemas:
             return self._unknown_tool(name, offered=list(schemas))
         schema = schemas[name]
-        return self.refusal or unknown_arguments(name, schema, arguments) or mistyped_arguments(name, schema, arguments)
+        return (
+            self.refusal
+            or beyond_scope(name, granted_scopes(context))
+            or unknown_arguments(name, schema, arguments)
+            or mistyped_arguments(name, schema, arguments)
+        )
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context | None = None

@@ -277,15 +277,15 @@ def _finish(
         if not config.vector:
             note = "The knowledge base does not use vectors, so the pack's vectors were not needed."
         elif registry.embedder is None:
-            note = "No embedder is configured here, so the pack's vectors cannot be searched."
+            none = "No embedder is configured here, so the pack's vectors cannot be searched."
+            note = registry.models.use.message or none
         else:
             used, note = load_vectors(
                 registry.index, kb.name, vector_set, extracted.vectors, targets, registry.embedder
             )
     due = 0
     if config.vector:
-        wanted = registry.embedder.identity if registry.embedder is not None else ""
-        due = registry.index.kb_counts(kb.name, wanted).degraded
+        due = registry.index.kb_counts(kb.name, registry.models.wanted_identity()).degraded
     return ImportResult(
         kb=kb.name,
         created=False,

@@ -26,14 +26,15 @@ from coffer_mcp.embed.base import Cooldown, Pause
 from coffer_mcp.embed.base import shorten as shorten_error
 from coffer_mcp.errors import CofferError, RerankError
 from coffer_mcp.models import Passage, RerankInfo
+from coffer_mcp.settings import default_of
 
 __all__ = ["BudgetedReranker", "RerankConfig", "Reranker", "shorten"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CANDIDATES = 30
-DEFAULT_TIMEOUT_MS = 2000
-DEFAULT_COOLDOWN_SECONDS = 30.0
+DEFAULT_CANDIDATES = default_of("rerank_candidates")
+DEFAULT_TIMEOUT_MS = default_of("rerank_timeout_ms")
+DEFAULT_COOLDOWN_SECONDS = default_of("rerank_cooldown_seconds")
 # One slow answer (a model still loading, a busy server) is no reason to stop asking; three in a
 # row are a pattern, and each costs a search the whole budget.
 FAILURES_BEFORE_COOLDOWN = 3

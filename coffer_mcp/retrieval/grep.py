@@ -44,6 +44,7 @@ from typing import IO, Any, Literal
 import regex
 
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
+from coffer_mcp.settings import default_of
 
 __all__ = ["MAX_LINE_CHARS", "GrepOutcome", "LineMatch", "RgStatus", "find_rg", "grep_dirs", "rg_status"]
 
@@ -221,7 +222,7 @@ def grep_dirs(
     pattern: str,
     *,
     max_matches: int = 50,
-    timeout: float = 5.0,
+    timeout: float = default_of("grep_timeout"),
     ignore_case: bool = False,
     fixed_strings: bool = False,
     engine: Engine = "auto",

@@ -4,13 +4,15 @@ A thin facade over the services, composed here and nowhere else::
 
     Registry ─┬─ KnowledgeBaseService ── Diagnosis
               │                       └─ PortabilityService
+              ├─ EmbeddingService (the store's embedding model: StoreEmbedding, in the registry)
               ├─ DocumentService ─┬────── SourceService
               │                   └────── FollowService ── Watcher (while a server runs)
               └─ RetrievalService
 
 Each operation is written once, in its service; the facade lists which service answers it
 (``_forward``), keeping that service's signature and docstring. Adding an operation means writing
-it in its service and adding one line here.
+it in its service and adding one line here. The HTTP server's OAuth state (clients, grants, the
+owner's password) is ``authorization``, an ``AuthorizationService`` used as it is.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
 from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
+from coffer_mcp.services.authorization import AuthorizationService
 from coffer_mcp.services.diagnosis import Diagnosis
 from coffer_mcp.services.documents import DocumentService
+from coffer_mcp.services.embeddings import EmbeddingService
 from coffer_mcp.services.follow import FollowService
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.portability import PortabilityService
@@ -79,6 +83,12 @@ class Coffer:
         self.sources = SourceService(self.registry, self.documents, self.follow)
         self.portability = PortabilityService(self.registry, self.knowledge_bases)
         self.diagnosis = Diagnosis(self.registry, self.knowledge_bases)
+        self.embeddings = EmbeddingService(self.registry)
+        self.authorization = AuthorizationService(
+            self.registry.index,
+            access_seconds=settings.auth_access_token_seconds,
+            refresh_seconds=settings.auth_refresh_token_seconds,
+        )
 
     @property
     def settings(self) -> Settings:
@@ -168,6 +178,10 @@ class Coffer:
     find_snapshot = _forward("portability", PortabilityService.find_snapshot)
     delete_snapshot = _forward("portability", PortabilityService.delete_snapshot)
     restore_snapshot = _forward("portability", PortabilityService.restore_snapshot)
+
+    # -- the store's embedding model ---------------------------------------------------------------
+    embedding_status = _forward("diagnosis", Diagnosis.embedder_status)
+    use_embedding_model = _forward("embeddings", EmbeddingService.use_embedding_model)
 
     # -- diagnosis and history ---------------------------------------------------------------------
     doctor = _forward("diagnosis", Diagnosis.doctor)

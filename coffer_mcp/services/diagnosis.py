@@ -46,9 +46,11 @@ class Diagnosis:
         problems: list[str] = list(index.problems)
         rg = rg_status(self.registry.settings.rg_path)
         problems += [rg.problem] if rg.problem else []
-        embedder = self._embedder_status(check_embedder)
+        embedder = self.embedder_status(check=check_embedder)
         if embedder.error:
             problems.append(f"The embedder is not working: {embedder.error}")
+        if embedder.use == "refused" and embedder.note:
+            problems.append(embedder.note)
         reranker = self._reranker_status(check_embedder)
         if reranker.error:
             problems.append(f"The reranker is not working (searches keep their unreranked order): {reranker.error}")
@@ -85,38 +87,39 @@ class Diagnosis:
             reranker=reranker,
             knowledge_bases=kbs,
             problems=problems,
-            notes=index.notes + ([rg.note] if rg.note else []),
+            notes=index.notes
+            + [note for note in (rg.note, embedder.note if embedder.use == "store" else None) if note],
         )
 
-    def _embedder_status(self, check: bool) -> EmbedderStatus:
+    def embedder_status(self, *, check: bool = False) -> EmbedderStatus:
+        """Which embedding model this process uses (the store's, see ``services.store_model``) and why; with
+        ``check``, whether a test embedding works."""
         provider = self.registry.settings.embedding_provider
+        models = self.registry.models
         try:
-            embedder = self.registry.embedder
-        except ConfigError as exc:  # e.g. model_path without model: say so, do not crash the doctor
+            embedder, use = models.embedder, models.use
+        except CofferError as exc:  # e.g. model_path without model: say so, do not crash the doctor
             return EmbedderStatus(
                 provider=provider, identity=None, reachable=False, error=f"{exc.message} {exc.hint_for('cli')}".strip()
             )
-        if embedder is None:
-            return EmbedderStatus(provider=provider, identity=None, reachable=None)
-        if not check:
-            return EmbedderStatus(provider=provider, identity=embedder.identity, reachable=None)
+        status = EmbedderStatus(
+            provider=use.store.provider if use.status == "store" and use.store is not None else provider,
+            identity=embedder.identity if embedder is not None else None,
+            reachable=None,
+            store_model=use.store.identity if use.store is not None else None,
+            configured=use.configured,
+            use=use.status,
+            note=" ".join(part for part in (use.message, use.hint) if part) or None,
+        )
+        if embedder is None or not check:
+            return status
         started = time.perf_counter()
         try:
             vector = embedder.embed_query("Coffer doctor: is the embedder reachable?")
         except CofferError as exc:
-            return EmbedderStatus(
-                provider=provider,
-                identity=embedder.identity,
-                reachable=False,
-                error=f"{exc.message} {exc.hint}".strip(),
-            )
-        return EmbedderStatus(
-            provider=provider,
-            identity=embedder.identity,
-            reachable=True,
-            dimensions=len(vector),
-            seconds=round(time.perf_counter() - started, 3),
-        )
+            return status.model_copy(update={"reachable": False, "error": f"{exc.message} {exc.hint}".strip()})
+        seconds = round(time.perf_counter() - started, 3)
+        return status.model_copy(update={"reachable": True, "dimensions": len(vector), "seconds": seconds})
 
     def _reranker_status(self, check: bool) -> RerankerStatus:
         """The reranker's configuration and, with ``check``, whether a probe reranking works (no budget)."""

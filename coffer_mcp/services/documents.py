@@ -101,6 +101,7 @@ _KEYWORD_ONLY = (
     "Its vectors could not be computed (the embedding provider failed, or is cooling down after a failure): "
     "searches find it by keyword only until a later read, or a reindex, embeds it."
 )
+_NOT_HERE = "Searches find it by keyword only until a process that can build the store's embedding model embeds it."
 
 
 class DocumentService:
@@ -418,10 +419,12 @@ class DocumentService:
             new=existing is None,
         )
         result = self._result(paths, truth.row, "updated" if existing is not None else "created", written)
-        if config.vector and self.registry.embedder is not None:
+        use = self.registry.models.use
+        if config.vector and (self.registry.embedder is not None or use.status == "refused"):
             row = self.index.get_document(paths.name, doc_id)
             if row is not None and row.embed_pending:  # said here too: a client may not show log messages
-                return result.model_copy(update={"note": _KEYWORD_ONLY})
+                note = _KEYWORD_ONLY if use.status != "refused" else f"{_NOT_HERE} {use.message}"
+                return result.model_copy(update={"note": note})
         return result
 
     def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:

@@ -163,7 +163,7 @@ class KnowledgeBaseService:
         New chunking parameters re-chunk its documents; turning ``vector`` on embeds them (with
         progress), turning it off drops its vectors. A smaller ``chunk_size`` given alone keeps
         the overlap, unless it would no longer be below half the size: then the overlap shrinks
-        in proportion (1,024/128 to 256 gives 256/32).
+        in proportion (2,000/400 to 600 gives 600/120).
         """
         kb, _ = self.registry.open_kb(name)
         asked = (description, chunk_size, chunk_overlap, vector, auto_update_sources)
@@ -295,5 +295,5 @@ def _disk_bytes(root: Path) -> int:
 
 def _fitting(overlap: int, size: int, new_size: int) -> int:
     """``overlap`` (set for chunks of ``size``) for chunks of ``new_size``: kept while below half of
-    it, else shrunk in proportion (1,024/128 becomes 256/32)."""
+    it, else shrunk in proportion (2,000/400 becomes 600/120)."""
     return overlap if 2 * overlap < new_size else overlap * new_size // size

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from coffer_mcp.embed import Embedder, EmbeddingConfig, make_embedder
+from coffer_mcp.embed import Embedder
 from coffer_mcp.errors import CofferError, KnowledgeBaseNotFoundError, StoreError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion
@@ -32,6 +32,7 @@ from coffer_mcp.indexing.reindex import Drift, chunk_params, detect_drift, index
 from coffer_mcp.models import Progress
 from coffer_mcp.rerank import BudgetedReranker, RerankConfig, make_reranker
 from coffer_mcp.services.activity import FollowActivity
+from coffer_mcp.services.store_model import StoreEmbedding, embedding_config, model_cache
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     CREATING,
@@ -86,8 +87,7 @@ class Registry:
         self._scans = _ScanLog()
         self._checks = _BackgroundChecks(self.check_files)
         self.activity = FollowActivity()
-        self._embedder: Embedder | None = embedder
-        self._embedder_made = embedder is not None
+        self.models = StoreEmbedding(settings, index, self.paths, given=embedder)
         self._reranker: BudgetedReranker | None = None
         self._reranker_made = False
 
@@ -107,13 +107,9 @@ class Registry:
 
     @property
     def embedder(self) -> Embedder | None:
-        """The configured embedder (made on first use; the model itself loads on first embed)."""
-        if not self._embedder_made:
-            with self._guard:
-                if not self._embedder_made:
-                    self._embedder = make_embedder(embedding_config(self.settings))
-                    self._embedder_made = True
-        return self._embedder
+        """The embedder of the store's model, None when this process does no vector work (``StoreEmbedding``;
+        made on first use, the model itself loads on first embed)."""
+        return self.models.embedder
 
     @property
     def reranker(self) -> BudgetedReranker | None:
@@ -139,10 +135,10 @@ class Registry:
         return [*BASE_MODES, *VECTOR_MODES] if config.vector and self.embedder is not None else list(BASE_MODES)
 
     def wanted_model(self, config: KbConfig) -> str | None:
-        """The model whose vectors a KB's documents should have ('' when vector has no embedder)."""
+        """The model whose vectors a KB's documents should have: the store's ('' when there is none)."""
         if not config.vector:
             return None
-        return self.embedder.identity if self.embedder is not None else ""
+        return self.models.wanted_identity()
 
     # -- locks -------------------------------------------------------------------------------------
 
@@ -513,30 +509,6 @@ class Registry:
         self._configs.pop(name, None)
 
 
-def _model_cache(settings: Settings) -> Path | None:
-    """Where fastembed keeps downloaded models: the home (the temp dir may be emptied by a reboot),
-    unless the user chose a cache folder for fastembed (None: fastembed's own)."""
-    return None if os.environ.get("FASTEMBED_CACHE_PATH") else settings.home / "models"
-
-
-def embedding_config(settings: Settings) -> EmbeddingConfig:
-    """The embedder's settings, taken from the global ones."""
-    key = settings.embedding_api_key
-    return EmbeddingConfig(
-        provider=settings.embedding_provider,
-        model=settings.embedding_model,
-        model_path=settings.embedding_model_path,
-        cache_dir=_model_cache(settings),
-        base_url=settings.embedding_base_url,
-        api_key=key.get_secret_value() if key is not None else None,
-        dimensions=settings.embedding_dimensions,
-        batch_size=settings.embedding_batch_size,
-        cooldown_seconds=settings.embedding_cooldown_seconds,
-        service=settings.embedding_service,
-        service_idle_seconds=settings.embedding_service_idle_seconds,
-    )
-
-
 def rerank_config(settings: Settings) -> RerankConfig:
     """The reranker's settings, taken from the global ones."""
     key = settings.rerank_api_key
@@ -544,7 +516,7 @@ def rerank_config(settings: Settings) -> RerankConfig:
         provider=settings.rerank_provider,
         model=settings.rerank_model,
         model_path=settings.rerank_model_path,
-        cache_dir=_model_cache(settings),
+        cache_dir=model_cache(settings),
         url=settings.rerank_url,
         api_key=key.get_secret_value() if key is not None else None,
         candidates=settings.rerank_candidates,

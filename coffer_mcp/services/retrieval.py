@@ -208,12 +208,15 @@ class RetrievalService:
     ) -> tuple[Strategy, list[Passage], str | None]:
         """The strategy that ran, its best ``depth`` passages (``depth >= top_k``: room for a reranker), a hint."""
         registry = self.registry
-        vector_kbs = [n for n in names if registry.config(n).vector] if registry.embedder is not None else []
+        vector_on = [n for n in names if registry.config(n).vector]
+        vector_kbs = vector_on if registry.embedder is not None else []
+        refused = self._refused(vector_on, strategy)
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword":
-            return self._keyword(names, query, depth, where)
+            return self._keyword(names, query, depth, where, why=refused)
         if not vector_kbs:  # a strategy asked for by name that cannot run: say why
-            return self._keyword(names, query, depth, where, why=_no_vectors(wanted, names, registry.embedder is None))
+            why = refused or _no_vectors(wanted, names, registry.embedder is None)
+            return self._keyword(names, query, depth, where, why=why)
         # The lists fused are as deep as without a reranker (when that is deep enough), so a
         # reranker that falls back leaves the order a search without one gives.
         fusion_depth = max(_depth(top_k, wanted), depth)
@@ -237,6 +240,14 @@ class RetrievalService:
         passages = keyword_search(self.registry.index, names, query, depth, where)
         hints = [why, query_hint(query, found=bool(passages))]
         return "keyword", passages, " ".join(hint for hint in hints if hint) or None
+
+    def _refused(self, vector_kbs: list[str], strategy: StrategyChoice) -> str | None:
+        """Why knowledge bases with vectors are searched by keyword: this process cannot build the store's
+        model (``services.store_model``); None otherwise."""
+        use = self.registry.models.use
+        if not vector_kbs or strategy == "keyword" or use.status != "refused" or not use.message:
+            return None
+        return f"{use.message} {use.hint or ''}".strip()
 
     def _reranker(self) -> tuple[BudgetedReranker | None, RerankInfo | None]:
         """The configured reranker, or None with why it cannot run (None, None when there is none)."""

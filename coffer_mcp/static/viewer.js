@@ -9,8 +9,9 @@ import { renderMarkdown } from "./markdown.js";
 
 const ACTION_TOKEN = document.querySelector('meta[name="coffer-action-token"]').content;
 const PAGE_SIZE = 50;
+const FEW_DOCUMENTS = 10; // a list this short is read at a glance: no title filter
 const $ = (id) => document.getElementById(id);
-const state = { kb: null, filter: "", offset: 0, total: 0, doc: null, kbs: [], seq: 0, mainSeq: 0 };
+const state = { kb: null, filter: "", offset: 0, total: 0, unfiltered: 0, doc: null, kbs: [], seq: 0, mainSeq: 0 };
 
 class ApiError extends Error {
   constructor(body, status) {
@@ -61,6 +62,10 @@ function show(view) {
   for (const id of ["welcome", "results", "document"]) $(id).hidden = id !== view;
 }
 
+function counted(n, noun) {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 function formatBytes(bytes) {
   const units = ["B", "KB", "MB", "GB"];
   let value = bytes;
@@ -103,13 +108,14 @@ async function selectKb(kb) {
   state.kb = kb;
   state.filter = "";
   state.offset = 0;
+  state.total = 0;
+  state.unfiltered = 0;
   $("doc-filter").value = "";
-  $("doc-filter").disabled = !kb;
   $("search-scope").value = kb || "";
   markActive();
   if (!kb) {
     $("kb-meta").hidden = true;
-    $("doc-list").replaceChildren();
+    $("doc-list").replaceChildren(make("li", "empty", "Pick a knowledge base to see its documents."));
     updatePager();
     return;
   }
@@ -119,7 +125,7 @@ async function selectKb(kb) {
 async function loadKbMeta(kb) {
   const details = await api(`/knowledge_bases/${enc(kb)}`);
   const meta = $("kb-meta");
-  const facts = `${details.document_count} documents · ${details.chunk_count} chunks · ${formatBytes(details.disk_bytes)}`;
+  const facts = `${counted(details.document_count, "document")} · ${counted(details.chunk_count, "chunk")} · ${formatBytes(details.disk_bytes)}`;
   const actions = make("div", "actions small");
   actions.append(actionButton("Open folder", `/knowledge_bases/${enc(kb)}/open`),
     actionButton("Reveal", `/knowledge_bases/${enc(kb)}/reveal`));
@@ -137,6 +143,7 @@ async function loadDocs() {
   const page = await api(`/knowledge_bases/${enc(kb)}/documents?${query}`);
   if (seq !== state.seq) return;
   state.total = page.total;
+  if (!state.filter) state.unfiltered = page.total;
   const list = $("doc-list");
   list.replaceChildren();
   if (!page.documents.length) list.append(make("li", "empty", state.filter ? "No title matches." : "No documents yet."));
@@ -153,11 +160,15 @@ async function loadDocs() {
   markActive();
 }
 
+// The title filter and the pager show only when they have something to do: a knowledge base with
+// more than a few documents (or a filter typed), a list longer than a page.
 function updatePager() {
   const shown = state.kb ? Math.min(state.total, state.offset + PAGE_SIZE) : 0;
+  $("doc-filter").hidden = !state.kb || (!state.filter && state.unfiltered <= FEW_DOCUMENTS);
+  $("pager").hidden = !state.kb || (state.offset === 0 && shown >= state.total);
   $("page-info").textContent = state.kb && state.total ? `${state.offset + 1}–${shown} of ${state.total}` : "";
-  $("prev-page").disabled = !state.kb || state.offset === 0;
-  $("next-page").disabled = !state.kb || shown >= state.total;
+  $("prev-page").disabled = state.offset === 0;
+  $("next-page").disabled = shown >= state.total;
 }
 
 async function showDocument(kb, id) {
@@ -224,44 +235,77 @@ async function runSearch(kb, q, filters) {
   if (seq !== state.mainSeq) return;
   const box = $("results");
   const n = result.passages.length;
-  const heading = make("h1", "", `${n} passage${n === 1 ? "" : "s"} for “${q}”`);
+  const heading = make("h1", "", `${counted(n, "passage")} for “${q}”`);
   const where = [kb ? `in ${kb}` : "in all knowledge bases", `${result.strategy} search`];
   if (extra) where.push(`only ${describeFilters(filters)}`);
   const scope = make("p", "facts", where.join(" · "));
+  box.replaceChildren(heading, scope);
+  // Why the search ran as it did, or found what it found: a vector search that ran as keyword,
+  // a query of common words or symbols only.
+  if (result.hint) box.append(make("p", "search-hint", result.hint));
+  const words = markPattern(result.highlight || []);
   const list = make("ol", "passages");
-  for (const passage of result.passages) list.append(passageItem(passage, q));
-  box.replaceChildren(heading, scope, list);
+  for (const passage of result.passages) list.append(passageItem(passage, words));
+  box.append(list);
   state.doc = null;
   show("results");
   markActive();
 }
 
-function passageItem(passage, q) {
+function passageItem(passage, words) {
   const li = make("li", "passage");
   const link = make("a", "", "");
   link.href = `#/kb/${enc(passage.kb)}/doc/${enc(passage.document_id)}`;
   link.append(make("span", "title", passage.title), make("span", "kb", passage.kb));
   li.append(link);
-  if (passage.heading_path.length) li.append(make("p", "where", passage.heading_path.join(" › ")));
-  const text = make("p", "text");
-  highlight(text, passage.text, q);
+  // Where in the document, less its title heading (shown just above).
+  const path = passage.heading_path[0] === passage.title ? passage.heading_path.slice(1) : passage.heading_path;
+  if (path.length) li.append(make("p", "where", path.join(" › ")));
+  // A passage is a piece of a document's Markdown: rendered as the document is (a fence left open
+  // at its end runs to the end of the passage), its matching words marked in the text it shows.
+  const text = make("div", "text markdown");
+  text.append(renderMarkdown(passage.text));
+  markWords(text, words);
   li.append(text);
   const more = passage.more_positions || [];
   if (more.length) {
     // One passage per document: say where the document's other matches are.
-    const label = `${more.length} more matching passage${more.length === 1 ? "" : "s"} in this document`;
+    const label = `${counted(more.length, "more matching passage")} in this document`;
     li.append(make("p", "more", `${label} (#${more.join(", #")})`));
   }
   return li;
 }
 
-function highlight(parent, text, q) {
-  const terms = q.split(/\s+/).map((t) => t.replace(/[^\p{L}\p{N}]/gu, "")).filter((t) => t.length > 1);
-  if (!terms.length) { parent.textContent = text; return; }
-  const pattern = new RegExp(`(${terms.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`, "giu");
-  text.split(pattern).forEach((part, index) => {
-    parent.append(index % 2 ? make("mark", "", part) : document.createTextNode(part));
+// Text written without spaces between words: the server's highlight holds its bigrams, marked
+// wherever they occur. Any other word is marked only whole ("process", never in "subprocess").
+const UNSPACED = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Hangul}]/u;
+const WORD_EDGE = "[\\p{L}\\p{N}\\p{M}]";
+
+function markPattern(words) {
+  if (!words.length) return null;
+  const escaped = [...words].sort((a, b) => b.length - a.length).map((word) => {
+    const literal = word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    return UNSPACED.test(word) ? literal : `(?<!${WORD_EDGE})${literal}(?!${WORD_EDGE})`;
   });
+  return new RegExp(escaped.join("|"), "giu");
+}
+
+// Marks the words in the text nodes under root; the elements the renderer built stay as they are.
+function markWords(root, pattern) {
+  if (!pattern) return;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    const parts = [];
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      parts.push(text.slice(last, match.index), make("mark", "", match[0]));
+      last = match.index + match[0].length;
+    }
+    if (parts.length) node.replaceWith(...[...parts, text.slice(last)].filter((part) => part !== ""));
+  }
 }
 
 // -- filesystem actions ------------------------------------------------------------------------

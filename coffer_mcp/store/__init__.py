@@ -1,6 +1,13 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
 from coffer_mcp.store.document import DocumentMeta, frontmatter_tags
+from coffer_mcp.store.embedding import (
+    StoreModel,
+    create_store_model,
+    read_store_model,
+    store_model_stamp,
+    write_store_model,
+)
 from coffer_mcp.store.files import (
     atomic_write,
     atomic_write_all,
@@ -67,6 +74,7 @@ __all__ = [
     "DocumentMeta",
     "KbConfig",
     "KbPaths",
+    "StoreModel",
     "StorePaths",
     "atomic_write",
     "atomic_write_all",
@@ -74,6 +82,7 @@ __all__ = [
     "body_sha256",
     "check_path_text",
     "config_mapping",
+    "create_store_model",
     "decodable",
     "document_files",
     "escape_hidden",
@@ -93,11 +102,13 @@ __all__ = [
     "path_stamp",
     "read_kb_config",
     "read_store_file",
+    "read_store_model",
     "remove_file",
     "remove_stale_temp_files",
     "render_document",
     "sanitize_filename",
     "shown_path",
+    "store_model_stamp",
     "stored_document_id",
     "undecodable_name",
     "unindexed_mark",
@@ -105,4 +116,5 @@ __all__ = [
     "unindexed_writes",
     "validate_kb_name",
     "write_kb_config",
+    "write_store_model",
 ]

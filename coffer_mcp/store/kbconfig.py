@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coffer_mcp.errors import InvalidArgumentError, validation_problem
-from coffer_mcp.settings import refuse_bool
+from coffer_mcp.settings import Settings, bound_of, default_of, refuse_bool
 from coffer_mcp.store.files import atomic_write
 from coffer_mcp.store.frontmatter import UnsafeFrontmatterError, load_bounded_yaml
 
@@ -23,21 +23,59 @@ MAX_DESCRIPTION = 2000
 MAX_FOLLOWED = 100
 
 
+_SIZE_MIN, _SIZE_MAX = bound_of(Settings, "chunk_size", "ge"), bound_of(Settings, "chunk_size", "le")
+
+
 class KbConfig(BaseModel):
-    """Per-KB settings. Chunk parameters are mutable: changing them re-chunks the corpus."""
+    """Per-KB settings. Chunk parameters are mutable: changing them re-chunks the corpus.
+
+    A chunk setting the file does not name (a folder made by hand) takes the default and bounds
+    of the global setting of the same name, which ``kb create`` gives a new knowledge base.
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    description: str = Field(default="", max_length=MAX_DESCRIPTION)
-    chunk_size: int = Field(default=512, ge=64, le=8192)
-    chunk_overlap: int = Field(default=64, ge=0)
-    vector: bool = Field(default=False, description="Embed chunks for vector and hybrid search.")
-    auto_update_sources: bool = Field(default=False, description="check_sources refreshes changed documents.")
-    follow: tuple[str, ...] = Field(
-        default=(), description="Folders (absolute real paths) whose files this knowledge base keeps in step with."
+    description: str = Field(
+        default="",
+        max_length=MAX_DESCRIPTION,
+        description="What the knowledge base holds, in a sentence or two: `coffer__list_knowledge_bases` shows it "
+        "to a model choosing where to search.",
     )
-    created_at: str
-    updated_at: str
+    chunk_size: int = Field(
+        default=default_of("chunk_size"),
+        ge=_SIZE_MIN,
+        le=_SIZE_MAX,
+        description="The size of this knowledge base's chunks, in characters: a search's passages are chunks. "
+        "`kb create` takes it from the `chunk_size` setting; a `kb.yaml` that does not name it (a folder made by "
+        "hand) gets that setting's default. Changing it re-chunks every document.",
+    )
+    chunk_overlap: int = Field(
+        default=default_of("chunk_overlap"),
+        ge=0,
+        description="The characters of prose a chunk repeats from the end of the one before it, below half of "
+        "`chunk_size`. Set like `chunk_size`, from the setting of the same name; changing it re-chunks every "
+        "document.",
+    )
+    vector: bool = Field(
+        default=False,
+        description="Whether documents are also embedded, so that searches run hybrid (keyword and vector) and "
+        "find paraphrases. Turning it on embeds every document; turning it off drops the vectors.",
+    )
+    auto_update_sources: bool = Field(
+        default=False,
+        description="Whether `check_sources` also refreshes the documents whose source file changed, instead of "
+        "only reporting them.",
+    )
+    follow: tuple[str, ...] = Field(
+        default=(),
+        description="Folders (absolute paths) whose files this knowledge base keeps in step with; written only "
+        "when there are some, and never carried by an exported pack.",
+    )
+    created_at: str = Field(
+        description="When the knowledge base was created (UTC, ISO 8601); for a folder made by hand, when Coffer "
+        "first saw it."
+    )
+    updated_at: str = Field(description="When its settings last changed (UTC, ISO 8601).")
 
     @field_validator("chunk_size", "chunk_overlap", mode="before")
     @classmethod
@@ -80,9 +118,9 @@ def make_kb_config(**values: object) -> KbConfig:
 
 def _chunk_hint(values: dict[str, object]) -> str:
     """What chunk settings are allowed, with the bound for the chunk size the overlap was checked against."""
-    hint = "chunk_size is 64-8192 characters; chunk_overlap is 0 up to half of chunk_size"
+    hint = f"chunk_size is {_SIZE_MIN}-{_SIZE_MAX} characters; chunk_overlap is 0 up to half of chunk_size"
     size = values.get("chunk_size")
-    if isinstance(size, int) and not isinstance(size, bool) and 64 <= size <= 8192:
+    if isinstance(size, int) and not isinstance(size, bool) and _SIZE_MIN <= size <= _SIZE_MAX:
         hint += f": below {(size + 1) // 2} for chunk_size {size}"
     return hint + "."
 

@@ -4,6 +4,7 @@ Layout under ``COFFER_HOME``::
 
     coffer.db                          the index (rebuildable)
     config.yaml                        global settings
+    embedding.yaml                     the store's embedding model (store/embedding.py)
     locks/<kb>.lock                    per-KB write locks (outside the KB so delete can remove it)
     knowledge/<kb>/kb.yaml             the KB's own settings (truth, like the documents)
     knowledge/<kb>/docs/<id>.md        Markdown + YAML frontmatter = truth
@@ -236,6 +237,11 @@ class StorePaths:
     @property
     def models(self) -> Path:
         return self.home / "models"
+
+    @property
+    def embedding_file(self) -> Path:
+        """The store's embedding model (``store.embedding``)."""
+        return self.home / "embedding.yaml"
 
     @property
     def store_id_file(self) -> Path:

@@ -16,13 +16,18 @@ FILTERS are the MCP tools' ``filters`` as query parameters: ``tag=`` and ``forma
 ``path_prefix=``, ``created_after=``, ``created_before=``, ``updated_after=``, ``updated_before=``.
     POST /api/v1/knowledge_bases/{kb}/open | /reveal             the KB folder
     POST /api/v1/knowledge_bases/{kb}/documents/{id}/open | /reveal
+
+A search answers the core's ``SearchResult`` plus ``highlight``: the words of its passages that
+match the query's words as the index analysed them (stemmed, stopwords left out), for the viewer
+to mark.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +45,8 @@ from coffer_mcp.errors import (
     KnowledgeBaseExistsError,
     NotFoundError,
 )
+from coffer_mcp.index.fts import STOPWORDS, analyze
+from coffer_mcp.index.tokens import terms
 from coffer_mcp.services import Coffer
 from coffer_mcp.services.pages import MAX_PAGE_CHARS
 from coffer_mcp.services.retrieval import MAX_TOP_K
@@ -73,6 +80,8 @@ Handler = Callable[[Request], Awaitable[Any]]
 
 ACTION_HEADER = "x-coffer-action-token"
 MAX_PAGE_DOCUMENTS = 1000  # the core's bound on a page of the document list
+MAX_HIGHLIGHT = 200  # words a search answers for the viewer to mark
+_WORD = re.compile(r"[^\W_]+")  # a word as the index's tokenizer cuts it ("snake_case" is two)
 
 
 _STATUS: list[tuple[type[CofferError], int]] = [
@@ -176,7 +185,9 @@ class _Handlers:
     async def search(self, request: Request) -> Any:
         kbs, query = kb_selector(request), query_text(request, "q")
         top_k = query_int(request, "top_k", default=10, low=1, high=MAX_TOP_K)
-        return await _run(self.service.search, kbs, query, top_k, filters=filters(request))
+        result = await _run(self.service.search, kbs, query, top_k, filters=filters(request))
+        marks = await _run(highlight, query, [passage.text for passage in result.passages])
+        return {**result.model_dump(mode="json"), "highlight": marks}
 
     def kb_target(self, request: Request) -> Path:
         return kb_target(self.service, kb_name(request))
@@ -198,6 +209,23 @@ class _Handlers:
             return await _run(work)
 
         return act
+
+
+def highlight(query: str, texts: Iterable[str]) -> list[str]:
+    """The words of ``texts`` a keyword search for ``query`` matches, lower-cased, for the viewer to mark.
+
+    A word matches when its index term is one of the query's words' terms, stopwords left out:
+    ``running`` marks "runs" and "Running", ``process`` never "subprocess", ``the`` nothing. Text
+    written without spaces is searched by its bigrams, so those of the query are answered as they
+    are (the viewer marks them wherever they occur).
+    """
+    analysed = analyze(query)
+    wanted = {term for word in analysed.words if word not in STOPWORDS for term in terms(word)}
+    found = dict.fromkeys(
+        word.lower() for text in texts if wanted for word in _WORD.findall(text) if wanted.intersection(terms(word))
+    )
+    bigrams = [] if analysed.only_stopwords else [t for t in analysed.index_terms() if t not in analysed.words]
+    return [*bigrams, *found][:MAX_HIGHLIGHT]
 
 
 _EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"]

@@ -5,11 +5,15 @@ default) with a plain-text 413, which its own client shows as "Server returned a
 response". Coffer sizes that limit from ``max_document_bytes`` instead, and turns the 413 into
 a JSON-RPC error carrying ``too_large`` and a hint: the SDK client (and any client that reads a
 JSON-RPC error from a non-2xx answer, as the transport's spec allows) shows that message.
+
+The body is read whole before the SDK sees the request: a client that goes away half-way (or is
+cut off by the server's body timeout) gets nothing, where the SDK logged a traceback for each one.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 
 from mcp.types import INVALID_REQUEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,6 +55,7 @@ class TooLargeAsJsonRpc:
 
     def __init__(self, app: ASGIApp, *, limit: int, max_document_bytes: int) -> None:
         self.app = app
+        self.limit = limit
         error = too_large_error(limit, max_document_bytes)
         payload = {
             "jsonrpc": "2.0",
@@ -63,7 +68,13 @@ class TooLargeAsJsonRpc:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        read = await _body_of(scope, receive, self.limit)
+        if read is None:
+            return  # the client left before its request was complete: no one to answer
         replaced = False
+
+        async def replay() -> Message:
+            return read.popleft() if read else await receive()
 
         async def translate(message: Message) -> None:
             nonlocal replaced
@@ -75,4 +86,24 @@ class TooLargeAsJsonRpc:
             elif not replaced:
                 await send(message)
 
-        await self.app(scope, receive, translate)
+        await self.app(scope, replay, translate)
+
+
+async def _body_of(scope: Scope, receive: Receive, limit: int) -> deque[Message] | None:
+    """The request's body messages, read until the end or just past ``limit`` bytes; None if the client left.
+
+    A body declared larger than ``limit`` is not read: the SDK refuses it from its headers.
+    """
+    read: deque[Message] = deque()
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        return read
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        read.append(message)
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > limit:
+            return read

@@ -23,6 +23,8 @@ PUBLIC_PATHS = frozenset({"/static/login.css", "/static/favicon.svg"})
 MAX_FORM_BYTES = 4096  # a token and a little form encoding; anything longer is not a login
 _PAGE = Path(__file__).resolve().parents[1] / "static" / "login.html"
 _MESSAGE_SLOT = "{{MESSAGE}}"
+_PASSWORD_SLOT = "{{PASSWORD}}"
+_PASSWORD_WORDS = ", or the owner's password (set with <code>coffer auth set-password</code>)"
 _FORM_TYPE = "application/x-www-form-urlencoded"
 
 
@@ -37,9 +39,11 @@ def wants_login_form(scope: Scope, headers: Headers) -> bool:
     return scope["method"] == "POST" and scope["path"] == "/" and content_type == _FORM_TYPE
 
 
-def login_page(message: str = "") -> bytes:
-    """The login page's HTML, with ``message`` (escaped) shown above the form."""
+def login_page(message: str = "", *, password: bool = False) -> bytes:
+    """The login page's HTML, with ``message`` (escaped) shown above the form; ``password``: it says the
+    owner's password is accepted too (the built-in authorization server's)."""
     page = _PAGE.read_text(encoding="utf-8")  # small, and read per refused page load only
+    page = page.replace(_PASSWORD_SLOT, _PASSWORD_WORDS if password else "")
     return page.replace(_MESSAGE_SLOT, html.escape(message)).encode("utf-8")
 
 

@@ -11,6 +11,12 @@ so the token leaves the address bar and the history. A browser opening ``/`` wit
 gets a login page (``_login``) whose form posts the token and gets the same cookie; scripts and
 MCP clients get ``401`` JSON. The cookie is accepted everywhere except ``/mcp``, which wants the
 bearer header, as MCP clients send it.
+
+With OAuth on (``--auth oauth`` or ``external``, ``_resource.OAuthGate``) a token is always
+required, on loopback too: the HTTP token (every scope), or an OAuth access token checked by the
+resource server (``_resource``), whose scopes must cover what the request needs, else 403 with a
+step-up challenge; a 401 then names the protected resource metadata. The viewer's login form also
+takes the owner's password (the built-in server), for a session cookie kept in the index.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coffer_mcp.errors import ConfigError
+from coffer_mcp.services.authorization import SCOPES
 from coffer_mcp.web._login import (
     PUBLIC_PATHS,
     login_page,
@@ -35,6 +42,9 @@ from coffer_mcp.web._login import (
     wants_login_form,
     wants_login_page,
 )
+from coffer_mcp.web._oauth import CONSENT_PATH
+from coffer_mcp.web._owner import SignIn
+from coffer_mcp.web._resource import SESSION_COOKIE, OAuthGate, Principal, required_scope
 
 __all__ = [
     "COOKIE_NAME",
@@ -240,21 +250,26 @@ class Refusal:
 
 
 class Guard:
-    """ASGI middleware checking Host, Origin and the token before any route runs.
+    """ASGI middleware checking Host, Origin, then who the request acts for and what it may do.
 
     Args:
         app: The application to protect (every route, including ``/mcp`` and static files).
         policy: The Host rule.
         token: The bearer token every request must carry, or None for none (loopback only).
+        oauth: With OAuth on: OAuth bearer tokens too, the scope each request needs, the paths
+            served to anyone (``_resource.OAuthGate``). Then a request always needs a token.
     """
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None, oauth: OAuthGate | None = None) -> None:
         if token:
             check_token(token)
         self.app = app
         self.policy = policy
         self.token = token or None
+        self.oauth = oauth
+        self.required = self.token is not None or oauth is not None
         self._cookie = cookie_value(token) if token else None
+        self._public = PUBLIC_PATHS | (oauth.public if oauth else frozenset())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -265,35 +280,102 @@ class Guard:
             return
         headers = Headers(scope=scope)
         refusal = self.check_origin(headers)
-        if refusal is None and self.token is not None and wants_login_form(scope, headers):
+        if refusal is None and self.required and wants_login_form(scope, headers):
             await self._login(receive, send)  # logged in or not: a resubmitted form must not hit a 405
             return
-        if refusal is None and not self.authorized(scope, headers):
+        principal = Principal.everything() if refusal or not self.required else await self.identify(scope, headers)
+        if principal is None:
             await self._unauthorized(scope, headers, send)
             return
         refusal = refusal or _check_path(scope)
         if refusal is not None:
             await _refuse(refusal, send)
             return
+        if self.oauth is not None and scope["path"] not in self._public:
+            needed, receive = await required_scope(scope, receive, principal, self.oauth.body_limit)
+            if needed not in principal.scopes:
+                await self._insufficient(principal, needed, send)
+                return
         if self.token and scope["path"] == "/" and tokens_equal(_query(scope).get("token"), self.token):
-            await self._set_cookie(send)
+            await self._set_cookie(send, COOKIE_NAME, self._cookie or "")
             return
+        principal.attach(scope)
         await self.app(scope, receive, _with_page_headers(scope, send))
 
+    async def identify(self, scope: Scope, headers: Headers) -> Principal | None:
+        """Who the request acts for: the HTTP token, an OAuth token, the viewer's cookie; None: nobody.
+
+        ``/mcp`` takes a bearer token only, as MCP clients send it; a public path needs nothing.
+        """
+        path = scope["path"]
+        if path in self._public:
+            return Principal.everything()
+        kind, _, given = headers.get("authorization", "").partition(" ")
+        if kind.lower() == "bearer" and given.strip():
+            if self.token and tokens_equal(given.strip(), self.token):
+                return Principal.everything()
+            return await self.oauth.resource.principal(given.strip()) if self.oauth else None
+        if path == _MCP_PATH or path.startswith(_MCP_PATH + "/"):
+            return None
+        cookies = _cookies(headers)
+        if self._cookie and tokens_equal(cookies.get(COOKIE_NAME), self._cookie):
+            return Principal.everything()
+        session = cookies.get(SESSION_COOKIE)
+        if self.oauth and session:
+            return await self.oauth.session(session)
+        if self.token and path == "/" and tokens_equal(_query(scope).get("token"), self.token):
+            return Principal.everything()
+        return None
+
     async def _login(self, receive: Receive, send: Send) -> None:
-        """The login form: the right token gets the viewer cookie, anything else the page again."""
-        if tokens_equal(await read_form_token(receive), self.token or ""):
-            await self._set_cookie(send)
-        else:
+        """The login form: the token (or the owner's password) gets a cookie, anything else the page again."""
+        secret = await read_form_token(receive)
+        if self.token and tokens_equal(secret, self.token):
+            await self._set_cookie(send, COOKIE_NAME, self._cookie or "")
+            return
+        sign_in = self.oauth.sign_in if self.oauth else None
+        if self.oauth is None or sign_in is None:
             await _send_login_page(send, _WRONG_TOKEN)
+            return
+        outcome = await sign_in.check(secret)
+        if outcome is SignIn.THROTTLED:
+            minutes = max(1, round(sign_in.retry_after() / 60))
+            await _send_login_page(send, _TOO_MANY.format(minutes=minutes), 429, password=True)
+        elif outcome is SignIn.PASSWORD:
+            await self._set_cookie(send, SESSION_COOKIE, await self.oauth.open_session())
+        else:
+            await _send_login_page(send, _WRONG_SECRET, password=True)
 
     async def _unauthorized(self, scope: Scope, headers: Headers, send: Send) -> None:
         """No valid token: a browser opening the viewer gets the login page, anything else 401 JSON."""
         if wants_login_page(scope, headers):
             tried = _query(scope).get("token") is not None
-            await _send_login_page(send, _WRONG_TOKEN if tried else "")
-        else:
+            password = self.oauth is not None and self.oauth.sign_in is not None
+            await _send_login_page(
+                send, (_WRONG_SECRET if password else _WRONG_TOKEN) if tried else "", password=password
+            )
+            return
+        if self.oauth is None:
             await _refuse(_UNAUTHORIZED, send)
+            return
+        presented = headers.get("authorization", "").lower().startswith("bearer ")
+        challenge = self.oauth.resource.challenge(error="invalid_token" if presented else None)
+        await _refuse(_UNAUTHORIZED_OAUTH, send, challenge)
+
+    async def _insufficient(self, principal: Principal, needed: str, send: Send) -> None:
+        """403 naming the scope to step up to: what the token holds, and what the request needs."""
+        assert self.oauth is not None  # scopes are checked with OAuth on only
+        wanted = sorted(principal.scopes | {needed}, key=SCOPES.index)
+        refusal = Refusal(
+            403,
+            "insufficient_scope",
+            f"This request needs the {needed} scope, which the token does not hold.",
+            f"Authorize again granting {needed} (MCP clients ask by themselves on this answer).",
+        )
+        challenge = self.oauth.resource.challenge(
+            error="insufficient_scope", scopes=wanted, description=f"{needed} required"
+        )
+        await _refuse(refusal, send, challenge)
 
     def check_origin(self, headers: Headers) -> Refusal | None:
         """403 unless ``Host`` is ours and ``Origin`` (when present) is same-origin."""
@@ -315,22 +397,9 @@ class Guard:
             )
         return None
 
-    def authorized(self, scope: Scope, headers: Headers) -> bool:
-        """True when no token is configured or one is presented (header, viewer cookie, ``/?token=``)."""
-        if self.token is None or scope["path"] in PUBLIC_PATHS:
-            return True
-        scheme, _, given = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and tokens_equal(given.strip(), self.token):
-            return True
-        path = scope["path"]
-        if path == _MCP_PATH or path.startswith(_MCP_PATH + "/"):
-            return False
-        if tokens_equal(_cookies(headers).get(COOKIE_NAME), self._cookie or ""):
-            return True
-        return path == "/" and tokens_equal(_query(scope).get("token"), self.token)
-
-    async def _set_cookie(self, send: Send) -> None:
-        cookie = f"{COOKIE_NAME}={self._cookie}; Path=/; HttpOnly; SameSite=Strict"
+    async def _set_cookie(self, send: Send, name: str, value: str) -> None:
+        secure = "; Secure" if self.oauth and self.oauth.secure_cookies else ""
+        cookie = f"{name}={value}; Path=/; HttpOnly; SameSite=Strict{secure}"
         await send(
             {
                 "type": "http.response.start",
@@ -354,7 +423,16 @@ _UNAUTHORIZED = Refusal(
     "Send 'Authorization: Bearer <token>' (the server's COFFER_HTTP_TOKEN); in a browser "
     "open / and enter the token once.",
 )
+_UNAUTHORIZED_OAUTH = Refusal(
+    401,
+    "unauthorized",
+    "This Coffer server requires a token: an OAuth access token, or its COFFER_HTTP_TOKEN.",
+    "Connect an MCP client to /mcp: it finds the authorization server from this answer's WWW-Authenticate "
+    "header and asks you to sign in; scripts send 'Authorization: Bearer <COFFER_HTTP_TOKEN>'.",
+)
 _WRONG_TOKEN = "That token is not right. Check it and try again."
+_WRONG_SECRET = "That token or password is not right. Check it and try again."
+_TOO_MANY = "Too many wrong attempts: try again in {minutes} min."
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -378,12 +456,12 @@ _LOGIN_HEADERS = [
 ]
 
 
-async def _send_login_page(send: Send, message: str) -> None:
-    body = login_page(message)
+async def _send_login_page(send: Send, message: str, status: int = 401, *, password: bool = False) -> None:
+    body = login_page(message, password=password)
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"text/html; charset=utf-8"),
                 (b"content-length", str(len(body)).encode()),
@@ -396,14 +474,16 @@ async def _send_login_page(send: Send, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _refuse(refusal: Refusal, send: Send) -> None:
+async def _refuse(refusal: Refusal, send: Send, challenge: str | None = None) -> None:
     body = refusal.body()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"cache-control", b"no-store"),
     ]
-    if refusal.status == 401:
+    if challenge is not None:
+        headers.append((b"www-authenticate", challenge.encode("latin-1")))
+    elif refusal.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="coffer"'))
     headers += _PAGE_HEADERS  # a browser may render a refusal too
     await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
@@ -411,8 +491,9 @@ async def _refuse(refusal: Refusal, send: Send) -> None:
 
 
 def _with_page_headers(scope: Scope, send: Send) -> Send:
-    """Add the browser hardening headers to everything but the MCP endpoint."""
-    if scope["path"] == _MCP_PATH:
+    """Add the browser hardening headers to everything but the MCP endpoint and the consent page
+    (which sends its own: its form may lead to the client's redirect URI)."""
+    if scope["path"] in (_MCP_PATH, CONSENT_PATH):
         return send
 
     async def wrapped(message: Message) -> None:

@@ -22,11 +22,11 @@ CASES = [
     ("sample.json", "passthrough", "sample.json", ['"walrus cipher"']),
     ("sample.xml", "passthrough", "sample.xml", ["<title>Juniper Atlas</title>"]),
     ("sample.csv", "csv", "sample", ["Obsidian Kettle"]),
-    ("sample.html", "trafilatura/1", "Tidal Orchard Cartography", ["means charting trees"]),
+    ("sample.html", "html-main/2", "Tidal Orchard Cartography", ["means charting trees"]),
     ("sample.docx", "mammoth/2", "Quarterly Bramble Report", ["bramble yield forecast"]),
     ("sample.xlsx", "openpyxl/2", "sample", ["saffron ledger", "Marigold Traders"]),
     ("sample.pptx", "python-pptx/2", "Velvet Compass Roadmap", ["Lantern Metrics"]),
-    ("sample.pdf", "pypdfium2/3", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
+    ("sample.pdf", "pypdfium2/4", "Copper Meadow Telemetry", ["Copper meadow telemetry", "granite weather station"]),
     ("sample.ipynb", "markitdown", "Notebook of Pelican Sums", ["print(sum(pelicans))"]),
     ("sample.epub", "markitdown", "Chapter One: The Amber Tundra", ["amber tundra chronicle"]),
 ]

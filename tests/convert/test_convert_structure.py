@@ -218,18 +218,18 @@ def test_a_web_page_keeps_its_article_and_drops_navigation_unless_the_whole_page
     assert "About" not in main.markdown
     assert "Copyright footer" not in main.markdown
     assert "Copyright footer" in whole.markdown
-    assert (main.engine, whole.engine) == ("trafilatura/1", "html-page/1")
+    assert (main.engine, whole.engine) == ("html-main/2", "html-page/2")
 
 
 @pytest.mark.parametrize(
     ("ext", "engine"),
     [
-        ("pdf", "pypdfium2/3"),
+        ("pdf", "pypdfium2/4"),
         ("docx", "mammoth/2"),
         ("xlsx", "openpyxl/2"),
         ("xls", "xlrd/2"),
         ("pptx", "python-pptx/2"),
-        ("html", "trafilatura/1"),
+        ("html", "html-main/2"),
         ("epub", "markitdown"),
         ("md", "passthrough"),
         ("csv", "csv"),

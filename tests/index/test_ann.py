@@ -14,7 +14,7 @@ import pytest
 
 import coffer_mcp.index.sqlite as sqlite_index
 from coffer_mcp.index.port import DocumentFilter, DocumentRow, PassageRow
-from coffer_mcp.index.sqlite import SqliteIndex, ann, hnsw
+from coffer_mcp.index.sqlite import SqliteIndex, ann, ann_rows, hnsw, viewer
 from coffer_mcp.models import Chunk
 
 MODEL = "test:random-32"
@@ -275,17 +275,23 @@ def test_a_missing_or_corrupt_graph_is_reported_and_rebuilt(db: Path, damage: st
     assert [path.name for path in (db.parent / "coffer.db-ann").glob("*.usearch")] != [file.name]
 
 
+@pytest.mark.parametrize("when", ["between searches", "during a search"])
 @pytest.mark.parametrize("damage", ["random bytes", "zeros"])
-def test_a_graph_file_changed_under_a_running_search_is_dropped_and_the_scan_answers(db: Path, damage: str) -> None:
+def test_a_graph_file_changed_under_a_running_search_is_dropped_and_the_scan_answers(
+    db: Path, monkeypatch: pytest.MonkeyPatch, damage: str, when: str
+) -> None:
     # A backup tool or `cp` writing over the file keeps its inode: the loaded graph's memory map sees
     # the new bytes, which no checksum had checked. Searches failed (random bytes: NULL distances) or
-    # lost their vector half (zeros) until the process restarted.
+    # lost their vector half (zeros) until the process restarted. Between searches, the file's new
+    # times give it away; during one (pinned here by a check that sees nothing), its answers do.
     index = graphed(db)
     add_documents(index, "big", 60, 5, seed=1)
     assert_same_as_scan(index, db, ["big"], limits=(5,))  # the graph is loaded
     (file,) = (db.parent / "coffer.db-ann").glob("*.usearch")
     size = file.stat().st_size
     rng = random.Random(7)
+    if when == "during a search":
+        monkeypatch.setattr(hnsw.Graph, "current", lambda self: True)
     with open(file, "r+b") as handle:  # in place: the same inode, as the mapping sees it
         handle.seek(size // 3)
         handle.write(rng.randbytes(size // 2) if damage == "random bytes" else bytes(size // 2))
@@ -293,6 +299,76 @@ def test_a_graph_file_changed_under_a_running_search_is_dropped_and_the_scan_ans
     assert uses_graph(index, "big")  # its file did not match: rebuilt (at the search, in this index)
     assert [path.name for path in (db.parent / "coffer.db-ann").glob("*.usearch")] != [file.name]
     assert index.check_shared() == []
+
+
+def cut_short(file: Path, cut: str) -> None:
+    """Truncate ``file`` in place (the same inode, as a memory map of it sees it): to nothing or to half."""
+    size = file.stat().st_size
+    with open(file, "r+b") as handle:
+        handle.truncate(0 if cut == "emptied" else size // 2)
+
+
+@pytest.mark.parametrize("cut", ["emptied", "halved"])
+def test_a_graph_file_cut_short_while_it_is_viewed_ends_the_viewer_process_not_this_one(db: Path, cut: str) -> None:
+    # Reading a mapped page past a file's new end raises SIGBUS, which no Python code can catch:
+    # with the graph mapped in this process, this test's process died.
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    (row,) = ann_rows.file_rows(index.conn)
+    file = db.parent / "coffer.db-ann" / row.name
+    graph = hnsw.open_graph(file, ann._stamp(row))
+    assert graph.current()
+    cut_short(file, cut)
+    assert not graph.current()  # what a search checks first: this file is opened again, and refused
+    with pytest.raises(hnsw.ViewerError, match="SIGBUS"):
+        graph.nearest(hnsw.as_query(queries(1)[0]), 10)  # had it not checked: only the viewer process dies
+    assert_same_as_scan(index, db, ["big"], limits=(5,))  # the scan answers, the graph is rebuilt
+    assert uses_graph(index, "big")
+    assert index.check_shared() == []
+
+
+@pytest.mark.parametrize("search", ["unfiltered", "filtered"])
+@pytest.mark.parametrize("cut", ["emptied", "halved"])
+def test_a_graph_file_cut_short_during_a_search_is_answered_by_the_scan_and_rebuilt(
+    db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, cut: str, search: str
+) -> None:
+    # The cut lands between a search's check of the file and its reads of the graph: pinned here by
+    # a check that sees nothing. The viewer process dies of SIGBUS; the search does not.
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    where = tag_every_third(index, "big") if search == "filtered" else None
+    assert_same_as_scan(index, db, ["big"], limits=(5,))  # the graph is loaded
+    (file,) = (db.parent / "coffer.db-ann").glob("*.usearch")
+    with monkeypatch.context() as patched:
+        patched.setattr(hnsw.Graph, "current", lambda self: True)
+        cut_short(file, cut)
+        query = queries(5)[0]
+        assert ranked(index.knn(MODEL, query, ["big"], where, 10)) == ranked(
+            scan(db).knn(MODEL, query, ["big"], where, 10)
+        )
+    assert "killed by SIGBUS: a graph file was cut short" in caplog.text  # the log says what happened
+    assert_same_as_scan(index, db, ["big"], limits=(5, 50))
+    assert uses_graph(index, "big")  # rebuilt at the search after (in this index)
+    assert [path.name for path in (db.parent / "coffer.db-ann").glob("*.usearch")] != [file.name]
+    assert index.check_shared() == []
+
+
+def test_when_the_graph_viewer_cannot_start_the_scan_answers_and_no_graph_is_rebuilt(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = graphed(db)
+    add_documents(index, "big", 60, 5, seed=1)
+    index.knn(MODEL, queries(1)[0], ["big"], None, 5)
+    (built,) = ann_rows.file_rows(index.conn)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys\nsys.exit('usearch is not installed')\n", encoding="utf-8")
+    monkeypatch.setattr(viewer, "SCRIPT", broken)
+    monkeypatch.setattr(viewer, "VIEWER", viewer.Viewer())
+    later = graphed(db)  # another process: it has no graph open yet
+    assert_same_as_scan(later, db, ["big"], limits=(5, 50))
+    assert ann_rows.file_rows(later.conn) == [built]  # the file is fine: not rebuilt at every search
+    assert caplog.text.count("the graph viewer process ended (exit status 1)") == 1  # tried once, not 40 times
 
 
 def test_repair_rebuilds_a_broken_graph_inside_the_repair_transaction(db: Path) -> None:

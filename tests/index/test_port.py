@@ -27,6 +27,7 @@ from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.index.sqlite import keyword as sqlite_keyword
 from coffer_mcp.index.sqlite import queries as sqlite_queries
 from coffer_mcp.models import Chunk
+from coffer_mcp.store import StoreModel
 from coffer_mcp.store.kbconfig import KbConfig
 from tests.index.corpus import QUERIES, passages
 
@@ -557,6 +558,47 @@ def test_a_document_is_due_for_embedding_when_pending_unembedded_or_embedded_by_
             index.set_embedding(doc_id, pending=False, model="m:2")
     assert index.pending_documents("notes", "m:2", limit=1) == []
     assert index.pending_documents("other", "m:2") == ["doc-08"]
+
+
+# -- the store's embedding model ---------------------------------------------------------------
+
+
+def test_the_first_model_recorded_stays_the_stores_until_one_is_recorded_in_its_place(index: Index) -> None:
+    assert index.store_model() is None
+    first = StoreModel("fastembed:m", 384, "fastembed", model="m", model_path="/models/m", recorded_at="2026-01-01")
+    second = StoreModel("openai:e@256", 256, "openai", model="e", base_url="http://h/v1", api_key_env="KEY")
+    with index.transaction():
+        assert index.record_store_model(first) == first
+    with index.transaction():
+        assert index.record_store_model(second) == first  # another process came second: the first stays
+    assert index.store_model() == first
+    with index.transaction():
+        assert index.record_store_model(second, replace=True) == second
+    assert index.store_model() == second
+
+
+def test_dropping_a_model_removes_its_vectors_and_leaves_its_documents_due(index: Index) -> None:
+    kb(index, "notes", vector=True)
+    one = add(index, doc("doc-01", "notes"), "a", "b")
+    two = add(index, doc("doc-02", "notes"), "c")
+    with index.transaction():
+        index.store_vectors("old:2", 2, "notes", [(one[0], [1.0, 0.0]), (one[1], [0.0, 1.0])])
+        index.set_embedding("doc-01", pending=False, model="old:2")
+        index.store_vectors("new:3", 3, "notes", [(two[0], [1.0, 0.0, 0.0])])
+        index.set_embedding("doc-02", pending=False, model="new:3")
+    assert index.vector_models() == {"old:2": 2, "new:3": 3}
+    with index.transaction():
+        index.drop_model("old:2")
+        index.drop_model("never:1")  # no such model: nothing to do
+    assert index.vector_models() == {"new:3": 3}
+    assert (index.vector_dimensions("old:2"), index.count_vectors("old:2", one)) == (None, None)
+    assert index.knn("old:2", [1.0, 0.0], ["notes"], None, 5) == []
+    assert index.pending_documents("notes", "new:3") == ["doc-01"]
+    assert index.count_vectors("new:3", two) == 1
+    assert index.check_shared() == []
+    with index.transaction():  # the same identity can have vectors again, of any length
+        index.store_vectors("old:2", 4, "notes", [(one[0], [1.0, 0.0, 0.0, 0.0])])
+    assert index.vector_dimensions("old:2") == 4
 
 
 # -- deletes, verification, repair -------------------------------------------------------------
@@ -1114,12 +1156,14 @@ def _to_previous_schema(index: Index) -> None:
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DROP TABLE keyword_tables")
         # SQLite migrates by number: the migrations after it are undone too (tags and filters,
-        # source stamps).
-        conn.execute("DROP TABLE document_tags")
+        # source stamps, the authorization server's tables, the store's model).
+        for table in ("document_tags", "oauth_clients", "oauth_tokens", "oauth_owner", "store_model"):
+            conn.execute(f"DROP TABLE {table}")
         for column in ("tags", "created_key", "updated_key", "source_stamp"):
             conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
         conn.execute(
-            "DELETE FROM migrations WHERE name IN ('0006_keyword_per_kb', '0007_filters', '0008_source_stamps')"
+            "DELETE FROM migrations WHERE name IN "
+            "('0006_keyword_per_kb', '0007_filters', '0008_source_stamps', '0009_oauth', '0010_store_model')"
         )
         conn.execute("PRAGMA user_version = 5")
         return

@@ -2,12 +2,14 @@
 
 Source paths from a pack, YAML alias bombs, a file swapped for a symlink while it is ingested,
 a document file that is a symlink out of the store, absurd numbers and paths, an import killed
-half-way, base64 sent as text, and a filename without an extension.
+half-way, base64 sent as text, a filename without an extension, and an ANN graph file cut short
+under a running server.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import hashlib
 import io
@@ -17,7 +19,7 @@ import signal
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -30,7 +32,9 @@ from coffer_mcp.errors import CofferError
 from coffer_mcp.mcp_server import build_server
 from coffer_mcp.store import StorePaths
 from tests.conftest import FIXTURES, REPO
-from tests.reliability.support import cli
+from tests.embed.fake_openai_server import fake_openai_server
+from tests.mcp_clients import open_client, structured
+from tests.reliability.support import cli, processes_with_env
 
 CLIENT = Implementation(name="attacker", version="1")
 SECRET = "launch codes 7741"
@@ -361,3 +365,86 @@ def test_downloaded_embedding_models_are_kept_under_coffer_home_unless_the_user_
     assert embedding_config(load_settings(home=tmp_path / "home")).cache_dir == tmp_path / "home" / "models"
     monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(tmp_path / "mine"))
     assert embedding_config(load_settings(home=tmp_path / "home")).cache_dir is None
+
+
+# -- an ANN graph file cut short under a running server ---------------------------------------------
+
+_NOTES = "\n\n".join(
+    f"## Section {i}\n\nTide table {i} lists herons, harbours and lighthouse {i * 7}." for i in range(300)
+)
+
+
+def mapped_graphs(home: Path) -> set[str]:
+    """The graph files a process over ``home`` (the server, its graph viewer) has memory-mapped."""
+    found = set()
+    for pid in processes_with_env(str(home)):
+        with contextlib.suppress(OSError):
+            maps = Path(f"/proc/{pid}/maps").read_text(encoding="utf-8")
+            found.update(line.rsplit("/", 1)[-1] for line in maps.splitlines() if line.endswith(".usearch"))
+    return found
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    try:
+        with anyio.fail_after(120):
+            while not await check():  # noqa: ASYNC110 - polls what the server does in the background
+                await anyio.sleep(0.1)
+    except TimeoutError:
+        pytest.fail(f"not seen within 120 s: {what}")
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the mapped files")
+@pytest.mark.parametrize("cut", ["emptied", "halved"])
+async def test_a_graph_file_cut_short_under_a_running_server_is_rebuilt_and_the_scan_answers_meanwhile(
+    tmp_path: Path, cut: str
+) -> None:
+    # A backup tool truncating coffer.db-ann/*.usearch in place, then a vector search: the server
+    # read the mapped graph past the file's new end and died of SIGBUS (exit -7, nothing on stderr;
+    # the client saw the connection close).
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("ann_min_chunks: 1\nchunk_size: 64\n", encoding="utf-8")
+    graphs = home / "coffer.db-ann"
+    with fake_openai_server() as embeddings, anyio.fail_after(300):
+        env = {
+            "COFFER_EMBEDDING_PROVIDER": "openai",
+            "COFFER_EMBEDDING_BASE_URL": embeddings.base_url,
+            "COFFER_EMBEDDING_MODEL": "fake-embed",
+            "NO_PROXY": "127.0.0.1",
+        }
+        async with open_client("stdio", None, home, env=env) as client:
+            structured(await client.call_tool("coffer__create_knowledge_base", {"name": "notes", "vector": True}))
+            structured(
+                await client.call_tool(
+                    "coffer__add_document", {"kb": "notes", "filename": "tides.md", "content": _NOTES}
+                )
+            )
+
+            async def search() -> list[tuple[str, int, float]]:
+                found = structured(
+                    await client.call_tool(
+                        "coffer__search_knowledge", {"kb": "notes", "query": "heron lighthouse 77", "top_k": 10}
+                    )
+                )
+                return [(p["document_id"], p["position"], p["score"]) for p in found["passages"]]
+
+            async def graph_named(other_than: str = "") -> bool:
+                names = [path.name for path in graphs.glob("*.usearch")]
+                return bool(names) and other_than not in names
+
+            expected = await search()  # starts the graph's build, in the background
+            await eventually(graph_named, "the graph built")
+            (file,) = graphs.glob("*.usearch")
+            assert await search() == expected
+            assert file.name in mapped_graphs(home)  # the search went through the graph
+            size = file.stat().st_size
+            with open(file, "r+b") as handle:  # in place: the same inode, as the mapping sees it
+                handle.truncate(0 if cut == "emptied" else size // 2)
+            assert await search() == expected  # the server lives; the scan answered
+            await eventually(lambda: graph_named(other_than=file.name), "the graph rebuilt")
+            assert await search() == expected
+            (rebuilt,) = graphs.glob("*.usearch")
+            assert rebuilt.name in mapped_graphs(home)  # searched through the new graph
+            metrics = structured(await client.call_tool("coffer__knowledge_base_metrics", {"kb": "notes"}))
+            assert [info["search"] for info in metrics["vector_index"].values()] == ["ann"]

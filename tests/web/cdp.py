@@ -166,10 +166,7 @@ class Page:
         self.session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.send("Page.enable")
         self.send("Runtime.enable")
-        self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 1280, "height": 860, "deviceScaleFactor": 1, "mobile": False},
-        )
+        self.resize(1280, 860)
         self.console: list[str] = []
 
     def _call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
@@ -217,6 +214,13 @@ class Page:
             poll();
         }})"""
         return self.evaluate(script)
+
+    def resize(self, width: int, height: int) -> None:
+        """Make the tab's window ``width`` x ``height`` CSS pixels (a desktop window, not a phone's)."""
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def goto(self, url: str) -> None:
         self.send("Page.navigate", {"url": url})

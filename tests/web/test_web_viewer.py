@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from coffer_mcp import Coffer, load_settings
+from tests.fakes import HashEmbedder
 from tests.web.cdp import CDPError, Page, WebSocket, launch, stop
 from tests.web.conftest import TOKEN
 from tests.web.support import Recorder, Seeded, make_coffer, running, seed
@@ -67,7 +69,7 @@ def browser_page(tmp_path: Path) -> Iterator[Page]:
 def served(tmp_path: Path) -> Iterator[tuple[str, Seeded, Recorder, Path]]:
     recorder = Recorder(tmp_path / "recorder")
     with make_coffer(tmp_path / "home", editor=recorder.command) as service:
-        seeded = seed(service, extra_docs=3)
+        seeded = seed(service, extra_docs=10)
         with running(service, token=TOKEN) as url:
             yield url, seeded, recorder, service.paths.kb("notes").docs
     recorder.close()
@@ -94,6 +96,21 @@ def text_of(selector: str) -> str:
     return f"((document.querySelector({json.dumps(selector)}) || {{}}).textContent || '')"
 
 
+def shown(selector: str) -> str:
+    """JavaScript: whether the element is on the page and laid out (not hidden, not display: none)."""
+    return f"((el) => !!el && el.getClientRects().length > 0)(document.querySelector({json.dumps(selector)}))"
+
+
+def open_viewer(page: Page, url: str, kbs: int) -> None:
+    page.goto(f"{url}/?token={TOKEN}")
+    page.wait_for(f"{count('#kb-list a')} === {kbs}")
+
+
+def search_in_viewer(page: Page, kb: str, query: str) -> None:
+    page.evaluate(f"location.hash = {json.dumps(f'#/kb/{kb}/search/{query}')}")
+    page.wait_for(f"!document.querySelector('#results').hidden && {text_of('#results h1')}.endsWith('“{query}”')")
+
+
 def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_viewer(
     browser_page: Page, served: tuple[str, Seeded, Recorder, Path], tmp_path: Path
 ) -> None:
@@ -108,8 +125,8 @@ def test_a_person_browses_filters_reads_searches_and_opens_a_document_in_the_vie
     shots.take("01-knowledge-bases")
 
     click(page, '#kb-list a[data-kb="notes"]')
-    page.wait_for(f"{count('#doc-list a')} === 6 && !document.querySelector('#kb-meta').hidden")
-    assert "6 documents" in page.evaluate(text_of("#kb-meta"))
+    page.wait_for(f"{count('#doc-list a')} === 13 && !document.querySelector('#kb-meta').hidden")
+    assert "13 documents" in page.evaluate(text_of("#kb-meta"))
 
     type_into(page, "#doc-filter", "alpha")
     page.wait_for(f"{count('#doc-list a')} === 1")
@@ -202,6 +219,212 @@ def test_a_search_result_says_where_the_documents_other_matches_are(browser_page
     ((title, more),) = folded
     assert title == "Tuning hybrid vector search"
     assert re.fullmatch(r"2 more matching passages in this document \(#\d+, #\d+\)", more), more
+    assert page.console == [], page.console
+
+
+PASSAGE_DOCS = {
+    # A passage that opens with a fence: code, with "process" marked and "subprocess" not.
+    "runner.md": "# Runner\n\n```sh\nprocess --all\nsubprocess start\n```\n",
+    # A table and a list: formatted, every form of the word marked whatever its case.
+    "tools.md": "# Tools\n\n| tool | use |\n|---|---|\n| Process | counts the runs |\n\n"
+    "The **processes** we keep:\n\n- one process\n- another\n",
+    # A fence left open at the passage's end: code to the end, the text before it a paragraph.
+    "open.md": "# Open\n\nA process starts here.\n\n```python\nprint('process')\n",
+    # Markup and script links in a passage: shown as text, never live.
+    "hostile.md": '# Hostile\n\n<script>window.__pwned = 1</script>\n<img src=x onerror="window.__pwned = 2">\n\n'
+    "The process of [bad](javascript:window.__pwned=3) and <b>bold</b>.\n",
+}
+
+PASSAGES = """(() => {
+    const byTitle = {};
+    for (const li of document.querySelectorAll('#results .passage')) {
+        const body = li.querySelector('.text');
+        byTitle[li.querySelector('.title').textContent] = {
+            text: body.textContent,
+            marks: [...body.querySelectorAll('mark')].map((m) => m.textContent),
+            code: [...body.querySelectorAll('pre code')].map((c) => c.textContent),
+            codeMarks: [...body.querySelectorAll('pre code mark')].map((m) => m.textContent),
+            paragraphs: [...body.querySelectorAll('p')].map((p) => p.textContent),
+            cells: [...body.querySelectorAll('table td')].map((c) => c.textContent),
+            items: [...body.querySelectorAll('ul > li')].map((c) => c.textContent),
+            strong: [...body.querySelectorAll('strong')].map((c) => c.textContent),
+        };
+    }
+    return {
+        byTitle,
+        live: document.querySelectorAll('#results :is(script, img, b, a[href^="javascript"])').length,
+        pwned: window.__pwned === undefined ? null : window.__pwned,
+    };
+})()"""
+
+
+def test_search_passages_show_as_formatted_markdown_with_the_querys_words_marked_whole(
+    browser_page: Page, tmp_path: Path
+) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    with make_coffer(tmp_path / "home") as service:
+        service.create_kb("notes", "Notes")
+        for name, body in PASSAGE_DOCS.items():
+            service.add_document("notes", name, body)
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=1)
+            search_in_viewer(page, "notes", "the Process")
+            page.wait_for(f"{count('#results .passage')} === 4")
+            shots.take("10-passages-as-markdown")
+            found = page.evaluate(PASSAGES)
+            api = page.evaluate("fetch('/api/v1/knowledge_bases/notes/search?q=the%20Process').then((r) => r.json())")
+    # The server says which words match as its index analysed the query: stemmed, without "the".
+    assert sorted(api["highlight"]) == ["process", "processes"]
+    passages = found["byTitle"]
+    assert not any("```" in p["text"] for p in passages.values())
+    assert passages["Runner"]["code"] == ["process --all\nsubprocess start"]
+    assert passages["Runner"]["marks"] == ["process"]  # not inside "subprocess"
+    assert passages["Tools"]["cells"] == ["Process", "counts the runs"]
+    assert passages["Tools"]["items"] == ["one process", "another"]
+    assert passages["Tools"]["strong"] == ["processes"]
+    assert passages["Tools"]["marks"] == ["Process", "processes", "process"]  # "The" is a stopword
+    assert passages["Open"]["paragraphs"] == ["A process starts here."]
+    assert passages["Open"]["code"] == ["print('process')"]
+    assert passages["Open"]["codeMarks"] == ["process"]
+    assert passages["Hostile"]["paragraphs"] == [
+        '<img src=x onerror="window.__pwned = 2">',
+        "The process of bad and <b>bold</b>.",
+    ]
+    assert passages["Hostile"]["marks"] == ["process"]
+    assert (found["live"], found["pwned"]) == (0, None)
+    assert page.console == [], page.console
+
+
+def test_a_search_says_why_it_ran_as_keyword_or_found_nothing_to_rank(browser_page: Page, tmp_path: Path) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    embedder = HashEmbedder()
+    embedder.failing = True  # the provider is down: a hybrid search runs as keyword
+    with Coffer(load_settings(home=tmp_path / "home"), embedder=embedder) as service:
+        service.create_kb("notes", "Notes", vector=True)
+        service.add_document("notes", "bread.md", "# Bread\n\nSourdough needs a starter.\n")
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=1)
+            search_in_viewer(page, "notes", "sourdough")
+            page.wait_for(shown("#results .search-hint"))
+            shots.take("11-ran-as-keyword")
+            degraded = page.evaluate(f"[{text_of('#results .facts')}, {text_of('#results .search-hint')}]")
+            api = page.evaluate("fetch('/api/v1/knowledge_bases/notes/search?q=sourdough').then((r) => r.json())")
+            search_in_viewer(page, "notes", "the")
+            page.wait_for(shown("#results .search-hint"))
+            common = page.evaluate(f"[{text_of('#results h1')}, {text_of('#results .search-hint')}]")
+    assert api["strategy"] == "keyword"
+    assert api["hint"].startswith("The query could not be embedded, so keyword search ran instead of hybrid")
+    assert degraded == ["in notes · keyword search", api["hint"]]
+    assert common[0] == "0 passages for “the”"
+    assert "'the' is a common word found in most passages" in common[1]
+    assert page.console == [], page.console
+
+
+TOP_BAR_PARTS = ".brand, #search-scope, #search-input, #search-form > button, #search-filters > summary"
+FITS = f"""(() => {{
+    const root = document.documentElement;
+    const bar = document.querySelector('.topbar');
+    const parts = [...document.querySelectorAll({json.dumps(TOP_BAR_PARTS)})].map((el) => {{
+        const box = el.getBoundingClientRect();
+        return {{ name: el.id || el.className || el.tagName, left: box.left, right: box.right, width: box.width }};
+    }});
+    return {{
+        viewport: root.clientWidth,
+        pageScroll: root.scrollWidth - root.clientWidth,
+        barScroll: bar.scrollWidth - bar.clientWidth,
+        parts,
+    }};
+}})()"""
+
+
+def fits(page: Page, width: int) -> dict[str, Any]:
+    """The layout facts at ``width``, asserted: nothing scrolls sideways, every control of the bar shows whole."""
+    layout = page.evaluate(FITS)
+    assert layout["viewport"] == width
+    assert (layout["pageScroll"], layout["barScroll"]) == (0, 0), layout
+    cut = [part for part in layout["parts"] if part["left"] < 0 or part["right"] > width or part["width"] == 0]
+    assert cut == [], layout
+    return {part["name"]: part for part in layout["parts"]}
+
+
+LONG_KB = "a-knowledge-base-whose-name-is-as-long-as-the-naming-rule-allows"  # 64 characters
+
+
+def test_the_top_bar_fits_a_420_pixel_window_in_every_view(browser_page: Page, tmp_path: Path) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    page.resize(420, 860)
+    with make_coffer(tmp_path / "home") as service:
+        seeded = seed(service, extra_docs=10)
+        service.create_kb(LONG_KB, "Its name is the widest choice of the scope menu")
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=3)
+            parts = fits(page, 420)
+            shots.take("12-narrow-home")
+
+            page.evaluate("document.querySelector('#search-filters').open = true")
+            panel = page.evaluate(
+                "(() => { const b = document.querySelector('.filter-panel').getBoundingClientRect();"
+                " return [b.left, b.right]; })()"
+            )
+            fits(page, 420)
+            shots.take("13-narrow-filters")
+            page.evaluate("document.querySelector('#search-filters').open = false")
+
+            search_in_viewer(page, "notes", "hybrid vector")
+            fits(page, 420)
+            shots.take("14-narrow-search")
+
+            page.evaluate(f"location.hash = '#/kb/notes/doc/{seeded.alpha}'")
+            page.wait_for(f"{text_of('#doc-title')} === 'Alpha guide'")
+            fits(page, 420)
+            shots.take("15-narrow-document")
+    assert parts["search-input"]["width"] >= 180  # room to type a query
+    assert panel[0] >= 0, panel
+    assert panel[1] <= 420, panel
+    assert page.console == [], page.console
+
+
+def test_the_title_filter_and_pager_show_only_when_there_is_something_to_filter_or_page(
+    browser_page: Page, tmp_path: Path
+) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    controls = f"[{shown('#doc-filter')}, {shown('#pager')}]"
+    with make_coffer(tmp_path / "home") as service:
+        service.create_kb("few", "Three documents")
+        service.create_kb("many", "More than a page")
+        for i in range(3):
+            service.add_document("few", f"few-{i}.md", f"# Few {i}\n\nShort.\n")
+        for i in range(55):
+            service.add_document("many", f"many-{i:02d}.md", f"# Many {i:02d}\n\nFiller.\n")
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=2)
+            home = page.evaluate(controls)
+            shots.take("16-home-without-list-controls")
+
+            page.evaluate("location.hash = '#/kb/few'")
+            page.wait_for(f"{count('#doc-list a')} === 3")
+            few = page.evaluate(controls)
+
+            page.evaluate("location.hash = '#/kb/many'")
+            page.wait_for(f"{count('#doc-list a')} === 50")
+            many = page.evaluate(f"[...{controls}, {text_of('#page-info')}]")
+            shots.take("17-a-page-of-many")
+            click(page, "#next-page")
+            page.wait_for(f"{count('#doc-list a')} === 5")
+            last_page = page.evaluate(f"[...{controls}, {text_of('#page-info')}]")
+
+            type_into(page, "#doc-filter", "Many 1")
+            page.wait_for(f"{count('#doc-list a')} === 10")
+            filtered = page.evaluate(controls)
+    assert home == [False, False]
+    assert few == [False, False]
+    assert many == [True, True, "1–50 of 55"]
+    assert last_page == [True, True, "51–55 of 55"]
+    assert filtered == [True, False]  # the box stays while it holds a filter; one page needs no pager
     assert page.console == [], page.console
 
 

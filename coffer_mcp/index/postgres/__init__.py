@@ -26,6 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 import psycopg
 
 from coffer_mcp.errors import StoreError
+from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
@@ -38,7 +39,7 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
-from coffer_mcp.index.postgres import keyword, locks, vectors
+from coffer_mcp.index.postgres import keyword, locks, model_record, oauth, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import (
     Connection,
@@ -51,7 +52,7 @@ from coffer_mcp.index.postgres.connection import (
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.models import Chunk
-from coffer_mcp.store import StorePaths
+from coffer_mcp.store import StoreModel, StorePaths
 
 __all__ = ["SETTLE_MIN_CHUNKS", "PostgresIndex"]
 
@@ -512,6 +513,24 @@ class PostgresIndex:
             self._vector_version = row["extversion"] if row else ""
         return _iterative(self._vector_version)
 
+    # -- the store's embedding model ---------------------------------------------------------------
+
+    @_mapped
+    def store_model(self) -> StoreModel | None:
+        return model_record.recorded(self.conn)
+
+    @_mapped
+    def record_store_model(self, model: StoreModel, *, replace: bool = False) -> StoreModel:
+        return model_record.record(self.conn, model, replace=replace)
+
+    @_mapped
+    def vector_models(self) -> dict[str, int]:
+        return model_record.vector_models(self.conn)
+
+    @_mapped
+    def drop_model(self, identity: str) -> None:
+        self._vector_tables.discard(model_record.drop_model(self.conn, identity) or "")
+
     # -- verification and repair -------------------------------------------------------------------
 
     @_mapped
@@ -556,6 +575,60 @@ class PostgresIndex:
             InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
             for r in q.invocations(self.conn, limit)
         ]
+
+    # -- the authorization server (index/oauth.py) --------------------------------------------------
+
+    @_mapped
+    def save_oauth_client(self, client: OAuthClientRow) -> None:
+        oauth.save_client(self.conn, client)
+
+    @_mapped
+    def oauth_client(self, client_id: str) -> OAuthClientRow | None:
+        return oauth.client(self.conn, client_id)
+
+    @_mapped
+    def oauth_clients(self) -> list[OAuthClientRow]:
+        return oauth.clients(self.conn)
+
+    @_mapped
+    def approve_oauth_client(self, client_id: str, at: str) -> None:
+        oauth.approve_client(self.conn, client_id, at)
+
+    @_mapped
+    def delete_oauth_client(self, client_id: str) -> bool:
+        return oauth.delete_client(self.conn, client_id)
+
+    @_mapped
+    def add_oauth_token(self, token: OAuthTokenRow) -> None:
+        oauth.add_token(self.conn, token)
+
+    @_mapped
+    def oauth_token(self, token_sha256: str) -> OAuthTokenRow | None:
+        return oauth.token(self.conn, token_sha256)
+
+    @_mapped
+    def use_oauth_token(self, token_sha256: str, at: str) -> OAuthTokenRow | None:
+        return oauth.use_token(self.conn, token_sha256, at)
+
+    @_mapped
+    def oauth_tokens(self) -> list[OAuthTokenRow]:
+        return oauth.tokens(self.conn)
+
+    @_mapped
+    def revoke_oauth_grant(self, grant_id: str) -> int:
+        return oauth.revoke_grant(self.conn, grant_id)
+
+    @_mapped
+    def purge_oauth(self, now: float, unapproved_before: str) -> int:
+        return oauth.purge(self.conn, now, unapproved_before)
+
+    @_mapped
+    def owner_secret(self) -> str | None:
+        return oauth.owner_secret(self.conn)
+
+    @_mapped
+    def set_owner_secret(self, secret: str | None, at: str) -> None:
+        oauth.set_owner_secret(self.conn, secret, at)
 
 
 def _claim(conn: Connection, store: StorePaths) -> None:

@@ -7,7 +7,7 @@ that may not create it, gets a ``StoreError`` that says what to install or ask f
 
 Text that is sorted or compared (ids, times, names, terms) is ``COLLATE "C"``: byte order, as in
 SQLite, whatever the database's default collation. Everything here is derived from the files
-except ``audit_log`` and ``mcp_invocations`` (history).
+except ``audit_log`` and ``mcp_invocations`` (history) and the ``oauth_*`` tables (``oauth``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import psycopg
 
 from coffer_mcp.errors import StoreError
+from coffer_mcp.index.postgres import oauth
 from coffer_mcp.index.postgres.connection import Connection
 from coffer_mcp.index.postgres.keyword import FUNCTION_TERMS
 
@@ -274,6 +275,17 @@ CREATE TABLE store_identity (
 );
 """
 
+_STORE_MODEL = """
+-- The store's embedding model (store/embedding.py, index/postgres/model_record.py): one row, a copy of
+-- embedding.yaml, recorded when vectors are first written. ``details`` holds how it is built (JSON).
+CREATE TABLE store_model (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    identity text NOT NULL,
+    dimensions integer NOT NULL,
+    details text NOT NULL DEFAULT '{}'
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
@@ -285,6 +297,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0008_keyword_writes", _KEYWORD_WRITES),
     ("0009_source_stamps", _SOURCE_STAMPS),
     ("0010_store_identity", _STORE_IDENTITY),
+    ("0011_oauth", oauth.SCHEMA),
+    ("0012_store_model", _STORE_MODEL),
 ]
 
 _EXTENSION_HINT = (

@@ -20,6 +20,7 @@ from typing import Any
 
 from coffer_mcp.errors import EmbeddingError, StoreError
 from coffer_mcp.index.fts import match_expression
+from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow
 from coffer_mcp.index.port import (
     AuditRow,
     ChunkRow,
@@ -33,13 +34,15 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
+from coffer_mcp.index.sqlite import model_record, oauth, vectors
 from coffer_mcp.index.sqlite import queries as q
-from coffer_mcp.index.sqlite import vectors
 from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, GRAPHS_OFF, AnnCache, Partition
 from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_missing, vec_version
 from coffer_mcp.index.sqlite.hnsw import available as hnsw_available
 from coffer_mcp.index.sqlite.schema import migrate
+from coffer_mcp.index.sqlite.viewer import ViewerError
 from coffer_mcp.models import Chunk
+from coffer_mcp.store import StoreModel
 
 __all__ = ["SqliteIndex", "database_errors"]
 
@@ -310,11 +313,12 @@ class SqliteIndex:
             unusable: tuple[type[Exception], ...] = (OverflowError, ValueError, *database_errors())
             try:
                 near = vectors.rescore(conn, table, query, self.ann.candidates(parts, query, limit), graphed, limit)
-            except unusable:  # keys that are no chunk's, from a graph file that changed
+            except unusable:  # keys that are no chunk's from a graph file that changed; its viewer ended
                 near = []
             if len(near) < min(limit, sum(part.size() for part in parts)):
                 # Fewer than the graphs hold: a file changed under its memory map (a backup tool writing
-                # over it, say). Its checksum is checked again at the next search; the scan answers.
+                # over it, or cutting it short). Its checksum is checked again at the next search; the
+                # scan answers.
                 self.ann.distrust(parts)
                 near = list(vectors.knn(conn, table, query, graphed, scope, limit))
             rows += near
@@ -337,7 +341,11 @@ class SqliteIndex:
             return list(vectors.knn(conn, table, query, graphed, where, limit))
         total = sum(part.size() for part in parts)
         wanted = min(MAX_FILTERED_CANDIDATES, math.ceil(2 * limit * total / matching))
-        candidates = self.ann.candidates(parts, query, limit, count=wanted)
+        try:
+            candidates = self.ann.candidates(parts, query, limit, count=wanted)
+        except ViewerError:  # its file was cut short under it, say: checked again at the next search
+            self.ann.distrust(parts)
+            candidates = {}
         rows = vectors.rescore(conn, table, query, candidates, graphed, limit, where)
         if len(rows) < limit:
             return list(vectors.knn(conn, table, query, graphed, where, limit))
@@ -363,6 +371,20 @@ class SqliteIndex:
         vectors, or another process is building it)."""
         table = vectors.table_of(self.conn, identity)
         return table is not None and self.ann.build(table, kb, self.conn, fresh=True)
+
+    # -- the store's embedding model ---------------------------------------------------------------
+
+    def store_model(self) -> StoreModel | None:
+        return model_record.recorded(self.conn)
+
+    def record_store_model(self, model: StoreModel, *, replace: bool = False) -> StoreModel:
+        return model_record.record(self.conn, model, replace=replace)
+
+    def vector_models(self) -> dict[str, int]:
+        return model_record.vector_models(self.conn)
+
+    def drop_model(self, identity: str) -> None:
+        model_record.drop_model(self.conn, identity)
 
     # -- verification and repair -------------------------------------------------------------------
 
@@ -400,6 +422,47 @@ class SqliteIndex:
             InvocationRow(r["at"], r["tool"], r["client"], r["duration_ms"], r["outcome"], r["error_code"])
             for r in q.invocations(self.conn, limit)
         ]
+
+    # -- the authorization server (index/oauth.py) --------------------------------------------------
+
+    def save_oauth_client(self, client: OAuthClientRow) -> None:
+        oauth.save_client(self.conn, client)
+
+    def oauth_client(self, client_id: str) -> OAuthClientRow | None:
+        return oauth.client(self.conn, client_id)
+
+    def oauth_clients(self) -> list[OAuthClientRow]:
+        return oauth.clients(self.conn)
+
+    def approve_oauth_client(self, client_id: str, at: str) -> None:
+        oauth.approve_client(self.conn, client_id, at)
+
+    def delete_oauth_client(self, client_id: str) -> bool:
+        return oauth.delete_client(self.conn, client_id)
+
+    def add_oauth_token(self, token: OAuthTokenRow) -> None:
+        oauth.add_token(self.conn, token)
+
+    def oauth_token(self, token_sha256: str) -> OAuthTokenRow | None:
+        return oauth.token(self.conn, token_sha256)
+
+    def use_oauth_token(self, token_sha256: str, at: str) -> OAuthTokenRow | None:
+        return oauth.use_token(self.conn, token_sha256, at)
+
+    def oauth_tokens(self) -> list[OAuthTokenRow]:
+        return oauth.tokens(self.conn)
+
+    def revoke_oauth_grant(self, grant_id: str) -> int:
+        return oauth.revoke_grant(self.conn, grant_id)
+
+    def purge_oauth(self, now: float, unapproved_before: str) -> int:
+        return oauth.purge(self.conn, now, unapproved_before)
+
+    def owner_secret(self) -> str | None:
+        return oauth.owner_secret(self.conn)
+
+    def set_owner_secret(self, secret: str | None, at: str) -> None:
+        oauth.set_owner_secret(self.conn, secret, at)
 
 
 def _audit_row(row: Any) -> AuditRow:

@@ -15,10 +15,12 @@ has ``threshold`` chunks. Below that the scan runs, and results are exactly the 
   ``coffer.db-ann/``. SQLite records each file's name, size, SHA-256, vector count and ``seq``
   (``ann_rows``); a file that does not match (missing, truncated, garbage) is not used, and is
   rebuilt from the table. A graph is written to a temporary file, synced, renamed, then recorded,
-  so a crash leaves the previous graph or none, never a half-written one in use. A loaded graph
-  whose file is written over in place (its memory map sees bytes no checksum checked) answers
-  short or with keys of no chunk: the search then drops it (``distrust``), the scan answers, and
-  the next search loads the file again against its checksum.
+  so a crash leaves the previous graph or none, never a half-written one in use. Before each
+  search a loaded graph's file is looked at (inode, size, times: ``Graph.current``): one written,
+  cut short or replaced since is loaded again, against its checksum. Changed *during* a search,
+  a graph answers short or with keys of no chunk (written over in place: its memory map sees
+  bytes no checksum checked), or its viewer process dies of SIGBUS (cut short: viewer.py); the
+  search then drops it (``distrust``), the scan answers, and the next search checks it again.
 - **Up to date in every process.** Each vector write of a partition with a graph is logged in the
   same transaction. Before a search, a process applies the changes after its graph's ``seq``:
   changed chunks leave the graph's answers (``dead``) and their current vectors, if any, join an
@@ -47,13 +49,14 @@ from typing import Any
 from coffer_mcp.index.sqlite import ann_rows, hnsw, vectors
 from coffer_mcp.index.sqlite.ann_rows import FileRow
 from coffer_mcp.index.sqlite.db import Connection, connect, database_errors
+from coffer_mcp.settings import default_of
 from coffer_mcp.timeutil import utc_now
 
 __all__ = ["DEFAULT_THRESHOLD", "AnnCache", "Partition"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_THRESHOLD = 20_000  # chunks; below it the scan takes under ~12 ms (docs/benchmarks.md)
+DEFAULT_THRESHOLD = default_of("ann_min_chunks")  # chunks; below it the scan takes under ~12 ms (benchmarks.md)
 MIN_CANDIDATES = 64
 COMPACT_SHARE, COMPACT_MIN = 0.05, 1_000  # rebuild once the delta and dead hold this much
 DELTA_MAX = 50_000  # past this many changed vectors the scan answers until the rebuild is done
@@ -172,6 +175,10 @@ class AnnCache:
         each with its stored float32 vector (None from a quantized graph).
 
         Each partition proposes ``max(2 * limit, 64)`` of them, or ``count`` (a filtered search).
+
+        Raises:
+            ViewerError: the viewer process ended (a graph file cut short under it?): ``distrust``
+                the partitions and scan.
         """
         vector = hnsw.as_query(query)
         count = max(2 * limit, MIN_CANDIDATES, count or 0)
@@ -180,14 +187,13 @@ class AnnCache:
             with part.lock:
                 # Dead chunks take places in the graph's answer: ask for that many more.
                 wanted = min(len(part.graph), count * len(part.graph) // max(1, len(part.graph) - len(part.dead)) + 1)
-                keys = [key for key in part.graph.search(vector, wanted) if key not in part.dead]
-                stored = part.graph.vectors(keys) if part.graph.exact else [None] * len(keys)
-                found.update(zip(keys, stored, strict=True))
+                found.update(item for item in part.graph.nearest(vector, wanted) if item[0] not in part.dead)
                 found.update((key, part.delta.vector(key)) for key in part.delta.search(vector, count))
         return found
 
     def distrust(self, parts: Sequence[Partition]) -> None:
-        """Stop using these partitions' graphs as loaded: they answered fewer chunks than they hold.
+        """Stop using these partitions' graphs as loaded: they answered fewer chunks than they hold,
+        or their viewer process ended.
 
         The next search loads each file again, checking it against its recorded checksum; a file
         that no longer matches is not used, and rebuilt (as at any load).
@@ -197,7 +203,7 @@ class AnnCache:
                 if self._parts.get((part.model_id, part.kb)) is part:
                     del self._parts[part.model_id, part.kb]
         for part in parts:
-            log.warning("the ANN graph of %s answered short (its file changed?): checking it again", part.kb)
+            log.warning("the ANN graph of %s answered short or failed (its file changed?): checking it again", part.kb)
 
     def _current(self, conn: Connection, table: str, model_id: int, kb: str, row: FileRow | None) -> Partition | None:
         """The partition's graph as this process holds it, up to date; None without a usable file."""
@@ -206,20 +212,28 @@ class AnnCache:
             part = self._parts.get(key)
         if row is None or not row.name:
             part = None
-        elif part is None or part.name != row.name:
-            part = self._load(row)
+        elif part is None or part.name != row.name or not part.graph.current():
+            part = self._load(row)  # a file changed since it was loaded is checked again
         with self._guard:
             if part is None:
                 self._parts.pop(key, None)
                 return None
             self._parts[key] = part
-        with part.lock:
-            self._catch_up(conn, table, part)
+        try:
+            with part.lock:
+                self._catch_up(conn, table, part)
+        except hnsw.ViewerError:
+            self.distrust([part])
+            return None
         return part
 
     def _load(self, row: FileRow) -> Partition | None:
         try:
             graph = hnsw.open_graph(self.folder / row.name, _stamp(row))
+        except hnsw.ViewerError:  # not the file's fault, as far as is known (the viewer logged why)
+            with self._guard:  # so no rebuild for a while: the scan answers
+                self._failed[row.model_id, row.kb] = time.monotonic()
+            return None
         except ValueError as exc:
             if row.name not in self._reported:
                 self._reported.add(row.name)
@@ -406,13 +420,14 @@ class AnnCache:
                 return None  # being built right now
             _unlock(lock)
             return "its build was interrupted"
+        ids, _ = ann_rows.changes_since(conn, row.model_id, row.kb, row.seq)
         try:
             graph = hnsw.open_graph(self.folder / row.name, _stamp(row))
-        except ValueError as exc:
+            inside = sum(graph.contains(ids))
+        except ValueError as exc:  # ViewerError included: checked again at the next verify
             return str(exc)
-        ids, _ = ann_rows.changes_since(conn, row.model_id, row.kb, row.seq)
         current = vectors.current_vectors(conn, table, ids)
-        expected = len(graph) - sum(graph.contains(ids)) + sum(1 for key in ids if current.get(key, ("",))[0] == row.kb)
+        expected = len(graph) - inside + sum(1 for key in ids if current.get(key, ("",))[0] == row.kb)
         # The documents say how many vectors there are; only when they disagree are the vectors counted.
         if expected == vectors.embedded_chunk_count(conn, row.kb, _identity(conn, row.model_id)):
             return None

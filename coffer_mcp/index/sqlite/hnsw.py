@@ -1,17 +1,19 @@
 """HNSW graph files (usearch), and the exact search over the few vectors written since one was built.
 
-The only module that imports ``usearch`` and ``numpy``, both on first use (``coffer serve``
-answers ``initialize`` without them). usearch against faiss-cpu, measured (docs/benchmarks.md,
-"Approximate nearest neighbours"): both reach recall@10 ≥ 0.99 after exact re-scoring (1M
-vectors, ef 256: usearch i8 0.993, faiss SQ8 0.998); faiss builds faster (346 s against 631 s)
-and searches ~25 % faster. usearch was chosen for what matters with several servers per machine:
-a saved graph is *viewed* (memory-mapped), so every process shares one copy in the page cache
-and opens it in 0.2 s, where faiss reads its HNSW into each process's own memory (+517 MB per
-process at 1M vectors, 1.7 s); and a graph takes removals and additions in place (faiss's HNSW
-cannot remove), so a changed graph is updated, not rebuilt.
+With ``_viewer_process``, the only module that imports ``usearch`` and ``numpy``, both on first
+use (``coffer serve`` answers ``initialize`` without them). usearch against faiss-cpu, measured
+(docs/benchmarks.md, "Approximate nearest neighbours"): both reach recall@10 ≥ 0.99 after exact
+re-scoring (1M vectors, ef 256: usearch i8 0.993, faiss SQ8 0.998); faiss builds faster (346 s
+against 631 s) and searches ~25 % faster. usearch was chosen for what matters with several
+servers per machine: a saved graph is *viewed* (memory-mapped), so every process shares one copy
+in the page cache and opens it in 0.2 s, where faiss reads its HNSW into each process's own
+memory (+517 MB per process at 1M vectors, 1.7 s); and a graph takes removals and additions in
+place (faiss's HNSW cannot remove), so a changed graph is updated, not rebuilt. The mapping is
+made in a viewer process of its own (viewer.py), which a file cut short under it can kill
+without killing ours.
 
 Vectors are stored as float32, as sqlite-vec stores them, byte for byte: the exact re-scoring of
-a search's candidates takes their vectors from the memory-mapped graph (``Graph.vectors``). Read
+a search's candidates takes their vectors from the memory-mapped graph (``Graph.nearest``). Read
 from the vec0 table instead, each vector is found at its offset in a 1.5 MB chunk blob by walking
 that blob's overflow pages: 100 lookups took 25-36 ms at 1M vectors, where the graph's memory
 map gives 65 in 0.1 ms (docs/benchmarks.md, "Re-scoring from the graph"). The price, at 1M
@@ -35,13 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Builder", "Delta", "FileStamp", "Graph", "as_query", "available", "open_graph"]
+from coffer_mcp.index.sqlite import viewer
+from coffer_mcp.index.sqlite.viewer import ViewerError
+
+__all__ = ["Builder", "Delta", "FileStamp", "Graph", "ViewerError", "as_query", "available", "open_graph"]
 
 DTYPE = "f32"
 CONNECTIVITY = 16  # HNSW "M": links per node (usearch's default)
 EXPANSION_ADD = 128  # efConstruction (usearch's default)
 EXPANSION_SEARCH = 256  # the least ef a search uses (recall@10 0.955 at 128, 0.993 at 256, i8 over 1M vectors)
 EXACT_BELOW = 2_000  # vectors: a graph this small is searched exhaustively
+
+Signature = tuple[int, int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,47 +114,47 @@ def _unit_rows(blobs: Sequence[bytes], dimensions: int) -> Any:
 
 
 class Graph:
-    """A graph open for search: viewed from a file (read-only, shared) or just built in memory."""
+    """A saved graph open for search: viewed by the viewer process (viewer.py says why not here)."""
 
-    def __init__(self, index: Any) -> None:
-        self._index = index
+    def __init__(self, path: Path, view: viewer.View, signature: Signature) -> None:
+        self.path, self._view, self._signature = path, view, signature
 
     def __len__(self) -> int:
-        return len(self._index)
+        return self._view.size
 
     @property
     def dimensions(self) -> int:
-        return int(self._index.ndim)
-
-    def search(self, query: Any, count: int) -> list[int]:
-        """The keys of about the ``count`` nearest vectors (approximate), nearest first."""
-        if not len(self._index):
-            return []
-        self._index.expansion_search = max(EXPANSION_SEARCH, count)
-        # A small graph is compared with every vector: as fast, and deterministic.
-        exact = len(self._index) <= EXACT_BELOW
-        return [int(key) for key in self._index.search(query, count, threads=1, exact=exact).keys]
-
-    def contains(self, keys: Sequence[int]) -> list[bool]:
-        import numpy as np
-
-        if not keys:
-            return []
-        return [bool(found) for found in self._index.contains(np.asarray(keys, dtype=np.uint64))]
+        return self._view.dimensions
 
     @property
     def exact(self) -> bool:
-        """Whether the graph holds its vectors as stored (float32), so ``vectors`` can answer."""
-        return _holds_floats(self._index)
+        """Whether the graph holds its vectors as stored (float32), so ``nearest`` gives them back."""
+        return self._view.exact
 
-    def vectors(self, keys: Sequence[int]) -> list[bytes | None]:
-        """The stored float32 vector of each key (None: not in the graph). Only for an ``exact`` graph."""
+    def current(self) -> bool:
+        """Whether the graph can be searched as it was opened: its viewer process still runs, and its
+        file is the one viewed (same inode, size and times: not written, cut short or replaced since)."""
+        return self._view.current() and _signature(self.path) == self._signature
+
+    def nearest(self, query: Any, count: int) -> list[tuple[int, bytes | None]]:
+        """The keys of about the ``count`` nearest vectors (approximate), nearest first, each with its
+        stored float32 vector (None from a graph that is not ``exact``).
+
+        Raises:
+            ViewerError: the viewer process ended (its file was cut short?) or failed.
+        """
         import numpy as np
 
-        if not keys:
+        if not len(self):
             return []
-        found = self._index.get(np.asarray(keys, dtype=np.uint64), dtype=np.float32)
-        return [None if vector is None else vector.tobytes() for vector in found]
+        query = np.asarray(query, dtype=np.float32).tobytes()
+        # A small graph is compared with every vector: as fast, and deterministic.
+        exhaustive = len(self) <= EXACT_BELOW
+        return self._view.nearest(query, count, expansion=max(EXPANSION_SEARCH, count), exhaustive=exhaustive)
+
+    def contains(self, keys: Sequence[int]) -> list[bool]:
+        """Raises ViewerError as ``nearest`` does."""
+        return self._view.contains(keys) if keys else []
 
 
 class Builder:
@@ -175,7 +182,14 @@ class Builder:
         Raises:
             ValueError: the file is missing, of another size or content, or unreadable.
         """
-        index = _restore(path, stamp, view=False)
+        _check(path, stamp)
+        try:
+            index = _index_class().restore(str(path), view=False)  # read into memory, not mapped
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise ValueError(f"its file {path.name} cannot be read: {exc}") from exc
+        if index is None:
+            raise ValueError(f"its file {path.name} is not a graph file")
+        _check_count(path, stamp, len(index))
         return cls(int(index.ndim), threads=threads, index=index)
 
     def __len__(self) -> int:
@@ -225,38 +239,55 @@ class Builder:
         _fsync_folder(folder)
         return FileStamp(final.name, size, digest, len(self._index))
 
-    def graph(self) -> Graph:
-        return Graph(self._index)
-
 
 def open_graph(path: Path, stamp: FileStamp) -> Graph:
     """View a saved graph, after checking it is the file the index recorded (size, SHA-256, count).
 
     Raises:
+        ViewerError: the viewer process cannot start, or ended while it opened the file.
         ValueError: the file is missing, of another size or content, or unreadable.
     """
-    return Graph(_restore(path, stamp, view=True))
-
-
-def _restore(path: Path, stamp: FileStamp, *, view: bool) -> Any:
+    viewer.VIEWER.check()  # before reading the whole file for nothing
+    signature = _check(path, stamp)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ValueError(f"its file {path.name} is missing ({exc.strerror})") from exc
+        view = viewer.VIEWER.open(path)
+    except viewer.ViewerError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"its file {path.name} cannot be read: {exc}") from exc
+    _check_count(path, stamp, view.size)
+    if _signature(path) != signature:
+        raise ValueError(f"its file {path.name} changed while it was opened")
+    return Graph(path, view, signature)
+
+
+def _check(path: Path, stamp: FileStamp) -> Signature:
+    """The file's signature (``_signature``) once its size and SHA-256 are the recorded ones."""
+    signature = _signature(path)
+    if signature is None:
+        raise ValueError(f"its file {path.name} is missing")
+    size = signature[2]
     if size != stamp.size:
         raise ValueError(f"its file {path.name} has {size:,} bytes, not {stamp.size:,} (truncated or replaced)")
     digest, _ = _sha256(path)
     if digest != stamp.sha256:
         raise ValueError(f"its file {path.name} does not match its checksum (corrupt)")
+    return signature
+
+
+def _check_count(path: Path, stamp: FileStamp, count: int) -> None:
+    if count != stamp.vectors:
+        raise ValueError(f"its file {path.name} holds {count:,} vectors, not {stamp.vectors:,}")
+
+
+def _signature(path: Path) -> Signature | None:
+    """What changes when a file is written, cut short or replaced: device, inode, size, modified
+    and changed times (None: no such file)."""
     try:
-        index = _index_class().restore(str(path), view=view)
-    except (RuntimeError, ValueError, OSError) as exc:
-        raise ValueError(f"its file {path.name} cannot be read: {exc}") from exc
-    if index is None or len(index) != stamp.vectors:
-        raise ValueError(
-            f"its file {path.name} holds {0 if index is None else len(index):,} vectors, not {stamp.vectors:,}"
-        )
-    return index
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def _holds_floats(index: Any) -> bool:

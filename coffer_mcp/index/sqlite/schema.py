@@ -3,7 +3,7 @@
 ``PRAGMA user_version`` is the number of migrations applied; the ``migrations`` table keeps
 their names and times. A migration is SQL, or a function when it has to read rows to write them.
 Everything here is derived from the files under ``knowledge/`` except ``audit_log`` and
-``mcp_invocations``, which are history, not index.
+``mcp_invocations``, which are history, not index, and the ``oauth_*`` tables (``oauth``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coffer_mcp.errors import StoreError
-from coffer_mcp.index.sqlite import keyword
+from coffer_mcp.index.sqlite import keyword, oauth
 from coffer_mcp.index.sqlite.db import Connection
 
 __all__ = ["MIGRATIONS", "migrate"]
@@ -176,6 +176,17 @@ _SOURCE_STAMPS = """
 ALTER TABLE documents ADD COLUMN source_stamp TEXT NOT NULL DEFAULT '';
 """
 
+_STORE_MODEL = """
+-- The store's embedding model (store/embedding.py, index/sqlite/model_record.py): one row, a copy of
+-- embedding.yaml, recorded when vectors are first written. ``details`` holds how it is built (JSON).
+CREATE TABLE store_model (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    identity TEXT NOT NULL,
+    dimensions INTEGER NOT NULL,
+    details TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
 
 def _keyword_per_kb(conn: Connection) -> None:
     """One full-text table per knowledge base (``index/sqlite/keyword.py``), filled from the
@@ -196,6 +207,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0006_keyword_per_kb", _keyword_per_kb),
     ("0007_filters", _FILTERS),
     ("0008_source_stamps", _SOURCE_STAMPS),
+    ("0009_oauth", oauth.SCHEMA),
+    ("0010_store_model", _STORE_MODEL),
 ]
 
 

@@ -1,0 +1,204 @@
+"""The SQL of the authorization server's rows in SQLite (``index.oauth``; migration ``0009_oauth``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow
+from coffer_mcp.index.sqlite.db import Connection
+
+__all__ = [
+    "SCHEMA",
+    "add_token",
+    "approve_client",
+    "client",
+    "clients",
+    "delete_client",
+    "owner_secret",
+    "purge",
+    "revoke_grant",
+    "save_client",
+    "set_owner_secret",
+    "token",
+    "tokens",
+    "use_token",
+]
+
+SCHEMA = """
+-- The built-in OAuth authorization server (index/oauth.py): not derived from the files. Tokens
+-- and client secrets are kept as SHA-256 hashes, the owner's password as a scrypt hash.
+CREATE TABLE oauth_clients (
+    client_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL DEFAULT '',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    secret_sha256 TEXT,
+    created_at TEXT NOT NULL,
+    fetched_at REAL,
+    approved_at TEXT
+);
+CREATE TABLE oauth_tokens (
+    token_sha256 TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    grant_id TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    created_at TEXT NOT NULL,
+    used_at TEXT,
+    details TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX oauth_tokens_by_grant ON oauth_tokens (grant_id);
+CREATE INDEX oauth_tokens_by_client ON oauth_tokens (client_id);
+CREATE INDEX oauth_tokens_by_expiry ON oauth_tokens (expires_at);
+CREATE TABLE oauth_owner (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    secret TEXT NOT NULL,
+    set_at TEXT NOT NULL
+);
+"""
+
+_TOKEN = """SELECT t.*, coalesce(c.name, '') AS client_name
+            FROM oauth_tokens t LEFT JOIN oauth_clients c ON c.client_id = t.client_id"""
+
+
+def save_client(conn: Connection, row: OAuthClientRow) -> None:
+    conn.execute(
+        """INSERT INTO oauth_clients (client_id, name, metadata, secret_sha256, created_at, fetched_at, approved_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, metadata = excluded.metadata,
+               secret_sha256 = excluded.secret_sha256, fetched_at = excluded.fetched_at,
+               approved_at = coalesce(oauth_clients.approved_at, excluded.approved_at)""",
+        (
+            row.client_id,
+            row.name,
+            json.dumps(row.metadata, ensure_ascii=False),
+            row.secret_sha256,
+            row.created_at,
+            row.fetched_at,
+            row.approved_at,
+        ),
+    )
+
+
+def client(conn: Connection, client_id: str) -> OAuthClientRow | None:
+    row = conn.execute("SELECT * FROM oauth_clients WHERE client_id = ?", (client_id,)).fetchone()
+    return None if row is None else _client(row)
+
+
+def clients(conn: Connection) -> list[OAuthClientRow]:
+    return [_client(row) for row in conn.execute("SELECT * FROM oauth_clients ORDER BY created_at, client_id")]
+
+
+def approve_client(conn: Connection, client_id: str, at: str) -> None:
+    conn.execute(
+        "UPDATE oauth_clients SET approved_at = ? WHERE client_id = ? AND approved_at IS NULL", (at, client_id)
+    )
+
+
+def delete_client(conn: Connection, client_id: str) -> bool:
+    conn.execute("DELETE FROM oauth_tokens WHERE client_id = ?", (client_id,))
+    return conn.execute("DELETE FROM oauth_clients WHERE client_id = ?", (client_id,)).rowcount > 0
+
+
+def add_token(conn: Connection, row: OAuthTokenRow) -> None:
+    conn.execute(
+        """INSERT INTO oauth_tokens (token_sha256, kind, grant_id, client_id, subject, scopes, resource,
+               expires_at, created_at, used_at, details)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (
+            row.token_sha256,
+            row.kind,
+            row.grant_id,
+            row.client_id,
+            row.subject,
+            " ".join(row.scopes),
+            row.resource,
+            row.expires_at,
+            row.created_at,
+            row.used_at,
+            json.dumps(row.details, ensure_ascii=False),
+        ),
+    )
+
+
+def token(conn: Connection, token_sha256: str) -> OAuthTokenRow | None:
+    row = conn.execute(f"{_TOKEN} WHERE t.token_sha256 = ?", (token_sha256,)).fetchone()
+    return None if row is None else _token(row)
+
+
+def use_token(conn: Connection, token_sha256: str, at: str) -> OAuthTokenRow | None:
+    # One statement decides: of two writers, the second finds used_at set and changes nothing.
+    changed = conn.execute(
+        "UPDATE oauth_tokens SET used_at = ? WHERE token_sha256 = ? AND used_at IS NULL", (at, token_sha256)
+    ).rowcount
+    if not changed:
+        return None
+    found = token(conn, token_sha256)
+    return None if found is None else dataclasses.replace(found, used_at=None)  # the row as it was
+
+
+def tokens(conn: Connection) -> list[OAuthTokenRow]:
+    return [_token(row) for row in conn.execute(f"{_TOKEN} ORDER BY t.created_at, t.token_sha256")]
+
+
+def revoke_grant(conn: Connection, grant_id: str) -> int:
+    return conn.execute("DELETE FROM oauth_tokens WHERE grant_id = ?", (grant_id,)).rowcount
+
+
+def purge(conn: Connection, now: float, unapproved_before: str) -> int:
+    expired = conn.execute("DELETE FROM oauth_tokens WHERE expires_at <= ?", (now,)).rowcount
+    forgotten = conn.execute(
+        """DELETE FROM oauth_clients WHERE approved_at IS NULL AND fetched_at IS NULL AND created_at < ?
+               AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.client_id = oauth_clients.client_id)""",
+        (unapproved_before,),
+    ).rowcount
+    return expired + forgotten
+
+
+def owner_secret(conn: Connection) -> str | None:
+    row = conn.execute("SELECT secret FROM oauth_owner WHERE one = 1").fetchone()
+    return None if row is None else row["secret"]
+
+
+def set_owner_secret(conn: Connection, secret: str | None, at: str) -> None:
+    if secret is None:
+        conn.execute("DELETE FROM oauth_owner")
+        return
+    conn.execute(
+        """INSERT INTO oauth_owner (one, secret, set_at) VALUES (1, ?, ?)
+           ON CONFLICT (one) DO UPDATE SET secret = excluded.secret, set_at = excluded.set_at""",
+        (secret, at),
+    )
+
+
+def _client(row: Any) -> OAuthClientRow:
+    return OAuthClientRow(
+        client_id=row["client_id"],
+        name=row["name"],
+        metadata=json.loads(row["metadata"] or "{}"),
+        secret_sha256=row["secret_sha256"],
+        created_at=row["created_at"],
+        fetched_at=row["fetched_at"],
+        approved_at=row["approved_at"],
+    )
+
+
+def _token(row: Any) -> OAuthTokenRow:
+    return OAuthTokenRow(
+        token_sha256=row["token_sha256"],
+        kind=row["kind"],
+        grant_id=row["grant_id"],
+        client_id=row["client_id"],
+        subject=row["subject"],
+        scopes=tuple(row["scopes"].split()),
+        resource=row["resource"],
+        expires_at=float(row["expires_at"]),
+        created_at=row["created_at"],
+        used_at=row["used_at"],
+        details=json.loads(row["details"] or "{}"),
+        client_name=row["client_name"],
+    )
