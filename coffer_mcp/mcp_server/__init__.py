@@ -9,7 +9,7 @@ is ``internal_error`` with its traceback on stderr. Every call is logged in ``mc
 every write is audited with ``agent:<client name>`` as the actor (``oauth:<subject> via <client>``
 over HTTP with an OAuth token, whose scopes also decide which tools it sees: ``_scopes``). Documents are also MCP
 resources, ``coffer://<kb>/<document id>`` (``_uris``), whose changes subscribed clients hear of
-(``_notify``). Prompts (``_prompts``), completions of their
+(``_notify``); long tools may run as MCP tasks (``_tasks``). Prompts (``_prompts``), completions of their
 arguments and of the resource template (``_completions``), log messages for the user
 (``_client_log``, ``_notices``) and confirmations asked of the user (``_confirm``) complete the
 surface. A request that does not parse (a lone UTF-16 surrogate, a line that is not JSON) gets a
@@ -38,10 +38,12 @@ from coffer_mcp.mcp_server._registry import (
     TOOL_NAMES,
     TOOL_SCOPES,
     register_tools,
+    task_tools,
 )
 from coffer_mcp.mcp_server._runner import ACTOR_KEY, GRANTED_SCOPES_KEY, Runner
 from coffer_mcp.mcp_server._scopes import hide_tools_beyond_scope
 from coffer_mcp.mcp_server._server import CofferServer
+from coffer_mcp.mcp_server._tasks import TaskBook, TasksExtension, background
 from coffer_mcp.mcp_server._unreadable import surrogate_answer
 from coffer_mcp.mcp_server._uris import DOCUMENT_TEMPLATE
 from coffer_mcp.services import Coffer
@@ -79,17 +81,21 @@ def build_server(service: Coffer, *, curation: bool | None = None, read_only: bo
     read_only = settings.read_only if read_only is None else read_only
     curation = settings.curation_tools if curation is None else curation
     run = Runner(service, writes=not read_only)
+    tasks = TaskBook(task_tools(curation=curation, read_only=read_only))
     notifier = Notifier.of(service.changes)
     server = _server(
         run,
         _instructions(service, read_only=read_only),
         settings.log_level,
-        lifespan=lambda _server: notifier.serving(),
+        task_tools=tuple(tasks.tools),
+        extensions=[TasksExtension(tasks)],
+        lifespan=background(notifier.serving),
     )
     register_tools(server, run, curation=curation, read_only=read_only)
     _register_resources(server, service)
     server.serve_notifications(notifier)
-    server.declare_capabilities(notifies=True)
+    server.middleware.append(tasks.legacy_call)
+    server.declare_capabilities(notifies=True, tasks=bool(tasks.tools))
     register_prompts(server, service, read_only=read_only)
     register_completions(server, service)
     return server
@@ -113,7 +119,7 @@ def build_unconfigured_server(error: ConfigError, *, curation: bool = True, read
     run = Runner(None)  # never runs a body: the server answers every call with the refusal
     server = _server(run, note, "WARNING", refusal=error)
     register_tools(server, run, curation=curation, read_only=read_only)
-    server.declare_capabilities(notifies=False)
+    server.declare_capabilities(notifies=False, tasks=False)
     return server
 
 

@@ -26,13 +26,21 @@ from mcp.types import (
     Resource,
     ResourcesCapability,
     ServerCapabilities,
+    ServerTasksCapability,
+    ServerTasksRequestsCapability,
     SetLevelRequestParams,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
+    TasksCallCapability,
+    TasksCancelCapability,
+    TasksListCapability,
+    TasksToolsCapability,
     Tool,
+    ToolExecution,
     ToolsCapability,
     UnsubscribeRequestParams,
 )
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from coffer_mcp.errors import CofferError, NotFoundError
@@ -63,6 +71,8 @@ class CofferServer(MCPServer):
         all_prompts: Every prompt name Coffer has, likewise.
         refusal: An error every call answers with, whatever its arguments (the configuration is
             broken, so no tool can run).
+        task_tools: The tools a client may run as MCP tasks (``_tasks``): listed with
+            ``execution.taskSupport`` ``optional``.
         **kwargs: ``MCPServer``'s keywords.
     """
 
@@ -73,6 +83,7 @@ class CofferServer(MCPServer):
         *,
         all_prompts: tuple[str, ...] = (),
         refusal: CofferError | None = None,
+        task_tools: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
         self._schemas: dict[str, dict[str, Any]] | None = None  # the published input schemas, by tool
@@ -81,10 +92,15 @@ class CofferServer(MCPServer):
         self.all_tools = all_tools
         self.all_prompts = all_prompts
         self.refusal = refusal
+        self.task_tools = frozenset(task_tools)
 
     async def list_tools(self) -> list[Tool]:
+        optional = ToolExecution(task_support="optional")
         return [
-            tool.model_copy(update={"input_schema": input_schema(tool.input_schema)})
+            tool.model_copy(
+                update={"input_schema": input_schema(tool.input_schema)}
+                | ({"execution": optional} if tool.name in self.task_tools else {})
+            )
             for tool in await super().list_tools()
         ]
 
@@ -102,11 +118,12 @@ class CofferServer(MCPServer):
         lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, notifier.listen)
         self.middleware.append(notifier.hear_lists)
 
-    def declare_capabilities(self, *, notifies: bool) -> None:
-        """Declare what the server does beyond what the SDK derives from its handlers, in both eras.
+    def declare_capabilities(self, *, notifies: bool, tasks: bool) -> None:
+        """Declare what the server does beyond what the SDK derives from its handlers, as each era says it.
 
-        Resource subscriptions and list changes (``notifies``); and no list changes of tools or
-        prompts: their lists never change while a server runs.
+        Resource subscriptions and list changes (``notifies``, both eras); tasks (``tasks``) up to
+        2025-11-25 as ``capabilities.tasks`` (from 2026-07-28 the extension declares itself); and
+        no list changes of tools or prompts: their lists never change while a server runs.
         """
         lowlevel = self._lowlevel_server
         derive = lowlevel.get_capabilities
@@ -126,6 +143,11 @@ class CofferServer(MCPServer):
                 "tools": ToolsCapability(list_changed=False) if found.tools else None,
                 "prompts": PromptsCapability(list_changed=False) if found.prompts else None,
             }
+            if tasks and era not in MODERN_PROTOCOL_VERSIONS:
+                calls = ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability()))
+                update["tasks"] = ServerTasksCapability(
+                    list=TasksListCapability(), cancel=TasksCancelCapability(), requests=calls
+                )
             return found.model_copy(update=update)
 
         # The SDK derives capabilities from the registered handlers and takes list changes as an
