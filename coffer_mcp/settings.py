@@ -426,9 +426,9 @@ class Settings(BaseModel):
         default=16,
         ge=1,
         le=128,
-        description="Texts per request: fastembed embeds each text alone (its memory does not grow with this) "
-        "and sends the shared model service this many at a time; an openai request carries eight batches, at most "
-        "128 texts.",
+        description="How many texts go to the embedding model in one request. Fastembed still embeds each text "
+        "alone (its memory does not grow with this) and sends the shared model service this many at a time; an "
+        "openai request carries eight batches, at most 128 texts.",
     )
     embedding_cooldown_seconds: float = Field(
         default=30.0,
