@@ -25,8 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
+from coffer_mcp.embed import Embedder
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
+from coffer_mcp.index.fts import QueryTerms, analyze
 from coffer_mcp.models import (
     GrepHit,
     GrepResult,
@@ -48,7 +50,7 @@ from coffer_mcp.retrieval.search import (
     vector_search,
 )
 from coffer_mcp.services.registry import Registry
-from coffer_mcp.store import body_line_offset, read_store_file
+from coffer_mcp.store import KbConfig, body_line_offset, read_store_file
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
@@ -111,6 +113,21 @@ class Alongside:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _Query:
+    """A search's query, analysed once and embedded at most once, however deep the search looks."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.terms: QueryTerms = analyze(text)
+        self._vectors: dict[str, list[float]] = {}
+
+    def vector(self, embedder: Embedder) -> list[float]:
+        """The query embedded by ``embedder`` (embedded on first use)."""
+        if embedder.identity not in self._vectors:
+            self._vectors[embedder.identity] = embedder.embed_query(self.text)
+        return self._vectors[embedder.identity]
+
+
 class RetrievalService:
     """Search and grep over one, several or all knowledge bases.
 
@@ -129,6 +146,15 @@ class RetrievalService:
 
     def resolve_kbs(self, selector: KbSelector) -> list[str]:
         """Names of the knowledge bases a selector designates (each checked to exist)."""
+        names = self._named(selector)
+        if not _is_all(selector):
+            for name in names:
+                self.registry.open_kb(name)
+        return names
+
+    def _named(self, selector: KbSelector) -> list[str]:
+        """The names a selector gives: every knowledge base for ``"*"`` (at least one), else those
+        listed, not yet checked to exist."""
         if isinstance(selector, str):
             if _is_all(selector):
                 names = self.registry.sync()
@@ -139,9 +165,15 @@ class RetrievalService:
         names = list(dict.fromkeys(selector))
         if not names:
             raise InvalidArgumentError("No knowledge base given.", hint="Pass a name, a list of names, or '*'.")
-        for name in names:
-            self.registry.open_kb(name)
         return names
+
+    def _opened(self, selector: KbSelector) -> dict[str, KbConfig]:
+        """The knowledge bases a selector designates, each opened and refreshed once: their settings.
+
+        Raises:
+            KnowledgeBaseNotFoundError: one named does not exist (with ``"*"``: one deleted meanwhile is left out).
+        """
+        return self.registry.refresh_many(self._named(selector), vanished_ok=_is_all(selector))
 
     def search(
         self,
@@ -164,28 +196,29 @@ class RetrievalService:
         compare the two). ``per_document=False`` answers the best passages as they rank, several
         of a document if they rank so, instead of one per document first.
         """
-        query = _check_query(query, top_k)
+        asked = _Query(_check_query(query, top_k))
         where = DocumentFilter.of(SearchFilters.parse(filters), document_ids)
         if strategy not in STRATEGIES:
             raise InvalidArgumentError(
                 f"strategy must be one of {', '.join(STRATEGIES)}, not {str(strategy)[:40]!r}.",
                 hint="Leave it out (auto) unless you compare strategies.",
             )
-        names = self.registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
-        if lone_stopword(query):  # "the": nothing to rank by, by keyword or by vector
+        configs = self._opened(kb)
+        names = list(configs)
+        if lone_stopword(asked.terms):  # "the": nothing to rank by, by keyword or by vector
             return SearchResult(
-                strategy="keyword", passages=[], knowledge_bases=names, hint=query_hint(query, found=False)
+                strategy="keyword", passages=[], knowledge_bases=names, hint=query_hint(asked.terms, found=False)
             )
         reranker, info = self._reranker() if rerank else (None, None)
         depth = max(top_k, reranker.candidates) if reranker is not None else top_k
         if per_document:  # room for top_k documents: 4 x top_k passages left 3 of 809 SciFact queries short
             depth = max(depth, min(MAX_TOP_K, top_k * FUSION_DEPTH))
-        ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
+        ran, passages, hint = self._ranked(configs, asked, strategy, top_k, depth, where)
         while per_document and depth < MAX_DOCUMENT_DEPTH and self._short_of_documents(passages, depth, top_k, names):
             depth = min(depth * FUSION_DEPTH, MAX_DOCUMENT_DEPTH)
-            ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
+            ran, passages, hint = self._ranked(configs, asked, strategy, top_k, depth, where)
         if reranker is not None and len(passages) > 1:
-            passages, info = reranker.rerank(query, passages)
+            passages, info = reranker.rerank(asked.text, passages)
         if per_document:
             passages = by_document(passages, top_k)
         return SearchResult(strategy=ran, passages=passages[:top_k], knowledge_bases=names, hint=hint, rerank=info)
@@ -204,11 +237,17 @@ class RetrievalService:
         return found < sum(counts.get(name, 0) for name in names)
 
     def _ranked(
-        self, names: list[str], query: str, strategy: StrategyChoice, top_k: int, depth: int, where: DocumentFilter
+        self,
+        configs: dict[str, KbConfig],
+        query: _Query,
+        strategy: StrategyChoice,
+        top_k: int,
+        depth: int,
+        where: DocumentFilter,
     ) -> tuple[Strategy, list[Passage], str | None]:
         """The strategy that ran, its best ``depth`` passages (``depth >= top_k``: room for a reranker), a hint."""
-        registry = self.registry
-        vector_on = [n for n in names if registry.config(n).vector]
+        registry, names = self.registry, list(configs)
+        vector_on = [n for n, config in configs.items() if config.vector]
         vector_kbs = vector_on if registry.embedder is not None else []
         refused = self._refused(vector_on, strategy)
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
@@ -221,7 +260,7 @@ class RetrievalService:
         # reranker that falls back leaves the order a search without one gives.
         fusion_depth = max(_depth(top_k, wanted), depth)
         if wanted == "hybrid":  # the keyword half runs while the query is embedded and the vectors searched
-            keyword_half = self.alongside.start(keyword_search, registry.index, names, query, fusion_depth, where)
+            keyword_half = self.alongside.start(keyword_search, registry.index, names, query.terms, fusion_depth, where)
         try:
             near = self._vector_passages(vector_kbs, query, fusion_depth, where)
         except EmbeddingError as exc:
@@ -231,14 +270,14 @@ class RetrievalService:
         if wanted == "vector":
             return "vector", near[:depth], None
         keyword = keyword_half()
-        return "hybrid", fuse_convex(keyword, near, depth), query_hint(query, found=bool(keyword))
+        return "hybrid", fuse_convex(keyword, near, depth), query_hint(query.terms, found=bool(keyword))
 
     def _keyword(
-        self, names: list[str], query: str, depth: int, where: DocumentFilter, *, why: str | None = None
+        self, names: list[str], query: _Query, depth: int, where: DocumentFilter, *, why: str | None = None
     ) -> tuple[Strategy, list[Passage], str | None]:
         """A keyword search; ``why``: why it runs instead of the strategy asked for, said in the hint."""
-        passages = keyword_search(self.registry.index, names, query, depth, where)
-        hints = [why, query_hint(query, found=bool(passages))]
+        passages = keyword_search(self.registry.index, names, query.terms, depth, where)
+        hints = [why, query_hint(query.terms, found=bool(passages))]
         return "keyword", passages, " ".join(hint for hint in hints if hint) or None
 
     def _refused(self, vector_kbs: list[str], strategy: StrategyChoice) -> str | None:
@@ -256,11 +295,11 @@ class RetrievalService:
         except ConfigError as exc:  # settings built without load_settings's checks: say so, still search
             return None, RerankInfo(applied=False, reason=f"error: {exc.message}")
 
-    def _vector_passages(self, kbs: list[str], query: str, depth: int, where: DocumentFilter) -> list[Passage]:
+    def _vector_passages(self, kbs: list[str], query: _Query, depth: int, where: DocumentFilter) -> list[Passage]:
         """Nearest chunks among the current model's vectors (none yet if nothing was embedded)."""
         embedder = self.registry.embedder
         assert embedder is not None  # the caller checked
-        query_vector = embedder.embed_query(query)
+        query_vector = query.vector(embedder)
         try:
             return vector_search(self.registry.index, embedder.identity, query_vector, kbs, depth, where)
         except ValueError as exc:
@@ -285,7 +324,7 @@ class RetrievalService:
         # Documents are written composed (NFC): "é" typed decomposed (e + U+0301) would match nothing.
         pattern = unicodedata.normalize("NFC", pattern)
         registry = self.registry
-        names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
+        names = list(self._opened(kb))
         dirs = {registry.paths.kb(name).docs: name for name in names}
         settings = registry.settings
         outcome = grep_dirs(
