@@ -192,7 +192,9 @@ def test_the_pack_is_a_gzip_tar_whose_first_member_is_a_manifest_of_every_file(p
     for name, data in files.items():
         assert manifest["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
     assert manifest["counts"] == {"documents": 3, "raw_files": 3, "vectors": 3}
-    assert (manifest["format"], manifest["format_version"], manifest["kb"]["name"]) == ("coffer-pack", 1, "notes")
+    # Each document's source map (where its lines are in its original) makes it format version 2.
+    assert sum(name.endswith(".map.json") for name in files) == 3
+    assert (manifest["format"], manifest["format_version"], manifest["kb"]["name"]) == ("coffer-pack", 2, "notes")
     assert manifest["kb"]["config"]["vector"] is True
     assert (manifest["vectors"]["model"], manifest["vectors"]["dimensions"]) == ("test:hash-64", 64)
     assert len(files["vectors.f32"]) == 3 * 64 * 4
