@@ -115,6 +115,16 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return Path(source.export_kb("notes", root / "notes.cofferpack", with_vectors=True).path)
 
 
+def test_a_pack_without_source_maps_stays_format_version_1_which_older_coffers_read(tmp_path: Path) -> None:
+    with open_service(tmp_path / "home") as source:
+        source.create_kb("pages")
+        source.add_document("pages", "page.html", (FIXTURES / "sample.html").read_bytes())  # no pages nor lines
+        pack = Path(source.export_kb("pages", tmp_path / "pages.cofferpack").path)
+    manifest = json.loads(read_members(pack)[0][1])
+    assert manifest["format_version"] == 1
+    assert not any(name.endswith(".map.json") for name in manifest["files"])
+
+
 @pytest.fixture
 def target(tmp_path: Path):
     """A store that already holds one knowledge base, to check a refused import leaves it alone."""
