@@ -42,6 +42,7 @@ from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.settings import DEFAULT_HOME, Settings, bound_of, default_of, load_settings
 from coffer_mcp.store import escape_hidden
 from coffer_mcp.store.kbconfig import MAX_DESCRIPTION
+from coffer_mcp.store.locations import describe as describe_location
 
 if TYPE_CHECKING:
     from coffer_mcp.services import Coffer
@@ -1371,6 +1372,10 @@ def _render_search(result) -> str:
         text = " ".join(p.text.split())
         text = text if len(text) <= 300 else text[:297] + "..."
         where = " > ".join(p.heading_path)
+        if p.source_location:  # where in the original: "report.pdf, pp. 36-37"
+            source = describe_location(p.source_location)
+            cited = f"{p.original_filename}, {source}" if p.original_filename else source
+            where = f"{where}  ({escape_hidden(cited)})" if where else f"({escape_hidden(cited)})"
         more = f"\n   also matches at #{', #'.join(map(str, p.more_positions))}" if p.more_positions else ""
         tier = f" ({p.matched_terms} terms)" if p.matched_terms else ""  # all-terms passages rank first
         blocks.append(

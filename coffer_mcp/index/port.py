@@ -161,7 +161,10 @@ def as_filter(where: Where) -> DocumentFilter:
 
 @dataclass(frozen=True, slots=True)
 class PassageRow:
-    """One chunk found by a search, with its document's title and the search's score."""
+    """One chunk found by a search, with its document's title and file name and the search's score.
+
+    ``source_location`` is where the chunk is in the document's original, when known (``store.locations``).
+    """
 
     chunk_id: int
     document_id: str
@@ -171,6 +174,8 @@ class PassageRow:
     text: str
     title: str
     score: float
+    source_location: dict[str, Any] | None = None
+    original_filename: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +185,7 @@ class ChunkRow:
     position: int
     heading_path: list[str]
     text: str
+    source_location: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +357,8 @@ class Index(OAuthStore, Protocol):
     def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
         """Swap a document's chunks (and their keyword entries; their vectors are dropped); returns
         how many were written. ``fresh``: the document has none yet (its id was just minted), so
-        there is nothing to delete first."""
+        there is nothing to delete first. A chunk's ``source_location`` is kept with it, and
+        returned by searches (``PassageRow``) and ``chunk_window``."""
         ...
 
     def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:

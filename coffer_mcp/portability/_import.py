@@ -219,15 +219,16 @@ def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, prog
 
 
 def _move_document(staged: KbPaths, kb: KbPaths, doc_id: str) -> int:
-    """Move one document in: originals first, the Markdown last (the commit point, as in ingest)."""
-    raws = staged.raw_files(doc_id)
+    """Move one document in: originals and source map first, the Markdown last (the commit point, as in
+    ingest); how many originals were moved."""
+    raws = staged.companions(doc_id)
     kb.raw.mkdir(parents=True, exist_ok=True)
     for raw in raws:
         os.replace(raw, kb.raw / raw.name)
     fsync_dir(kb.raw)
     os.replace(staged.doc(doc_id), kb.doc(doc_id))
     fsync_dir(kb.docs)
-    return len(raws)
+    return len(raws) - (staged.source_map(doc_id) in raws)
 
 
 def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
@@ -250,6 +251,8 @@ def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: s
             path.unlink()
         for raw in staged.raw_files(old):
             os.rename(raw, raw.with_name(f"{new}{raw.suffix}"))
+        if staged.source_map(old).exists():
+            os.rename(staged.source_map(old), staged.source_map(new))
         renamed[old] = new
     return renamed
 

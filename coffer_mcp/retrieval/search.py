@@ -273,4 +273,6 @@ def to_passage(row: PassageRow, matched_terms: Literal["all", "some"] | None = N
         chunk_id=f"{row.document_id}:{row.position}",
         kb=row.kb,
         matched_terms=matched_terms,
+        source_location=row.source_location,
+        original_filename=row.original_filename or None,
     )

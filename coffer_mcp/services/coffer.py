@@ -153,6 +153,7 @@ class Coffer:
     # -- documents ---------------------------------------------------------------------------------
     list_documents = _forward("documents", DocumentService.list_documents)
     read_document = _forward("documents", DocumentService.read_document)
+    read_original = _forward("documents", DocumentService.read_original)
     add_document = _forward("documents", DocumentService.add_document)
     edit_document = _forward("documents", DocumentService.edit_document)
     delete_document = _forward("documents", DocumentService.delete_document)

@@ -36,6 +36,7 @@ from coffer_mcp.errors import (
     SourceConflictError,
 )
 from coffer_mcp.index import DocumentFilter, DocumentRow
+from coffer_mcp.indexing.locations import text_location
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import index_document
 from coffer_mcp.indexing.truth import (
@@ -56,6 +57,7 @@ from coffer_mcp.models import (
     DocumentInfo,
     DocumentPage,
     IngestResult,
+    OriginalFile,
     Progress,
     SearchFilters,
     check_tags,
@@ -87,6 +89,7 @@ from coffer_mcp.store import (
     read_store_file,
     remove_file,
     render_document,
+    source_map_bytes,
     stored_document_id,
 )
 from coffer_mcp.timeutil import utc_now
@@ -183,7 +186,31 @@ class DocumentService:
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
         page = line_page(body, offset, limit) if unit == "lines" else char_page(body, offset, limit)
-        return Document(**common, **page, offset=offset, unit=unit)
+        first_line = offset + 1 if unit == "lines" else body.count("\n", 0, offset) + 1
+        location = text_location(paths, doc_id, body, first_line, page["markdown"])
+        return Document(**common, **page, offset=offset, unit=unit, source_location=location)
+
+    def read_original(self, kb: str, doc_id: str) -> OriginalFile:
+        """A document's original as it was ingested (``raw/``), for the viewer to open at a passage's place.
+
+        Raises:
+            DocumentNotFoundError: no such document, or (``no_original``) none of its original is kept.
+        """
+        paths, _ = self.registry.open_kb(kb)
+        doc_id = _check_id(kb, doc_id)
+        self.registry.refresh(kb)
+        row = self.index.get_document(kb, doc_id)
+        if row is None:
+            raise _missing(kb, doc_id)
+        try:
+            data, _ = read_store_file(paths.raw / f"{doc_id}.{row.original_format or 'bin'}")
+        except FileNotFoundError:
+            raise DocumentNotFoundError(
+                f"Document {doc_id} has no original kept: only its Markdown is in the knowledge base.",
+                code="no_original",
+                hint="Read the document itself; its original was written in Coffer or removed from raw/.",
+            ) from None
+        return OriginalFile(data=data, filename=row.original_filename, original_format=row.original_format)
 
     def _chunk_window(self, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
         rows, last = self.index.chunk_window(doc_id, position - window, position + window)
@@ -192,7 +219,10 @@ class DocumentService:
                 f"Document {doc_id} has no chunk at position {position} (positions run 0-{last}).",
                 hint="Pass the position of a search passage.",
             )
-        chunks = [ChunkView(position=r.position, heading_path=r.heading_path, text=r.text) for r in rows]
+        chunks = [
+            ChunkView(position=r.position, heading_path=r.heading_path, text=r.text, source_location=r.source_location)
+            for r in rows
+        ]
         return Document(
             **common,
             markdown="\n\n".join(c.text for c in chunks),
@@ -399,6 +429,7 @@ class DocumentService:
             conversion.original_format,
             {"filename": name, "source_sha256": converted.source_sha},
             converted.source_stamp,
+            source_map_bytes(conversion.markdown, conversion.places),
         )
 
     def _index_written(self, planned: _Planned, actor: str) -> IngestResult:
@@ -659,7 +690,7 @@ class DocumentService:
         if not (known or removed):
             raise _missing(paths.name, doc_id)
         self.registry.wrote(paths)
-        removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
+        removed += sum(remove_file(raw) for raw in paths.companions(doc_id))
         with self.index.transaction():
             self.index.delete_document(doc_id)
             self.index.audit(AuditEvent.KB_DOCUMENT_DELETED, paths.name, actor, doc_id, details)
@@ -979,21 +1010,28 @@ class _Planned:
     ext: str
     details: dict[str, Any]  # the audit record's
     source_stamp: str  # the source file's, when it vouches for ``original`` (else "")
+    source_map: bytes | None = None  # where the body's lines are in the original (None: unknown)
 
     def files(self) -> list[Path]:
         """Every file ``write`` creates, replaces or removes."""
         stale = self._stale_original()
-        return [self._original(self.ext), self.paths.doc(self.doc_id), *([stale] if stale else [])]
+        source_map = self.paths.source_map(self.doc_id)
+        return [self._original(self.ext), source_map, self.paths.doc(self.doc_id), *([stale] if stale else [])]
 
     def write(self, *, sync_dir: bool) -> None:
-        """Write the document's original and its Markdown, the original landing first."""
+        """Write the document's original, its source map and its Markdown, the Markdown landing last."""
         self.paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
         markdown = render_document(self.metadata, self.body).encode("utf-8")
+        source_map = self.paths.source_map(self.doc_id)
+        maps = [(source_map, self.source_map)] if self.source_map else []
         atomic_write_all(
-            [(self._original(self.ext), self.original), (self.paths.doc(self.doc_id), markdown)], sync_dir=sync_dir
+            [(self._original(self.ext), self.original), *maps, (self.paths.doc(self.doc_id), markdown)],
+            sync_dir=sync_dir,
         )
         if stale := self._stale_original():
             remove_file(stale)
+        if not maps and self.existing is not None:
+            remove_file(source_map)  # an earlier original's: it says nothing of this one
 
     def _original(self, ext: str) -> Path:
         return self.paths.raw / f"{self.doc_id}.{ext or 'bin'}"

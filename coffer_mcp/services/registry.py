@@ -487,7 +487,7 @@ class Registry:
                     ):
                         sources.add(before.source_path)
                 if not path.exists():
-                    for raw in kb.raw_files(path.stem):  # a document deleted by hand takes its original along
+                    for raw in kb.companions(path.stem):  # a document deleted by hand takes its original along
                         remove_file(raw)
             self.wrote(kb)
         return len(due)

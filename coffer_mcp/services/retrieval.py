@@ -29,6 +29,7 @@ from coffer_mcp.embed import Embedder
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
 from coffer_mcp.index.fts import QueryTerms, analyze
+from coffer_mcp.indexing.locations import BodyPlaces, body_places
 from coffer_mcp.models import (
     GrepHit,
     GrepResult,
@@ -50,7 +51,7 @@ from coffer_mcp.retrieval.search import (
     vector_search,
 )
 from coffer_mcp.services.registry import Registry
-from coffer_mcp.store import KbConfig, body_line_offset, read_store_file
+from coffer_mcp.store import KbConfig, KbPaths, body_line_offset, parse_document, read_store_file
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
@@ -337,8 +338,8 @@ class RetrievalService:
             rg_path=settings.rg_path,
             only=self._files_of(names, where) if where else None,
         )
-        offsets: dict[Path, int] = {}
-        hits = [_hit(m, dirs[m.path.parent], offsets) for m in outcome.matches]
+        bodies: dict[Path, _Body] = {}
+        hits = [_hit(m, registry.paths.kb(dirs[m.path.parent]), bodies) for m in outcome.matches]
         if not outcome.timed_out:
             return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
         hint = _timeout_hint(settings.grep_timeout, len(hits))
@@ -362,26 +363,35 @@ def _timeout_hint(timeout: float, found: int) -> str:
     )
 
 
-def _hit(match: LineMatch, kb: str, offsets: dict[Path, int]) -> GrepHit:
-    """A matching line, numbered within the document's body so that ``read_document`` pages agree."""
-    if match.path not in offsets:
-        offsets[match.path] = _body_line_offset(match.path)
+_Body = tuple[int, BodyPlaces | None]
+"""A matched file's first body line (``body_line_offset``) and where its body's lines are in the original."""
+
+
+def _hit(match: LineMatch, kb: KbPaths, bodies: dict[Path, _Body]) -> GrepHit:
+    """A matching line, numbered within the document's body so that ``read_document`` pages agree,
+    with its place in the original when known."""
+    if match.path not in bodies:
+        bodies[match.path] = _body(kb, match.path)
+    offset, places = bodies[match.path]
+    line_number = max(match.line_number - offset, 0)  # 0: above the body (frontmatter)
     return GrepHit(
         document_id=match.path.stem,
-        line_number=max(match.line_number - offsets[match.path], 0),  # 0: above the body (frontmatter)
+        line_number=line_number,
         line=match.line,
-        kb=kb,
+        kb=kb.name,
         path=str(match.path),
         file_line=match.line_number,
+        source_location=places.of_lines(line_number, line_number) if places and line_number else None,
     )
 
 
-def _body_line_offset(path: Path) -> int:
+def _body(kb: KbPaths, path: Path) -> _Body:
     try:
         data = read_store_file(path)[0]
     except FileNotFoundError:  # removed since the scan
-        return 0
-    return body_line_offset(data.decode("utf-8", errors="replace"))
+        return 0, None
+    text = data.decode("utf-8", errors="replace")
+    return body_line_offset(text), body_places(kb, path.stem, parse_document(text)[1])
 
 
 def _is_all(selector: KbSelector) -> bool:

@@ -401,7 +401,10 @@ class PostgresIndex:
     @_mapped
     def chunk_window(self, doc_id: str, first: int, last: int) -> tuple[list[ChunkRow], int | None]:
         rows, end = q.chunk_window(self.conn, doc_id, first, last)
-        return [ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"]) for r in rows], end
+        return [
+            ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"], _location(r["source_location"]))
+            for r in rows
+        ], end
 
     @_mapped
     def chunk_count(self, *, kb: str | None = None, doc_id: str | None = None) -> int:
@@ -735,4 +738,11 @@ def _passage(row: dict[str, Any]) -> PassageRow:
         text=row["text"],
         title=row["title"],
         score=float(row["score"]),
+        source_location=_location(row["source_location"]),
+        original_filename=row["original_filename"],
     )
+
+
+def _location(stored: str | None) -> dict[str, Any] | None:
+    """A chunk's stored ``source_location`` (JSON text, NULL when unknown)."""
+    return json.loads(stored) if stored else None

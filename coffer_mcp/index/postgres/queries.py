@@ -293,7 +293,8 @@ def chunk_texts(conn: Connection, doc_id: str) -> list[tuple[int, str]]:
 
 def chunk_window(conn: Connection, doc_id: str, first: int, last: int) -> tuple[list[dict[str, Any]], int | None]:
     rows = conn.execute(
-        "SELECT position, heading_path, text FROM chunks WHERE document_id = %s AND position BETWEEN %s AND %s "
+        "SELECT position, heading_path, text, source_location FROM chunks "
+        "WHERE document_id = %s AND position BETWEEN %s AND %s "
         "ORDER BY position",
         (doc_id, first, last),
     ).fetchall()
