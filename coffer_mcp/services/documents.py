@@ -47,6 +47,7 @@ from coffer_mcp.indexing.truth import (
     read_truth,
     truth_of,
 )
+from coffer_mcp.limits import MAX_LIST_LIMIT
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -93,7 +94,6 @@ from coffer_mcp.timeutil import utc_now
 
 __all__ = ["DocumentService", "FolderIngest"]
 
-MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")

@@ -27,6 +27,7 @@ from typing import Any, TypeVar, get_args
 
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
+from coffer_mcp.limits import MAX_TOP_K
 from coffer_mcp.models import (
     GrepHit,
     GrepResult,
@@ -60,7 +61,6 @@ STRATEGIES: tuple[str, ...] = get_args(StrategyChoice)
 
 ALL = "*"
 MAX_QUERY_CHARS = 2000
-MAX_TOP_K = 1000
 # Each list fused into a hybrid result is this many times deeper than the answer (at least 100:
 # measured better than 50 on SciFact for every fusion tried).
 FUSION_DEPTH = 4
