@@ -9,9 +9,6 @@ caller's ``CofferError`` class) with the caller's hint.
 
 from __future__ import annotations
 
-import http.client
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -81,6 +78,10 @@ def download(
 
 def _unreachable(endpoint: str) -> str | None:
     """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts)."""
+    import http.client  # here, not above: ~10 ms that a process which never probes the hub should not pay
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(endpoint, method="HEAD")  # noqa: S310 - the hub's own https URL
     try:
         with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 - the same request

@@ -25,7 +25,6 @@ from coffer_mcp.convert import (
     clean_markdown,
     derive_title,
     first_heading,
-    quick_to_convert,
 )
 from coffer_mcp.errors import (
     CofferError,
@@ -859,6 +858,8 @@ class FolderIngest:
 
     def ingest(self, file: Path) -> None:
         """Ingest ``file`` (or start to, under the lease); reports the file before it, if still in flight."""
+        from coffer_mcp.convert import quick_to_convert  # here: it loads every converter, which a read never needs
+
         self.renew(quick_to_convert(file.name, _size(file)))
         if not self._documents.registry.holds(self._paths.name):
             self.report(

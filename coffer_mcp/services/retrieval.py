@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
@@ -39,7 +39,6 @@ from coffer_mcp.models import (
     StrategyChoice,
 )
 from coffer_mcp.rerank import BudgetedReranker
-from coffer_mcp.retrieval.grep import LineMatch, grep_dirs
 from coffer_mcp.retrieval.search import (
     by_document,
     fuse_convex,
@@ -50,6 +49,9 @@ from coffer_mcp.retrieval.search import (
 )
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import body_line_offset, read_store_file
+
+if TYPE_CHECKING:
+    from coffer_mcp.retrieval.grep import LineMatch
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
@@ -281,6 +283,8 @@ class RetrievalService:
         ``filters`` (as in ``search``) narrows the files to the documents the index lets through;
         without them no index is involved.
         """
+        from coffer_mcp.retrieval.grep import grep_dirs  # here: its regex engine is ~30 ms a search never needs
+
         where = DocumentFilter.of(SearchFilters.parse(filters))
         # Documents are written composed (NFC): "é" typed decomposed (e + U+0301) would match nothing.
         pattern = unicodedata.normalize("NFC", pattern)
