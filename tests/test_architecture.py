@@ -130,6 +130,17 @@ def loaded_of(loaded: set[str], *packages: str) -> list[str]:
     return sorted(m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in packages))
 
 
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["kb", "--help"], ["kb", "search", "--help"], ["serve", "--help"]], ids=" ".join
+)
+def test_version_and_help_load_no_pydantic_no_service_no_index_no_converter(argv: list[str]) -> None:
+    loaded = modules_after_coffer(*argv)
+    assert "coffer_mcp.cli" in loaded
+    heavy = ("pydantic", "pydantic_core", "mcp", "yaml", "sqlite3", "sqlean")
+    core = ("coffer_mcp.settings", "coffer_mcp.models", "coffer_mcp.services", "coffer_mcp.index")
+    assert loaded_of(loaded, *heavy, *core, "coffer_mcp.convert", "coffer_mcp.portability") == []
+
+
 def test_a_search_from_the_command_line_loads_no_converter_no_pack_format_and_no_server(tmp_path: Path) -> None:
     from coffer_mcp.cli import main
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from coffer_mcp.cli import _auth, _embeddings, _ingest, _kb, _maintenance, _portability, _retrieval, _serve
 from coffer_mcp.cli._arguments import add_doc, add_name
@@ -28,8 +27,7 @@ def _no_arguments(p: argparse.ArgumentParser) -> None:
     """A command that takes no argument of its own (beyond ``--json``)."""
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One command: the words that call it, what ``--help`` says of it, its arguments and its handler."""
 
     words: tuple[str, ...]

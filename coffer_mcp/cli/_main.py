@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -22,7 +21,8 @@ __all__ = ["main", "serve_main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``coffer``."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # said with the usage of the command they were given to, not of 'coffer' (exit 2)
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
@@ -91,6 +91,8 @@ def serve_main() -> None:
 
 
 def _configure_logging(settings: Settings) -> None:
+    import logging  # here, not above: --help and --version need none of it
+
     logging.basicConfig(
         stream=sys.stderr, level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -6,7 +6,6 @@ Nothing here imports the core: a value is rendered after the command has loaded 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -58,6 +57,8 @@ def emit(args: argparse.Namespace, value: Any, render: Callable[[Any], str]) -> 
 
 
 def print_json(value: Any) -> None:
+    import json
+
     from pydantic import BaseModel
 
     data: Any

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import logging
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,6 +116,8 @@ def serve_unconfigured(args: argparse.Namespace, error: ConfigError) -> int:
     closed", with the reason in a log the user rarely finds. Serving lets the agent read the
     problem, and its fix, in every tool result. Nothing touches COFFER_HOME meanwhile.
     """
+    import logging
+
     from coffer_mcp.mcp_server import build_unconfigured_server
 
     print_error(error)
@@ -160,6 +159,9 @@ def _announce(state: str) -> None:
     """Say on stderr what this is, so a server started by hand in a terminal is not silent."""
     print(f"coffer-mcp {__version__}: MCP server on stdio; {state}", file=sys.stderr)
     if sys.stdin.isatty():
+        import json
+        import shlex
+
         command, *args = _own_command()
         config = {"mcpServers": {"coffer": {"command": command, "args": args}}}
         print(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,8 @@ from coffer_mcp.cli._output import NOTES
 from coffer_mcp.errors import CofferError
 
 if TYPE_CHECKING:
+    import logging
+
     from coffer_mcp.services import Coffer
     from coffer_mcp.settings import Settings
 
@@ -47,6 +48,8 @@ def _quiet_embedding_failures(settings: Settings, *, enabled: bool) -> Iterator[
 
     At ``log_level`` INFO or DEBUG they still show, for whoever asked for the detail.
     """
+    import logging  # loaded by the core already; imported here so that --help does not load it
+
     logger = logging.getLogger("coffer_mcp.indexing.vectorize")
     level = logging.getLevelName(settings.log_level.upper())
     if enabled and isinstance(level, int) and level > logging.INFO:
