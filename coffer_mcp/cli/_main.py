@@ -54,12 +54,14 @@ def _run(args: argparse.Namespace) -> int:
     from coffer_mcp.settings import load_settings  # after parsing: --help and --version load no pydantic
 
     try:
+        # serve's --allowed-dirs (empty: the configured ones) is how a Claude Desktop bundle passes them.
         settings = load_settings(
             os.environ,
             home=args.home,
             index_backend=args.index_backend,
             auth=getattr(args, "auth", None),
             public_url=getattr(args, "public_url", None),
+            allowed_dirs=getattr(args, "allowed_dirs", None) or None,
         )
     except ConfigError as exc:
         if args.handler is not serve or args.http:

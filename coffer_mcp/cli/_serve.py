@@ -50,6 +50,12 @@ def add_serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
     p.add_argument("--read-only", action="store_true", help="expose no tool that writes")
+    p.add_argument(
+        "--allowed-dirs",
+        nargs="*",
+        metavar="DIR",
+        help="folders coffer__ingest_path may read, instead of allowed_dirs (COFFER_ALLOWED_DIRS)",
+    )
 
 
 def _port(value: str) -> int:
