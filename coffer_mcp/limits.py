@@ -30,6 +30,7 @@ __all__ = [
     "MAX_MATCHES_LIMIT",
     "MAX_NOTE",
     "MAX_OFFSET",
+    "MAX_PATTERN_CHARS",
     "MAX_TOP_K",
     "STRATEGY_CHOICES",
 ]
@@ -54,6 +55,8 @@ MAX_TOP_K = 1000
 """The most passages one search returns."""
 MAX_MATCHES_LIMIT = 1000
 """The most matching lines one grep returns."""
+MAX_PATTERN_CHARS = 1000
+"""Characters of a grep pattern."""
 MAX_LIST_LIMIT = 1000
 """The most documents one page of a listing holds."""
 MAX_OFFSET = 2**31 - 1

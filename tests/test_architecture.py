@@ -155,6 +155,14 @@ def test_a_search_from_the_command_line_loads_no_converter_no_pack_format_and_no
     assert loaded_of(loaded, *converters, *packs, *servers, "coffer_mcp.retrieval.grep") == []
 
 
+def test_the_mcp_server_loads_no_converter_and_no_grep_engine_until_a_tool_needs_one() -> None:
+    code = "import sys, coffer_mcp.mcp_server; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    loaded = set(out.split())
+    assert "mcp" in loaded
+    assert loaded_of(loaded, "coffer_mcp.convert._registry", "markitdown", "coffer_mcp.retrieval.grep") == []
+
+
 @pytest.mark.parametrize("package", ["coffer_mcp.convert", "coffer_mcp.portability"])
 def test_every_name_a_lazy_package_exports_resolves(package: str) -> None:
     module = importlib.import_module(package)
