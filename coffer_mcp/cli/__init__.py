@@ -19,8 +19,8 @@ other command reads with ``embed_on_read_seconds`` 0: listing or describing neve
 Importing this package (and so parsing, ``--help`` and ``--version``) loads neither pydantic nor
 the core: each handler imports what it needs when it runs (tests/test_architecture.py checks it).
 Nor does it load the standard modules that cost milliseconds and only some commands use
-(``logging``, ``json``, ``shlex``, ``dataclasses``): ``coffer --version`` answers in well under
-100 ms, ``bench/startup.py`` measures it.
+(``logging``, ``json``, ``shlex``, ``dataclasses``): ``coffer --version`` costs little more than
+the interpreter's own start (``bench/startup.py`` measures it; docs/benchmarks.md, "Start-up").
 """
 
 from __future__ import annotations
