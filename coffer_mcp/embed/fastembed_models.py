@@ -12,10 +12,7 @@ sleep instead of spinning while they wait (fastembed exposes only the thread cou
 
 from __future__ import annotations
 
-import http.client
 import logging
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -144,6 +141,10 @@ def _load_session(model: Any) -> None:
 
 def _unreachable(endpoint: str) -> str | None:
     """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts)."""
+    import http.client  # here, not above: ~10 ms that a process which never probes the hub should not pay
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(endpoint, method="HEAD")  # noqa: S310 - the hub's own https URL
     try:
         with urllib.request.urlopen(request, timeout=HUB_PROBE_SECONDS):  # noqa: S310 - the same request

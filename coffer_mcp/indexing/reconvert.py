@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import ConversionOptions
 from coffer_mcp.errors import CofferError, FrontmatterError, ReconversionBlockedError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.truth import Truth, check_rewritable, hand_title, keeping_metadata, read_truth, truth_of
@@ -35,11 +35,16 @@ from coffer_mcp.store import (
 )
 from coffer_mcp.timeutil import utc_now
 
+if TYPE_CHECKING:
+    from coffer_mcp.convert import ConversionOptions
+
 __all__ = ["Reconversion", "conversion_options"]
 
 
 def conversion_options(settings: Settings) -> ConversionOptions:
     """How the settings say files are converted (ingest and re-conversion alike)."""
+    from coffer_mcp.convert import ConversionOptions  # here: it loads every converter, which a search never needs
+
     return ConversionOptions(
         max_bytes=settings.max_document_bytes,
         timeout=settings.conversion_timeout,

@@ -23,14 +23,13 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError, KnowledgeBaseNotFoundError
 from coffer_mcp.indexing.reindex import index_progress, reconcile
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
-from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
+from coffer_mcp.portability._files import owned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._merge import ImportConflict, SkippedDocument, plan_merge
 from coffer_mcp.portability._vectors import load_vectors
 from coffer_mcp.store import (
     IMPORTING,
     KbPaths,
-    StorePaths,
     check_path_text,
     file_stamp,
     parse_document,
@@ -49,7 +48,6 @@ __all__ = [
     "DEFAULT_MAX_MEMBERS",
     "ImportResult",
     "import_pack",
-    "remove_abandoned_imports",
 ]
 
 DEFAULT_MAX_BYTES = 64 * 1024**3
@@ -125,11 +123,6 @@ def import_pack(
         if registry.paths.kb(name).root.exists():
             return _merge(registry, extracted, name, actor, progress)
         return _install(registry, extracted, name, actor, progress)
-
-
-def remove_abandoned_imports(paths: StorePaths) -> int:
-    """Remove the staging folders of imports whose process died (run when the store opens)."""
-    return remove_abandoned_staging(paths.knowledge, IMPORTING, paths.locks)
 
 
 def _limits(registry: Registry, max_bytes: int | None) -> Limits:

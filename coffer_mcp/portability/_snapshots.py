@@ -45,6 +45,7 @@ from coffer_mcp.errors import (
     SnapshotNotFoundError,
     StoreError,
 )
+from coffer_mcp.limits import MAX_NOTE
 from coffer_mcp.portability._files import (
     copy_hashed,
     fsync_tree,
@@ -85,7 +86,6 @@ __all__ = [
 
 _FORMAT = "coffer-snapshot"
 _COMMIT = "COMMIT"
-MAX_NOTE = 500  # characters of a snapshot's note
 _FILE = re.compile(r"(docs|raw)/[^/\\\x00]{1,255}")
 
 

@@ -44,14 +44,13 @@ from typing import IO, Any, Literal
 import regex
 
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
+from coffer_mcp.limits import MAX_MATCHES_LIMIT, MAX_PATTERN_CHARS
 from coffer_mcp.settings import default_of
 
 __all__ = ["MAX_LINE_CHARS", "GrepOutcome", "LineMatch", "RgStatus", "find_rg", "grep_dirs", "rg_status"]
 
 logger = logging.getLogger(__name__)
 
-MAX_MATCHES_LIMIT = 1000
-MAX_PATTERN_CHARS = 1000
 MAX_LINE_CHARS = 500
 ELLIPSIS = "…"
 _PATTERN_HINT = "escape regex metacharacters like ( [ { with a backslash, or pass {arg:fixed_strings=true}"

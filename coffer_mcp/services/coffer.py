@@ -21,9 +21,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from coffer_mcp import portability
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
-from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
 from coffer_mcp.services.authorization import AuthorizationService
 from coffer_mcp.services.changes import ChangeFeed
 from coffer_mcp.services.diagnosis import Diagnosis
@@ -75,8 +75,8 @@ class Coffer:
         paths = StorePaths(settings.home)
         self.registry = Registry(settings, index or open_index(settings), embedder=embedder)
         self.registry.prepare_home(connect=False)  # a shared index: at its first connection, if it accepts the home
-        recover_interrupted_restores(paths)
-        remove_abandoned_imports(paths)
+        portability.recover_interrupted_restores(paths)
+        portability.remove_abandoned_imports(paths)
         self.knowledge_bases = KnowledgeBaseService(self.registry)
         self.documents = DocumentService(self.registry)
         self.retrieval = RetrievalService(self.registry)

@@ -9,7 +9,6 @@ from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
 from coffer_mcp.index import IndexDiagnosis
 from coffer_mcp.models import DoctorReport, EmbedderStatus, RerankerStatus
-from coffer_mcp.retrieval.grep import rg_status
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.registry import Registry
 
@@ -43,6 +42,8 @@ class Diagnosis:
                 vector_version=None,
                 problems=[f"{exc.message} {exc.hint_for('cli')}".strip()],
             )
+        from coffer_mcp.retrieval.grep import rg_status  # here: its regex engine is ~30 ms only doctor needs
+
         problems: list[str] = list(index.problems)
         rg = rg_status(self.registry.settings.rg_path)
         problems += [rg.problem] if rg.problem else []

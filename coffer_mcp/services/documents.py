@@ -25,7 +25,6 @@ from coffer_mcp.convert import (
     clean_markdown,
     derive_title,
     first_heading,
-    quick_to_convert,
 )
 from coffer_mcp.errors import (
     CofferError,
@@ -48,6 +47,7 @@ from coffer_mcp.indexing.truth import (
     read_truth,
     truth_of,
 )
+from coffer_mcp.limits import MAX_LIST_LIMIT
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -96,7 +96,6 @@ from coffer_mcp.timeutil import utc_now
 
 __all__ = ["DocumentService", "FolderIngest"]
 
-MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -890,6 +889,8 @@ class FolderIngest:
 
     def ingest(self, file: Path) -> None:
         """Ingest ``file`` (or start to, under the lease); reports the file before it, if still in flight."""
+        from coffer_mcp.convert import quick_to_convert  # here: it loads every converter, which a read never needs
+
         self.renew(quick_to_convert(file.name, _size(file)))
         if not self._documents.registry.holds(self._paths.name):
             self.report(

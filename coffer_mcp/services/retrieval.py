@@ -23,13 +23,13 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
-from coffer_mcp.embed import Embedder
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
 from coffer_mcp.index.fts import QueryTerms, analyze
 from coffer_mcp.indexing.locations import BodyPlaces, body_places
+from coffer_mcp.limits import MAX_TOP_K
 from coffer_mcp.models import (
     GrepHit,
     GrepResult,
@@ -41,7 +41,6 @@ from coffer_mcp.models import (
     StrategyChoice,
 )
 from coffer_mcp.rerank import BudgetedReranker
-from coffer_mcp.retrieval.grep import LineMatch, grep_dirs
 from coffer_mcp.retrieval.search import (
     by_document,
     fuse_convex,
@@ -53,6 +52,10 @@ from coffer_mcp.retrieval.search import (
 from coffer_mcp.services.registry import Registry
 from coffer_mcp.store import KbConfig, KbPaths, body_line_offset, parse_document, read_store_file
 
+if TYPE_CHECKING:
+    from coffer_mcp.embed import Embedder
+    from coffer_mcp.retrieval.grep import LineMatch
+
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
 log = logging.getLogger(__name__)
@@ -63,7 +66,6 @@ STRATEGIES: tuple[str, ...] = get_args(StrategyChoice)
 
 ALL = "*"
 MAX_QUERY_CHARS = 2000
-MAX_TOP_K = 1000
 # Each list fused into a hybrid result is this many times deeper than the answer (at least 100:
 # measured better than 50 on SciFact for every fusion tried).
 FUSION_DEPTH = 4
@@ -321,6 +323,8 @@ class RetrievalService:
         ``filters`` (as in ``search``) narrows the files to the documents the index lets through;
         without them no index is involved.
         """
+        from coffer_mcp.retrieval.grep import grep_dirs  # here: its regex engine is ~30 ms a search never needs
+
         where = DocumentFilter.of(SearchFilters.parse(filters))
         # Documents are written composed (NFC): "é" typed decomposed (e + U+0301) would match nothing.
         pattern = unicodedata.normalize("NFC", pattern)

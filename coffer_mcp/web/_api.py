@@ -53,10 +53,10 @@ from coffer_mcp.errors import (
 )
 from coffer_mcp.index.fts import STOPWORDS, analyze
 from coffer_mcp.index.tokens import terms
+from coffer_mcp.limits import MAX_TOP_K
 from coffer_mcp.models import OriginalFile
 from coffer_mcp.services import Coffer
 from coffer_mcp.services.pages import MAX_PAGE_CHARS
-from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.web._actions import (
     Action,
     NoOpenerError,
