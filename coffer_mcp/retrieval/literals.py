@@ -24,7 +24,7 @@ import codecs
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["MIN_NEEDLE_BYTES", "fold_text", "is_literal", "needles"]
+__all__ = ["MIN_NEEDLE_BYTES", "fold_text", "needles"]
 
 MIN_NEEDLE_BYTES = 2
 """A needle of one byte is found in nearly every file: not worth a look."""
@@ -41,7 +41,6 @@ _META_ESCAPES = frozenset(r"\.+*?()|[]{}^$#&-~")
 _OPAQUE_ESCAPES = frozenset("aftnrvAzbBdDsSwW<>")
 _FLAGS = frozenset("imsUR")
 _REPEAT_CHARS = frozenset("*+?{")
-_SYNTAX = frozenset("\\.+*?()|[]{}^$")
 
 
 def fold_text(data: bytes) -> bytes:
@@ -74,12 +73,6 @@ def needles(pattern: str, *, ignore_case: bool = False, fixed_strings: bool = Fa
             return []
     found = {needle for piece in pieces for needle in _piece_needles(piece)}
     return sorted(found, key=lambda needle: (-len(needle), needle))
-
-
-def is_literal(pattern: str, *, fixed_strings: bool = False) -> bool:
-    """Whether ``pattern`` is one literal string (no regex syntax), so that a file holding its needle
-    most likely holds a match: grep reading such files in order soon has ``max_matches`` lines."""
-    return fixed_strings or not any(char in _SYNTAX for char in pattern)
 
 
 Piece = list[tuple[str, bool]]

@@ -3,9 +3,9 @@
 grep reads every ``*.md`` file of the folders it searches, ~10 µs of system calls a file: 0.3 s for
 the 29,000 files of 50 MB (docs/benchmarks.md), most of it for files without a match. This map
 holds each file's bytes as ``literals.fold_text`` folds them and, for a pattern's needles
-(``literals.needles``), finds by substring search in memory the files that hold all of them; grep
-then reads only those, in its own order, so the lines, their order and where ``max_matches`` cuts
-are those of a full scan.
+(``literals.needles``), finds by substring search in memory the files with a line that holds all of
+them (a match lies within one line, and Markdown lines are short); grep then reads only those, in
+its own order, so the lines, their order and where ``max_matches`` cuts are those of a full scan.
 
 That rests on two things: a needle is a proof (a file without it has no matching line, see
 literals.py), and the copy is the files' current bytes. The second comes from the kernel's change
@@ -18,7 +18,12 @@ A folder is mapped once this process greps it a second time (a one-shot ``coffer
 for it), in a background thread; until the copy is complete, greps read every file. The copies of
 all folders together are bounded by ``BUDGET_BYTES``: a folder that does not fit is not mapped.
 Changed files are held beside a folder's copy; past ``OVERLAY_FILES`` of them the folder is read
-again. A needle held by more than one in eight of a folder's files does not narrow it.
+again. When even the rarest needle is in more than one in eight of a folder's files, grep is
+handed every file of it: in runs of 64 files, then eight times more each time, it has the
+``max_matches`` lines of a common word after a run or two instead of after listing the folder.
+
+Memory: the copy itself (the files' bytes, 1.0 times their size, plus ~150 bytes of names and
+offsets a file), at most ``BUDGET_BYTES`` for all folders; ``held_bytes`` says how much is held.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import errno
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from array import array
@@ -37,7 +43,7 @@ from pathlib import Path
 
 from coffer_mcp.retrieval.changes import ChangeFeed, Watch
 from coffer_mcp.retrieval.grep import markdown_names
-from coffer_mcp.retrieval.literals import fold_text, is_literal, needles
+from coffer_mcp.retrieval.literals import fold_text, needles
 
 __all__ = ["BUDGET_BYTES", "MAX_SHARE", "OVERLAY_FILES", "GrepPrefilter"]
 
@@ -48,6 +54,7 @@ OVERLAY_FILES = 2048
 SEGMENT_BYTES = 1024 * 1024  # files joined into blobs of about this size: one find() call each
 _READ_CHUNK = 1024 * 1024
 _SAMPLE_FILES = 1000  # files scanned before a needle found in too many of them is given up
+_TUPLE_BYTES = sys.getsizeof((0, 0))
 MAX_SHARE = 1 / 8
 """A needle found in more of a folder's files than this share narrows nothing there."""
 
@@ -106,10 +113,8 @@ class GrepPrefilter:
         self, folders: Sequence[Path], pattern: str, *, ignore_case: bool = False, fixed_strings: bool = False
     ) -> list[str] | None:
         """The files (absolute paths) of ``folders`` that can hold a line matching ``pattern``, in grep's
-        order; None when that is not known (a folder is not mapped yet, or the pattern has no literal
-        that narrows them)."""
+        order; None when that is not known (a folder is not mapped yet, or the pattern has no literal)."""
         wanted = needles(pattern, ignore_case=ignore_case, fixed_strings=fixed_strings)
-        literal = is_literal(pattern, fixed_strings=fixed_strings)
         roots = [Path(os.path.abspath(folder)) for folder in folders]
         with self._lock:
             if self._closed:
@@ -121,9 +126,7 @@ class GrepPrefilter:
             found: list[str] = []
             for root, folder in zip(roots, mapped, strict=True):
                 assert folder is not None
-                names = _candidates(folder, wanted, self._max_share, literal=literal)
-                if names is None:
-                    return None
+                names = _candidates(folder, wanted, self._max_share)
                 prefix = os.path.join(root, "")
                 found += [prefix + name for name in names]
             return found
@@ -141,6 +144,11 @@ class GrepPrefilter:
                 if remaining <= 0:
                     return False
                 self._built.wait(remaining)
+
+    def held_bytes(self) -> int:
+        """What the copies of every folder hold: texts, names and offsets (dictionary overheads included)."""
+        with self._lock:
+            return sum(_held(folder) for folder in self._folders.values())
 
     def close(self) -> None:
         """Stop the mapping threads and the change feed; narrow() answers None from now on."""
@@ -289,6 +297,14 @@ class _Copy:
         folder.ready = True
 
 
+def _held(folder: _Folder) -> int:
+    held = sys.getsizeof(folder.where) + _TUPLE_BYTES * len(folder.where)
+    for segment in folder.segments:
+        held += len(segment.blob) + segment.starts.itemsize * len(segment.starts) + sys.getsizeof(segment.names)
+        held += sum(sys.getsizeof(name) for name in segment.names)
+    return held + sum(len(text or b"") + sys.getsizeof(name) for name, text in folder.overlay.items())
+
+
 def _apply(folder: _Folder, budget: int) -> bool:
     """Re-read the files the kernel reported changed; False when there are too many to hold apart."""
     pending = [name for name in folder.pending if name.endswith(".md") and not name.startswith(".")]
@@ -331,19 +347,19 @@ def _read(path: Path) -> bytes | _Gone | None:
     return fold_text(b"".join(chunks))
 
 
-def _candidates(folder: _Folder, wanted: list[bytes], share: float, *, literal: bool) -> list[str] | None:
-    """The folder's files holding every needle, in grep's order. When no needle narrows it: for a
-    literal, every file (grep, reading them in runs of a few files first, soon has its lines: no
-    folder listing to wait for); else None (one scan of the folder reads every file fastest)."""
-    names: list[str] | None = None
-    for needle in wanted:
-        if names is None:
-            names = _scan(folder, needle, share)  # None again if the needle is in too many files
-            continue
-        names = [name for name in names if _holds(folder, name, needle)]
-    if names is None and literal:
-        return _every_name(folder)
-    return names
+def _candidates(folder: _Folder, wanted: list[bytes], share: float) -> list[str]:
+    """The folder's files with a line holding every needle, in grep's order (a match lies within one
+    line). Searched from the needle rarest in the folder's first segment; when even that one is in
+    more than ``share`` of the files, every file (grep, reading them in runs of a few files first,
+    soon has its lines, and otherwise reads them all in about the time of one folder scan)."""
+    ranked = sorted(wanted, key=lambda needle: (_sampled(folder, needle), -len(needle)))
+    names = _scan(folder, ranked[0], ranked[1:], share)
+    return _every_name(folder) if names is None else names
+
+
+def _sampled(folder: _Folder, needle: bytes) -> int:
+    """How often ``needle`` occurs in the folder's first segment (a guess at how rare it is)."""
+    return folder.segments[0].blob.count(needle) if folder.segments else 0
 
 
 def _every_name(folder: _Folder) -> list[str]:
@@ -355,10 +371,11 @@ def _every_name(folder: _Folder) -> list[str]:
     return sorted(current, key=os.fsencode)
 
 
-def _scan(folder: _Folder, needle: bytes, share: float) -> list[str] | None:
-    """The files holding ``needle`` (and those that could not be read), in order; None when more than
-    ``share`` of them do, which the first ``_SAMPLE_FILES`` files scanned tell soon enough: then a scan
-    of every file finds ``max_matches`` lines early, and costs less than listing them here."""
+def _scan(folder: _Folder, needle: bytes, others: list[bytes], share: float) -> list[str] | None:
+    """The files with a line holding ``needle`` and ``others`` (and those that could not be read), in
+    order; None when more than ``share`` of them do, which the first ``_SAMPLE_FILES`` files scanned
+    tell soon enough: then a scan of every file finds ``max_matches`` lines early, and costs less
+    than listing them here."""
     found: list[str] = []
     scanned = 0
     for segment in folder.segments:
@@ -366,31 +383,57 @@ def _scan(folder: _Folder, needle: bytes, share: float) -> list[str] | None:
         at = blob.find(needle)
         while at >= 0:
             k = bisect.bisect_right(starts, at) - 1
-            found.append(names[k])
+            if _file_holds(blob, needle, at, (starts[k], starts[k + 1] - 1), others):
+                found.append(names[k])
             at = blob.find(needle, starts[k + 1])
         scanned += len(names)
         if scanned >= _SAMPLE_FILES and len(found) > share * scanned:
             return None
     if folder.overlay or folder.removed or folder.unreadable:
-        found = _with_changes(folder, found, needle)
+        found = _with_changes(folder, found, [needle, *others])
     return None if len(found) > share * folder.files() else found
 
 
-def _with_changes(folder: _Folder, found: list[str], needle: bytes) -> list[str]:
-    """The base's files holding ``needle``, corrected for the files changed since, in order."""
+def _file_holds(text: bytes, needle: bytes, at: int, span: tuple[int, int], others: list[bytes]) -> bool:
+    """Whether the file ``text[start:end]`` (``span``), whose first ``needle`` is at ``at``, has a line
+    holding it and each of ``others``: looked at line by line only once the file holds them all."""
+    start, end = span
+    if not others:
+        return True
+    if any(text.find(other, start, end) < 0 for other in others):
+        return False
+    while at >= 0:
+        if _line_holds(text, at, others):
+            return True
+        at = text.find(needle, at + 1, end)
+    return False
+
+
+def _line_holds(text: bytes, at: int, others: list[bytes]) -> bool:
+    """Whether the line of ``text`` around offset ``at`` holds each of ``others``."""
+    if not others:
+        return True
+    start = text.rfind(b"\n", 0, at) + 1
+    end = text.find(b"\n", at)
+    end = len(text) if end < 0 else end
+    return all(text.find(other, start, end) >= 0 for other in others)
+
+
+def _text_holds(text: bytes, wanted: list[bytes]) -> bool:
+    """Whether a line of ``text`` holds every one of ``wanted``."""
+    needle, others = wanted[0], wanted[1:]
+    at = text.find(needle)
+    while at >= 0:
+        if _line_holds(text, at, others):
+            return True
+        at = text.find(needle, at + 1)
+    return False
+
+
+def _with_changes(folder: _Folder, found: list[str], wanted: list[bytes]) -> list[str]:
+    """The base's files found, corrected for the files changed since, in order."""
     stale = folder.removed | folder.overlay.keys()
     names = {name for name in found if name not in stale}
     names.update(name for name in folder.unreadable if name not in stale)
-    names.update(name for name, text in folder.overlay.items() if text is None or needle in text)
+    names.update(name for name, text in folder.overlay.items() if text is None or _text_holds(text, wanted))
     return sorted(names, key=os.fsencode)
-
-
-def _holds(folder: _Folder, name: str, needle: bytes) -> bool:
-    if name in folder.overlay:
-        text = folder.overlay[name]
-        return text is None or needle in text
-    if name in folder.unreadable:
-        return True
-    index, k = folder.where[name]
-    segment = folder.segments[index]
-    return segment.blob.find(needle, segment.starts[k], segment.starts[k + 1] - 1) >= 0

@@ -107,7 +107,30 @@ def test_a_grep_reads_only_the_files_holding_the_patterns_literals_and_finds_the
     assert same_as_every_file(prefilter, [docs], "qzxjvkwpq", engine) == []
     every = sorted((str(path) for path in docs.glob("*.md")), key=os.fsencode)
     assert same_as_every_file(prefilter, [docs], "line", engine) == every  # in most files: all, in order
-    assert same_as_every_file(prefilter, [docs], "l[i]ne", engine) is None  # a regex: one scan of the folder
+    assert same_as_every_file(prefilter, [docs], "l[i]ne", engine) == every  # "ne": in most files too
+    assert same_as_every_file(prefilter, [docs], r"\w+\d", engine) is None  # no literal: one scan of the folder
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_regex_is_handed_only_the_files_with_one_line_holding_all_its_literals(
+    tmp_path: Path, prefilter: GrepPrefilter, engine: str
+) -> None:
+    apart = {f"apart-{n}.md": "the cell\nthe mouse\n" for n in range(10)}  # both words, never on one line
+    docs = corpus(tmp_path / "docs", {**apart, "one.md": "a\nthe cell mouse\n", "crlf.md": "cell\r\nmouse x\r\n"})
+    mapped(prefilter, docs)
+    assert same_as_every_file(prefilter, [docs], r"\bcell\w*\s+mouse\b", engine) == [str(docs / "one.md")]
+    assert same_as_every_file(prefilter, [docs], r"(?i)mouse x|cell", engine) is None  # an alternation: no literal
+    (docs / "apart-3.md").write_text("the cell  mouse\n", encoding="utf-8")  # an edit after mapping
+    narrowed = same_as_every_file(prefilter, [docs], r"\bcell\w*\s+mouse\b", engine)
+    assert narrowed == [str(docs / "apart-3.md"), str(docs / "one.md")]
+
+
+def test_the_map_says_how_much_memory_it_holds(tmp_path: Path, prefilter: GrepPrefilter) -> None:
+    docs = corpus(tmp_path / "docs", {}, fillers=200)
+    size = sum(path.stat().st_size for path in docs.glob("*.md"))
+    assert prefilter.held_bytes() == 0
+    mapped(prefilter, docs)
+    assert size < prefilter.held_bytes() < size + 500 * 200  # the texts, plus names and offsets
 
 
 @pytest.mark.parametrize("engine", ENGINES)
