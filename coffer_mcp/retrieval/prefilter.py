@@ -132,14 +132,17 @@ class GrepPrefilter:
             return found
 
     def wait_until_mapped(self, folders: Iterable[Path], timeout: float) -> bool:
-        """Wait until every one of ``folders`` being mapped is (for tests and benchmarks)."""
+        """Wait until every one of ``folders`` is mapped (for tests and benchmarks); False at once when
+        one is not being mapped (grepped once only, or not watchable here), or is too big to be."""
         roots = [Path(os.path.abspath(folder)) for folder in folders]
         deadline = time.monotonic() + timeout
         with self._built:
             while True:
                 states = [self._folders.get(root) for root in roots]
-                if all(state is not None and (state.ready or state.off) for state in states):
-                    return all(state is not None and state.ready for state in states)
+                if any(state is None or state.off for state in states):
+                    return False
+                if all(state is not None and state.ready for state in states):
+                    return True
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -214,6 +215,15 @@ def test_a_folder_is_mapped_only_from_its_second_grep(tmp_path: Path, prefilter:
     assert prefilter.narrow([docs], "tapir") is None
     assert prefilter.wait_until_mapped([docs], MAP_WAIT)
     assert prefilter.narrow([docs], "tapir") == [str(docs / "a.md")]
+
+
+def test_waiting_for_a_folder_no_grep_is_mapping_answers_at_once(tmp_path: Path, prefilter: GrepPrefilter) -> None:
+    docs = corpus(tmp_path / "docs", {"a.md": "tapir\n"})
+    waiter = threading.Thread(target=prefilter.wait_until_mapped, args=([docs], 3600.0), daemon=True)
+    waiter.start()
+    waiter.join(MAP_WAIT)  # a benchmark waiting on a folder that will never be mapped must not hang
+    assert not waiter.is_alive()
+    assert not prefilter.wait_until_mapped([docs], 3600.0)
 
 
 def test_a_folder_over_the_memory_budget_is_never_narrowed(tmp_path: Path) -> None:
