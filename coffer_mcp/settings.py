@@ -426,7 +426,8 @@ class Settings(BaseModel):
         default=16,
         ge=1,
         le=128,
-        description="Texts per model call. fastembed's memory grows with it (64 long texts took 7 GB here); an "
+        description="How many texts go to the embedding model in one request. Fastembed still embeds each text "
+        "alone (its memory does not grow with this) and sends the shared model service this many at a time; an "
         "openai request carries eight batches, at most 128 texts.",
     )
     embedding_cooldown_seconds: float = Field(
