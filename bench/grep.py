@@ -38,6 +38,7 @@ SOURCE_SHARE = 0.7  # MB of Markdown per MB of document files once ingested (fro
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VOCAB = REPO.parent / "shared" / "eval" / "scifact" / "corpus.jsonl"
 KINDS = ("literal", "regex", "no_match")
+GREP_TIMEOUT = 120.0
 
 
 def prepare(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -96,8 +97,8 @@ def time_both(
             results.append(result)
             if number >= warmup:
                 times[side].append(elapsed)
-        if results[0].model_dump() != results[1].model_dump():
-            differ.append(number)
+        if results[0].model_dump() != results[1].model_dump() or any(result.timed_out for result in results):
+            differ.append(number)  # a grep that timed out counts as differing: it was not compared whole
     return times["scan"], times["mapped"], differ
 
 
@@ -117,7 +118,9 @@ def _folder_mb(folder: Path) -> tuple[float, int]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    settings = load_settings(home=args.workdir / "home", embedding_provider="none")
+    # A grep cut short by its timeout (5 s by default; a loaded box's full scan can take that) would
+    # differ from the other side's for that reason alone: give both sides time to finish.
+    settings = load_settings(home=args.workdir / "home", embedding_provider="none", grep_timeout=GREP_TIMEOUT)
     result: dict[str, Any] = {"load_average": {"start": os.getloadavg()[0]}}
     result["corpus"] = prepare(args, settings)
     drawn = patterns(args)
