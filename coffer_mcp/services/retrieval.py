@@ -18,6 +18,7 @@ A search answers one passage per document first (``retrieval.search.by_document`
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,7 @@ from coffer_mcp.store import KbConfig, KbPaths, body_line_offset, parse_document
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
     from coffer_mcp.retrieval.grep import LineMatch
+    from coffer_mcp.retrieval.prefilter import GrepPrefilter
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
@@ -142,10 +144,26 @@ class RetrievalService:
     def __init__(self, registry: Registry, *, overlap_workers: int = OVERLAP_WORKERS) -> None:
         self.registry = registry
         self.alongside = Alongside(overlap_workers)
+        self._prefilter: GrepPrefilter | None = None
+        self._prefilter_lock = threading.Lock()
+
+    @property
+    def prefilter(self) -> GrepPrefilter:
+        """grep's file map, made by the first grep (a process that only searches never loads grep)."""
+        with self._prefilter_lock:
+            if self._prefilter is None:
+                from coffer_mcp.retrieval.prefilter import GrepPrefilter
+
+                self._prefilter = GrepPrefilter()
+            return self._prefilter
 
     def close(self) -> None:
-        """Stop the workers (after the searches they run)."""
+        """Stop the workers (after the searches they run) and grep's file map."""
         self.alongside.close()
+        with self._prefilter_lock:
+            prefilter, self._prefilter = self._prefilter, None
+        if prefilter is not None:
+            prefilter.close()
 
     def resolve_kbs(self, selector: KbSelector) -> list[str]:
         """Names of the knowledge bases a selector designates (each checked to exist)."""
@@ -340,7 +358,7 @@ class RetrievalService:
             ignore_case=ignore_case,
             fixed_strings=fixed_strings,
             rg_path=settings.rg_path,
-            only=self._files_of(names, where) if where else None,
+            **self._grep_files(names, list(dirs), pattern, where, ignore_case, fixed_strings),
         )
         bodies: dict[Path, _Body] = {}
         hits = [_hit(m, registry.paths.kb(dirs[m.path.parent]), bodies) for m in outcome.matches]
@@ -348,6 +366,26 @@ class RetrievalService:
             return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
         hint = _timeout_hint(settings.grep_timeout, len(hits))
         return GrepResult(hits=hits, truncated=True, engine=outcome.engine, timed_out=True, hint=hint)
+
+    def _grep_files(
+        self,
+        names: list[str],
+        dirs: list[Path],
+        pattern: str,
+        where: DocumentFilter,
+        ignore_case: bool,
+        fixed_strings: bool,
+    ) -> dict[str, Any]:
+        """What ``grep_dirs`` is to read: the files the filters keep (``only``), or of those the ones
+        that can match (``files``, from ``retrieval.prefilter``); neither for every file."""
+        can_match = self.prefilter.narrow(dirs, pattern, ignore_case=ignore_case, fixed_strings=fixed_strings)
+        if not where:
+            return {"files": can_match}
+        kept = self._files_of(names, where)
+        if can_match is None:
+            return {"only": kept}
+        keep = {os.path.abspath(path) for path in kept}
+        return {"files": [path for path in can_match if path in keep]}
 
     def _files_of(self, names: list[str], where: DocumentFilter) -> list[Path]:
         """The Markdown files of the documents of ``names`` that ``where`` lets through."""
