@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.grep import KINDS, main
-from coffer_mcp.retrieval.changes import ChangeFeed
+from coffer_mcp.retrieval.inotify import Inotify
 
 LATENCY = {"n", "p50", "p95", "p99", "mean", "min", "max"}
 
@@ -25,7 +25,7 @@ def test_a_tiny_run_times_both_sides_and_they_find_the_same_lines(tmp_path: Path
             assert set(result[kind][side]) == LATENCY
             assert result[kind][side]["n"] == 4
     assert result["mixed"]["mapped"]["n"] == 12
-    feed = ChangeFeed.open()
+    feed = Inotify.open()
     if feed is not None:  # Linux: the folder was mapped before timing
         feed.close()
         assert result["map"]["ready"]

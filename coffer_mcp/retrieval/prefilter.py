@@ -41,8 +41,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coffer_mcp.retrieval.changes import ChangeFeed, Watch
 from coffer_mcp.retrieval.grep import markdown_names
+from coffer_mcp.retrieval.inotify import Inotify, Watch
 from coffer_mcp.retrieval.literals import fold_text, needles
 
 __all__ = ["BUDGET_BYTES", "MAX_SHARE", "OVERLAY_FILES", "GrepPrefilter"]
@@ -100,7 +100,7 @@ class GrepPrefilter:
         self._max_share = max_share
         self._lock = threading.Lock()
         self._built = threading.Condition(self._lock)
-        self._feed: ChangeFeed | None = None
+        self._feed: Inotify | None = None
         self._feed_tried = False
         self._folders: dict[Path, _Folder] = {}
         self._by_wd: dict[int, _Folder] = {}
@@ -203,10 +203,10 @@ class GrepPrefilter:
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
-    def _open_feed(self) -> ChangeFeed | None:
+    def _open_feed(self) -> Inotify | None:
         if not self._feed_tried:
             self._feed_tried = True
-            self._feed = ChangeFeed.open()
+            self._feed = Inotify.open()
         return self._feed
 
     def _forget(self, folder: _Folder) -> None:

@@ -21,15 +21,15 @@ from hypothesis import strategies as st
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.errors import InvalidPatternError
-from coffer_mcp.retrieval.changes import ChangeFeed
 from coffer_mcp.retrieval.grep import GrepOutcome, find_rg, grep_dirs
+from coffer_mcp.retrieval.inotify import Inotify
 from coffer_mcp.retrieval.prefilter import GrepPrefilter
 from tests.reliability.hostile import PROPERTY
 from tests.retrieval.test_literals import ALPHABET, PATTERNS, REPEATS, _escaped, _repeated, echoes
 
 
 def _has_feed() -> bool:
-    feed = ChangeFeed.open()
+    feed = Inotify.open()
     if feed is None:
         return False
     feed.close()

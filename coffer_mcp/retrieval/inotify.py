@@ -1,7 +1,7 @@
 """Which files of a folder changed, as the kernel tells it (Linux inotify): a barrier, not a poll.
 
 The kernel queues a watched folder's event before the write, rename or delete that caused it
-returns to its caller, so once ``ChangeFeed.drain`` has read the queue empty, every change
+returns to its caller, so once ``Inotify.drain`` has read the queue empty, every change
 completed before that moment is known: what grep's file map (``retrieval/prefilter.py``) needs to
 skip files safely. Only folders on local filesystems are watched: a network or FUSE mount does not
 report changes made elsewhere, and there (and off Linux, or with no inotify left: the per-user
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import ctypes
 
-__all__ = ["ChangeFeed", "Watch"]
+__all__ = ["Inotify", "Watch"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Watch:
         return (stat.st_dev, stat.st_ino) == (self.device, self.inode)
 
 
-class ChangeFeed:
+class Inotify:
     """One inotify instance watching folders (not their subfolders); ``drain`` says what changed."""
 
     def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
@@ -66,7 +66,7 @@ class ChangeFeed:
         self._libc = libc
 
     @classmethod
-    def open(cls) -> ChangeFeed | None:
+    def open(cls) -> Inotify | None:
         """A new feed, or None where the kernel offers none (not Linux, or no inotify instance left)."""
         if not sys.platform.startswith("linux"):
             return None
