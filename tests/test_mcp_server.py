@@ -413,7 +413,7 @@ async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_act
         await call(client, "coffer__create_knowledge_base", name="kb")
         added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\ntext")
         await call_error(client, "coffer__search_knowledge", kb="missing", query="x")
-    calls = [(c.tool, c.client, c.outcome, c.error_code) for c in coffer.index.invocations()]
+    calls = [(c.tool, c.client, c.outcome, c.error_code) for c in coffer.invocations()]
     assert calls == [
         ("coffer__create_knowledge_base", "test-agent", "ok", None),
         ("coffer__add_document", "test-agent", "ok", None),

@@ -499,8 +499,10 @@ class Index(OAuthStore, Protocol):
     ) -> None: ...
 
     def record_invocation(
-        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
-    ) -> None: ...
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None, *, at: str | None = None
+    ) -> None:
+        """Log one MCP tool call, made at ``at`` (UTC ISO-8601; now when None)."""
+        ...
 
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
         """The audit log, oldest first (the last ``limit`` events), of one knowledge base or all."""

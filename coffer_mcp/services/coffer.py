@@ -123,9 +123,10 @@ class Coffer:
         return Watcher(self.registry, self.follow).start()
 
     def close(self) -> None:
-        """Stop the background file checks and search workers; close every connection to the index,
-        and the reranker's."""
+        """Stop the background file checks and search workers, write the queued call log; close every
+        connection to the index, and the reranker's."""
         self.registry.close_checks()
+        self.diagnosis.close()
         self.retrieval.close()
         self.registry.close_reranker()
         self.registry.index.close()
@@ -193,3 +194,4 @@ class Coffer:
     # -- diagnosis and history ---------------------------------------------------------------------
     doctor = _forward("diagnosis", Diagnosis.doctor)
     record_invocation = _forward("diagnosis", Diagnosis.record_invocation)
+    invocations = _forward("diagnosis", Diagnosis.invocations)

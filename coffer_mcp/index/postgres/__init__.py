@@ -561,9 +561,9 @@ class PostgresIndex:
 
     @_mapped
     def record_invocation(
-        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None, *, at: str | None = None
     ) -> None:
-        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code, at)
 
     @_mapped
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:

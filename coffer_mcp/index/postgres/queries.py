@@ -370,12 +370,18 @@ def audit(
 
 
 def record_invocation(
-    conn: Connection, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+    conn: Connection,
+    tool: str,
+    client: str,
+    duration_ms: float,
+    outcome: str,
+    error_code: str | None,
+    at: str | None = None,
 ) -> None:
     conn.execute(
         "INSERT INTO mcp_invocations (at, tool, client, duration_ms, outcome, error_code) "
         "VALUES (%s, %s, %s, %s, %s, %s)",
-        (utc_now(), clean(tool), clean(client), duration_ms, outcome, error_code),
+        (at or utc_now(), clean(tool), clean(client), duration_ms, outcome, error_code),
     )
 
 

@@ -411,9 +411,9 @@ class SqliteIndex:
         q.audit(self.conn, event, kb, actor, document_id, details)
 
     def record_invocation(
-        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None, *, at: str | None = None
     ) -> None:
-        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code, at)
 
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
         return [audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
