@@ -171,6 +171,12 @@ def damage(home: Path, sources: Sources, edited: dict[str, set[str]]) -> list[st
         ):
             problems.append(f"{truth.path}: holds no version of {truth.meta['source_path']}")
     for raw in (home / "knowledge" / INGEST_KB / "raw").glob("[!.]*"):
+        if raw.name.endswith(".map.json"):  # a source map: written whole, or not at all
+            try:
+                json.loads(raw.read_bytes())
+            except ValueError:
+                problems.append(f"{raw}: a source map that is not whole JSON (truncated?)")
+            continue
         digest = bytes_sha(raw.read_bytes())
         if not any(digest in versions for versions in sources.raws.values()):
             problems.append(f"{raw}: an original that is no version of any source (truncated?)")
