@@ -1,5 +1,6 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
+from coffer_mcp.store.batch import FileBatch
 from coffer_mcp.store.document import DocumentMeta, frontmatter_tags
 from coffer_mcp.store.embedding import (
     StoreModel,
@@ -72,6 +73,7 @@ __all__ = [
     "RESTORING",
     "SNAPSHOTS",
     "DocumentMeta",
+    "FileBatch",
     "KbConfig",
     "KbPaths",
     "StoreModel",
