@@ -89,13 +89,14 @@ def ingest_folder(
         ) from None
     items: list[DirectoryIngestItem] = []
 
-    def finished(item: DirectoryIngestItem) -> None:
-        items.append(item)
-        if progress:
-            progress(len(items), len(files) + len(undecodable), Path(item.path).name)
+    def reported() -> None:  # once per batch reported, not per file: a report may cost a round trip to a client
+        if progress and items:
+            progress(len(items), len(files) + len(undecodable), Path(items[-1].path).name)
 
     try:
-        with folder_ingest(ingest, paths, finished, replace=replace, actor=actor, within=within, tags=tags) as run:
+        with folder_ingest(
+            ingest, paths, items.append, replace=replace, actor=actor, within=within, tags=tags, reported=reported
+        ) as run:
             run.expect(files)
             for file in files:
                 run.ingest(file)
@@ -121,15 +122,18 @@ def folder_ingest(
     within: Sequence[Path] | None,
     tags: list[str] | None = None,
     keep_edits: bool = False,
+    reported: Callable[[], None] = lambda: None,
 ) -> Iterator[FolderIngest]:
     """A run of files ingested under the knowledge base's lease, committed in batches.
 
     ``finished(item)`` gets each file's item once it is committed, in the order the files were
-    given. The caller syncs its folders once the run ends (``fsync_dir``), before it answers.
+    given, and ``reported()`` is called after each run of them (a batch, or one file reported on
+    its own). The caller syncs its folders once the run ends (``fsync_dir``), before it answers.
     """
     run = FolderIngest(
         ingest, paths, finished, replace=replace, actor=actor, within=within, tags=tags, keep_edits=keep_edits
     )
+    run.reported = reported
     try:
         with ingest.registry.leased(paths, before_release=run.commit) as renew:
             run.renew = renew
@@ -188,6 +192,7 @@ class FolderIngest:
         self._started = 0.0
         self._prefetch: Prefetch | None = None
         self.renew: Callable[[bool], None] = lambda hold: None
+        self.reported: Callable[[], None] = lambda: None
 
     def ingest(self, file: Path) -> None:
         """Ingest ``file``, or start to: it is reported once its batch is committed."""
@@ -229,6 +234,7 @@ class FolderIngest:
             return
         self._deliver()
         self._finished(item)
+        self.reported()
 
     def _alone(self, file: Path) -> DirectoryIngestItem:
         return ingest_file(
@@ -290,8 +296,11 @@ class FolderIngest:
 
     def _deliver(self) -> None:
         """Report what is committed, in order (a report that raises leaves the rest unreported)."""
+        if not self._ready:
+            return
         while self._ready:
             self._finished(self._ready.pop(0))
+        self.reported()
 
     def finish(self) -> None:
         """Commit the batch, and report every file committed."""

@@ -84,11 +84,11 @@ class Prefetch:
         return cls(files, job, os.cpu_count() or 1)
 
     def take(self, file: Path) -> Prepared | None:
-        """What was prepared for ``file`` (waiting for it if a worker has it), or None: not given to
-        a worker (they were starting, or it was refused), or its preparation failed."""
+        """What was prepared for ``file`` (waiting for it when a worker has it), or None: not given to
+        a worker (they were starting), or refused."""
         self._skip_to(file)
         worker = self._owner.pop(file, None)
-        while worker is not None and file not in self._done and worker.alive:
+        while worker is not None and file not in self._done and worker.alive and worker.pending:
             self._keep(worker.answer(), worker)
         prepared = self._done.pop(file, None)
         self._fill()
@@ -106,12 +106,15 @@ class Prefetch:
             self._done[file] = prepared if isinstance(prepared, Prepared) else None
 
     def _fill(self) -> None:
-        """Give each started worker files up to ``AHEAD`` in flight, in the files' order."""
+        """Top each started worker up to ``AHEAD`` files in flight once it is down to half of them, in
+        the files' order: one message for many files (each message wakes the worker up, and on a busy
+        machine the sender may wait for its turn again)."""
         for worker in self._workers:
-            while self._upcoming and worker.started() and len(worker.pending) < AHEAD:
-                file = self._upcoming.popleft()
-                worker.send(file)
-                self._owner[file] = worker
+            if not self._upcoming or len(worker.pending) > AHEAD // 2 or not worker.started():
+                continue
+            files = [self._upcoming.popleft() for _ in range(min(AHEAD - len(worker.pending), len(self._upcoming)))]
+            worker.send(files)
+            self._owner.update((file, worker) for file in files)
 
     def close(self) -> None:
         """Stop the workers; work not taken is dropped."""
@@ -147,9 +150,9 @@ class _Worker:
             self._started = self._receive() == _READY
         return self._started and self.alive
 
-    def send(self, file: Path) -> None:
-        self.pending.append(file)
-        self._send(str(file))
+    def send(self, files: list[Path]) -> None:
+        self.pending.extend(files)
+        self._send([str(file) for file in files])
 
     def answer(self) -> tuple[Path, object] | None:
         """The next answer, with its file (waiting for it); None when the worker is gone."""
@@ -228,7 +231,7 @@ def _size(file: Path) -> int:
 
 
 def serve() -> None:
-    """A worker: a ``Job``, then file paths on stdin; each one's ``Prepared`` (or None) on stdout."""
+    """A worker: a ``Job``, then lists of file paths on stdin; each file's ``Prepared`` (or None) on stdout."""
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not corrupt the answers
     requests = sys.stdin.buffer
@@ -236,8 +239,7 @@ def serve() -> None:
         job: Job = _read_frame(requests)
         _write_frame(answers, _READY)
         while True:
-            file = Path(_read_frame(requests))
-            _write_frame(answers, prepare(file, job))
+            for file in _read_frame(requests):
+                _write_frame(answers, prepare(Path(file), job))
     except (EOFError, BrokenPipeError):
         return
-
