@@ -39,6 +39,9 @@ MIN_FILES = 200
 """The fewest files a run prefetches for: below, starting the workers would cost more than it saves."""
 AHEAD = 24
 """How many files each worker is given ahead of the ingest."""
+START_SECONDS = 0.0
+"""How long the first ``take`` waits for the workers to start (0: not at all, the ingest's thread
+prepares files itself until they have; tests wait, to compare what the workers prepare)."""
 _FRAME = struct.Struct(">I")
 _READY = "ready"
 _PIPE_BYTES = 1 << 20  # a worker's answers wait in its pipe, not in a blocked write
@@ -75,6 +78,9 @@ class Prefetch:
         self._workers = [_Worker(job) for _ in range(workers)]
         self._owner: dict[Path, _Worker] = {}  # given to a worker, not taken yet
         self._done: dict[Path, Prepared | None] = {}
+        for worker in self._workers if START_SECONDS else ():
+            worker.started(timeout=START_SECONDS)
+        self._fill()
 
     @classmethod
     def of(cls, files: Sequence[Path], job: Job) -> Prefetch | None:
@@ -144,9 +150,9 @@ class _Worker:
             fcntl.fcntl(self._out.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
         self._send(job)
 
-    def started(self) -> bool:
-        """Whether the worker said it is ready (its imports done): files given to it now are not waited on long."""
-        if not self._started and self.alive and select.select([self._out], [], [], 0)[0]:
+    def started(self, timeout: float = 0) -> bool:
+        """Whether the worker said it is ready (its imports done), waiting up to ``timeout`` for it."""
+        if not self._started and self.alive and select.select([self._out], [], [], timeout)[0]:
             self._started = self._receive() == _READY
         return self._started and self.alive
 

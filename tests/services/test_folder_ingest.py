@@ -35,6 +35,7 @@ def test_a_long_folder_prepared_by_worker_processes_gives_the_documents_an_inges
     coffer: Coffer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = _folder(tmp_path / "notes")
+    monkeypatch.setattr(prefetch, "START_SECONDS", 60.0)  # every file the workers' (a short run may not wait)
     coffer.create_kb("ahead")
     ahead = coffer.ingest_path("ahead", folder)
     monkeypatch.setattr(prefetch, "MIN_FILES", 10**9)  # the same folder, every file prepared in this process
