@@ -68,12 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _NOTES.clear()
     try:
         try:
+            # serve's --allowed-dirs (empty: the configured ones) is how a Claude Desktop bundle passes them.
             settings = load_settings(
                 os.environ,
                 home=args.home,
                 index_backend=args.index_backend,
                 auth=getattr(args, "auth", None),
                 public_url=getattr(args, "public_url", None),
+                allowed_dirs=getattr(args, "allowed_dirs", None) or None,
             )
         except ConfigError as exc:
             if args.handler is not _serve or args.http:
@@ -159,6 +161,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--no-curation", action="store_true", help="expose only the seven core tools")
     serve.add_argument("--read-only", action="store_true", help="expose no tool that writes")
+    serve.add_argument(
+        "--allowed-dirs",
+        nargs="*",
+        metavar="DIR",
+        help="folders coffer__ingest_path may read, instead of allowed_dirs (COFFER_ALLOWED_DIRS)",
+    )
     serve.set_defaults(handler=_serve, command_parser=serve)
     doctor = commands.add_parser("doctor", help="check SQLite, sqlite-vec, ripgrep, the embedder and every KB")
     doctor.add_argument("--json", action="store_true", help="print machine-readable JSON")

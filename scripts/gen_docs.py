@@ -292,14 +292,19 @@ def _format(kinds: set[Any]) -> str:
 
 
 def server_json_drifts(root: Path, *, check: bool) -> list[Drift]:
-    """Rewrite (or, with ``check``, compare) every package's environment variables in server.json."""
+    """Rewrite (or, with ``check``, compare) the PyPI package's environment variables in server.json.
+
+    The Claude Desktop bundle (``mcpb``) is configured through its manifest's ``user_config``, not by
+    the user's environment: it lists none.
+    """
     import json
 
     path = root / SERVER_JSON
     text = path.read_text(encoding="utf-8")
     server = json.loads(text)
     for package in server["packages"]:
-        package["environmentVariables"] = server_environment()
+        if package.get("registryType") == "pypi":
+            package["environmentVariables"] = server_environment()
     new = json.dumps(server, indent=2, ensure_ascii=False) + "\n"
     if new == text:
         return []

@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from ._base import engine_missing
+
 __all__ = ["html_to_markdown", "regular_tables"]
 
 _MAX_SPAN = 64  # a hostile rowspan="100000" must not build a huge grid
@@ -24,8 +26,12 @@ def html_to_markdown(html: Any) -> str:
     language.
     """
     from bs4 import BeautifulSoup
-    from markitdown import StreamInfo
-    from markitdown.converters import HtmlConverter
+
+    try:
+        from markitdown import StreamInfo
+        from markitdown.converters import HtmlConverter
+    except ImportError as exc:  # no wheel of its onnxruntime on this platform (pyproject.toml)
+        raise engine_missing("HTML converter (markitdown)", "html", "markitdown") from exc
 
     soup = BeautifulSoup(html, "html.parser") if isinstance(html, str) else html
     regular_tables(soup)

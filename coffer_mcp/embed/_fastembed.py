@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coffer_mcp.embed.base import normalized
-from coffer_mcp.embed.fastembed_models import download, open_cached, open_directory
+from coffer_mcp.embed.fastembed_models import download, not_installed, open_cached, open_directory
 from coffer_mcp.errors import EmbeddingError
 from coffer_mcp.settings import default_of
 
@@ -121,7 +121,11 @@ class FastEmbedEmbedder:
         return self._model
 
     def _open(self) -> TextEmbedding:
-        from fastembed import TextEmbedding
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:
+            instead = "set embedding provider to openai (any /v1/embeddings server) or none"
+            raise not_installed(exc, what="embedding model", error=EmbeddingError, instead=instead) from exc
 
         self._check_model_name(TextEmbedding)
         options: dict[str, Any] = {"threads": self.threads} if self.threads else {}

@@ -19,11 +19,22 @@ from typing import Any, TypeVar
 from coffer_mcp.embed.base import shorten
 from coffer_mcp.errors import CofferError
 
-__all__ = ["HUB_PROBE_SECONDS", "download", "open_cached", "open_directory"]
+__all__ = ["HUB_PROBE_SECONDS", "download", "not_installed", "open_cached", "open_directory"]
 
 HUB_PROBE_SECONDS = 5.0
 
 M = TypeVar("M")
+
+
+def not_installed(exc: ImportError, *, what: str, error: type[CofferError], instead: str) -> CofferError:
+    """The error for a fastembed that cannot be imported (not installed: no wheel for this platform).
+
+    ``what`` names the model that cannot load; ``instead`` is the setting that does without it.
+    """
+    return error(
+        f"fastembed is not installed (pip install fastembed), so the {what} cannot load: {shorten(exc)}.",
+        hint=f"Install it where coffer runs (docs/install.md), or {instead}.",
+    )
 
 
 def open_directory(

@@ -224,6 +224,7 @@ class IndexDiagnosis:
     keyword_index: bool
     vector_version: str | None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what works, only slower (e.g. no HNSW graphs)
 
 
 class Index(OAuthStore, Protocol):

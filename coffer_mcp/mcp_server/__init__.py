@@ -8,7 +8,8 @@ declare) are ``invalid_argument``, an unknown tool is ``unknown_tool``, and any 
 is ``internal_error`` with its traceback on stderr. Every call is logged in ``mcp_invocations``;
 every write is audited with ``agent:<client name>`` as the actor (``oauth:<subject> via <client>``
 over HTTP with an OAuth token, whose scopes also decide which tools it sees: ``_scopes``). Documents are also MCP
-resources, ``coffer://<kb>/<document id>``. Prompts (``_prompts``), completions of their
+resources, ``coffer://<kb>/<document id>`` (``_uris``), whose changes subscribed clients hear of
+(``_notify``); long tools may run as MCP tasks (``_tasks``). Prompts (``_prompts``), completions of their
 arguments and of the resource template (``_completions``), log messages for the user
 (``_client_log``, ``_notices``) and confirmations asked of the user (``_confirm``) complete the
 surface. A request that does not parse (a lone UTF-16 surrogate, a line that is not JSON) gets a
@@ -18,6 +19,7 @@ JSON-RPC parse error with a hint (``_unreadable``; ``surrogate_answer`` for the 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
@@ -26,14 +28,24 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError
 from coffer_mcp.mcp_server._client_log import forward_core_logs
-from coffer_mcp.mcp_server._completions import DOCUMENT_TEMPLATE, register_completions
+from coffer_mcp.mcp_server._completions import register_completions
 from coffer_mcp.mcp_server._confirm import count_documents
+from coffer_mcp.mcp_server._notify import Notifier
 from coffer_mcp.mcp_server._prompts import PROMPTS, register_prompts
-from coffer_mcp.mcp_server._registry import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, TOOL_SCOPES, register_tools
+from coffer_mcp.mcp_server._registry import (
+    CORE_TOOLS,
+    READ_TOOLS,
+    TOOL_NAMES,
+    TOOL_SCOPES,
+    register_tools,
+    task_tools,
+)
 from coffer_mcp.mcp_server._runner import ACTOR_KEY, GRANTED_SCOPES_KEY, Runner
 from coffer_mcp.mcp_server._scopes import hide_tools_beyond_scope
 from coffer_mcp.mcp_server._server import CofferServer
+from coffer_mcp.mcp_server._tasks import TaskBook, TasksExtension, background
 from coffer_mcp.mcp_server._unreadable import surrogate_answer
+from coffer_mcp.mcp_server._uris import DOCUMENT_TEMPLATE
 from coffer_mcp.services import Coffer
 
 __all__ = [
@@ -67,11 +79,23 @@ def build_server(service: Coffer, *, curation: bool | None = None, read_only: bo
     """
     settings = service.settings
     read_only = settings.read_only if read_only is None else read_only
-    run = Runner(service, writes=not read_only)
-    server = _server(run, _instructions(service, read_only=read_only), settings.log_level)
     curation = settings.curation_tools if curation is None else curation
+    run = Runner(service, writes=not read_only)
+    tasks = TaskBook(task_tools(curation=curation, read_only=read_only))
+    notifier = Notifier.of(service.changes)
+    server = _server(
+        run,
+        _instructions(service, read_only=read_only),
+        settings.log_level,
+        task_tools=tuple(tasks.tools),
+        extensions=[TasksExtension(tasks)],
+        lifespan=background(notifier.serving),
+    )
     register_tools(server, run, curation=curation, read_only=read_only)
     _register_resources(server, service)
+    server.serve_notifications(notifier)
+    server.middleware.append(tasks.legacy_call)
+    server.declare_capabilities(notifies=True, tasks=bool(tasks.tools))
     register_prompts(server, service, read_only=read_only)
     register_completions(server, service)
     return server
@@ -95,10 +119,13 @@ def build_unconfigured_server(error: ConfigError, *, curation: bool = True, read
     run = Runner(None)  # never runs a body: the server answers every call with the refusal
     server = _server(run, note, "WARNING", refusal=error)
     register_tools(server, run, curation=curation, read_only=read_only)
+    server.declare_capabilities(notifies=False, tasks=False)
     return server
 
 
-def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError | None = None) -> CofferServer:
+def _server(
+    run: Runner, instructions: str, log_level: str, refusal: CofferError | None = None, **kwargs: Any
+) -> CofferServer:
     server = CofferServer(
         run,
         TOOL_NAMES,
@@ -109,6 +136,7 @@ def _server(run: Runner, instructions: str, log_level: str, refusal: CofferError
         version=__version__,
         instructions=instructions,
         log_level=log_level,
+        **kwargs,
     )
     server.serve_log_levels()
     server.middleware.append(hide_tools_beyond_scope)

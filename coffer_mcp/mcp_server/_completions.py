@@ -22,13 +22,13 @@ from mcp.types import Completion, CompletionArgument, CompletionContext, PromptR
 
 from coffer_mcp.errors import CofferError
 from coffer_mcp.mcp_server._prompts import PROMPTS
+from coffer_mcp.mcp_server._uris import DOCUMENT_TEMPLATE
 
 if TYPE_CHECKING:
     from coffer_mcp.services import Coffer
 
-__all__ = ["DOCUMENT_TEMPLATE", "MAX_VALUES", "complete", "register_completions"]
+__all__ = ["MAX_VALUES", "complete", "register_completions"]
 
-DOCUMENT_TEMPLATE = "coffer://{kb}/{doc_id}"
 MAX_VALUES = 100  # the protocol's most per answer
 _SEVERAL_KBS = {"research"}  # prompts whose kb argument takes '*' or comma-separated names
 

@@ -28,6 +28,7 @@ from mcp.types import Prompt as MCPPrompt
 from pydantic import Field
 
 from coffer_mcp.errors import CofferError, InvalidArgumentError, NotFoundError
+from coffer_mcp.mcp_server._uris import document_uri
 from coffer_mcp.services import Coffer  # at run time: the bodies' signatures are read (eval_str)
 
 __all__ = ["PROMPTS", "PromptEntry", "invalid_params", "prompt_refusal", "register_prompts"]
@@ -119,7 +120,7 @@ def summarize_document(
         else ""
     )
     resource = TextResourceContents(
-        uri=f"coffer://{kb}/{doc_id}", mime_type="text/markdown", text=document.markdown or ""
+        uri=document_uri(kb, doc_id), mime_type="text/markdown", text=document.markdown or ""
     )
     return [
         UserMessage(EmbeddedResource(type="resource", resource=resource)),

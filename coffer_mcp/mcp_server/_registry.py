@@ -46,6 +46,7 @@ __all__ = [
     "ToolEntry",
     "ToolSet",
     "register_tools",
+    "task_tools",
     "tool_function",
 ]
 
@@ -96,6 +97,8 @@ class ToolEntry:
         question: For a destructive tool, what to ask the user before it runs (see ``_confirm``).
         embeds: Its job includes embedding (a reindex, new chunk or vector settings): documents it
             leaves without vectors are reported even when there are no more than before.
+        long: Long work a client may run as an MCP task (``_tasks``): it reports progress and stops
+            between documents when cancelled.
     """
 
     name: str
@@ -105,6 +108,7 @@ class ToolEntry:
     annotations: ToolAnnotations
     question: Question | None = None
     embeds: bool = False
+    long: bool = False
 
     def offered(self, *, curation: bool, read_only: bool) -> bool:
         """Whether a server with these switches lists this tool."""
@@ -129,9 +133,17 @@ TOOLS: tuple[ToolEntry, ...] = (
     ToolEntry("coffer__delete_document", core.delete_document, _CORE, _WRITE, CHANGE),
     ToolEntry("coffer__list_documents", curation.list_documents, _CURATION, _READ, READ),
     ToolEntry("coffer__knowledge_base_metrics", curation.knowledge_base_metrics, _CURATION, _READ, READ),
-    ToolEntry("coffer__check_sources", curation.check_sources, _CURATION, Access.REFRESH, CHANGE),
+    ToolEntry("coffer__check_sources", curation.check_sources, _CURATION, Access.REFRESH, CHANGE, long=True),
     ToolEntry("coffer__create_knowledge_base", curation.create_knowledge_base, _CURATION, _ADMIN, CREATE),
-    ToolEntry("coffer__update_knowledge_base", curation.update_knowledge_base, _CURATION, _ADMIN, CHANGE, embeds=True),
+    ToolEntry(
+        "coffer__update_knowledge_base",
+        curation.update_knowledge_base,
+        _CURATION,
+        _ADMIN,
+        CHANGE,
+        embeds=True,
+        long=True,
+    ),
     ToolEntry(
         "coffer__delete_knowledge_base",
         curation.delete_knowledge_base,
@@ -140,13 +152,21 @@ TOOLS: tuple[ToolEntry, ...] = (
         CHANGE,
         question=_delete_kb_question,
     ),
-    ToolEntry("coffer__reindex_knowledge_base", curation.reindex_knowledge_base, _CURATION, _WRITE, ADD, embeds=True),
+    ToolEntry(
+        "coffer__reindex_knowledge_base",
+        curation.reindex_knowledge_base,
+        _CURATION,
+        _WRITE,
+        ADD,
+        embeds=True,
+        long=True,
+    ),
     # CHANGE: with follow=true, documents whose file left the followed folder are removed.
-    ToolEntry("coffer__ingest_path", curation.ingest_path, _CURATION, _WRITE, CHANGE),
-    ToolEntry("coffer__ingest_url", curation.ingest_url, _CURATION, _WRITE, FETCH),
+    ToolEntry("coffer__ingest_path", curation.ingest_path, _CURATION, _WRITE, CHANGE, long=True),
+    ToolEntry("coffer__ingest_url", curation.ingest_url, _CURATION, _WRITE, FETCH, long=True),
     ToolEntry("coffer__update_from_source", curation.update_from_source, _CURATION, _WRITE, CHANGE),
     ToolEntry("coffer__list_snapshots", portability.list_kb_snapshots, _PORTABILITY, _READ, READ),
-    ToolEntry("coffer__export_knowledge_base", portability.export_knowledge_base, _PORTABILITY, _WRITE, ADD),
+    ToolEntry("coffer__export_knowledge_base", portability.export_knowledge_base, _PORTABILITY, _WRITE, ADD, long=True),
     ToolEntry("coffer__snapshot_knowledge_base", portability.snapshot_knowledge_base, _PORTABILITY, _WRITE, CREATE),
     ToolEntry(
         "coffer__restore_snapshot",
@@ -163,6 +183,11 @@ CORE_TOOLS = tuple(entry.name for entry in TOOLS if entry.toolset is ToolSet.COR
 READ_TOOLS = tuple(entry.name for entry in TOOLS if not entry.access.writes)
 TOOL_SCOPES: dict[str, Scope] = {entry.name: entry.access.scope for entry in TOOLS}
 """The scope each tool needs (``Access.scope``): what an OAuth token must hold to see and call it."""
+
+
+def task_tools(*, curation: bool, read_only: bool) -> tuple[str, ...]:
+    """The long tools a server with these switches offers: those a client may run as MCP tasks."""
+    return tuple(e.name for e in TOOLS if e.long and e.offered(curation=curation, read_only=read_only))
 
 
 def register_tools(server: MCPServer, run: Runner, *, curation: bool, read_only: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -33,6 +34,7 @@ __all__ = [
     "ACTOR_KEY",
     "GRANTED_SCOPES_KEY",
     "INTERNAL_ERROR",
+    "TASK_PROGRESS",
     "Job",
     "Runner",
     "caller",
@@ -49,6 +51,9 @@ INTERNAL_ERROR = "internal_error"
 # that carried an MCP message: its scopes (all of them counted, a frozenset) and the audit log's actor.
 GRANTED_SCOPES_KEY = "coffer.granted_scopes"
 ACTOR_KEY = "coffer.actor"
+TASK_PROGRESS: ContextVar[Callable[[int, int, str], None] | None] = ContextVar("coffer_task_progress", default=None)
+"""Where a call running as an MCP task reports its progress (set by ``_tasks`` in the task's context): the
+call's own request has been answered, so its progress token no longer reaches the client through it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,7 @@ class Job:
         writes: False on a read-only server, or for a token without ``coffer:write``: a tool offered
             there (``check_sources``) must not change anything.
         log: Where the call's log messages for the user go (``notify``).
+        task: For a call running as an MCP task, where its progress goes (``TASK_PROGRESS``).
     """
 
     service: Coffer
@@ -70,14 +76,18 @@ class Job:
     ctx: Context
     writes: bool = True
     log: ClientLog = NOWHERE
+    task: Callable[[int, int, str], None] | None = None
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         """Report progress (if the client asked for it) and stop here if the call was cancelled.
 
-        Called from the worker thread between documents, so a cancelled call stops cleanly with
-        every finished document committed.
+        Called from the worker thread between documents, so a cancelled call (or task) stops
+        cleanly with every finished document committed.
         """
         anyio.from_thread.check_cancelled()
+        if self.task is not None:
+            self.task(done, total, message)
+            return
         anyio.from_thread.run(self.ctx.report_progress, done, total, message or None)
 
     def notify(self, level: LoggingLevel, message: str) -> None:
@@ -105,7 +115,9 @@ class Runner:
         actor, client = caller(ctx)
         granted = granted_scopes(ctx)
         writes = self.writes and (granted is None or Scope.WRITE.value in granted)  # a read token only reads
-        job = Job(service=self.service, actor=actor, ctx=ctx, writes=writes, log=ClientLog.of(ctx))
+        job = Job(
+            service=self.service, actor=actor, ctx=ctx, writes=writes, log=ClientLog.of(ctx), task=TASK_PROGRESS.get()
+        )
         started = time.perf_counter()
 
         def work() -> T | CallToolResult:

@@ -22,20 +22,37 @@ from mcp.types import (
     CallToolResult,
     GetPromptResult,
     InputRequiredResult,
+    PromptsCapability,
     Resource,
+    ResourcesCapability,
+    ServerCapabilities,
+    ServerTasksCapability,
+    ServerTasksRequestsCapability,
     SetLevelRequestParams,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    TasksCallCapability,
+    TasksCancelCapability,
+    TasksListCapability,
+    TasksToolsCapability,
     Tool,
+    ToolExecution,
+    ToolsCapability,
+    UnsubscribeRequestParams,
 )
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from coffer_mcp.errors import CofferError, NotFoundError
 from coffer_mcp.mcp_server._arguments import invalid_arguments, mistyped_arguments, unknown_arguments
 from coffer_mcp.mcp_server._client_log import set_level
 from coffer_mcp.mcp_server._confirm import unanswered
+from coffer_mcp.mcp_server._notify import Notifier
 from coffer_mcp.mcp_server._prompts import invalid_params, prompt_refusal
 from coffer_mcp.mcp_server._runner import Runner, caller, granted_scopes, internal_error, tool_error
 from coffer_mcp.mcp_server._scopes import beyond_scope
 from coffer_mcp.mcp_server._unreadable import AnsweringStdin
+from coffer_mcp.mcp_server._uris import document_uri
 from coffer_mcp.mcp_server._wire import input_schema
 
 __all__ = ["CofferServer"]
@@ -54,6 +71,8 @@ class CofferServer(MCPServer):
         all_prompts: Every prompt name Coffer has, likewise.
         refusal: An error every call answers with, whatever its arguments (the configuration is
             broken, so no tool can run).
+        task_tools: The tools a client may run as MCP tasks (``_tasks``): listed with
+            ``execution.taskSupport`` ``optional``.
         **kwargs: ``MCPServer``'s keywords.
     """
 
@@ -64,6 +83,7 @@ class CofferServer(MCPServer):
         *,
         all_prompts: tuple[str, ...] = (),
         refusal: CofferError | None = None,
+        task_tools: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
         self._schemas: dict[str, dict[str, Any]] | None = None  # the published input schemas, by tool
@@ -72,10 +92,15 @@ class CofferServer(MCPServer):
         self.all_tools = all_tools
         self.all_prompts = all_prompts
         self.refusal = refusal
+        self.task_tools = frozenset(task_tools)
 
     async def list_tools(self) -> list[Tool]:
+        optional = ToolExecution(task_support="optional")
         return [
-            tool.model_copy(update={"input_schema": input_schema(tool.input_schema)})
+            tool.model_copy(
+                update={"input_schema": input_schema(tool.input_schema)}
+                | ({"execution": optional} if tool.name in self.task_tools else {})
+            )
             for tool in await super().list_tools()
         ]
 
@@ -84,6 +109,50 @@ class CofferServer(MCPServer):
         # The SDK deprecates logging as of 2026-07-28 and offers no decorator for it; clients of the
         # earlier versions (most, today) still set a level, and the conformance suite checks it.
         self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+
+    def serve_notifications(self, notifier: Notifier) -> None:
+        """Answer ``resources/subscribe`` and ``subscriptions/listen`` with the notifier's (see ``_notify``)."""
+        lowlevel = self._lowlevel_server
+        lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, notifier.subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, notifier.unsubscribe)
+        lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, notifier.listen)
+        self.middleware.append(notifier.hear_lists)
+
+    def declare_capabilities(self, *, notifies: bool, tasks: bool) -> None:
+        """Declare what the server does beyond what the SDK derives from its handlers, as each era says it.
+
+        Resource subscriptions and list changes (``notifies``, both eras); tasks (``tasks``) up to
+        2025-11-25 as ``capabilities.tasks`` (from 2026-07-28 the extension declares itself); and
+        no list changes of tools or prompts: their lists never change while a server runs.
+        """
+        lowlevel = self._lowlevel_server
+        derive = lowlevel.get_capabilities
+
+        def capabilities(
+            notification_options: Any = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+            *,
+            protocol_version: str | None = None,
+        ) -> ServerCapabilities:
+            era = protocol_version
+            found = derive(notification_options, experimental_capabilities, extensions, protocol_version=era)
+            resources = ResourcesCapability(subscribe=notifies, list_changed=notifies)
+            update: dict[str, Any] = {
+                "resources": resources if found.resources else None,
+                "tools": ToolsCapability(list_changed=False) if found.tools else None,
+                "prompts": PromptsCapability(list_changed=False) if found.prompts else None,
+            }
+            if tasks and era not in MODERN_PROTOCOL_VERSIONS:
+                calls = ServerTasksRequestsCapability(tools=TasksToolsCapability(call=TasksCallCapability()))
+                update["tasks"] = ServerTasksCapability(
+                    list=TasksListCapability(), cancel=TasksCancelCapability(), requests=calls
+                )
+            return found.model_copy(update=update)
+
+        # The SDK derives capabilities from the registered handlers and takes list changes as an
+        # argument its transports never pass (its own TODO L53); so they are declared here, once.
+        lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
 
     async def run_stdio_async(self) -> None:
         """Serve stdio as ``MCPServer`` does, but answer a line that does not parse (the SDK drops it)."""
@@ -163,7 +232,7 @@ class CofferServer(MCPServer):
         rows = service.index.recent_documents(RESOURCE_LIST_LIMIT)
         return [
             Resource(
-                uri=f"coffer://{r.kb}/{r.id}",
+                uri=document_uri(r.kb, r.id),
                 name=f"{r.kb}/{r.id}",
                 title=r.title,
                 mime_type="text/markdown",

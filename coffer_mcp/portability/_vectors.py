@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from coffer_mcp.embed import Embedder
+from coffer_mcp.errors import EmbeddingError
 from coffer_mcp.index import Index
 from coffer_mcp.portability._format import VectorDocument, VectorSet
 
@@ -93,6 +94,14 @@ def load_vectors(
     stored = index.vector_dimensions(embedder.identity)
     if stored is not None and stored != dims:
         return 0, (f"The pack's vectors cannot be used: {embedder.identity} has {stored} dimensions here, not {dims}.")
+    try:
+        return _load(index, kb, vector_set, source, targets, embedder.identity), ""
+    except EmbeddingError as exc:  # e.g. no sqlite-vec here: the documents stay due for embedding
+        return 0, f"The pack's vectors cannot be stored here: {exc.message}"
+
+
+def _load(index: Index, kb: str, vector_set: VectorSet, source: Path, targets: Mapping[str, str], identity: str) -> int:
+    dims = vector_set.dimensions
     loaded = 0
     batch: list[tuple[str, list[tuple[int, list[float]]]]] = []
     with source.open("rb") as handle:
@@ -103,10 +112,9 @@ def load_vectors(
             if target and rows is not None:
                 batch.append((target, rows))
             if len(batch) >= _BATCH:
-                loaded += _store(index, kb, dims, embedder.identity, batch)
+                loaded += _store(index, kb, dims, identity, batch)
                 batch = []
-    loaded += _store(index, kb, dims, embedder.identity, batch)
-    return loaded, ""
+    return loaded + _store(index, kb, dims, identity, batch)
 
 
 def _matching_rows(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coffer_mcp.embed.fastembed_models import download, open_cached, open_directory
+from coffer_mcp.embed.fastembed_models import download, not_installed, open_cached, open_directory
 from coffer_mcp.errors import RerankError
 from coffer_mcp.rerank.base import shorten
 
@@ -107,7 +107,11 @@ class FastEmbedReranker:
         return self._model
 
     def _open(self) -> TextCrossEncoder:
-        from fastembed.rerank.cross_encoder import TextCrossEncoder
+        try:
+            from fastembed.rerank.cross_encoder import TextCrossEncoder
+        except ImportError as exc:
+            instead = "set rerank provider to http (a /rerank endpoint) or none"
+            raise not_installed(exc, what="reranker", error=RerankError, instead=instead) from exc
 
         self._check_model_name(TextCrossEncoder)
         options: dict[str, Any] = {"threads": self.threads} if self.threads else {}

@@ -25,6 +25,7 @@ from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
 from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
 from coffer_mcp.services.authorization import AuthorizationService
+from coffer_mcp.services.changes import ChangeFeed
 from coffer_mcp.services.diagnosis import Diagnosis
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.services.embeddings import EmbeddingService
@@ -105,6 +106,11 @@ class Coffer:
     @property
     def embedder(self) -> Embedder | None:
         return self.registry.embedder
+
+    @property
+    def changes(self) -> ChangeFeed:
+        """What changed in the knowledge bases someone tracks (resource notifications of the MCP server)."""
+        return self.registry.changes
 
     def modes(self, config: KbConfig) -> list[str]:
         return self.registry.modes(config)

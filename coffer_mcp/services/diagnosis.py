@@ -87,7 +87,8 @@ class Diagnosis:
             reranker=reranker,
             knowledge_bases=kbs,
             problems=problems,
-            notes=[note for note in (rg.note, embedder.note if embedder.use == "store" else None) if note],
+            notes=index.notes
+            + [note for note in (rg.note, embedder.note if embedder.use == "store" else None) if note],
         )
 
     def embedder_status(self, *, check: bool = False) -> EmbedderStatus:

@@ -32,6 +32,7 @@ from coffer_mcp.indexing.reindex import Drift, chunk_params, detect_drift, index
 from coffer_mcp.models import Progress
 from coffer_mcp.rerank import BudgetedReranker, RerankConfig, make_reranker
 from coffer_mcp.services.activity import FollowActivity
+from coffer_mcp.services.changes import ChangeFeed
 from coffer_mcp.services.store_model import StoreEmbedding, embedding_config, model_cache
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
@@ -87,6 +88,7 @@ class Registry:
         self._scans = _ScanLog()
         self._checks = _BackgroundChecks(self.check_files)
         self.activity = FollowActivity()
+        self.changes = ChangeFeed(index, self.paths)
         self.models = StoreEmbedding(settings, index, self.paths, given=embedder)
         self._reranker: BudgetedReranker | None = None
         self._reranker_made = False
@@ -165,6 +167,7 @@ class Registry:
                 yield
             finally:
                 held.discard(name)
+                self.changes.touched(name)  # what was committed under the lock is worth a look now
 
     @contextlib.contextmanager
     def leased(
@@ -235,7 +238,10 @@ class Registry:
             file_lock(self.paths.locks / f"{_REGISTRY_LOCK}.lock", timeout=wait, what="the list of knowledge bases"),
             self.index.lock("registry", timeout=wait),
         ):
-            yield
+            try:
+                yield
+            finally:
+                self.changes.touched()
 
     # -- which knowledge bases exist ---------------------------------------------------------------
 

@@ -165,9 +165,9 @@ async def test_okta_scp_as_a_list_and_cid_are_read(issuer: Issuer, clock: Clock)
 @pytest.mark.parametrize(
     ("claims", "reason"),
     [
-        ({"exp": int(time.time()) - 3600}, "expired"),
-        ({"nbf": int(time.time()) + 3600}, "not yet valid"),
-        ({"iat": int(time.time()) + 3600}, "not yet valid"),
+        ({"exp": -3600}, "expired"),  # times: seconds from now, read when the test runs
+        ({"nbf": 3600}, "not yet valid"),
+        ({"iat": 3600}, "not yet valid"),
         ({"aud": "https://other.example.com/mcp"}, "wrong audience"),
         ({"aud": ["account"]}, "wrong audience"),
         ({"aud": None}, "malformed"),
@@ -190,7 +190,11 @@ async def test_okta_scp_as_a_list_and_cid_are_read(issuer: Issuer, clock: Clock)
 async def test_a_token_that_is_out_of_date_or_for_someone_else_is_refused(
     issuer: Issuer, clock: Clock, caplog: pytest.LogCaptureFixture, claims: dict[str, Any], reason: str
 ) -> None:
-    token = issuer.token(**claims)
+    # Not from the clock at collection: a long run (an hour under load) made "an hour ahead" the past.
+    now = int(time.time())
+    token = issuer.token(
+        **{k: now + v if k in ("exp", "nbf", "iat") and v is not None else v for k, v in claims.items()}
+    )
     with caplog.at_level(logging.INFO, logger="coffer_mcp.web._external"):
         assert await verify(verifier_for(issuer, clock), token) is None
     assert f"Refused a bearer token, {reason}:" in caplog.text

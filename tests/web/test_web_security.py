@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -37,8 +38,13 @@ def test_loopback_binds_need_no_token(host: str) -> None:
     check_bind(host, None)
 
 
-@pytest.mark.parametrize("token", [secrets.token_urlsafe(32), secrets.token_hex(24), TOKEN, "Abcdefgh-12345678"])
-def test_a_public_bind_with_a_strong_token_is_allowed(token: str) -> None:
+@pytest.mark.parametrize(
+    "make",
+    [lambda: secrets.token_urlsafe(32), lambda: secrets.token_hex(24), lambda: TOKEN, lambda: "Abcdefgh-12345678"],
+    ids=["token_urlsafe", "token_hex", "test-token", "mixed"],  # one id per run: parallel workers collect alike
+)
+def test_a_public_bind_with_a_strong_token_is_allowed(make: Callable[[], str]) -> None:
+    token = make()
     check_bind("0.0.0.0", token)
 
 

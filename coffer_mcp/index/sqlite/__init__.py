@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from coffer_mcp.errors import StoreError
+from coffer_mcp.errors import EmbeddingError, StoreError
 from coffer_mcp.index.fts import match_expression
 from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow
 from coffer_mcp.index.port import (
@@ -36,8 +36,9 @@ from coffer_mcp.index.port import (
 )
 from coffer_mcp.index.sqlite import model_record, oauth, vectors
 from coffer_mcp.index.sqlite import queries as q
-from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, AnnCache, Partition
-from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_version
+from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, GRAPHS_OFF, AnnCache, Partition
+from coffer_mcp.index.sqlite.db import Connection, binding, connect, database_errors, vec_missing, vec_version
+from coffer_mcp.index.sqlite.hnsw import available as hnsw_available
 from coffer_mcp.index.sqlite.schema import migrate
 from coffer_mcp.index.sqlite.viewer import ViewerError
 from coffer_mcp.models import Chunk
@@ -128,11 +129,7 @@ class SqliteIndex:
         chosen = binding()
         conn = self.conn
         vec = vec_version(conn)
-        problems = (
-            []
-            if vec is not None
-            else ["sqlite-vec is not loaded: vector search cannot work (pip install sqlean.py sqlite-vec)."]
-        )
+        problems = [] if vec is not None else [f"Vector search cannot work: {vec_missing()}."]
         return IndexDiagnosis(
             backend="sqlite",
             binding=chosen.name,
@@ -140,7 +137,16 @@ class SqliteIndex:
             keyword_index=q.has_fts5(conn),
             vector_version=vec,
             problems=problems,
+            notes=[] if hnsw_available() else [GRAPHS_OFF],
         )
+
+    def _need_vectors(self) -> None:
+        """Refuse a vector read or write without sqlite-vec: searches then degrade to keyword."""
+        if vec_version(self.conn) is None:
+            raise EmbeddingError(
+                f"Vector search is unavailable: {vec_missing()}.",
+                hint="Install it where coffer runs; keyword search and grep keep working without it.",
+            )
 
     # -- knowledge bases ---------------------------------------------------------------------------
 
@@ -279,6 +285,7 @@ class SqliteIndex:
     def store_vectors(
         self, identity: str, dimensions: int, kb: str, rows: Sequence[tuple[int, Sequence[float] | bytes]]
     ) -> None:
+        self._need_vectors()
         table = vectors.model_table(self.conn, identity, dimensions)
         assert table is not None  # created when missing
         vectors.delete_vectors(self.conn, [chunk_id for chunk_id, _ in rows], kb, keep=table)  # other models'
@@ -286,11 +293,14 @@ class SqliteIndex:
 
     def stored_vectors(self, identity: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
         table = vectors.table_of(self.conn, identity)
-        return {} if table is None else vectors.stored_vectors(self.conn, table, chunk_ids)
+        if table is None or vec_version(self.conn) is None:  # vectors stored before sqlite-vec went away
+            return {}
+        return vectors.stored_vectors(self.conn, table, chunk_ids)
 
     def knn(
         self, identity: str, query: Sequence[float], kbs: Sequence[str], where: Where, limit: int
     ) -> list[PassageRow]:
+        self._need_vectors()
         conn, scope = self.conn, as_filter(where)
         table = vectors.model_table(conn, identity, len(query), create=False)
         if table is None:

@@ -60,6 +60,10 @@ DEFAULT_THRESHOLD = default_of("ann_min_chunks")  # chunks; below it the scan ta
 MIN_CANDIDATES = 64
 COMPACT_SHARE, COMPACT_MIN = 0.05, 1_000  # rebuild once the delta and dead hold this much
 DELTA_MAX = 50_000  # past this many changed vectors the scan answers until the rebuild is done
+GRAPHS_OFF = (
+    "usearch is not installed: no HNSW graphs, so vector searches scan every vector exactly "
+    "(slower past ann_min_chunks chunks, same results; pip install usearch)."
+)
 VACANT_SHARE = 0.2  # a graph with more places of removed vectors than this is built afresh
 RETRY_SECONDS = 60.0  # after a failed build
 BUSY_RETRY_SECONDS = 5.0  # after finding another process building the graph
@@ -111,7 +115,8 @@ class AnnCache:
         cut off at its exit): its graphs come from a server or ``repair`` (a reindex)."""
         self.db_path = db_path
         self.folder = db_path.with_name(f"{db_path.name}-ann")
-        self.threshold = threshold
+        # Without usearch every search scans (GRAPHS_OFF), rather than failing a build per search.
+        self.threshold = threshold if hnsw.available() else 0
         self.background = background
         self.builds = builds
         self._parts: dict[Key, Partition] = {}

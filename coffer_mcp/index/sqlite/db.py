@@ -21,7 +21,7 @@ from typing import Any
 
 from coffer_mcp.errors import StoreError
 
-__all__ = ["Binding", "Connection", "binding", "connect", "database_errors", "vec_version"]
+__all__ = ["Binding", "Connection", "binding", "connect", "database_errors", "vec_missing", "vec_version"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,9 @@ def binding() -> Binding:
     try:
         import sqlean
     except ImportError:
-        log.warning("sqlite3 cannot load extensions and sqlean.py is not installed: no vector search")
+        # Not a warning on every command: a platform without sqlean.py's wheels runs keyword-only by
+        # design, and `coffer doctor` and every vector search say what to install (vec_missing).
+        log.info("sqlite3 cannot load extensions and sqlean.py is not installed: no vector search")
         return Binding(_stdlib_sqlite3, "sqlite3", _stdlib_sqlite3.sqlite_version, False)
     return Binding(sqlean, "sqlean", sqlean.sqlite_version, True)
 
@@ -137,7 +139,7 @@ def _enable_wal(conn: Connection) -> str:
 def _load_sqlite_vec(conn: Connection) -> None:
     path = _sqlite_vec_path()
     if path is None:
-        log.warning("sqlite-vec is not installed: vector search is unavailable")
+        log.info("sqlite-vec is not installed: vector search is unavailable")
         return
     try:
         conn.enable_load_extension(True)
@@ -146,6 +148,15 @@ def _load_sqlite_vec(conn: Connection) -> None:
         log.warning("could not load sqlite-vec (%s): vector search is unavailable", exc)
     finally:
         conn.enable_load_extension(False)
+
+
+def vec_missing() -> str:
+    """Why sqlite-vec is not loaded, with the command that adds what is missing."""
+    if not binding().can_load_extensions:
+        return "Python's sqlite3 cannot load extensions and sqlean.py is not installed (pip install sqlean.py)"
+    if _sqlite_vec_path() is None:
+        return "sqlite-vec is not installed (pip install sqlite-vec)"
+    return "sqlite-vec is installed but did not load (the log says why; pip install --force-reinstall sqlite-vec)"
 
 
 def vec_version(conn: Connection) -> str | None:

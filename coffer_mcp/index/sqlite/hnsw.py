@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import importlib.util
 import os
 import secrets
 import sys
@@ -39,7 +40,7 @@ from typing import Any
 from coffer_mcp.index.sqlite import viewer
 from coffer_mcp.index.sqlite.viewer import ViewerError
 
-__all__ = ["Builder", "Delta", "FileStamp", "Graph", "ViewerError", "as_query", "open_graph"]
+__all__ = ["Builder", "Delta", "FileStamp", "Graph", "ViewerError", "as_query", "available", "open_graph"]
 
 DTYPE = "f32"
 CONNECTIVITY = 16  # HNSW "M": links per node (usearch's default)
@@ -58,6 +59,14 @@ class FileStamp:
     size: int
     sha256: str
     vectors: int
+
+
+def available() -> bool:
+    """Whether usearch can be imported (located without importing it, which would load numpy)."""
+    try:
+        return importlib.util.find_spec("usearch") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @functools.cache
