@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import derive_title
+from coffer_mcp.errors import CofferError
 from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.indexing.copies import Copy, renumber_copies
@@ -74,7 +76,12 @@ COPY_ACTOR = "reconcile"
 """The audit log's actor of a read (or reindex) that gave a document copied in by hand a new id."""
 
 IndexProgress = Callable[[int, int], None]
-"""``progress(done, total)``, called by ``reconcile`` after each document it indexes."""
+"""``progress(done, total)``, called by ``reconcile`` after each batch of documents it commits."""
+
+BATCH_DOCUMENTS = 64
+"""The most documents a rebuild (``reconcile``) commits in one transaction (SPEC.md §10's group commit)."""
+BATCH_SECONDS = 0.2
+"""How long a rebuild's batch may gather documents before it is committed."""
 
 
 def index_progress(progress: Progress | None, message: str = "indexing") -> IndexProgress | None:
@@ -149,12 +156,18 @@ def index_document(
 
 
 def index_documents(
-    index: Index, kb: KbPaths, config: KbConfig, writes: Sequence[DocumentWrite], *, embedder: Embedder | None = None
+    index: Index,
+    kb: KbPaths,
+    config: KbConfig,
+    writes: Sequence[DocumentWrite],
+    *,
+    embedder: Embedder | None = None,
+    force: bool = False,
 ) -> list[Indexed]:
-    """``index_document`` for documents whose files were just written, all in one transaction (a
-    group commit: ``Index.batch``). Either every document's rows are written, or none (the error
-    is raised). Embedding, when due, follows the commit. Call while holding the KB lock."""
-    prepared = [_prepare(index, kb, config, write) for write in writes]
+    """``index_document`` for documents whose files are written, all in one transaction (a group
+    commit: ``Index.batch``). Either every document's rows are written, or none (the error is
+    raised). Embedding, when due, follows the commit. Call while holding the KB lock."""
+    prepared = [_prepare(index, kb, config, write, force=force) for write in writes]
     with index.batch():
         stored = [_store(index, kb, config, each) for each in prepared]
     return [_embedded(index, kb, config, each, embedder) for each in stored]
@@ -318,15 +331,9 @@ def reconcile(
     if force:
         targets = sorted({*targets, *index.doc_stamps(kb.name)})
     total = len(targets) + len(drift.removed)
-    indexed = 0
-    for done, doc_id in enumerate(targets, 1):
-        # Embedding waits until every file is indexed: a slow provider never delays the text index.
-        truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
-        record = _copy_record(index, kb, copies[doc_id]) if doc_id in copies else _nothing
-        outcome = index_document(index, kb, config, doc_id, force=force, truth=truth, record=record)
-        indexed += outcome is not None and outcome.chunks is not None
-        if progress:
-            progress(done, total)
+    # Embedding waits until every file is indexed: a slow provider never delays the text index.
+    writes = (_target_write(index, kb, doc_id, copies, force, reconversion) for doc_id in targets)
+    indexed = _index_in_batches(index, kb, config, writes, force=force, progress=progress, total=total)
     if drift.removed:
         with index.transaction():
             for doc_id in drift.removed:
@@ -351,6 +358,70 @@ def reconcile(
 
 def _nothing() -> None:
     pass
+
+
+def _target_write(
+    index: Index, kb: KbPaths, doc_id: str, copies: dict[str, Copy], force: bool, reconversion: Reconversion | None
+) -> DocumentWrite | str:
+    """What reconcile writes for ``doc_id``: its file's truth, or the id alone when its file is gone."""
+    truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
+    truth = truth or read_truth(kb, doc_id)
+    record = _copy_record(index, kb, copies[doc_id]) if doc_id in copies else _nothing
+    return doc_id if truth is None else DocumentWrite(doc_id, truth, record)
+
+
+def _index_in_batches(
+    index: Index,
+    kb: KbPaths,
+    config: KbConfig,
+    writes: Iterator[DocumentWrite | str],
+    *,
+    force: bool,
+    progress: IndexProgress | None,
+    total: int,
+) -> int:
+    """Index ``writes`` committed in batches (``BATCH_DOCUMENTS`` or ``BATCH_SECONDS``): the files are
+    there already, so a crash loses at most a batch's rows, which the next reconcile writes again.
+    A batch whose transaction fails is indexed again one document at a time, so that the
+    documents before the one at fault are kept and its error is raised as it would be alone.
+    Progress is reported once per committed batch. Returns how many documents got new chunks."""
+    indexed = done = 0
+    batch: list[DocumentWrite] = []
+    started = time.monotonic()
+
+    def commit() -> None:
+        nonlocal indexed, done, batch
+        writing, batch = batch, []
+        if not writing:
+            return
+        outcomes: Sequence[Indexed | None]
+        try:
+            outcomes = index_documents(index, kb, config, writing, force=force)
+        except (CofferError, OSError):
+            outcomes = [_alone(index, kb, config, write, force) for write in writing]
+        indexed += sum(outcome is not None and outcome.chunks is not None for outcome in outcomes)
+        done += len(writing)
+        if progress:
+            progress(done, total)
+
+    for write in writes:
+        if isinstance(write, str):  # its file is gone: its rows go, in a transaction of their own
+            index_document(index, kb, config, write)
+            done += 1
+            continue
+        if not batch:
+            started = time.monotonic()
+        batch.append(write)
+        if len(batch) >= BATCH_DOCUMENTS or time.monotonic() - started >= BATCH_SECONDS:
+            commit()
+    commit()
+    return indexed
+
+
+def _alone(index: Index, kb: KbPaths, config: KbConfig, write: DocumentWrite, force: bool) -> Indexed | None:
+    return index_document(
+        index, kb, config, write.doc_id, force=force, truth=write.truth, record=write.record, new=write.new
+    )
 
 
 def _copy_record(index: Index, kb: KbPaths, copy: Copy) -> Callable[[], None]:
