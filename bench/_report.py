@@ -224,7 +224,7 @@ _LATENCY_ROWS = [
     (("mcp", "search"), "keyword search through MCP stdio (client side)"),
     (("latency_ms", "grep_literal"), "grep, literal word (max 50 lines)"),
     (("latency_ms", "grep_regex"), "grep, small regex (max 50 lines)"),
-    (("latency_ms", "grep_no_match"), "grep, no match (reads every file)"),
+    (("latency_ms", "grep_no_match"), "grep, word in no file"),
     (("latency_ms", "read"), "read_document, whole document"),
     (("hybrid", "latency_ms", "hybrid"), "hybrid search (MiniLM query embedding included)"),
     (("hybrid", "latency_ms", "hybrid_content_words"), "hybrid search, only the queries with a content word"),

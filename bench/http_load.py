@@ -3,7 +3,8 @@
 Run from the repository root::
 
     python -m bench.http_load [--searchers 32] [--writers 4] [--seconds 60] [--documents 400]
-                              [--json-response] [--out bench/results/http_load.json]
+                              [--json-response] [--backend sqlite|postgres] [--postgres-url URL]
+                              [--out bench/results/http_load.json]
 
 It seeds a fresh ``COFFER_HOME`` with generated documents, starts ``coffer serve --http --port 0``
 as a subprocess on 127.0.0.1, opens one MCP session per client with the Python SDK's
@@ -43,6 +44,7 @@ from typing import Any
 
 import anyio
 
+from bench._backends import BACKENDS, open_backend
 from bench._measure import cpu_model, percentile, proc_cpu_seconds, ram_gb
 
 __all__ = ["LoadResult", "ServerProcess", "http_server", "main", "run_load", "seed_corpus", "summarize", "to_markdown"]
@@ -427,14 +429,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--documents", type=int, default=400, help="generated documents to seed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json-response", action="store_true", help="serve MCP with JSON replies instead of SSE")
+    parser.add_argument("--backend", default="sqlite", choices=BACKENDS, help="the index (postgres: embedded)")
+    parser.add_argument("--postgres-url", help="with --backend postgres: this server instead of an embedded one")
     parser.add_argument("--out", type=Path, default=Path("bench/results/http_load.json"))
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, open_backend(args.backend, args.postgres_url) as backend:
         home = Path(tmp) / "home"
-        print(f"seeding {args.documents} documents...", file=sys.stderr)
-        seed_corpus(home, args.documents, args.seed)
+        index = backend.new_index()
+        described = backend.describe()
+        print(f"seeding {args.documents} documents ({args.backend})...", file=sys.stderr)
+        seed_corpus(home, args.documents, args.seed, **index)
         server_args = ["--json-response"] if args.json_response else []
-        with http_server(home, args=server_args) as server:
+        with http_server(home, server_env(home, backend.env(index)), args=server_args) as server:
             print(f"loading {server.mcp_url} for {args.seconds:g} s...", file=sys.stderr)
             probe = _CpuProbe(server.proc.pid)
             result = anyio.run(
@@ -450,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "failures": result.failures[:50],
         "server_error_lines": server_errors[:50],
         "documents_seeded": args.documents,
+        "backend": described,
         "transport": "streamable HTTP, " + ("JSON replies" if args.json_response else "SSE replies"),
         "command": " ".join(["python", "-m", "bench.http_load", *(argv if argv is not None else sys.argv[1:])]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

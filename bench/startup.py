@@ -1,17 +1,36 @@
-"""Time from starting ``coffer serve`` to its answers to ``initialize`` and ``tools/list``.
+"""Start-up: how long the command line and the server take before they answer.
 
 Usage (from the repo root)::
 
-    python -m bench.startup [--runs 10] [--out bench/results/startup.json]
+    python -m bench.startup [--runs 10] [--data ../shared/eval/scifact] [--home DIR]
+                            [--baseline CHECKOUT] [--importtime] [--out bench/results/startup.json]
 
-Each run starts a fresh process on a fresh ``COFFER_HOME`` holding one knowledge base, writes the
-two requests, and reads the replies off stdout; the clock starts just before the process is
-spawned. Reports min / median / max in milliseconds and writes JSON beside the printed table.
+Each figure is the median (with min and max) of ``--runs`` fresh processes, timed from just
+before the process is spawned to its answer, beside the CPU time (user + system) the process
+used, which a loaded machine inflates far less than the wall-clock time:
+
+- ``coffer --version`` and ``coffer --help`` (``python -m coffer_mcp``, as the ``coffer`` script
+  runs it);
+- ``coffer kb search scifact QUERY``, one SciFact query per run (keyword, the default), over a
+  knowledge base of the 5,183 SciFact abstracts built once in ``--home`` (kept there when given,
+  so a later run reuses it);
+- ``coffer serve`` on stdio to its ``initialize`` and ``tools/list`` replies;
+- beside ours, the floors: an empty ``python -c pass``, ``from pydantic import BaseModel``, and
+  the MCP SDK's own import (``mcp.server.mcpserver``), which any server built on it pays.
+
+Each round runs every figure once, so that the machine's load, which changes from one second to
+the next, falls on every figure alike. ``--baseline`` names a checkout of another commit (a
+``git worktree``) whose commands are measured in the same rounds, from that folder (its
+``coffer_mcp`` is imported before the installed one): a before and after under the same load.
+
+``--importtime`` adds, for each command, the modules with the largest cumulative import time
+(``python -X importtime``, one run: it slows the process, so it is not part of the timings).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -20,9 +39,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+KB = "scifact"
+ROOT = Path(__file__).resolve().parents[1]
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -31,19 +54,44 @@ INITIALIZE = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+FLOORS = {
+    "python -c pass": "pass",
+    "from pydantic import BaseModel": "from pydantic import BaseModel",
+    "import mcp.server.mcpserver (the MCP SDK)": "import mcp.server.mcpserver",
+}
 
 
-def one_run(home: Path) -> tuple[float, float]:
-    """Milliseconds from spawn to the initialize reply, and to the tools/list reply."""
-    env = {**os.environ, "COFFER_HOME": str(home)}
+def coffer_command() -> list[str]:
+    """``coffer``: the package's ``__main__`` run by this interpreter (what the installed script
+    runs), from the checkout the process starts in."""
+    return [sys.executable, "-m", "coffer_mcp"]
+
+
+def timed(argv: Sequence[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, float]:
+    """Milliseconds from spawning ``argv`` to its exit (it must succeed), and the CPU time it used."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - started) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, (argv, proc.returncode)
+    return {"wall": wall, "cpu": (usage.ru_utime + usage.ru_stime) * 1000}
+
+
+def serve_once(env: dict[str, str], cwd: Path | None = None) -> dict[str, float]:
+    """Milliseconds from spawning ``coffer serve`` to its tools/list reply (``wall``) and to its
+    initialize reply, and the CPU time it had used when killed just after the tools/list reply."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer_mcp", "serve"],
+        [*coffer_command(), "serve"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
+        cwd=cwd,
     )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     try:
         proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
         proc.stdin.flush()
@@ -56,39 +104,150 @@ def one_run(home: Path) -> tuple[float, float]:
         assert reply["result"]["tools"], reply
     finally:
         proc.kill()
-        proc.wait()
-    return (initialized - started) * 1000, (listed - started) * 1000
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.stdin.close()
+        proc.stdout.close()
+    return {
+        "wall": (listed - started) * 1000,
+        "initialize": (initialized - started) * 1000,
+        "cpu": (usage.ru_utime + usage.ru_stime) * 1000,
+    }
 
 
-def main() -> None:
+def one_run(home: Path) -> tuple[float, float]:
+    """Milliseconds from spawning ``coffer serve`` on ``home`` to its initialize and tools/list replies."""
+    times = serve_once({**os.environ, "COFFER_HOME": str(home)})
+    return times["initialize"], times["wall"]
+
+
+def build_home(home: Path, data: Path) -> int:
+    """A knowledge base ``scifact`` of the BEIR corpus in ``data`` (unless ``home`` has it already),
+    each document as ``bench.quality`` ingests it (its title a heading above its text); its document count."""
+    from coffer_mcp import Coffer, load_settings
+
+    with Coffer(load_settings({}, home=home)) as coffer:
+        if KB not in {kb.name for kb in coffer.list_kbs()}:
+            coffer.create_kb(KB)
+            with (data / "corpus.jsonl").open(encoding="utf-8") as lines:
+                for row in map(json.loads, filter(str.strip, lines)):
+                    title, text = row.get("title") or "", row.get("text") or ""
+                    coffer.add_document(KB, f"{row['_id']}.md", f"# {title}\n\n{text}" if title.strip() else text)
+        return next(kb.document_count for kb in coffer.list_kbs() if kb.name == KB)
+
+
+def queries(data: Path, n: int) -> list[str]:
+    """The first ``n`` SciFact queries."""
+    with (data / "queries.jsonl").open(encoding="utf-8") as lines:
+        return [json.loads(line)["text"] for line, _ in zip(lines, range(n), strict=False)]
+
+
+def importtime(words: Sequence[str], env: dict[str, str], stdin: str = "", top: int = 12) -> list[dict[str, object]]:
+    """The ``top`` modules by cumulative import time (ms) of one ``python -X importtime -m coffer_mcp WORDS``."""
+    command = [sys.executable, "-X", "importtime", "-m", "coffer_mcp", *words]
+    proc = subprocess.run(
+        command, check=False, env=env, cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=120
+    )
+    rows: list[dict[str, object]] = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "cumulative" not in line:
+            _, cumulative, name = line.removeprefix("import time:").split("|")
+            rows.append({"module": name.strip(), "cumulative_ms": int(cumulative) / 1000})
+    return sorted(rows, key=lambda row: -float(str(row["cumulative_ms"])))[:top]
+
+
+@contextmanager
+def bench_home(given: Path | None) -> Iterator[Path]:
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix="coffer-startup-") as tmp:
+        yield Path(tmp)
+
+
+def measure(runs: int, probes: dict[str, Callable[[int], dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each probe's figures over ``runs`` rounds, each round running every probe once (so that a
+    change of the machine's load falls on all of them alike), after a round that warms the OS
+    file cache and the ``.pyc`` files."""
+    samples: dict[str, list[dict[str, float]]] = {label: [] for label in probes}
+    for i in range(-1, runs):
+        for label, probe in probes.items():
+            figures = probe(i)
+            if i >= 0:
+                samples[label].append(figures)
+    return {label: {key: _stats([s[key] for s in runs_]) for key in runs_[0]} for label, runs_ in samples.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--data", type=Path, default=Path("../shared/eval/scifact"))
+    parser.add_argument("--home", type=Path, help="keep the SciFact knowledge base here (default: a temporary one)")
+    parser.add_argument("--baseline", type=Path, help="a checkout of another commit, measured in the same rounds")
+    parser.add_argument("--importtime", action="store_true", help="add each command's slowest imports")
     parser.add_argument("--out", type=Path, default=Path("bench/results/startup.json"))
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        from coffer_mcp import Coffer, load_settings
-
-        with Coffer(load_settings(home=home)) as coffer:
-            coffer.create_kb("notes")
-            coffer.add_document("notes", "a.md", "# A\n\nwarm-up document")
-        one_run(home)  # warm the OS file cache and .pyc files
-        runs = [one_run(home) for _ in range(args.runs)]
-    init, listed = [r[0] for r in runs], [r[1] for r in runs]
+    args = parser.parse_args(argv)
+    with bench_home(args.home) as home:
+        documents = build_home(home, args.data)
+        env = {**os.environ, "COFFER_HOME": str(home)}
+        words = queries(args.data, args.runs + 1)
+        probes: dict[str, Callable[[int], dict[str, float]]] = {
+            f"floor: {label}": functools.partial(_floor, code, env) for label, code in FLOORS.items()
+        }
+        checkouts = {"": ROOT, **({"baseline: ": args.baseline.resolve()} if args.baseline else {})}
+        for prefix, cwd in checkouts.items():
+            probes.update({f"{prefix}{label}": probe for label, probe in _commands(env, cwd, words).items()})
+        load_before = os.getloadavg()
+        figures = measure(args.runs, probes)
+        profile = _profiles(env, words[0]) if args.importtime else None
     summary = {
-        "initialize_ms": _stats(init),
-        "tools_list_ms": _stats(listed),
+        "figures_ms": figures,
         "runs": args.runs,
-        "command": " ".join(["python", "-m", "bench.startup", *sys.argv[1:]]),
+        "documents": documents,
+        "coffer": " ".join(coffer_command()),
+        "baseline": str(args.baseline) if args.baseline else None,
+        "command": " ".join(["python", "-m", "bench.startup", *(sys.argv[1:] if argv is None else argv)]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_average": {"before": load_before, "after": os.getloadavg()},
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        **({"importtime": profile} if profile else {}),
     }
-    print("| from process start to | min ms | median ms | max ms |\n|---|---|---|---|")
-    for label, key in (("initialize reply", "initialize_ms"), ("tools/list reply", "tools_list_ms")):
-        s = summary[key]
-        print(f"| {label} | {s['min']:.0f} | {s['median']:.0f} | {s['max']:.0f} |")
+    print("| from process start to its answer | min ms | median ms | max ms | median CPU ms |")
+    print("|---|---:|---:|---:|---:|")
+    for label, f in figures.items():
+        wall = f["wall"]
+        print(f"| {label} | {wall['min']:.0f} | {wall['median']:.0f} | {wall['max']:.0f} | {f['cpu']['median']:.0f} |")
+        if "initialize" in f:
+            init = f["initialize"]
+            print(f"| (its initialize reply) | {init['min']:.0f} | {init['median']:.0f} | {init['max']:.0f} | |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def _commands(env: dict[str, str], cwd: Path, words: list[str]) -> dict[str, Callable[[int], dict[str, float]]]:
+    """The commands timed, run from checkout ``cwd``; run ``i`` searches for ``words[i + 1]``."""
+    coffer = coffer_command()
+    return {
+        "coffer --version": lambda _: timed([*coffer, "--version"], env, cwd),
+        "coffer --help": lambda _: timed([*coffer, "--help"], env, cwd),
+        f"coffer kb search {KB} QUERY": lambda i: timed([*coffer, "kb", "search", KB, words[i + 1]], env, cwd),
+        "coffer serve to tools/list reply": lambda _: serve_once(env, cwd),
+    }
+
+
+def _profiles(env: dict[str, str], query: str) -> dict[str, list[dict[str, object]]]:
+    serve_input = "\n".join(json.dumps(m) for m in (INITIALIZE, INITIALIZED, TOOLS_LIST)) + "\n"
+    return {
+        "coffer --version": importtime(["--version"], env),
+        "coffer --help": importtime(["--help"], env),
+        "coffer kb search": importtime(["kb", "search", KB, query], env),
+        "coffer serve": importtime(["serve"], env, stdin=serve_input),
+    }
+
+
+def _floor(code: str, env: dict[str, str], _: int) -> dict[str, float]:
+    return timed([sys.executable, "-c", code], env)
 
 
 def _stats(values: list[float]) -> dict[str, float]:

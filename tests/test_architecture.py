@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import os
 import re
 import subprocess
 import sys
@@ -106,6 +108,68 @@ def test_importing_the_core_loads_no_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def modules_after_coffer(*argv: str, home: Path | None = None) -> set[str]:
+    """The modules a fresh interpreter holds once ``coffer ARGV`` has run (through ``cli.main``, as the script does)."""
+    code = (
+        "import sys\n"
+        "from coffer_mcp.cli import main\n"
+        "try:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\n"
+        "sys.stdout.write('\\n' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+    )
+    env = {**os.environ, **({"COFFER_HOME": str(home)} if home else {})}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True, env=env, timeout=120
+    ).stdout
+    return set(out.splitlines()[-1].split())
+
+
+def loaded_of(loaded: set[str], *packages: str) -> list[str]:
+    return sorted(m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in packages))
+
+
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["kb", "--help"], ["kb", "search", "--help"], ["serve", "--help"]], ids=" ".join
+)
+def test_version_and_help_load_no_pydantic_no_service_no_index_no_converter(argv: list[str]) -> None:
+    loaded = modules_after_coffer(*argv)
+    assert "coffer_mcp.cli" in loaded
+    heavy = ("pydantic", "pydantic_core", "mcp", "yaml", "sqlite3", "sqlean")
+    core = ("coffer_mcp.settings", "coffer_mcp.models", "coffer_mcp.services", "coffer_mcp.index")
+    assert loaded_of(loaded, *heavy, *core, "coffer_mcp.convert", "coffer_mcp.portability") == []
+
+
+def test_a_search_from_the_command_line_loads_no_converter_no_pack_format_and_no_server(tmp_path: Path) -> None:
+    from coffer_mcp.cli import main
+
+    assert main(["--home", str(tmp_path), "kb", "create", "notes"]) == 0
+    (tmp_path / "a.md").write_text("# A\n\nthe moon and its tides\n", encoding="utf-8")
+    assert main(["--home", str(tmp_path), "kb", "ingest", "notes", str(tmp_path / "a.md")]) == 0
+    loaded = modules_after_coffer("kb", "search", "notes", "tides", home=tmp_path)
+    assert "coffer_mcp.retrieval.search" in loaded  # it did search
+    converters = ("coffer_mcp.convert._registry", "markitdown", "pypdfium2", "trafilatura")
+    packs = ("coffer_mcp.portability._format", "coffer_mcp.portability._export", "coffer_mcp.portability._import")
+    servers = ("mcp", "coffer_mcp.mcp_server", "coffer_mcp.web", "starlette", "uvicorn")
+    assert loaded_of(loaded, *converters, *packs, *servers, "coffer_mcp.retrieval.grep") == []
+
+
+def test_the_mcp_server_loads_no_converter_and_no_grep_engine_until_a_tool_needs_one() -> None:
+    code = "import sys, coffer_mcp.mcp_server; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    loaded = set(out.split())
+    assert "mcp" in loaded
+    assert loaded_of(loaded, "coffer_mcp.convert._registry", "markitdown", "coffer_mcp.retrieval.grep") == []
+
+
+@pytest.mark.parametrize("package", ["coffer_mcp.convert", "coffer_mcp.portability"])
+def test_every_name_a_lazy_package_exports_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if getattr(module, name, None) is None]
+    assert missing == []
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        _ = module.nothing_here
 
 
 def test_each_tool_name_is_written_once_in_the_mcp_server_in_its_registry() -> None:

@@ -414,3 +414,42 @@ def test_random_documents_chunk_within_bounds_and_lose_no_word(
     expected = [t for kind, text in blocks if kind != "heading" for t in _tokens(text)]
     seen = dict.fromkeys(t for c in chunks for t in _tokens(c.text))
     assert list(seen) == expected  # every word, once, in order (overlap only repeats)
+
+
+# --- where chunks come from ----------------------------------------------------------------
+
+
+def test_each_chunk_says_which_body_lines_it_comes_from_its_overlap_included() -> None:
+    prose = "First paragraph, alpha words here.\n\n\nSecond paragraph,\nover two lines."
+    doc = f"# Guide\n\n{prose}\n\n## Code\n\n{_fence(3)}"
+    chunks = chunk_markdown(doc, chunk_size=64, chunk_overlap=16)
+    lines = doc.split("\n")
+    assert [(c.text.split("\n")[0][:20], c.lines) for c in chunks] == [
+        ("First paragraph, alp", (3, 3)),
+        ("words here.", (3, 7)),  # opens with the first paragraph's last words
+        ("```python", (11, 15)),
+    ]
+    assert lines[10:15][0] == "```python"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["para", "long", "fence", "table", "heading", "blank"]), min_size=1, max_size=25))
+def test_every_line_of_a_chunk_is_found_within_the_lines_it_names(kinds: list[str]) -> None:
+    pieces = {
+        "para": _paragraph(1, 1),
+        "long": _paragraph(2, 9),
+        "fence": _fence(40),
+        "table": _table(60),
+        "heading": "## Part",
+        "blank": "",
+    }
+    doc = "\n\n".join(pieces[kind] for kind in kinds)
+    lines = doc.split("\n")
+    for chunk in chunk_markdown(doc, chunk_size=128, chunk_overlap=32):
+        assert chunk.lines is not None
+        first, last = chunk.lines
+        region = " ".join(" ".join(lines[first - 1 : last]).split())
+        for line in chunk.text.split("\n"):
+            text = " ".join(line.split())
+            if text and not text.startswith(("| name", "|---", "```")):  # a piece's repeated header and fence
+                assert text in region, (chunk.lines, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp.cli import main
+from coffer_mcp.cli import COMMANDS, main
+from coffer_mcp.cli._commands import GROUPS
+from coffer_mcp.cli._parser import build_parser
 from coffer_mcp.index.sqlite import SqliteIndex
 from coffer_mcp.retrieval.grep import rg_status
 from tests.conftest import FIXTURES, installed_script
@@ -704,6 +707,32 @@ def test_help_explains_each_option_with_its_range(home: Path, capsys, command: s
         main(["kb", command, "--help"])
     assert stopped.value.code == 0
     assert says in " ".join(capsys.readouterr().out.split())
+
+
+def said(parser: argparse.ArgumentParser, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[object, ...]:
+    """What ``parser`` does with ``argv`` that ends it: its exit status, stdout and stderr."""
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args(argv)
+    return stopped.value.code, *capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        *([group, "--help"] for group in GROUPS),
+        *([*command.words, "--help"] for command in COMMANDS),
+        ["kb", "serch", "notes"],
+        ["kb", "search"],
+        ["nothing"],
+        ["kb", "create", "notes", "--chunk-size", "lots"],
+    ],
+    ids=" ".join,
+)
+def test_the_parser_built_for_a_command_line_says_what_the_whole_parser_says(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert said(build_parser(argv), argv, capsys) == said(build_parser(), argv, capsys)
 
 
 @pytest.mark.parametrize(

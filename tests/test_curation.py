@@ -115,10 +115,8 @@ async def test_a_cancelled_folder_ingest_stops_between_documents(home: Path, tmp
         assert 3 <= done.total < 30
         files = sorted(p.name for p in (home / "knowledge" / "kb" / "docs").iterdir())
         assert len(files) == done.total  # nothing half-written, nothing unindexed
-        outcome = coffer.index.conn.execute(
-            "SELECT outcome FROM mcp_invocations WHERE tool = 'coffer__ingest_path'"
-        ).fetchone()[0]
-        assert outcome == "cancelled"
+        outcomes = [c.outcome for c in coffer.invocations() if c.tool == "coffer__ingest_path"]
+        assert outcomes == ["cancelled"]
 
 
 # -- ingest_url ----------------------------------------------------------------------------------

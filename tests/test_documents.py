@@ -395,7 +395,7 @@ def test_an_edit_to_an_empty_body_is_refused(coffer: Coffer, notes: str) -> None
 def test_deleting_a_document_removes_its_files_rows_and_passages(coffer: Coffer, notes: str, home: Path) -> None:
     doc = coffer.add_document(notes, "a.md", "# A\n\nunique marmalade")
     result = coffer.delete_document(notes, doc.document_id)
-    assert result.files_removed == 2
+    assert result.files_removed == 3  # the Markdown, the original and its source map
     assert files_under(home / "knowledge" / notes) == ["kb.yaml"]
     assert not coffer.search(notes, "marmalade").passages
     with pytest.raises(DocumentNotFoundError):

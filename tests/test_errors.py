@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 
 from coffer_mcp import Coffer
+from coffer_mcp.cli._commands import COMMANDS
+from coffer_mcp.cli._parser import build_parser
 from coffer_mcp.errors import (
     ARG_WORDS,
     SURFACES,
@@ -17,6 +21,7 @@ from coffer_mcp.errors import (
     DocumentNotFoundError,
     render_hint,
 )
+from coffer_mcp.mcp_server._registry import TOOLS
 from tests.conftest import REPO
 
 PACKAGE = REPO / "coffer_mcp"
@@ -111,3 +116,36 @@ def test_tags_are_asked_for_as_a_list_over_mcp_and_as_words_and_flags_on_the_com
         "Give up to 100 short words or phrases, e.g. coffer kb tag NAME DOC_ID project-x draft (--clear removes them; "
         "coffer kb ingest takes --tag TAG, repeated)."
     )
+
+
+def _command_line_words() -> tuple[set[str], set[str]]:
+    """Every command a user can type after ``coffer`` and every option any command takes."""
+    options = {flag for action in build_parser([])._actions for flag in action.option_strings}
+    for command in COMMANDS:
+        parser = argparse.ArgumentParser()
+        command.arguments(parser)
+        options |= {flag for action in parser._actions for flag in action.option_strings}
+    return {command.name for command in COMMANDS}, options
+
+
+def test_each_tool_a_hint_names_is_a_real_tool_and_a_real_command() -> None:
+    # A hint that sends the reader to a tool or command that does not exist is a dead end.
+    tools = {entry.name: entry for entry in TOOLS}
+    commands, _ = _command_line_words()
+    for name, words in TOOL_WORDS.items():
+        assert words["mcp"] == f"coffer__{name}", name
+        assert words["mcp"] in tools, name
+        for text in (words["cli"], words["web"]):
+            for said in re.findall(r"\bcoffer ([a-z-]+(?: [a-z-]+)?)", text):
+                assert said in commands or said.split()[0] in commands, f"{name}: 'coffer {said}' is no command"
+
+
+def test_each_argument_a_hint_names_is_a_real_argument_and_a_real_option() -> None:
+    parameters = {p for entry in TOOLS for p in inspect.signature(entry.body).parameters}
+    _, options = _command_line_words()
+    for name, words in ARG_WORDS.items():
+        argument = name.split("=")[0]
+        if argument not in ("overwrite", "filters", "tags"):  # said in a sentence over MCP, not by name
+            assert argument in parameters or argument in words["mcp"], name
+        for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", words["cli"] + " " + words["web"]):
+            assert flag in options, f"{name}: {flag} is no option of any command"

@@ -314,6 +314,40 @@ def test_files_given_that_a_whole_search_would_skip_are_skipped(tmp_path: Path, 
     assert hits(outcome) == [("a.md", 1, "needle")]
 
 
+def test_many_files_given_are_checked_against_one_listing_of_their_folder_with_the_same_answer(
+    tmp_path: Path, engine: str
+) -> None:
+    kb = tmp_path / "kb"
+    for i in range(300):  # past _LIST_FOLDER_ABOVE: one listing instead of an lstat each
+        write(kb / f"f{i:03}.md", "needle\n" if i % 50 == 7 else "hay\n")
+    write(kb / ".hidden.md", "needle\n")
+    write(kb / "notes.txt", "needle\n")
+    given = [*kb.glob("*"), tmp_path / "outside.md", kb / "gone.md"]
+    if os.name == "posix":
+        (kb / "link.md").symlink_to(kb / "f007.md")
+        given.append(kb / "link.md")
+    assert len(given) > grep._LIST_FOLDER_ABOVE
+    outcome = grep_dirs([kb], "needle", engine=engine, only=given)
+    assert [m.path.name for m in outcome.matches] == [f"f{i:03}.md" for i in range(7, 300, 50)]
+    assert hits(outcome) == hits(grep_dirs([kb], "needle", engine=engine))
+
+
+def test_files_taken_as_checked_are_searched_as_given(tmp_path: Path, engine: str) -> None:
+    for name in ("a.md", "b.md", "c.md"):
+        write(tmp_path / name, f"x {name}\n")
+    files = [str(tmp_path / "a.md"), str(tmp_path / "c.md")]
+    outcome = grep_dirs([tmp_path], "x", engine=engine, files=files, only=[tmp_path / "b.md"])
+    assert [m.line for m in outcome.matches] == ["x a.md", "x c.md"]
+
+
+def test_a_long_list_of_files_is_cut_into_runs_that_grow_from_a_short_first_one() -> None:
+    paths = [f"/kb/{i:05}.md" for i in range(10_000)]
+    sizes = [len(batch) for batch in grep._batches(paths, 1_000_000)]
+    assert sizes[:3] == [grep._FIRST_BATCH, 8 * grep._FIRST_BATCH, 64 * grep._FIRST_BATCH]
+    assert sum(sizes) == len(paths)
+    assert [len(batch) for batch in grep._batches(paths[:10], 3 * (len(paths[0]) + 16))] == [3, 3, 3, 1]
+
+
 def test_no_file_given_finds_nothing_but_still_checks_the_pattern(tmp_path: Path, engine: str) -> None:
     write(tmp_path / "a.md", "needle\n")
     assert grep_dirs([tmp_path], "needle", engine=engine, only=[]) == GrepOutcome([], False, engine)

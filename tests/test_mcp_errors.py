@@ -195,9 +195,7 @@ async def test_a_refused_call_is_logged_like_any_other(service: Coffer) -> None:
     async with Client(build_server(service), client_info=CLIENT) as client:
         await client.call_tool("coffer__search_knowledge", {"kb": "kb", "query": "x", "top_k": 1000})
         await client.call_tool("coffer__serch_knowledge", {"kb": "kb", "query": "x"})
-    calls = [
-        tuple(r) for r in service.index.conn.execute("SELECT tool, client, outcome, error_code FROM mcp_invocations")
-    ]
+    calls = [(c.tool, c.client, c.outcome, c.error_code) for c in service.invocations()]
     assert calls == [
         ("coffer__search_knowledge", "error-test", "error", "invalid_argument"),
         ("coffer__serch_knowledge", "error-test", "error", "unknown_tool"),
@@ -232,8 +230,7 @@ async def test_a_failure_nobody_mapped_is_an_internal_error_with_its_traceback_o
     crash = next(r for r in caplog.records if "failed unexpectedly" in r.getMessage())
     assert crash.exc_info is not None
     assert isinstance(crash.exc_info[1], OSError)
-    logged = service.index.conn.execute("SELECT outcome, error_code FROM mcp_invocations").fetchall()
-    assert [tuple(row) for row in logged] == [("crash", "internal_error")]
+    assert [(c.outcome, c.error_code) for c in service.invocations()] == [("crash", "internal_error")]
 
 
 async def test_a_refused_export_says_what_the_tool_can_do_and_that_it_writes(

@@ -67,7 +67,7 @@ async def test_every_call_is_logged_under_the_name_the_client_called(coffer: Cof
             wanted = {k: v for k, v in arguments.items() if k in tool.input_schema["properties"]}
             result = await client.call_tool(tool.name, wanted)
             assert not result.is_error, (tool.name, result.content[0].text)
-    logged = [(call.tool, call.outcome) for call in coffer.index.invocations()]
+    logged = [(call.tool, call.outcome) for call in coffer.invocations()]
     assert logged == [(name, "ok") for name in READ_TOOLS]
     assert set(READ_TOOLS) < set(TOOL_NAMES)
 

@@ -174,7 +174,8 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> 
         assert found["strategy"] == "keyword"
         assert found["passages"][0]["document_id"] == english["document_id"]
         passage = found["passages"][0]
-        assert set(passage) == {"text", "document_id", "title", "score", "position"}  # lean: see test_lean_results
+        # lean: see test_lean_results; where it is in ann.md: tests/test_source_locations.py
+        assert set(passage) == {"text", "document_id", "title", "score", "position", "source_location"}
         assert passage["title"] == "Approximate nearest neighbour search"
 
         for query in ("近邻搜索", "向量"):
@@ -190,7 +191,7 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> 
 
         grep = await call(client, "coffer__grep_knowledge", kb="research", pattern=r"HNSW\s+graphs")
         hit = grep["hits"][0]
-        assert set(hit) == {"document_id", "line_number", "line", "kb"}
+        assert set(hit) == {"document_id", "line_number", "line", "kb", "source_location"}
         assert hit["document_id"] == english["document_id"]
         assert "HNSW" in hit["line"]
         assert grep["truncated"] is False
@@ -412,7 +413,7 @@ async def test_every_call_is_logged_and_writes_are_audited_with_the_agent_as_act
         await call(client, "coffer__create_knowledge_base", name="kb")
         added = await call(client, "coffer__add_document", kb="kb", filename="a.md", content="# A\n\ntext")
         await call_error(client, "coffer__search_knowledge", kb="missing", query="x")
-    calls = [(c.tool, c.client, c.outcome, c.error_code) for c in coffer.index.invocations()]
+    calls = [(c.tool, c.client, c.outcome, c.error_code) for c in coffer.invocations()]
     assert calls == [
         ("coffer__create_knowledge_base", "test-agent", "ok", None),
         ("coffer__add_document", "test-agent", "ok", None),

@@ -115,6 +115,16 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return Path(source.export_kb("notes", root / "notes.cofferpack", with_vectors=True).path)
 
 
+def test_a_pack_without_source_maps_stays_format_version_1_which_older_coffers_read(tmp_path: Path) -> None:
+    with open_service(tmp_path / "home") as source:
+        source.create_kb("pages")
+        source.add_document("pages", "page.html", (FIXTURES / "sample.html").read_bytes())  # no pages nor lines
+        pack = Path(source.export_kb("pages", tmp_path / "pages.cofferpack").path)
+    manifest = json.loads(read_members(pack)[0][1])
+    assert manifest["format_version"] == 1
+    assert not any(name.endswith(".map.json") for name in manifest["files"])
+
+
 @pytest.fixture
 def target(tmp_path: Path):
     """A store that already holds one knowledge base, to check a refused import leaves it alone."""
@@ -192,7 +202,9 @@ def test_the_pack_is_a_gzip_tar_whose_first_member_is_a_manifest_of_every_file(p
     for name, data in files.items():
         assert manifest["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
     assert manifest["counts"] == {"documents": 3, "raw_files": 3, "vectors": 3}
-    assert (manifest["format"], manifest["format_version"], manifest["kb"]["name"]) == ("coffer-pack", 1, "notes")
+    # Each document's source map (where its lines are in its original) makes it format version 2.
+    assert sum(name.endswith(".map.json") for name in files) == 3
+    assert (manifest["format"], manifest["format_version"], manifest["kb"]["name"]) == ("coffer-pack", 2, "notes")
     assert manifest["kb"]["config"]["vector"] is True
     assert (manifest["vectors"]["model"], manifest["vectors"]["dimensions"]) == ("test:hash-64", 64)
     assert len(files["vectors.f32"]) == 3 * 64 * 4

@@ -7,6 +7,8 @@ from typing import ClassVar, Protocol
 
 from coffer_mcp.errors import EngineUnavailableError
 
+from ._places import Mapped, Places
+
 __all__ = ["Conversion", "Converter", "ExtensionConverter", "engine_missing"]
 
 
@@ -21,26 +23,30 @@ class Conversion:
             ``markitdown``, ``pypdfium2/4``... (``engine_for``). A converter whose output changes
             gets a new value, so documents converted by the old one can be told apart.
         original_format: Lowercase extension without the dot, e.g. ``pdf``.
+        places: Where each line of ``markdown`` is in the original (``store.locations``), one
+            per line split at ``\\n``; empty when the conversion does not know.
     """
 
     markdown: str
     title: str
     engine: str
     original_format: str
+    places: Places = ()
 
 
 class Converter(Protocol):
     """Turns the bytes of one family of formats into Markdown (before cleaning).
 
     Implementations raise ``IngestRejectedError`` for input they cannot read and
-    ``EngineUnavailableError`` when a library they need is missing.
+    ``EngineUnavailableError`` when a library they need is missing. One that knows where its
+    lines come from in the original returns them with the Markdown (``Mapped``).
     """
 
     name: str
 
     def can_handle(self, ext: str) -> bool: ...
 
-    def convert(self, data: bytes, filename: str) -> str: ...
+    def convert(self, data: bytes, filename: str) -> str | Mapped: ...
 
 
 class ExtensionConverter:

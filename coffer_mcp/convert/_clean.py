@@ -7,7 +7,7 @@ import unicodedata
 
 from coffer_mcp.store.markdown import split_fences
 
-__all__ = ["clean_markdown"]
+__all__ = ["clean_markdown", "cleaned_line", "normalize_newlines"]
 
 # C0 controls except \t and \n (\r is normalized before), DEL, C1 controls, lone surrogates and
 # the two noncharacters that usually mean a broken decode. A BOM inside text is dropped too.
@@ -44,9 +44,7 @@ def clean_markdown(text: str) -> str:
         The cleaned text ending in a single newline, or ``""`` when nothing is left.
     """
     # str methods rather than regexes where possible: a 1 MB document should take milliseconds.
-    for newline in ("\r\n", "\r", "\u2028", "\u2029"):
-        text = text.replace(newline, "\n")
-    text = _CONTROL.sub("", text)
+    text = _CONTROL.sub("", normalize_newlines(text))
     text = unicodedata.normalize("NFC", text)
     text = _rstrip_lines(text)
     lowered = text.lower()
@@ -57,6 +55,18 @@ def clean_markdown(text: str) -> str:
         )
     text = text.strip("\n")
     return text + "\n" if text else ""
+
+
+def normalize_newlines(text: str) -> str:
+    """``text`` with every line break as cleaning counts them (CRLF, CR, U+2028, U+2029) a ``\\n``."""
+    for newline in ("\r\n", "\r", "\u2028", "\u2029"):
+        text = text.replace(newline, "\n")
+    return text
+
+
+def cleaned_line(line: str) -> str:
+    """One line (of ``normalize_newlines``' text) as cleaning leaves it when it keeps it whole."""
+    return unicodedata.normalize("NFC", _CONTROL.sub("", line)).rstrip()
 
 
 def _clean_prose(segment: str, boilerplate: bool) -> str:

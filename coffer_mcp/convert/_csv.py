@@ -8,6 +8,7 @@ import io
 from coffer_mcp.errors import IngestRejectedError
 
 from ._decode import decode_text
+from ._places import Mapped
 
 __all__ = ["CsvConverter"]
 
@@ -24,20 +25,23 @@ class CsvConverter:
     def can_handle(self, ext: str) -> bool:
         return ext in self.extensions
 
-    def convert(self, data: bytes, filename: str) -> str:
+    def convert(self, data: bytes, filename: str) -> Mapped:
+        """The table, each line at its record of the file (the header is row 1, as a spreadsheet numbers them)."""
         text = decode_text(data, filename)
         tab_separated = filename.lower().endswith(".tsv")
         dialect = csv.excel_tab if tab_separated else _sniff(text)
         try:
             reader = csv.reader(io.StringIO(text, newline=""), dialect)
-            rows = [row for row in reader if any(cell.strip() for cell in row)]
+            numbered = [(number, row) for number, row in enumerate(reader, 1) if any(cell.strip() for cell in row)]
         except csv.Error as exc:
             raise IngestRejectedError(
                 "conversion_failed",
                 f"{filename!r} is not a readable CSV file: {exc}.",
                 hint="Check the quoting and delimiters, or save the sheet again as CSV (UTF-8).",
             ) from exc
-        return markdown_table(rows)
+        rows = [row for _, row in numbered]
+        places = [{"row": number} for number, _ in numbered]
+        return Mapped(markdown_table(rows), (*places[:1], None, *places[1:]) if places else ())
 
 
 def markdown_table(rows: list[list[str]]) -> str:

@@ -13,6 +13,7 @@ from ._docx import DocxConverter
 from ._html import HtmlConverter
 from ._markitdown import MARKITDOWN_EXTENSIONS, MarkItDownConverter
 from ._pdf import PdfConverter
+from ._places import Mapped
 from ._sheets import SheetConverter
 from ._slides import SlideConverter
 
@@ -56,7 +57,7 @@ class DocumentConverter:
     def can_handle(self, ext: str) -> bool:
         return ext in self.extensions
 
-    def convert(self, data: bytes, filename: str, *, html_main_content: bool = True) -> str:
+    def convert(self, data: bytes, filename: str, *, html_main_content: bool = True) -> str | Mapped:
         ext = filename.rpartition(".")[2].lower()
         if ext in ("html", "htm"):
             converter: Converter = _HTML[html_main_content]

@@ -7,6 +7,7 @@ from typing import ClassVar
 from coffer_mcp.errors import IngestRejectedError
 
 from ._base import ExtensionConverter, engine_missing
+from ._places import Mapped
 
 __all__ = ["PdfConverter"]
 
@@ -21,7 +22,7 @@ class PdfConverter(ExtensionConverter):
     name = "pypdfium2/4"
     extensions: ClassVar[frozenset[str]] = frozenset({"pdf"})
 
-    def convert(self, data: bytes, filename: str) -> str:
+    def convert(self, data: bytes, filename: str) -> Mapped:
         try:
             import pypdfium2  # noqa: F401 - checked here so a missing engine says so
         except ImportError as exc:
@@ -35,8 +36,8 @@ class PdfConverter(ExtensionConverter):
             pages = read_pdf(data)
         except PdfiumError as exc:
             raise _unreadable(filename, exc) from exc
-        markdown, _ = pdf_markdown(pages)
-        return markdown
+        mapped, _ = pdf_markdown(pages)
+        return mapped
 
 
 def _unreadable(filename: str, exc: Exception) -> IngestRejectedError:

@@ -26,6 +26,7 @@ from ._pdfheadings import (
 from ._pdfium import Fragment, PdfPages
 from ._pdfregions import Region, flat, row_groups
 from ._pdftables import spaced_rows, table_under_heading, tables_among_lines
+from ._places import Mapped, places_of
 
 __all__ = ["pdf_markdown"]
 
@@ -36,12 +37,13 @@ _WORD = re.compile(r"[^\W\d_]+")
 _PEEL = 5
 
 
-def pdf_markdown(doc: PdfPages) -> tuple[str, str]:
-    """The Markdown of a PDF and the title it names (metadata or first heading; "" if none)."""
+def pdf_markdown(doc: PdfPages) -> tuple[Mapped, str]:
+    """The Markdown of a PDF, each line with its page, and the title it names (metadata or first
+    heading; "" if none)."""
     body = body_size(doc)
     blocks = [block for page in strip_furniture(doc.pages, doc.heights, body) for block in _page_blocks(page)]
     if not blocks:  # a scan: no text layer, whatever the metadata says
-        return "", ""
+        return Mapped("", ()), ""
     vocabulary = Counter(w.lower() for page in doc.pages for f in page for w in _WORD.findall(f.text))
     for block in blocks:
         block.joined = _join_lines(block.lines, vocabulary)
@@ -207,21 +209,25 @@ def _space_between(match: re.Match[str]) -> str:
 # -- Markdown ------------------------------------------------------------------------------------
 
 
-def _render(blocks: list[Block], title: str) -> str:
-    out: list[str] = []
+def _render(blocks: list[Block], title: str) -> Mapped:
+    """The Markdown of the blocks, each line with the page (1-based) its block is on."""
+    out: list[tuple[str, dict[str, int] | None]] = []
     if title and not any(b.kind == "heading" and b.level == 1 for b in blocks):
-        out.append(f"# {title}")
-    for block in blocks:
-        text = block.text()
-        if block.kind == "table" and block.cells:
-            out.append(_table_markdown(block.cells))
-        elif block.kind == "heading":
-            out.append("#" * block.level + " " + text)
-        elif block.kind == "item":
-            out.append(_list_line(text))
-        else:
-            out.append(_escape(text))
-    return "\n\n".join(out) + "\n"
+        out.append((f"# {title}", None))  # from the metadata: on no page in particular
+    out.extend((_block_markdown(block), {"page": block.lines[0].page + 1}) for block in blocks)
+    mapped = places_of(out)
+    return Mapped(mapped.markdown + "\n", mapped.places)
+
+
+def _block_markdown(block: Block) -> str:
+    text = block.text()
+    if block.kind == "table" and block.cells:
+        return _table_markdown(block.cells)
+    if block.kind == "heading":
+        return "#" * block.level + " " + text
+    if block.kind == "item":
+        return _list_line(text)
+    return _escape(text)
 
 
 def _table_markdown(rows: list[list[str]]) -> str:

@@ -11,6 +11,7 @@ from ._base import Conversion, Converter
 from ._clean import clean_markdown
 from ._csv import CsvConverter
 from ._documents import DocumentConverter, document_engine
+from ._places import Mapped, Places, after_cleaning, heading_places, part_places
 from ._sandbox import convert_in_sandbox
 from ._text import PassthroughConverter
 from ._title import derive_title, extension_of, safe_filename
@@ -77,6 +78,7 @@ def convert(
     converter = _converter_for(ext, name)
     if len(data) > max_bytes:
         raise _too_large(name, len(data), max_bytes)
+    raw: str | Mapped
     if converter is _DOCUMENTS and timeout is not None:
         raw = convert_in_sandbox(
             name, data, timeout=timeout, memory_bytes=memory_bytes, html_main_content=html_main_content
@@ -85,12 +87,24 @@ def convert(
         raw = _DOCUMENTS.convert(data, name, html_main_content=html_main_content)
     else:
         raw = converter.convert(data, name)
-    markdown = clean_markdown(raw)
+    text = raw.markdown if isinstance(raw, Mapped) else raw
+    markdown = clean_markdown(text)
     # A scan often keeps a text layer of page numbers only: no letters means no text.
     if not markdown or (ext == "pdf" and not any(ch.isalpha() for ch in markdown)):
         raise _nothing_left(name, ext)
     engine = engine_for(ext, html_main_content=html_main_content)
-    return Conversion(markdown, derive_title(markdown, name), engine, ext)
+    return Conversion(markdown, derive_title(markdown, name), engine, ext, _places(ext, raw, markdown))
+
+
+def _places(ext: str, raw: str | Mapped, markdown: str) -> Places:
+    """Where each line of the cleaned ``markdown`` is in the original, as far as its converter knows."""
+    if isinstance(raw, Mapped):
+        return after_cleaning(raw.markdown, raw.places, markdown) if raw.places else ()
+    if ext == "docx":
+        return heading_places(markdown)
+    if ext == "msg":
+        return part_places(markdown)
+    return ()
 
 
 def engine_for(ext: str, *, html_main_content: bool = _MAIN_CONTENT) -> str:

@@ -25,6 +25,8 @@ from typing import IO, Any
 
 from coffer_mcp.errors import EngineUnavailableError, IngestRejectedError
 
+from ._places import Mapped
+
 __all__ = ["convert_in_sandbox", "shutdown"]
 
 _HEADER = struct.Struct("!Q")
@@ -63,7 +65,7 @@ class _Worker:
         assert self.proc.stdin is not None  # both are PIPEs: Popen set them
         assert self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-        self.replies: queue.Queue[tuple[str, ...] | EOFError] = queue.Queue()
+        self.replies: queue.Queue[tuple[Any, ...] | EOFError] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -73,7 +75,7 @@ class _Worker:
         except (EOFError, OSError, pickle.UnpicklingError):
             self.replies.put(EOFError())
 
-    def convert(self, name: str, data: bytes, timeout: float, options: dict[str, object]) -> str:
+    def convert(self, name: str, data: bytes, timeout: float, options: dict[str, object]) -> str | Mapped:
         try:
             write_message(self.stdin, (name, data, timeout, options))
             reply = self.replies.get(timeout=timeout)
@@ -107,7 +109,7 @@ class _Worker:
                 stream.close()
 
 
-def _unpack(reply: tuple[str, ...]) -> str:
+def _unpack(reply: tuple[Any, ...]) -> str | Mapped:
     kind, *rest = reply
     if kind == "ok":
         return rest[0]
@@ -124,7 +126,9 @@ class _Pool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
 
-    def convert(self, name: str, data: bytes, *, timeout: float, memory_bytes: int, options: dict[str, object]) -> str:
+    def convert(
+        self, name: str, data: bytes, *, timeout: float, memory_bytes: int, options: dict[str, object]
+    ) -> str | Mapped:
         worker = self._take(memory_bytes)
         try:
             markdown = worker.convert(name, data, timeout, options)
@@ -161,8 +165,11 @@ _POOL = _Pool()
 atexit.register(_POOL.shutdown)
 
 
-def convert_in_sandbox(name: str, data: bytes, *, timeout: float, memory_bytes: int, html_main_content: bool) -> str:
-    """The heavy converters' Markdown for ``data``, from a worker process bounded in time and memory.
+def convert_in_sandbox(
+    name: str, data: bytes, *, timeout: float, memory_bytes: int, html_main_content: bool
+) -> str | Mapped:
+    """The heavy converters' Markdown for ``data`` (with its places, when the converter knows them),
+    from a worker process bounded in time and memory.
 
     Raises:
         IngestRejectedError: the converter rejected the file, timed out, ran out of memory or crashed.

@@ -22,8 +22,9 @@ from coffer_mcp.errors import EngineUnavailableError
 
 from ._base import engine_missing
 from ._csv import markdown_table
+from ._places import Mapped, places_of
 
-__all__ = ["SheetConverter", "blocks", "cell_text"]
+__all__ = ["SheetConverter", "blocks", "boxes", "cell_text"]
 
 Grid = dict[tuple[int, int], str]
 """(row, column) -> the text of a non-empty cell, zero-based."""
@@ -43,16 +44,23 @@ class SheetConverter:
     def can_handle(self, ext: str) -> bool:
         return ext in self.extensions
 
-    def convert(self, data: bytes, filename: str) -> str:
+    def convert(self, data: bytes, filename: str) -> Mapped:
+        """A section per sheet, its tables' lines each at its row of the sheet."""
         ext = filename.rpartition(".")[2].lower()
         sheets = _xls_sheets(data) if ext == "xls" else _xlsx_sheets(data)
-        parts = []
+        lines: list[tuple[str, dict[str, Any] | None]] = []
         for title, grid in sheets:
             if not grid:
                 continue  # a sheet with no values: a bare heading would be a section with nothing in it
-            parts.append(f"## {title}")
-            parts.extend(_render(block) for block in blocks(grid))
-        return "\n\n".join(parts) + "\n"
+            if lines:
+                lines.append(("", None))
+            lines.append((f"## {title}", {"sheet": title}))
+            for top, left, bottom, right in boxes(grid):
+                block = [[grid.get((r, c), "") for c in range(left, right + 1)] for r in range(top, bottom + 1)]
+                lines.append(("", None))
+                lines.extend(_rows(title, top, block))
+        mapped = places_of(lines, "\n")
+        return Mapped(mapped.markdown + "\n", mapped.places)
 
 
 def cell_text(value: Any, number_format: str = "General") -> str:
@@ -96,18 +104,22 @@ def _percent(value: float, section: str) -> str:
 
 def blocks(grid: Grid) -> list[list[list[str]]]:
     """The tables of a sheet: groups of touching cells, top to bottom then left to right."""
+    return [
+        [[grid.get((r, c), "") for c in range(left, right + 1)] for r in range(top, bottom + 1)]
+        for top, left, bottom, right in boxes(grid)
+    ]
+
+
+def boxes(grid: Grid) -> list[tuple[int, int, int, int]]:
+    """Where the tables of a sheet are: ``(top, left, bottom, right)`` (zero-based, inclusive), in ``blocks`` order."""
     seen: set[tuple[int, int]] = set()
-    boxes = []
+    found = []
     for cell in sorted(grid):
         if cell not in seen:
             members = list(_component(cell, grid, seen))
             rows, cols = [r for r, _ in members], [c for _, c in members]
-            boxes.append((min(rows), min(cols), max(rows), max(cols)))
-    boxes = _merge_overlapping(boxes)
-    return [
-        [[grid.get((r, c), "") for c in range(left, right + 1)] for r in range(top, bottom + 1)]
-        for top, left, bottom, right in sorted(boxes)
-    ]
+            found.append((min(rows), min(cols), max(rows), max(cols)))
+    return sorted(_merge_overlapping(found))
 
 
 def _component(start: tuple[int, int], grid: Grid, seen: set[tuple[int, int]]) -> Iterator[tuple[int, int]]:
@@ -139,11 +151,24 @@ def _merge_overlapping(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int
     return boxes
 
 
+def _rows(sheet: str, top: int, block: list[list[str]]) -> list[tuple[str, dict[str, Any] | None]]:
+    """The lines of a block's Markdown with their rows (1-based, as the sheet numbers them): a lone
+    cell's lines its row; a table's header its row, the separator none, then one row a line."""
+    lines = _render(block).split("\n")
+    if _lone(block):
+        return [(line, {"sheet": sheet, "row": top + 1}) for line in lines]
+    rows = [top + 1, None, *range(top + 2, top + len(lines))]
+    return [(line, {"sheet": sheet, "row": row} if row else None) for line, row in zip(lines, rows, strict=True)]
+
+
 def _render(block: list[list[str]]) -> str:
-    cells = [value for row in block for value in row if value]
-    if len(block) == 1 and len(cells) == 1:
-        return cells[0]  # a lone cell (a caption, a note) is a paragraph, not a table
+    if _lone(block):
+        return next(value for value in block[0] if value)  # a lone cell (a caption, a note) is a paragraph
     return markdown_table(block).rstrip("\n")
+
+
+def _lone(block: list[list[str]]) -> bool:
+    return len(block) == 1 and sum(bool(value) for value in block[0]) == 1
 
 
 # -- readers -------------------------------------------------------------------------------------

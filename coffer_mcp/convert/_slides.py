@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from ._base import ExtensionConverter, engine_missing
 from ._charts import chart_markdown
 from ._csv import markdown_table
+from ._places import Mapped, places_of
 
 __all__ = ["SlideConverter"]
 
@@ -26,7 +27,7 @@ class SlideConverter(ExtensionConverter):
     name = "python-pptx/2"  # 2: chart values as a sheet prints them, every chart type
     extensions: ClassVar[frozenset[str]] = frozenset({"pptx"})
 
-    def convert(self, data: bytes, filename: str) -> str:
+    def convert(self, data: bytes, filename: str) -> Mapped:
         try:
             import pptx
             from markitdown.converters import PptxConverter
@@ -34,10 +35,11 @@ class SlideConverter(ExtensionConverter):
             raise engine_missing("PPTX converter (python-pptx)", "pptx", "'markitdown[pptx]'") from exc
         helper = PptxConverter()  # for pictures
         deck = pptx.Presentation(io.BytesIO(data))
-        parts: list[str] = []
+        parts: list[tuple[str, dict[str, int]]] = []
         for number, slide in enumerate(deck.slides, 1):
-            parts.extend(_slide(slide, number, helper))
-        return "\n\n".join(part for part in parts if part.strip()) + "\n"
+            parts.extend((part, {"slide": number}) for part in _slide(slide, number, helper) if part.strip())
+        mapped = places_of(parts)
+        return Mapped(mapped.markdown + "\n", mapped.places)
 
 
 def _slide(slide: Any, number: int, helper: Any) -> list[str]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ._clean import normalize_newlines
 from ._decode import decode_text
+from ._places import Mapped, line_places
 
 __all__ = ["CODE_LANGUAGES", "MARKDOWN_EXTENSIONS", "TEXT_EXTENSIONS", "PassthroughConverter"]
 
@@ -79,12 +81,17 @@ class PassthroughConverter:
     def can_handle(self, ext: str) -> bool:
         return ext in self.extensions
 
-    def convert(self, data: bytes, filename: str) -> str:
-        text = decode_text(data, filename)
+    def convert(self, data: bytes, filename: str) -> Mapped:
+        """The text, each line at its own line of the file; code fenced under its file name."""
+        text = normalize_newlines(decode_text(data, filename))
         ext = filename.rpartition(".")[2].lower()
-        if ext in CODE_LANGUAGES:
-            return fence_code(text, filename, CODE_LANGUAGES[ext])
-        return text
+        if ext not in CODE_LANGUAGES:
+            return Mapped(text, line_places(text.count("\n") + 1))
+        fenced = fence_code(text, filename, CODE_LANGUAGES[ext])
+        if not fenced:
+            return Mapped("", ())
+        code_lines = text.rstrip("\n").count("\n") + 1
+        return Mapped(fenced, (None, None, None, *line_places(code_lines), None))
 
 
 def fence_code(code: str, filename: str, language: str) -> str:

@@ -1,6 +1,7 @@
 """The converter worker process: ``python -m coffer_mcp.convert._worker MEMORY_BYTES``.
 
-Reads ``(filename, bytes)`` requests and answers ``("ok", markdown)`` or
+Reads ``(filename, bytes)`` requests and answers ``("ok", markdown)`` (a ``Mapped`` when the
+converter knows where its lines come from) or
 ``("rejected", reason, message, hint)``; exits when its stdin closes (the parent is gone).
 """
 
@@ -67,7 +68,7 @@ def main() -> None:
         except EOFError:
             return
         _deadline(timeout + 5)  # the parent normally stops us first, at `timeout`
-        reply: tuple[str, ...]
+        reply: tuple[object, ...]
         try:
             reply = ("ok", converter.convert(data, name, **options))
         except IngestRejectedError as exc:

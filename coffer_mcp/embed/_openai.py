@@ -8,8 +8,6 @@ client shared across ``asyncio.run`` calls would hand a new loop connections of 
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
@@ -83,6 +81,8 @@ class OpenAIEmbedder:
         return self.embed_documents([text])[0]
 
     async def _embed_batches(self, batches: list[list[str]]) -> list[list[list[float]]]:
+        import asyncio
+
         from openai import AsyncOpenAI
 
         limit = asyncio.Semaphore(CONCURRENT_REQUESTS)
@@ -183,6 +183,8 @@ class OpenAIEmbedder:
 
 async def _gather_or_cancel(calls: list[Awaitable[_T]]) -> list[_T]:
     """Results in order; the first failure cancels the calls still running and is raised."""
+    import asyncio
+
     tasks = [asyncio.ensure_future(call) for call in calls]
     try:
         return await asyncio.gather(*tasks)
@@ -195,6 +197,9 @@ async def _gather_or_cancel(calls: list[Awaitable[_T]]) -> list[_T]:
 
 def _run(main: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     """Run a coroutine to completion from synchronous code, even on a thread with a running loop."""
+    import asyncio  # here, not above: ~15 ms that a process which never embeds over HTTP should not pay
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

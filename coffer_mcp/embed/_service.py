@@ -9,8 +9,9 @@ folder), and it then:
 2. removes a socket left by a killed service (the lock proves nobody serves it), binds the socket
    under umask 077 and makes it 0600;
 3. tells its starter it is ready (a line on the ``ready_fd`` pipe), then serves: one thread per
-   connection (at most ``MAX_CONNECTIONS``), every model call on one worker thread that takes
-   queries before document batches, so a search waits for at most one batch of someone's ingest;
+   connection (at most ``MAX_CONNECTIONS``), each calling the model itself. ``FastEmbedEmbedder``
+   runs document texts one at a time and a query beside them, so a search never waits for
+   someone's ingest, and at most two texts' activations are in memory at once;
 4. exits after ``idle_seconds`` without a request, or at once when its socket file is removed or
    replaced (then nobody can reach it any more).
 
@@ -20,18 +21,15 @@ embedding; vectors go back as the float64 values it returns, so they are identic
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
-import queue
 import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,30 +46,7 @@ log = logging.getLogger("coffer_mcp.embed.service")
 MAX_CONNECTIONS = 32
 READ_SECONDS = 30.0  # a client that connects must send its request within this
 LOCK_WAIT_SECONDS = 5.0
-_QUERY, _DOCUMENTS = 0, 1
 _T = TypeVar("_T")
-
-
-class _ModelWorker:
-    """Runs model calls one at a time on its own thread, queries before document batches."""
-
-    def __init__(self) -> None:
-        self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], Any], Future[Any]]] = queue.PriorityQueue()
-        self._order = itertools.count()
-        threading.Thread(target=self._run, name="model", daemon=True).start()
-
-    def call(self, priority: int, call: Callable[[], _T]) -> _T:
-        future: Future[_T] = Future()
-        self._queue.put((priority, next(self._order), call, future))
-        return future.result()
-
-    def _run(self) -> None:
-        while True:
-            _, _, call, future = self._queue.get()
-            try:
-                future.set_result(call())
-            except Exception as exc:  # noqa: BLE001 (handed to the waiting connection, which answers with it)
-                future.set_exception(exc)
 
 
 class EmbeddingService:
@@ -82,7 +57,6 @@ class EmbeddingService:
         self.embedder = embedder
         self.idle_seconds = idle_seconds
         self.requests = 0
-        self._worker = _ModelWorker()
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._lock = threading.Lock()
         self._active = 0
@@ -174,13 +148,13 @@ class EmbeddingService:
             log.exception("embedding failed")
             return {"ok": False, "foreign": True, "message": shorten(exc)}, []
 
-    def _model(self, priority: int, call: Callable[[], _T]) -> _T:
-        """Run ``call`` on the model's worker. A model that could not be loaded leaves nothing to
+    def _model(self, call: Callable[[], _T]) -> _T:
+        """Run ``call`` on the model. A model that could not be loaded leaves nothing to
         serve: the service then exits once its requests are answered, instead of idling (each client
         is cooling down; the next need starts a service that tries again). A bad request never
         reaches here, so it never ends the service."""
         try:
-            return self._worker.call(priority, call)
+            return call()
         except Exception:
             if not self.embedder.loaded:
                 with self._lock:
@@ -193,12 +167,12 @@ class EmbeddingService:
             status = {"pid": os.getpid(), "identity": embedder.identity, "requests": self.requests}
             return {"ok": True, "count": 0, **status}, []
         if op == "dimensions":
-            return {"ok": True, "count": 0, "dimensions": self._model(_QUERY, embedder.dimensions)}, []
+            return {"ok": True, "count": 0, "dimensions": self._model(embedder.dimensions)}, []
         text, texts = request.get("text"), _text_list(request.get("texts"), embedder.batch_size)
         if op == "embed_query" and isinstance(text, str):
-            vectors = [self._model(_QUERY, lambda: embedder.embed_query(text))]
+            vectors = [self._model(lambda: embedder.embed_query(text))]
         elif op == "embed_documents" and texts is not None:
-            vectors = self._model(_DOCUMENTS, lambda: embedder.embed_documents(texts))
+            vectors = self._model(lambda: embedder.embed_documents(texts))
         else:
             raise EmbeddingError(
                 f"The shared embedding service cannot answer the request {str(request)[:200]}.",

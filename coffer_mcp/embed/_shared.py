@@ -17,9 +17,9 @@ its texts to the service instead (``_service``), starting it on first need:
   back from the service as the ``EmbeddingError`` in-process embedding would raise, not as a
   reason to fall back: the same model would fail the same way here.
 
-Batches are cut here, at the configured batch size, and the service embeds each as one model
-call, as in-process embedding does; so the vectors are identical, and a batch's memory stays
-bounded by the setting. Nothing starts before the first embed.
+A request carries at most the configured batch size of texts, so it is answered well within the
+timeout; the service embeds each text alone, as in-process embedding does, so the vectors are
+identical. Nothing starts before the first embed.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ class EmbeddingConfig:
         base_url: openai only: the server's base URL, e.g. ``http://localhost:11434/v1``.
         api_key: openai only: the key itself (settings resolve it from the named env var).
         dimensions: openai: requested output size; fastembed: checked against the model's size.
-        batch_size: Texts per fastembed model call; openai requests hold ``min(batch_size*8, 128)``.
+        batch_size: fastembed: texts per request to the shared model service (each text is its own
+            model call); openai requests hold ``min(batch_size*8, 128)``.
         cooldown_seconds: After a failure, refuse calls this long instead of trying again.
         threads: fastembed onnxruntime threads (None: onnxruntime's default).
         timeout_seconds: openai request timeout; fastembed: how long to wait for the shared

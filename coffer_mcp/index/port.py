@@ -161,7 +161,10 @@ def as_filter(where: Where) -> DocumentFilter:
 
 @dataclass(frozen=True, slots=True)
 class PassageRow:
-    """One chunk found by a search, with its document's title and the search's score."""
+    """One chunk found by a search, with its document's title and file name and the search's score.
+
+    ``source_location`` is where the chunk is in the document's original, when known (``store.locations``).
+    """
 
     chunk_id: int
     document_id: str
@@ -171,6 +174,8 @@ class PassageRow:
     text: str
     title: str
     score: float
+    source_location: dict[str, Any] | None = None
+    original_filename: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +185,7 @@ class ChunkRow:
     position: int
     heading_path: list[str]
     text: str
+    source_location: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +366,8 @@ class Index(OAuthStore, Protocol):
     def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
         """Swap a document's chunks (and their keyword entries; their vectors are dropped); returns
         how many were written. ``fresh``: the document has none yet (its id was just minted), so
-        there is nothing to delete first."""
+        there is nothing to delete first. A chunk's ``source_location`` is kept with it, and
+        returned by searches (``PassageRow``) and ``chunk_window``."""
         ...
 
     def chunk_texts(self, doc_id: str) -> list[tuple[int, str]]:
@@ -501,8 +508,10 @@ class Index(OAuthStore, Protocol):
     ) -> None: ...
 
     def record_invocation(
-        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
-    ) -> None: ...
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None, *, at: str | None = None
+    ) -> None:
+        """Log one MCP tool call, made at ``at`` (UTC ISO-8601; now when None)."""
+        ...
 
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
         """The audit log, oldest first (the last ``limit`` events), of one knowledge base or all."""

@@ -32,14 +32,23 @@ def _token_class() -> str:
     return "".join(f"\\U{int(a, 16):08x}-\\U{int(b, 16):08x}" for a, b in (s.split("-") for s in spans))
 
 
-_CLASS = _token_class()
-_TOKEN = re.compile(f"[{_CLASS}][{_CLASS}{DIACRITICS}]*")
-_FOLD = str.maketrans({**dict(zip(FOLD_FROM, FOLD_TO, strict=True)), **dict.fromkeys(DIACRITICS)})
+@functools.cache
+def _token() -> re.Pattern[str]:
+    """The token pattern, compiled on first use: its class of ~700 ranges takes ~10 ms to compile,
+    which a process that never tokenizes (``coffer --help``, a search of one SQLite knowledge
+    base) should not pay."""
+    token_class = _token_class()
+    return re.compile(f"[{token_class}][{token_class}{DIACRITICS}]*")
+
+
+@functools.cache
+def _fold() -> dict[int, str | None]:
+    return str.maketrans({**dict(zip(FOLD_FROM, FOLD_TO, strict=True)), **dict.fromkeys(DIACRITICS)})
 
 
 def terms(text: str) -> list[str]:
     """The index terms of ``text``, in order, one per token: what FTS5 stores for it."""
-    return [_term(token) for token in _TOKEN.findall(text)]
+    return [_term(token) for token in _token().findall(text)]
 
 
 def term_counts(text: str) -> tuple[Counter[str], int]:
@@ -50,4 +59,4 @@ def term_counts(text: str) -> tuple[Counter[str], int]:
 
 @functools.lru_cache(maxsize=262144)
 def _term(token: str) -> str:
-    return stem(token.lower() if token.isascii() else token.translate(_FOLD))
+    return stem(token.lower() if token.isascii() else token.translate(_fold()))

@@ -27,7 +27,10 @@ is chunked again by the next reconcile.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -62,20 +65,23 @@ _LINK = re.compile(
 _ADDRESS = re.compile(r"<|[A-Za-z][A-Za-z0-9+.-]*:|[/#?.]|.*\w[./]\w|\Z")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made once per block, and a frozen one costs twice as much to make
 class _Block:
     kind: str  # "heading" | "prose" | "fence" | "table"
     text: str  # for a heading: its title
     level: int = 0
     marker: str = ""  # a fence's opening run of backticks or tildes
     closed: bool = False
+    first: int = 0  # its first and last line in the body (0-based)
+    last: int = 0
 
 
 # The smallest piece the packer places -- a whole block, a sentence or a fragment -- as
-# (text, sep, atomic): ``sep`` joins it to the unit before it in the same chunk; an ``atomic``
-# unit (code, table) is never split further nor overlapped. A plain tuple, because a giant
-# paragraph of tiny sentences makes hundreds of thousands of them.
-_Unit = tuple[str, str, bool]
+# (text, sep, atomic, first, last): ``sep`` joins it to the unit before it in the same chunk; an
+# ``atomic`` unit (code, table) is never split further nor overlapped; ``first`` and ``last`` are
+# the body lines it comes from (0-based). A plain tuple, because a giant paragraph of tiny
+# sentences makes hundreds of thousands of them.
+_Unit = tuple[str, str, bool, int, int]
 
 
 def chunk_markdown(
@@ -93,8 +99,10 @@ def chunk_markdown(
             defaults.
 
     Returns:
-        Chunks with sequential 0-based positions; empty for a blank document. A document with
-        text but no body blocks (only headings) yields one chunk of its stripped text.
+        Chunks with sequential 0-based positions and the body lines they come from (``lines``,
+        1-based: a chunk's own and those of the overlap it opens with); empty for a blank
+        document. A document with text but no body blocks (only headings) yields one chunk of
+        its stripped text.
 
     Raises:
         ValueError: If ``chunk_size`` or ``chunk_overlap`` is out of range.
@@ -102,12 +110,13 @@ def chunk_markdown(
     _validate(chunk_size, chunk_overlap)
     text = markdown.replace("\r\n", "\n").replace("\r", "\n")
     chunks: list[Chunk] = []
-    for path, blocks in _sections(_unlinked(_parse_blocks(text.split("\n")))):
+    lines = text.split("\n")
+    for path, blocks in _sections(_unlinked(_parse_blocks(lines))):
         units = _units(blocks, chunk_size, chunk_overlap)
-        for body in _pack(units, chunk_size, chunk_overlap):
-            chunks.append(Chunk(position=len(chunks), text=body, heading_path=path))
+        for body, first, last in _pack(units, chunk_size, chunk_overlap):
+            chunks.append(Chunk(position=len(chunks), text=body, heading_path=path, lines=(first + 1, last + 1)))
     if not chunks and text.strip():
-        return [Chunk(position=0, text=_link_text(text).strip() or text.strip())]
+        return [Chunk(position=0, text=_link_text(text).strip() or text.strip(), lines=(1, len(lines)))]
     return chunks
 
 
@@ -147,9 +156,9 @@ def _read_fence(lines: list[str], i: int) -> tuple[_Block, int] | None:
         return None
     for j in range(i + 1, len(lines)):
         if closes_fence(lines[j], marker):
-            return _Block("fence", "\n".join(lines[i : j + 1]), marker=marker, closed=True), j + 1
+            return _Block("fence", "\n".join(lines[i : j + 1]), 0, marker, True, i, j), j + 1
     # An unclosed fence runs to the end of the document, as CommonMark says.
-    return _Block("fence", "\n".join(lines[i:]).rstrip(), marker=marker), len(lines)
+    return _Block("fence", "\n".join(lines[i:]).rstrip(), 0, marker, False, i, len(lines) - 1), len(lines)
 
 
 def _read_heading(lines: list[str], i: int) -> tuple[_Block, int] | None:
@@ -161,7 +170,7 @@ def _read_heading(lines: list[str], i: int) -> tuple[_Block, int] | None:
     trimmed = title.rstrip("#")
     if not trimmed or trimmed[-1] in " \t":
         title = trimmed.strip()
-    return _Block("heading", title, level=len(match[1])), i + 1
+    return _Block("heading", title, len(match[1]), "", False, i, i), i + 1
 
 
 def _read_table(lines: list[str], i: int) -> tuple[_Block, int] | None:
@@ -172,7 +181,7 @@ def _read_table(lines: list[str], i: int) -> tuple[_Block, int] | None:
         if _HEADING.fullmatch(lines[j]) or fence_opening(lines[j]):
             break
         j += 1
-    return _Block("table", "\n".join(lines[i:j]).rstrip()), j
+    return _Block("table", "\n".join(lines[i:j]).rstrip(), 0, "", False, i, j - 1), j
 
 
 def _read_list(lines: list[str], i: int) -> tuple[_Block, int] | None:
@@ -193,7 +202,7 @@ def _read_list(lines: list[str], i: int) -> tuple[_Block, int] | None:
         if k == len(lines) or not (lines[k][0] in " \t" or _LIST_ITEM.match(lines[k])):
             break
         j = k
-    return _Block("prose", "\n".join(lines[i:j]).rstrip()), j
+    return _Block("prose", "\n".join(lines[i:j]).rstrip(), 0, "", False, i, j - 1), j
 
 
 def _read_paragraph(lines: list[str], i: int) -> tuple[_Block, int]:
@@ -202,7 +211,7 @@ def _read_paragraph(lines: list[str], i: int) -> tuple[_Block, int]:
         if _starts_leaf(lines, j) or _LIST_INTERRUPT.match(lines[j]):
             break
         j += 1
-    return _Block("prose", "\n".join(lines[i:j]).rstrip()), j
+    return _Block("prose", "\n".join(lines[i:j]).rstrip(), 0, "", False, i, j - 1), j
 
 
 def _starts_leaf(lines: list[str], i: int) -> bool:
@@ -231,7 +240,7 @@ def _unlinked(blocks: list[_Block]) -> list[_Block]:
 
 
 def _replace(block: _Block, text: str) -> _Block:
-    return block if text is block.text else _Block(block.kind, text, block.level, block.marker, block.closed)
+    return block if text is block.text else dataclasses.replace(block, text=text)
 
 
 def _link_text(text: str) -> str:
@@ -275,40 +284,48 @@ def _units(blocks: list[_Block], size: int, overlap: int) -> list[_Unit]:
     units: list[_Unit] = []
     for block in blocks:
         if block.kind == "prose":
-            units.extend(_prose_units(block.text, size, overlap))
+            units.extend(_prose_units(block, size, overlap))
             continue
         if len(block.text) <= 4 * size:
-            pieces = [block.text]
+            pieces = [(block.text, block.first, block.last)]
         elif block.kind == "fence":
             pieces = _split_fence(block, size)
         else:
-            pieces = _split_table(block.text, size)
-        units.extend((piece, "\n\n", True) for piece in pieces)
+            pieces = _split_table(block, size)
+        units.extend((piece, "\n\n", True, first, last) for piece, first, last in pieces)
     return units
 
 
-def _prose_units(text: str, size: int, overlap: int) -> list[_Unit]:
+def _prose_units(block: _Block, size: int, overlap: int) -> list[_Unit]:
+    text = block.text
     if len(text) <= size:
-        return [(text, "\n\n", False)]
-    sentences = [(m[2].rstrip(), m[1]) for m in _SENTENCE.finditer(text)]
-    sentences[0] = (sentences[0][0], "\n\n")
+        return [(text, "\n\n", False, block.first, block.last)]
+    breaks = [m.start() for m in re.finditer("\n", text)]
+
+    def line(offset: int) -> int:  # the body line of a character of the block (links made text keep their lines)
+        return min(block.first + bisect_left(breaks, offset), block.last)
+
+    sentences = [(m[2].rstrip(), m[1], m.start(2)) for m in _SENTENCE.finditer(text)]
+    sentences[0] = (sentences[0][0], "\n\n", sentences[0][2])
     # Fragments leave room for the overlap so a hard-split run still carries context.
     limit = size - overlap - 1 if overlap else size
     units: list[_Unit] = []
-    for sentence, sep in sentences:
+    for sentence, sep, at in sentences:
         if len(sentence) <= size:
-            units.append((sentence, sep, False))
+            units.append((sentence, sep, False, line(at), line(at + len(sentence) - 1)))
         else:
-            units.extend(_fragments(sentence, limit, sep))
+            for piece, piece_sep, start in _fragments(sentence, limit, sep):
+                units.append((piece, piece_sep, False, line(at + start), line(at + start + len(piece) - 1)))
     return units
 
 
-def _fragments(text: str, limit: int, sep: str) -> Iterator[_Unit]:
+def _fragments(text: str, limit: int, sep: str) -> Iterator[tuple[str, str, int]]:
+    """Pieces of a sentence too long for a chunk: (text, sep, where it starts in ``text``)."""
     start = 0
     while start < len(text):
         end = _hard_cut(text, start, limit)
         head = text[start:end].rstrip()
-        yield head, sep, False
+        yield head, sep, start
         rest = start + len(head)
         start = end
         while start < len(text) and text[start].isspace():
@@ -327,34 +344,41 @@ def _hard_cut(text: str, start: int, limit: int) -> int:
     return end
 
 
-def _split_fence(block: _Block, size: int) -> list[str]:
+# A piece of a block cut at lines: its text and its first and last body line.
+_Piece = tuple[str, int, int]
+
+
+def _split_fence(block: _Block, size: int) -> list[_Piece]:
     lines = block.text.split("\n")
     opener = lines[0].strip()
     closer = lines[-1].strip() if block.closed else block.marker
     body = lines[1:-1] if block.closed else lines[1:]
     if not body or len(opener) + len(closer) > size:
-        return _line_groups(lines, 2 * size, prefer_blank=True)
-    groups = _line_groups(body, 2 * size, prefer_blank=True)
-    return [f"{opener}\n{group}\n{closer}" for group in groups]
+        return _line_groups(lines, block.first, 2 * size, prefer_blank=True)
+    groups = _line_groups(body, block.first + 1, 2 * size, prefer_blank=True)
+    return [(f"{opener}\n{group}\n{closer}", first, last) for group, first, last in groups]
 
 
-def _split_table(text: str, size: int) -> list[str]:
-    lines = text.split("\n")
+def _split_table(block: _Block, size: int) -> list[_Piece]:
+    """Pieces of a long table, each repeating its header; a piece's lines are those of its own rows."""
+    lines = block.text.split("\n")
     head = 2 if len(lines) > 1 and _is_delimiter_row(lines[1]) else 1
     header = "\n".join(lines[:head])
     # A header bigger than a chunk is not worth repeating in every piece.
     if len(lines) <= head or len(header) > size:
-        return _line_groups(lines, 2 * size, prefer_blank=False)
-    return [f"{header}\n{group}" for group in _line_groups(lines[head:], 2 * size, False)]
+        return _line_groups(lines, block.first, 2 * size, prefer_blank=False)
+    groups = _line_groups(lines[head:], block.first + head, 2 * size, False)
+    return [(f"{header}\n{group}", first, last) for group, first, last in groups]
 
 
-def _line_groups(lines: list[str], limit: int, prefer_blank: bool) -> list[str]:
-    """Pack lines into groups of at most ``limit`` chars, cutting at a late blank line if asked."""
-    groups: list[list[str]] = []
-    current: list[str] = []
+def _line_groups(lines: list[str], first: int, limit: int, prefer_blank: bool) -> list[_Piece]:
+    """Pack lines (body lines ``first``, ``first + 1``, ...) into groups of at most ``limit`` chars,
+    cutting at a late blank line if asked."""
+    groups: list[list[tuple[str, int]]] = []
+    current: list[tuple[str, int]] = []
     length = 0
     blank, blank_length = -1, 0  # the last blank line in ``current`` and the length before it
-    for line in _capped_lines(lines, limit):
+    for line, number in _capped_lines(lines, first, limit):
         while current and length + 1 + len(line) > limit:
             if prefer_blank and blank > 0 and 2 * blank_length >= limit:
                 groups.append(current[:blank])
@@ -362,59 +386,83 @@ def _line_groups(lines: list[str], limit: int, prefer_blank: bool) -> list[str]:
             else:
                 groups.append(current)
                 current = []
-            length = sum(map(len, current)) + max(len(current) - 1, 0)
+            length = sum(len(text) for text, _ in current) + max(len(current) - 1, 0)
             blank = -1
         if not line.strip():
             blank, blank_length = len(current), length
         length += len(line) + (1 if current else 0)
-        current.append(line)
+        current.append((line, number))
     groups.append(current)
-    joined = ("\n".join(group) for group in groups)
-    return [group for group in joined if group.strip()]
+    joined = (("\n".join(text for text, _ in group), group) for group in groups if group)
+    return [(text, group[0][1], group[-1][1]) for text, group in joined if text.strip()]
 
 
-def _capped_lines(lines: list[str], limit: int) -> Iterator[str]:
-    for line in lines:
+def _capped_lines(lines: list[str], first: int, limit: int) -> Iterator[tuple[str, int]]:
+    for number, line in enumerate(lines, first):
         start = 0
         while len(line) - start > limit:
             end = _hard_cut(line, start, limit)
-            yield line[start:end]
+            yield line[start:end], number
             start = end
-        yield line[start:]
+        yield line[start:], number
 
 
 # --- packing -------------------------------------------------------------------------------
 
 
-def _pack(units: list[_Unit], size: int, overlap: int) -> list[str]:
-    """Greedily fill chunks with units, opening each prose chunk with the previous one's tail."""
-    chunks: list[str] = []
+def _pack(units: list[_Unit], size: int, overlap: int) -> list[_Piece]:
+    """Greedily fill chunks with units, opening each prose chunk with the previous one's tail.
+
+    Each chunk comes with the first and last body line of its units and of the tail it opens with.
+    """
+    chunks: list[_Piece] = []
     parts: list[str] = []
-    length = 0
+    length = top = bottom = 0  # the open chunk's length, and its first and last line
     prose_run = ""  # the end of the open chunk's trailing prose: where an overlap comes from
-    for text, sep, atomic in units:
+    # The units that end in ``prose_run``, as (where they end, first line, last line): offsets count
+    # from the open chunk's start (``end`` is where ``prose_run`` ends), so nothing shifts per unit.
+    recent: deque[tuple[int, int, int]] = deque()
+    end = 0
+    for text, sep, atomic, first, last in units:
         if parts and length + len(sep) + len(text) <= size:
             parts += (sep, text)
             length += len(sep) + len(text)
             run = prose_run + sep + text
+            end += len(sep) + len(text)
+            bottom = max(bottom, last)
         else:
             if parts:
-                chunks.append(_tidy("".join(parts)))
+                chunks.append((_tidy("".join(parts)), top, bottom))
             budget = 0 if atomic else min(overlap, size - len(text) - 1)
-            tail = _overlap_tail(prose_run, budget)
+            tail, start = _overlap_tail(prose_run, budget)
+            top, bottom = first, last
+            if tail:  # its lines: those of the units it is cut from
+                at = end - len(prose_run) + start
+                carried = [(f, la) for stop, f, la in recent if stop > at]
+                top, bottom = min(top, *(f for f, _ in carried)), max(bottom, *(la for _, la in carried))
             parts = [tail, "\n" if "\n" in sep else " ", text] if tail else [text]
             length = sum(map(len, parts))
             run = "".join(parts)
-        prose_run = "" if atomic or not overlap else run[-(overlap + 1) :]
+            end = len(run)
+            recent = deque([(len(tail), top, bottom)]) if tail else deque()
+        if atomic or not overlap:
+            prose_run = ""
+            recent.clear()
+            continue
+        recent.append((end, first, last))
+        prose_run = run[-(overlap + 1) :]
+        while recent and recent[0][0] <= end - len(prose_run):
+            recent.popleft()
     if parts:
-        chunks.append(_tidy("".join(parts)))
-    return [chunk for chunk in chunks if chunk]
+        chunks.append((_tidy("".join(parts)), top, bottom))
+    return [chunk for chunk in chunks if chunk[0]]
 
 
-def _overlap_tail(text: str, budget: int) -> str:
-    """The last ``budget`` chars of ``text``, moved forward to a word start (CJK: as is)."""
+def _overlap_tail(text: str, budget: int) -> tuple[str, int]:
+    """The last ``budget`` chars of ``text``, moved forward to a word start (CJK: as is), and where
+    they start in ``text``."""
     if budget <= 0 or not text:
-        return ""
+        return "", len(text)
     start = max(len(text) - budget, 0)
     if (
         start > 0
@@ -423,9 +471,9 @@ def _overlap_tail(text: str, budget: int) -> str:
     ):
         space = next((k for k in range(start, len(text)) if text[k].isspace()), -1)
         if space < 0:
-            return ""
+            return "", len(text)
         start = space
-    return text[start:].strip()
+    return text[start:].strip(), start
 
 
 def _tidy(text: str) -> str:

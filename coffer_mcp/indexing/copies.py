@@ -86,6 +86,8 @@ def _renumber(index: Index, kb: KbPaths, old_id: str) -> str | None:
     renamed = kb.doc(new_id)
     for raw in kb.raw_files(old_id):
         _rename(raw, raw.with_name(f"{new_id}{raw.suffix}"))
+    if kb.source_map(old_id).exists():
+        _rename(kb.source_map(old_id), kb.source_map(new_id))
     meta, body = parse_document(data.decode("utf-8", errors="replace"))
     if meta is not None and meta.get("id") != new_id:
         atomic_write(path, render_document({**meta, "id": new_id}, body).encode("utf-8"))

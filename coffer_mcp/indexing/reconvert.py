@@ -14,22 +14,37 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import ConversionOptions
 from coffer_mcp.errors import CofferError, FrontmatterError, ReconversionBlockedError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.truth import Truth, check_rewritable, hand_title, keeping_metadata, read_truth, truth_of
 from coffer_mcp.models import ReconversionSkip
 from coffer_mcp.settings import Settings
-from coffer_mcp.store import DocumentMeta, KbPaths, atomic_write, body_sha256, read_store_file, render_document
+from coffer_mcp.store import (
+    DocumentMeta,
+    KbPaths,
+    atomic_write,
+    atomic_write_all,
+    body_sha256,
+    read_store_file,
+    remove_file,
+    render_document,
+    source_map_bytes,
+)
 from coffer_mcp.timeutil import utc_now
+
+if TYPE_CHECKING:
+    from coffer_mcp.convert import ConversionOptions
 
 __all__ = ["Reconversion", "conversion_options"]
 
 
 def conversion_options(settings: Settings) -> ConversionOptions:
     """How the settings say files are converted (ingest and re-conversion alike)."""
+    from coffer_mcp.convert import ConversionOptions  # here: it loads every converter, which a search never needs
+
     return ConversionOptions(
         max_bytes=settings.max_document_bytes,
         timeout=settings.conversion_timeout,
@@ -80,7 +95,12 @@ class Reconversion:
         except CofferError as exc:
             return self._skip(truth, exc)
         metadata = _reconverted_metadata(truth, conversion.markdown, conversion.title, conversion.engine)
-        atomic_write(kb.doc(doc_id), render_document(metadata, conversion.markdown).encode("utf-8"))
+        _write(
+            kb,
+            doc_id,
+            render_document(metadata, conversion.markdown),
+            source_map_bytes(conversion.markdown, conversion.places),
+        )
         with index.transaction():
             index.audit(
                 AuditEvent.KB_DOCUMENT_UPDATED,
@@ -128,6 +148,15 @@ class Reconversion:
             )
         )
         return truth
+
+
+def _write(kb: KbPaths, doc_id: str, document: str, source_map: bytes | None) -> None:
+    """The document converted again, after its source map (or without the old one, which no longer holds)."""
+    if source_map is None:
+        remove_file(kb.source_map(doc_id))
+        atomic_write(kb.doc(doc_id), document.encode("utf-8"))
+    else:
+        atomic_write_all([(kb.source_map(doc_id), source_map), (kb.doc(doc_id), document.encode("utf-8"))])
 
 
 def _reconverted_metadata(truth: Truth, markdown: str, title: str, engine: str) -> dict[str, object]:

@@ -26,6 +26,7 @@ from coffer_mcp.errors import CofferError
 from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.indexing.copies import Copy, renumber_copies
+from coffer_mcp.indexing.locations import located_chunks
 from coffer_mcp.indexing.truth import Truth, keeping_metadata, read_truth, text_field
 from coffer_mcp.indexing.vectorize import (
     SavedVectors,
@@ -47,6 +48,7 @@ from coffer_mcp.store import (
     is_document_id,
     markdown_entries,
     parse_frontmatter,
+    raw_owner,
     remove_file,
     remove_stale_temp_files,
     render_document,
@@ -197,6 +199,7 @@ def _prepare(index: Index, kb: KbPaths, config: KbConfig, write: DocumentWrite, 
         current is not None
         and current.content_sha256 == row.content_sha256
         and current.chunk_params == row.chunk_params
+        and current.source_sha256 == row.source_sha256  # another original: another source map
     )
     if unchanged and not force:
         return _Prepared(write, row, None, None)
@@ -205,6 +208,7 @@ def _prepare(index: Index, kb: KbPaths, config: KbConfig, write: DocumentWrite, 
         if write.chunks is not None
         else chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
     )
+    chunks = located_chunks(kb, write.doc_id, truth.body, chunks)
     saved = saved_vectors(index, current, row.title) if config.vector else None
     return _Prepared(write, row, chunks, saved)
 
@@ -342,7 +346,7 @@ def reconcile(
         if progress:
             progress(total, total)
     if tidy:
-        _remove_orphan_raw(kb, [p.stem for p in _raw_entries(kb) if not kb.doc(p.stem).exists()])
+        _remove_orphan_raw(kb, [raw_owner(p.name) for p in _raw_entries(kb) if not kb.doc(raw_owner(p.name)).exists()])
     embedded = 0
     if config.vector and embedder_usable(embedder):
         embedded = embed_due(index, kb.name, embedder, seconds=embed_seconds, progress=progress)
@@ -440,7 +444,7 @@ def _raw_entries(kb: KbPaths) -> list[Path]:
 def _remove_orphan_raw(kb: KbPaths, doc_ids: list[str]) -> None:
     """A document deleted by hand takes its original along: raw/ only serves live documents."""
     for doc_id in doc_ids:
-        for raw in kb.raw_files(doc_id):
+        for raw in kb.companions(doc_id):
             remove_file(raw)
 
 

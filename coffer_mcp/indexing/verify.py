@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.truth import read_truth
 from coffer_mcp.models import VerifyReport
-from coffer_mcp.store import KbPaths, document_files, file_stamp
+from coffer_mcp.store import KbPaths, document_files, file_stamp, raw_owner
 
 __all__ = ["verify_kb"]
 
@@ -82,4 +82,4 @@ def _orphan_raw(kb: KbPaths, documents: set[str]) -> list[str]:
         raws = [p for p in kb.raw.iterdir() if not p.name.startswith(".")]
     except FileNotFoundError:
         return []
-    return [f"raw/{p.name}: original without a document" for p in sorted(raws) if p.stem not in documents]
+    return [f"raw/{p.name}: original without a document" for p in sorted(raws) if raw_owner(p.name) not in documents]

@@ -11,8 +11,8 @@ from typing import Annotated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from coffer_mcp.limits import MAX_OFFSET
 from coffer_mcp.models import MAX_TAG_CHARS, MAX_TAGS, SearchFilters
-from coffer_mcp.services.pages import MAX_OFFSET
 from coffer_mcp.store.paths import MAX_PATH_CHARS
 
 __all__ = [

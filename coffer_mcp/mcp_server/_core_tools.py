@@ -13,11 +13,11 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.limits import MAX_MATCHES_LIMIT, MAX_PATTERN_CHARS
 from coffer_mcp.mcp_server import _lean as lean
 from coffer_mcp.mcp_server._common import DocId, Filters, KbName, KbSelector, Offset, Tags
 from coffer_mcp.mcp_server._runner import Job
 from coffer_mcp.models import DeleteResult, Document, GrepResult, IngestResult, KnowledgeBaseList, SearchResult
-from coffer_mcp.retrieval.grep import MAX_MATCHES_LIMIT, MAX_PATTERN_CHARS
 from coffer_mcp.services.pages import MAX_PAGE_CHARS
 from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 

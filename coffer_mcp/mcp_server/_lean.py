@@ -3,12 +3,15 @@
 The core returns every field (the CLI and the viewer show them). Over MCP, what repeats something
 the agent already has is left out: a chunk id that is ``<document_id>:<position>``, a title on
 every passage of one document, hashes and file paths on every row, the frontmatter on every page
-of a long document, the text twice when a passage is expanded (``markdown`` and ``chunks``).
+of a long document, the text twice when a passage is expanded (``markdown`` and ``chunks``), a
+Word document's ``source_location`` that only repeats the passage's ``heading_path``.
 ``list_documents`` and ``read_document`` bring theirs back with ``details=true``. A field set to
 None here is then left out by ``_wire``. Measured in docs/benchmarks.md, "Lean results".
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from coffer_mcp.models import Document, DocumentInfo, DocumentPage, GrepResult, SearchResult
 
@@ -24,7 +27,8 @@ def search_result(result: SearchResult) -> SearchResult:
     No ``chunk_id`` (it is ``<document_id>:<position>``); the title only on a document's first
     passage, and not again at the head of ``heading_path``; ``kb`` only when several knowledge
     bases were searched; scores to four significant digits; ``matched_terms`` only when a passage
-    holds some of the query's terms, not all.
+    holds some of the query's terms, not all; ``source_location`` when it says more than the
+    headings; no ``original_filename``.
     """
     several = len(result.knowledge_bases) > 1
     seen: set[tuple[str | None, str]] = set()
@@ -41,6 +45,8 @@ def search_result(result: SearchResult) -> SearchResult:
                     "kb": p.kb if several else None,
                     # Holding every term is what a passage is expected to do: only the exception is said.
                     "matched_terms": "some" if p.matched_terms == "some" else None,
+                    "source_location": _beyond_headings(p.source_location, p.heading_path),
+                    "original_filename": None,
                 }
             )
         )
@@ -50,6 +56,11 @@ def search_result(result: SearchResult) -> SearchResult:
 
 def _below_title(headings: list[str], title: str | None) -> list[str]:
     return headings[1:] if headings[:1] == [title] else headings
+
+
+def _beyond_headings(location: dict[str, Any] | None, headings: list[str]) -> dict[str, Any] | None:
+    """A location, unless it is a Word heading the passage's ``heading_path`` already names."""
+    return None if location == {"heading": headings} else location
 
 
 def grep_result(result: GrepResult) -> GrepResult:
@@ -68,7 +79,13 @@ def document(found: Document) -> Document:
     """No file path; the frontmatter on the first page only; around a passage, the text once (in chunks)."""
     if found.unit == "chunks":
         chunks = [
-            c.model_copy(update={"heading_path": _below_title(c.heading_path, found.title)}) for c in found.chunks
+            c.model_copy(
+                update={
+                    "heading_path": _below_title(c.heading_path, found.title),
+                    "source_location": _beyond_headings(c.source_location, c.heading_path),
+                }
+            )
+            for c in found.chunks
         ]
         return found.model_copy(update={"path": None, "metadata": None, "markdown": None, "chunks": chunks})
     return found.model_copy(update={"path": None, "metadata": found.metadata if found.offset == 0 else None})

@@ -29,7 +29,9 @@ from pydantic import Field
 
 from coffer_mcp.errors import CofferError, InvalidArgumentError, NotFoundError
 from coffer_mcp.mcp_server._uris import document_uri
+from coffer_mcp.models import Passage
 from coffer_mcp.services import Coffer  # at run time: the bodies' signatures are read (eval_str)
+from coffer_mcp.store.locations import describe
 
 __all__ = ["PROMPTS", "PromptEntry", "invalid_params", "prompt_refusal", "register_prompts"]
 
@@ -54,7 +56,7 @@ def research(
     kbs = ", ".join(found.knowledge_bases)
     passages = "\n\n".join(
         f'<passage kb="{p.kb}" document_id="{p.document_id}" position="{p.position}" title="{_attr(p.title or "")}"'
-        f' heading="{_attr(" > ".join(p.heading_path))}">\n{_inside(p.text)}\n</passage>'
+        f' heading="{_attr(" > ".join(p.heading_path))}"{_source(p)}>\n{_inside(p.text)}\n</passage>'
         for p in found.passages
     )
     note = f" ({found.hint})" if found.hint else ""
@@ -71,8 +73,9 @@ def research(
             "(coffer__search_knowledge) or look for exact terms (coffer__grep_knowledge).\n"
             "2. Before relying on a passage, read it in context: coffer__read_document with its kb, "
             "document_id, and around_position=its position.\n"
-            "3. Cite every claim with the passage it rests on as [document_id#position], and end with the sources "
-            "cited, one per line: [document_id#position] title (kb).\n"
+            "3. Cite every claim with the passage it rests on as [document_id#position], followed by where it is in "
+            "the original when the passage has a source, e.g. [document_id#position] (contract.pdf, p. 37). End with "
+            "the sources cited, one per line: [document_id#position] title (kb), and its source if it has one.\n"
             "4. Where the knowledge bases do not answer, say so; do not fill gaps from memory without saying so.\n\n"
             f"{_DATA}\n\n{first}"
         )
@@ -236,6 +239,14 @@ def _listed(names: list[str]) -> str:
 def _selector(kb: str) -> str | list[str]:
     names = [name.strip() for name in kb.split(",") if name.strip()]
     return "*" if not names or "*" in names else names
+
+
+def _source(passage: Passage) -> str:
+    """The passage's place in its original as an attribute (``source="contract.pdf, p. 37"``), or nothing."""
+    if not passage.source_location:
+        return ""
+    where = describe(passage.source_location)
+    return f' source="{_attr(f"{passage.original_filename}, {where}" if passage.original_filename else where)}"'
 
 
 def _attr(text: str) -> str:

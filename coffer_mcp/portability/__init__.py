@@ -15,23 +15,29 @@ Every function takes the service first and is synchronous; surfaces (CLI, MCP) w
 See docs/portability.md.
 """
 
-from coffer_mcp.portability._export import PACK_SUFFIX, ExportResult, export_kb
-from coffer_mcp.portability._format import FORMAT_VERSION, PackError
-from coffer_mcp.portability._import import ImportResult, import_pack, remove_abandoned_imports
-from coffer_mcp.portability._merge import ImportConflict, SkippedDocument
-from coffer_mcp.portability._snapshots import (
-    MAX_NOTE,
-    RestoreResult,
-    SnapshotError,
-    SnapshotInfo,
-    SnapshotNotFoundError,
-    delete_snapshot,
-    find_snapshot,
-    list_snapshots,
-    recover_interrupted_restores,
-    restore_snapshot,
-    snapshot_kb,
-)
+from typing import TYPE_CHECKING
+
+from coffer_mcp.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from coffer_mcp.portability._export import PACK_SUFFIX, ExportResult, export_kb
+    from coffer_mcp.portability._files import remove_abandoned_imports
+    from coffer_mcp.portability._format import FORMAT_VERSION, PackError
+    from coffer_mcp.portability._import import ImportResult, import_pack
+    from coffer_mcp.portability._merge import ImportConflict, SkippedDocument
+    from coffer_mcp.portability._snapshots import (
+        MAX_NOTE,
+        RestoreResult,
+        SnapshotError,
+        SnapshotInfo,
+        SnapshotNotFoundError,
+        delete_snapshot,
+        find_snapshot,
+        list_snapshots,
+        recover_interrupted_restores,
+        restore_snapshot,
+        snapshot_kb,
+    )
 
 __all__ = [
     "FORMAT_VERSION",
@@ -56,3 +62,28 @@ __all__ = [
     "restore_snapshot",
     "snapshot_kb",
 ]
+
+# Opening a store runs the two recovery functions: that must not load the pack format and merge.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "._export": ("PACK_SUFFIX", "ExportResult", "export_kb"),
+        "._files": ("remove_abandoned_imports",),
+        "._format": ("FORMAT_VERSION", "PackError"),
+        "._import": ("ImportResult", "import_pack"),
+        "._merge": ("ImportConflict", "SkippedDocument"),
+        "._snapshots": (
+            "MAX_NOTE",
+            "RestoreResult",
+            "SnapshotError",
+            "SnapshotInfo",
+            "SnapshotNotFoundError",
+            "delete_snapshot",
+            "find_snapshot",
+            "list_snapshots",
+            "recover_interrupted_restores",
+            "restore_snapshot",
+            "snapshot_kb",
+        ),
+    },
+)

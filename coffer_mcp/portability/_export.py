@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import secrets
 import tarfile
 import tempfile
@@ -21,8 +22,10 @@ from coffer_mcp.errors import InvalidArgumentError, StoreError
 from coffer_mcp.portability._files import CHUNK, hash_file, visible_files
 from coffer_mcp.portability._format import (
     DOC_MEMBER,
+    FORMAT_VERSION,
     KB_YAML,
     MANIFEST,
+    MAP_MEMBER,
     RAW_MEMBER,
     VECTORS,
     Counts,
@@ -75,7 +78,7 @@ def export_kb(
 ) -> ExportResult:
     """Write knowledge base ``name`` to the pack file ``out`` (a gzip tar, ``.cofferpack``).
 
-    The pack holds ``kb.yaml``, every ``docs/<id>.md`` and ``raw/<id>.<ext>``, a manifest with
+    The pack holds ``kb.yaml``, every ``docs/<id>.md``, ``raw/<id>.<ext>`` and source map, a manifest with
     each file's sha256 and size, and with ``with_vectors`` the current model's chunk vectors.
     The KB's write lock is held while its files are read, so the pack is one consistent state.
     Surfaces that take ``out`` from an agent restrict it first (``PortabilityService.export_allowed``).
@@ -143,9 +146,14 @@ def _pack_files(kb: KbPaths) -> list[tuple[str, Path]]:
     adopt, e.g. an empty one, stays behind).
     """
     docs = [(f"docs/{p.name}", p) for p in visible_files(kb.docs) if DOC_MEMBER.fullmatch(f"docs/{p.name}")]
-    raws = [(f"raw/{p.name}", p) for p in visible_files(kb.raw) if RAW_MEMBER.fullmatch(f"raw/{p.name}")]
+    raws = [(f"raw/{p.name}", p) for p in visible_files(kb.raw)]
     live = {member[5:-3] for member, _ in docs}
-    return docs + [(m, p) for m, p in raws if (found := RAW_MEMBER.fullmatch(m)) and found.group(1) in live]
+    return docs + [(m, p) for m, p in raws if (found := _raw_member(m)) and found.group(1) in live]
+
+
+def _raw_member(name: str) -> re.Match[str] | None:
+    """An original's or a source map's member name, matched (its group 1 is the document id)."""
+    return RAW_MEMBER.fullmatch(name) or MAP_MEMBER.fullmatch(name)
 
 
 def _vectors(registry: Registry, name: str, files: list[tuple[str, Path]], out: BinaryIO) -> VectorSet | None:
@@ -173,9 +181,11 @@ def _entry_of_file(handle: BinaryIO) -> FileEntry:
 
 def _manifest(name: str, config: bytes, entries: dict[str, FileEntry], vector_set: VectorSet | None) -> Manifest:
     documents = sum(m.startswith("docs/") for m in entries)
-    raws = sum(m.startswith("raw/") for m in entries)
+    raws = sum(bool(RAW_MEMBER.fullmatch(m)) for m in entries)
+    maps = any(MAP_MEMBER.fullmatch(m) for m in entries)
     vectors = sum(d.chunks for d in vector_set.documents) if vector_set else 0
     return Manifest(
+        format_version=FORMAT_VERSION if maps else 1,  # readable by a Coffer that knows no source map
         coffer_version=__version__,
         created_at=utc_now(),
         kb=PackedKb(name=name, config=yaml.safe_load(config)),

@@ -271,7 +271,7 @@ def _member_name(member: tarfile.TarInfo) -> str | None:
 
 def _destination(staging: Path, name: str) -> Path:
     """Where a verified member goes: the KB's files under ``kb/``, the rest beside it."""
-    return staging / "kb" / name if member_kind(name) in ("doc", "raw", "config") else staging / name
+    return staging / "kb" / name if member_kind(name) in ("doc", "raw", "map", "config") else staging / name
 
 
 _COPY_AGAIN = (

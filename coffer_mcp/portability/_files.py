@@ -13,7 +13,7 @@ from typing import IO
 from ulid import ULID
 
 from coffer_mcp.errors import StoreError
-from coffer_mcp.store import DELETING, file_lock, remove_file
+from coffer_mcp.store import DELETING, IMPORTING, StorePaths, file_lock, remove_file
 from coffer_mcp.store.files import TEMP_MARKER, fsync_dir
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "fsync_tree",
     "hash_file",
     "owned_staging",
+    "remove_abandoned_imports",
     "remove_abandoned_staging",
     "remove_tree",
     "visible_files",
@@ -128,3 +129,8 @@ def remove_abandoned_staging(parent: Path, prefix: str, locks: Path) -> int:
             continue  # its owner is alive
         removed += 1
     return removed
+
+
+def remove_abandoned_imports(paths: StorePaths) -> int:
+    """Remove the staging folders of imports whose process died (run when the store opens)."""
+    return remove_abandoned_staging(paths.knowledge, IMPORTING, paths.locks)

@@ -1,7 +1,9 @@
 """The pack format: member names, the manifest, what an import checks, and the pack's own errors.
 
 A pack is a gzip-compressed tar whose first member is ``manifest.json``; then ``kb.yaml``,
-``docs/<id>.md``, ``raw/<id>.<ext>`` and, optionally, ``vectors.f32``. Nothing else may be in it.
+``docs/<id>.md``, ``raw/<id>.<ext>``, ``raw/<id>.map.json`` (source maps, from format version 2)
+and, optionally, ``vectors.f32``. Nothing else may be in it. A pack holding no source map is
+written as version 1, which every Coffer reads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "FORMAT_VERSION",
     "KB_YAML",
     "MANIFEST",
+    "MAP_MEMBER",
     "MAX_MANIFEST_BYTES",
     "RAW_MEMBER",
     "VECTORS",
@@ -40,7 +43,8 @@ __all__ = [
 ]
 
 FORMAT: Literal["coffer-pack"] = "coffer-pack"
-FORMAT_VERSION: Literal[1] = 1
+FORMAT_VERSION: Literal[2] = 2
+"""The newest format this Coffer writes and reads (2: source maps)."""
 MANIFEST = "manifest.json"
 KB_YAML = "kb.yaml"
 VECTORS = "vectors.f32"
@@ -49,6 +53,7 @@ MAX_CONFIG_BYTES = 1024 * 1024
 _ULID = r"[0-9A-HJKMNP-TV-Z]{26}"
 DOC_MEMBER = re.compile(rf"docs/({_ULID})\.md")
 RAW_MEMBER = re.compile(rf"raw/({_ULID})\.([a-z0-9_-]{{1,16}})")
+MAP_MEMBER = re.compile(rf"raw/({_ULID})\.map\.json")
 _SHA256 = r"^[0-9a-f]{64}$"
 _MTIME = re.compile(r"(\d{1,11})(?:\.(\d{1,9})\d*)?")
 _MAX_MTIME = 2**34  # seconds: beyond the year 2500 a file time is a lie
@@ -91,7 +96,7 @@ class PackedKb(_Strict):
 
 class Manifest(_Strict):
     format: Literal["coffer-pack"] = FORMAT
-    format_version: Literal[1] = FORMAT_VERSION
+    format_version: Literal[1, 2] = 1
     coffer_version: str = Field(max_length=100)
     created_at: str = Field(max_length=100)
     kb: PackedKb
@@ -109,7 +114,7 @@ class Manifest(_Strict):
 
 
 def member_kind(name: str) -> str | None:
-    """``manifest``, ``config``, ``vectors``, ``doc`` or ``raw``; None for a name a pack may not hold."""
+    """``manifest``, ``config``, ``vectors``, ``doc``, ``raw`` or ``map``; None for a name a pack may not hold."""
     fixed = {MANIFEST: "manifest", KB_YAML: "config", VECTORS: "vectors"}
     if name in fixed:
         return fixed[name]
@@ -117,6 +122,8 @@ def member_kind(name: str) -> str | None:
         return "doc"
     if RAW_MEMBER.fullmatch(name):
         return "raw"
+    if MAP_MEMBER.fullmatch(name):
+        return "map"
     return None
 
 
@@ -187,6 +194,11 @@ def _check_consistent(manifest: Manifest) -> None:
         )
     if any(doc_id not in docs for doc_id in raws):
         raise PackError("The manifest lists an original (raw/) whose document is not in the pack.")
+    maps = [m.group(1) for name in manifest.files if (m := MAP_MEMBER.fullmatch(name))]
+    if any(doc_id not in docs for doc_id in maps):
+        raise PackError("The manifest lists a source map (raw/) whose document is not in the pack.")
+    if maps and manifest.format_version < 2:
+        raise PackError("The manifest lists source maps, which a pack of format version 1 cannot hold.")
     try:
         make_kb_config(**manifest.kb.config)
     except (InvalidArgumentError, TypeError) as exc:

@@ -23,14 +23,13 @@ from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidNameError, KnowledgeBaseExistsError, KnowledgeBaseNotFoundError
 from coffer_mcp.indexing.reindex import index_progress, reconcile
 from coffer_mcp.portability._extract import Extracted, Limits, extract_pack
-from coffer_mcp.portability._files import owned_staging, remove_abandoned_staging
+from coffer_mcp.portability._files import owned_staging
 from coffer_mcp.portability._format import PackError
 from coffer_mcp.portability._merge import ImportConflict, SkippedDocument, plan_merge
 from coffer_mcp.portability._vectors import load_vectors
 from coffer_mcp.store import (
     IMPORTING,
     KbPaths,
-    StorePaths,
     check_path_text,
     file_stamp,
     parse_document,
@@ -49,7 +48,6 @@ __all__ = [
     "DEFAULT_MAX_MEMBERS",
     "ImportResult",
     "import_pack",
-    "remove_abandoned_imports",
 ]
 
 DEFAULT_MAX_BYTES = 64 * 1024**3
@@ -125,11 +123,6 @@ def import_pack(
         if registry.paths.kb(name).root.exists():
             return _merge(registry, extracted, name, actor, progress)
         return _install(registry, extracted, name, actor, progress)
-
-
-def remove_abandoned_imports(paths: StorePaths) -> int:
-    """Remove the staging folders of imports whose process died (run when the store opens)."""
-    return remove_abandoned_staging(paths.knowledge, IMPORTING, paths.locks)
 
 
 def _limits(registry: Registry, max_bytes: int | None) -> Limits:
@@ -219,15 +212,16 @@ def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, prog
 
 
 def _move_document(staged: KbPaths, kb: KbPaths, doc_id: str) -> int:
-    """Move one document in: originals first, the Markdown last (the commit point, as in ingest)."""
-    raws = staged.raw_files(doc_id)
+    """Move one document in: originals and source map first, the Markdown last (the commit point, as in
+    ingest); how many originals were moved."""
+    raws = staged.companions(doc_id)
     kb.raw.mkdir(parents=True, exist_ok=True)
     for raw in raws:
         os.replace(raw, kb.raw / raw.name)
     fsync_dir(kb.raw)
     os.replace(staged.doc(doc_id), kb.doc(doc_id))
     fsync_dir(kb.docs)
-    return len(raws)
+    return len(raws) - (staged.source_map(doc_id) in raws)
 
 
 def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
@@ -250,6 +244,8 @@ def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: s
             path.unlink()
         for raw in staged.raw_files(old):
             os.rename(raw, raw.with_name(f"{new}{raw.suffix}"))
+        if staged.source_map(old).exists():
+            os.rename(staged.source_map(old), staged.source_map(new))
         renamed[old] = new
     return renamed
 

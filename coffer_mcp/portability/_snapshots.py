@@ -45,6 +45,7 @@ from coffer_mcp.errors import (
     SnapshotNotFoundError,
     StoreError,
 )
+from coffer_mcp.limits import MAX_NOTE
 from coffer_mcp.portability._files import (
     copy_hashed,
     fsync_tree,
@@ -54,6 +55,7 @@ from coffer_mcp.portability._files import (
 from coffer_mcp.store import (
     DELETING,
     RESTORING,
+    SOURCE_MAP_SUFFIX,
     KbPaths,
     StorePaths,
     atomic_write,
@@ -84,7 +86,6 @@ __all__ = [
 
 _FORMAT = "coffer-snapshot"
 _COMMIT = "COMMIT"
-MAX_NOTE = 500  # characters of a snapshot's note
 _FILE = re.compile(r"(docs|raw)/[^/\\\x00]{1,255}")
 
 
@@ -198,7 +199,8 @@ def _take(paths: StorePaths, kb: KbPaths, note: str) -> SnapshotInfo:
 
 
 def _count(files: dict[str, Any], prefix: str) -> int:
-    return sum(rel.startswith(prefix) for rel in files)
+    """The documents (``docs/``) or originals (``raw/``, source maps left out) among ``files``."""
+    return sum(rel.startswith(prefix) and not rel.endswith(SOURCE_MAP_SUFFIX) for rel in files)
 
 
 def _next_id(root: Path) -> str:

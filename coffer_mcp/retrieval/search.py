@@ -35,7 +35,7 @@ from typing import Literal
 
 from coffer_mcp.errors import render_hint
 from coffer_mcp.index import Index, PassageRow, Where
-from coffer_mcp.index.fts import analyze
+from coffer_mcp.index.fts import QueryTerms, analyze
 from coffer_mcp.models import Passage
 
 __all__ = [
@@ -59,9 +59,12 @@ VECTOR_WEIGHT = 0.4
 MORE_POSITIONS = 10
 
 
-def keyword_search(index: Index, kbs: Sequence[str], query: str, top_k: int, where: Where = None) -> list[Passage]:
-    """The ``top_k`` best chunks for ``query`` across ``kbs`` (of the documents ``where`` lets through), best first."""
-    terms = analyze(query)
+def keyword_search(
+    index: Index, kbs: Sequence[str], query: str | QueryTerms, top_k: int, where: Where = None
+) -> list[Passage]:
+    """The ``top_k`` best chunks for ``query`` (as typed, or already analysed) across ``kbs`` (of the
+    documents ``where`` lets through), best first."""
+    terms = query if isinstance(query, QueryTerms) else analyze(query)
     if terms.only_stopwords:  # a phrase, or nothing to rank by: never a substring scan for "the"
         plans = [("fts", terms.index_terms(), False)]
     else:
@@ -81,16 +84,14 @@ def _matched(terms: Sequence[str], holds_all: bool) -> Literal["all", "some"] | 
     return "all" if holds_all else "some"
 
 
-def lone_stopword(query: str) -> bool:
-    """Whether ``query`` is one function word (``the``): it matches most passages, ranks none."""
-    terms = analyze(query)
+def lone_stopword(terms: QueryTerms) -> bool:
+    """Whether the query is one function word (``the``): it matches most passages, ranks none."""
     return terms.only_stopwords and len(terms.tokens) == 1
 
 
-def query_hint(query: str, found: bool) -> str | None:
+def query_hint(terms: QueryTerms, found: bool) -> str | None:
     """What to tell a caller whose query is nothing but function words, nothing but symbols, or
     nothing searchable at all (None for any other query)."""
-    terms = analyze(query)
     if terms.only_symbols:
         return _symbols_hint(terms.literals, found)
     if not (terms.words or terms.cjk_runs):
@@ -272,4 +273,6 @@ def to_passage(row: PassageRow, matched_terms: Literal["all", "some"] | None = N
         chunk_id=f"{row.document_id}:{row.position}",
         kb=row.kb,
         matched_terms=matched_terms,
+        source_location=row.source_location,
+        original_filename=row.original_filename or None,
     )

@@ -21,9 +21,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from coffer_mcp import portability
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
-from coffer_mcp.portability import recover_interrupted_restores, remove_abandoned_imports
 from coffer_mcp.services.authorization import AuthorizationService
 from coffer_mcp.services.changes import ChangeFeed
 from coffer_mcp.services.diagnosis import Diagnosis
@@ -75,8 +75,8 @@ class Coffer:
         paths = StorePaths(settings.home)
         self.registry = Registry(settings, index or open_index(settings), embedder=embedder)
         self.registry.prepare_home(connect=False)  # a shared index: at its first connection, if it accepts the home
-        recover_interrupted_restores(paths)
-        remove_abandoned_imports(paths)
+        portability.recover_interrupted_restores(paths)
+        portability.remove_abandoned_imports(paths)
         self.knowledge_bases = KnowledgeBaseService(self.registry)
         self.documents = DocumentService(self.registry)
         self.retrieval = RetrievalService(self.registry)
@@ -123,9 +123,10 @@ class Coffer:
         return Watcher(self.registry, self.follow).start()
 
     def close(self) -> None:
-        """Stop the background file checks and search workers; close every connection to the index,
-        and the reranker's."""
+        """Stop the background file checks and search workers, write the queued call log; close every
+        connection to the index, and the reranker's."""
         self.registry.close_checks()
+        self.diagnosis.close()
         self.retrieval.close()
         self.registry.close_reranker()
         self.registry.index.close()
@@ -153,6 +154,7 @@ class Coffer:
     # -- documents ---------------------------------------------------------------------------------
     list_documents = _forward("documents", DocumentService.list_documents)
     read_document = _forward("documents", DocumentService.read_document)
+    read_original = _forward("documents", DocumentService.read_original)
     add_document = _forward("documents", DocumentService.add_document)
     edit_document = _forward("documents", DocumentService.edit_document)
     delete_document = _forward("documents", DocumentService.delete_document)
@@ -192,3 +194,4 @@ class Coffer:
     # -- diagnosis and history ---------------------------------------------------------------------
     doctor = _forward("diagnosis", Diagnosis.doctor)
     record_invocation = _forward("diagnosis", Diagnosis.record_invocation)
+    invocations = _forward("diagnosis", Diagnosis.invocations)

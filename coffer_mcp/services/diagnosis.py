@@ -7,9 +7,9 @@ from typing import Any
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
-from coffer_mcp.index import IndexDiagnosis
+from coffer_mcp.index import IndexDiagnosis, InvocationRow
 from coffer_mcp.models import DoctorReport, EmbedderStatus, RerankerStatus
-from coffer_mcp.retrieval.grep import rg_status
+from coffer_mcp.services.invocations import InvocationLog
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.registry import Registry
 
@@ -22,6 +22,11 @@ class Diagnosis:
     def __init__(self, registry: Registry, knowledge_bases: KnowledgeBaseService) -> None:
         self.registry = registry
         self.knowledge_bases = knowledge_bases
+        self.calls = InvocationLog(registry.index)
+
+    def close(self) -> None:
+        """Write the tool calls still queued for the log."""
+        self.calls.close()
 
     def doctor(self, *, check_embedder: bool = True) -> DoctorReport:
         """What this installation can do: ``problems`` need fixing, ``notes`` could be better.
@@ -43,6 +48,8 @@ class Diagnosis:
                 vector_version=None,
                 problems=[f"{exc.message} {exc.hint_for('cli')}".strip()],
             )
+        from coffer_mcp.retrieval.grep import rg_status  # here: its regex engine is ~30 ms only doctor needs
+
         problems: list[str] = list(index.problems)
         rg = rg_status(self.registry.settings.rg_path)
         problems += [rg.problem] if rg.problem else []
@@ -151,10 +158,14 @@ class Diagnosis:
     def record_invocation(
         self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None = None
     ) -> None:
-        """Log one MCP tool call (no arguments, no content)."""
-        index = self.registry.index
-        with index.transaction():
-            index.record_invocation(tool, client, duration_ms, outcome, error_code)
+        """Log one MCP tool call (no arguments, no content): queued, written by a background thread
+        (``services.invocations``), so a call never waits for the index to log itself."""
+        self.calls.record(tool, client, duration_ms, outcome, error_code)
+
+    def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
+        """The last ``limit`` tool calls logged, oldest first, including those still queued."""
+        self.calls.flush()
+        return self.registry.index.invocations(limit=limit)
 
 
 def _engine_fields(index: IndexDiagnosis) -> dict[str, Any]:

@@ -15,10 +15,12 @@ from typing import Any, Literal
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import clean_markdown, derive_title, first_heading
-from coffer_mcp.errors import EditConflictError, IngestRejectedError, InvalidArgumentError
+from coffer_mcp.errors import DocumentNotFoundError, EditConflictError, IngestRejectedError, InvalidArgumentError
 from coffer_mcp.index import DocumentFilter, DocumentRow
+from coffer_mcp.indexing.locations import text_location
 from coffer_mcp.indexing.reindex import Indexed, index_document
 from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, hand_title, read_truth, truth_of
+from coffer_mcp.limits import MAX_LIST_LIMIT
 from coffer_mcp.models import (
     ChunkView,
     DeleteResult,
@@ -28,6 +30,7 @@ from coffer_mcp.models import (
     DocumentInfo,
     DocumentPage,
     IngestResult,
+    OriginalFile,
     Progress,
     SearchFilters,
     check_tags,
@@ -57,7 +60,6 @@ from coffer_mcp.timeutil import utc_now
 
 __all__ = ["DocumentService", "FolderIngest"]
 
-MAX_LIST_LIMIT = 1000
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -143,7 +145,31 @@ class DocumentService:
         if around_position is not None:
             return self._chunk_window(doc_id, around_position, window, common)
         page = line_page(body, offset, limit) if unit == "lines" else char_page(body, offset, limit)
-        return Document(**common, **page, offset=offset, unit=unit)
+        first_line = offset + 1 if unit == "lines" else body.count("\n", 0, offset) + 1
+        location = text_location(paths, doc_id, body, first_line, page["markdown"])
+        return Document(**common, **page, offset=offset, unit=unit, source_location=location)
+
+    def read_original(self, kb: str, doc_id: str) -> OriginalFile:
+        """A document's original as it was ingested (``raw/``), for the viewer to open at a passage's place.
+
+        Raises:
+            DocumentNotFoundError: no such document, or (``no_original``) none of its original is kept.
+        """
+        paths, _ = self.registry.open_kb(kb)
+        doc_id = _check_id(kb, doc_id)
+        self.registry.refresh(kb)
+        row = self.index.get_document(kb, doc_id)
+        if row is None:
+            raise missing_document(kb, doc_id)
+        try:
+            data, _ = read_store_file(paths.raw / f"{doc_id}.{row.original_format or 'bin'}")
+        except FileNotFoundError:
+            raise DocumentNotFoundError(
+                f"Document {doc_id} has no original kept: only its Markdown is in the knowledge base.",
+                code="no_original",
+                hint="Read the document itself; its original was written in Coffer or removed from raw/.",
+            ) from None
+        return OriginalFile(data=data, filename=row.original_filename, original_format=row.original_format)
 
     def _chunk_window(self, doc_id: str, position: int, window: int, common: dict[str, Any]) -> Document:
         rows, last = self.index.chunk_window(doc_id, position - window, position + window)
@@ -152,7 +178,10 @@ class DocumentService:
                 f"Document {doc_id} has no chunk at position {position} (positions run 0-{last}).",
                 hint="Pass the position of a search passage.",
             )
-        chunks = [ChunkView(position=r.position, heading_path=r.heading_path, text=r.text) for r in rows]
+        chunks = [
+            ChunkView(position=r.position, heading_path=r.heading_path, text=r.text, source_location=r.source_location)
+            for r in rows
+        ]
         return Document(
             **common,
             markdown="\n\n".join(c.text for c in chunks),
@@ -369,7 +398,7 @@ class DocumentService:
         if not (known or removed):
             raise missing_document(paths.name, doc_id)
         self.registry.wrote(paths)
-        removed += sum(remove_file(raw) for raw in paths.raw_files(doc_id))
+        removed += sum(remove_file(raw) for raw in paths.companions(doc_id))
         with self.index.transaction():
             self.index.delete_document(doc_id)
             self.index.audit(AuditEvent.KB_DOCUMENT_DELETED, paths.name, actor, doc_id, details)

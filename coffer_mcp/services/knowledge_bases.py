@@ -104,7 +104,7 @@ class KnowledgeBaseService:
 
     def list_kbs(self) -> list[KnowledgeBaseSummary]:
         """Every knowledge base, by name, after reconciling each with its files."""
-        names = self.registry.refresh_many(self.registry.sync(), vanished_ok=True)
+        names = list(self.registry.refresh_many(self.registry.sync(), vanished_ok=True))
         counts = self.index.document_counts()
         return [
             KnowledgeBaseSummary(

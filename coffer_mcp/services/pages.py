@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from coffer_mcp.errors import InvalidArgumentError
+from coffer_mcp.limits import MAX_OFFSET
 
 __all__ = [
     "MAX_OFFSET",
@@ -23,8 +24,6 @@ __all__ = [
 
 MAX_PAGE_CHARS = 200_000
 MAX_PAGE_LINES = 20_000
-MAX_OFFSET = 2**31 - 1
-"""The largest offset or position any read accepts (SQLite integers overflow at 2**63)."""
 
 
 def body_lines(body: str) -> list[str]:

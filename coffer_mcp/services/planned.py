@@ -29,6 +29,7 @@ from coffer_mcp.store import (
     body_sha256,
     remove_file,
     render_document,
+    source_map_bytes,
 )
 from coffer_mcp.timeutil import utc_now
 
@@ -79,6 +80,7 @@ class Planned:
     details: dict[str, Any]  # the audit record's
     source_stamp: str  # the source file's, when it vouches for ``original`` (else "")
     chunks: Chunked | None = None  # the body's chunks, when they were made ahead
+    source_map: bytes | None = None  # where the body's lines are in the original (None: unknown)
 
     def chunks_for(self, chunk_size: int, chunk_overlap: int) -> list[Chunk] | None:
         """The chunks made ahead, if they were made with these parameters."""
@@ -88,24 +90,34 @@ class Planned:
     def files(self) -> list[Path]:
         """Every file ``write`` creates, replaces or removes."""
         stale = self._stale_original()
-        return [self._original(self.ext), self.paths.doc(self.doc_id), *([stale] if stale else [])]
+        source_map = self.paths.source_map(self.doc_id)
+        return [self._original(self.ext), source_map, self.paths.doc(self.doc_id), *([stale] if stale else [])]
 
     def write(self) -> None:
-        """Write the document's original and its Markdown, the original landing first, each synced."""
+        """Write the document's original, its source map and its Markdown, the Markdown landing last, each synced."""
         self.paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
         markdown = render_document(self.metadata, self.body).encode("utf-8")
-        atomic_write_all([(self._original(self.ext), self.original), (self.paths.doc(self.doc_id), markdown)])
+        source_map = self.paths.source_map(self.doc_id)
+        maps = [(source_map, self.source_map)] if self.source_map else []
+        atomic_write_all([(self._original(self.ext), self.original), *maps, (self.paths.doc(self.doc_id), markdown)])
         if stale := self._stale_original():
             remove_file(stale)
+        if not maps and self.existing is not None:
+            remove_file(source_map)  # an earlier original's: it says nothing of this one
 
     def stage(self, batch: FileBatch) -> None:
         """``write`` into ``batch``: the files land, synced, in this order when the batch lands."""
         self.paths.raw.mkdir(exist_ok=True)
         markdown = render_document(self.metadata, self.body).encode("utf-8")
+        source_map = self.paths.source_map(self.doc_id)
         batch.write(self._original(self.ext), self.original)
+        if self.source_map:
+            batch.write(source_map, self.source_map)
         batch.write(self.paths.doc(self.doc_id), markdown)
         if stale := self._stale_original():
             batch.remove(stale)
+        if not self.source_map and self.existing is not None:
+            batch.remove(source_map)  # an earlier original's: it says nothing of this one
 
     def truth(self) -> Truth:
         """The written file as the index reads it (its stamp taken now), its body's hash not taken again."""
@@ -166,4 +178,5 @@ def plan(
         {"filename": upload.name, "source_sha256": upload.source_sha},
         upload.source_stamp,
         chunks,
+        source_map_bytes(conversion.markdown, conversion.places),
     )

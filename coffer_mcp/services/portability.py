@@ -7,24 +7,16 @@ an agent's export path is checked against ``allowed_dirs`` (as ingest's is, in t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from coffer_mcp import portability
 from coffer_mcp.access import check_inside
 from coffer_mcp.models import Progress
-from coffer_mcp.portability import (
-    ExportResult,
-    ImportResult,
-    RestoreResult,
-    SnapshotInfo,
-    delete_snapshot,
-    export_kb,
-    find_snapshot,
-    import_pack,
-    list_snapshots,
-    restore_snapshot,
-    snapshot_kb,
-)
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.registry import Registry
+
+if TYPE_CHECKING:
+    from coffer_mcp.portability import ExportResult, ImportResult, RestoreResult, SnapshotInfo
 
 __all__ = ["PortabilityService"]
 
@@ -46,7 +38,9 @@ class PortabilityService:
         progress: Progress | None = None,
     ) -> ExportResult:
         """Write knowledge base ``name`` to the pack file ``out`` (see ``portability.export_kb``)."""
-        return export_kb(self.registry, name, out, with_vectors=with_vectors, overwrite=overwrite, progress=progress)
+        return portability.export_kb(
+            self.registry, name, out, with_vectors=with_vectors, overwrite=overwrite, progress=progress
+        )
 
     def export_allowed(
         self, name: str, out: str, *, with_vectors: bool = False, progress: Progress | None = None
@@ -66,7 +60,7 @@ class PortabilityService:
         progress: Progress | None = None,
     ) -> ImportResult:
         """Import a pack file (untrusted input, verified first; see ``portability.import_pack``)."""
-        result = import_pack(
+        result = portability.import_pack(
             self.registry, pack, as_name=as_name, merge=merge, max_bytes=max_bytes, actor=actor, progress=progress
         )
         self.registry.index.settle()
@@ -74,19 +68,19 @@ class PortabilityService:
 
     def snapshot_kb(self, name: str, *, note: str = "") -> SnapshotInfo:
         """Save a knowledge base's current files as a snapshot."""
-        return snapshot_kb(self.registry, name, note=note)
+        return portability.snapshot_kb(self.registry, name, note=note)
 
     def list_snapshots(self, name: str) -> list[SnapshotInfo]:
         """A knowledge base's snapshots, newest first."""
-        return list_snapshots(self.registry, name)
+        return portability.list_snapshots(self.registry, name)
 
     def find_snapshot(self, name: str, snapshot_id: str) -> SnapshotInfo:
         """One snapshot of a knowledge base (also of a deleted one); refuses an unknown one as restore does."""
-        return find_snapshot(self.registry, name, snapshot_id)
+        return portability.find_snapshot(self.registry, name, snapshot_id)
 
     def delete_snapshot(self, name: str, snapshot_id: str) -> SnapshotInfo:
         """Delete one snapshot; returns what it was."""
-        return delete_snapshot(self.registry, name, snapshot_id)
+        return portability.delete_snapshot(self.registry, name, snapshot_id)
 
     def restore_snapshot(
         self, name: str, snapshot_id: str, *, actor: str = "cli", progress: Progress | None = None
@@ -98,7 +92,7 @@ class PortabilityService:
         runs it (another process's sees the knowledge base's folder replaced); until it has,
         metrics say the folders are behind.
         """
-        result = restore_snapshot(
+        result = portability.restore_snapshot(
             self.registry, self.knowledge_bases, name, snapshot_id, actor=actor, progress=progress
         )
         why = f"Knowledge base '{name}' was restored from snapshot {snapshot_id}"

@@ -331,7 +331,7 @@ class Registry:
 
     # -- reconcile-on-read -------------------------------------------------------------------------
 
-    def refresh(self, name: str) -> None:
+    def refresh(self, name: str) -> KbConfig:
         """Reconcile one knowledge base with its files before a read (cheap when nothing moved).
 
         Every file is ``stat``-ed — unless the last such check took longer than
@@ -345,16 +345,19 @@ class Registry:
         sees it. While a watcher of this process sees every change to ``docs/``
         (``activity.docs_watched``), a big knowledge base's files are checked at most every
         ``WATCHED_RECHECK_SECONDS`` (what the watcher applies is seen as soon as it is applied).
+
+        Returns the knowledge base's settings, as ``open_kb`` does: a read needs open it no second time.
         """
         kb, config = self.open_kb(name)
         folder = path_stamp(kb.docs)
         watched = self.activity.docs_watched
         if self._scans.fresh(name, folder, self.settings, watched=watched):
-            return
+            return config
         if self._scans.big_and_unchanged(name, folder, self.settings, watched=watched):
             self._checks.request(name)
-            return
+            return config
         self._check_files(kb, config, folder)
+        return config
 
     def check_files(self, name: str) -> None:
         """Compare every file of a knowledge base with the index and reconcile what differs.
@@ -406,17 +409,16 @@ class Registry:
             return False
         return all(unindexed_since(kb.doc(doc_id), mark) for doc_id in (*drift.changed, *drift.removed))
 
-    def refresh_many(self, names: Sequence[str], *, vanished_ok: bool = False) -> list[str]:
-        """Refresh each knowledge base; with ``vanished_ok``, drop those another process deleted meanwhile."""
-        present = []
+    def refresh_many(self, names: Sequence[str], *, vanished_ok: bool = False) -> dict[str, KbConfig]:
+        """Refresh each knowledge base: their settings, by name in the order given. With ``vanished_ok``,
+        those another process deleted meanwhile are left out."""
+        present = {}
         for name in names:
             try:
-                self.refresh(name)
+                present[name] = self.refresh(name)
             except KnowledgeBaseNotFoundError:
                 if not vanished_ok:
                     raise
-                continue
-            present.append(name)
         return present
 
     def reconcile_locked(
@@ -485,7 +487,7 @@ class Registry:
                     ):
                         sources.add(before.source_path)
                 if not path.exists():
-                    for raw in kb.raw_files(path.stem):  # a document deleted by hand takes its original along
+                    for raw in kb.companions(path.stem):  # a document deleted by hand takes its original along
                         remove_file(raw)
             self.wrote(kb)
         return len(due)

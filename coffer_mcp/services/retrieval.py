@@ -18,15 +18,19 @@ A search answers one passage per document first (``retrieval.search.by_document`
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
 from coffer_mcp.index import DocumentFilter
+from coffer_mcp.index.fts import QueryTerms, analyze
+from coffer_mcp.indexing.locations import BodyPlaces, body_places
+from coffer_mcp.limits import MAX_TOP_K
 from coffer_mcp.models import (
     GrepHit,
     GrepResult,
@@ -38,7 +42,6 @@ from coffer_mcp.models import (
     StrategyChoice,
 )
 from coffer_mcp.rerank import BudgetedReranker
-from coffer_mcp.retrieval.grep import LineMatch, grep_dirs
 from coffer_mcp.retrieval.search import (
     by_document,
     fuse_convex,
@@ -48,7 +51,12 @@ from coffer_mcp.retrieval.search import (
     vector_search,
 )
 from coffer_mcp.services.registry import Registry
-from coffer_mcp.store import body_line_offset, read_store_file
+from coffer_mcp.store import KbConfig, KbPaths, body_line_offset, parse_document, read_store_file
+
+if TYPE_CHECKING:
+    from coffer_mcp.embed import Embedder
+    from coffer_mcp.retrieval.grep import LineMatch
+    from coffer_mcp.retrieval.prefilter import GrepPrefilter
 
 __all__ = ["ALL", "STRATEGIES", "KbSelector", "RetrievalService", "StrategyChoice"]
 
@@ -60,7 +68,6 @@ STRATEGIES: tuple[str, ...] = get_args(StrategyChoice)
 
 ALL = "*"
 MAX_QUERY_CHARS = 2000
-MAX_TOP_K = 1000
 # Each list fused into a hybrid result is this many times deeper than the answer (at least 100:
 # measured better than 50 on SciFact for every fusion tried).
 FUSION_DEPTH = 4
@@ -111,6 +118,21 @@ class Alongside:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _Query:
+    """A search's query, analysed once and embedded at most once, however deep the search looks."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.terms: QueryTerms = analyze(text)
+        self._vectors: dict[str, list[float]] = {}
+
+    def vector(self, embedder: Embedder) -> list[float]:
+        """The query embedded by ``embedder`` (embedded on first use)."""
+        if embedder.identity not in self._vectors:
+            self._vectors[embedder.identity] = embedder.embed_query(self.text)
+        return self._vectors[embedder.identity]
+
+
 class RetrievalService:
     """Search and grep over one, several or all knowledge bases.
 
@@ -122,13 +144,38 @@ class RetrievalService:
     def __init__(self, registry: Registry, *, overlap_workers: int = OVERLAP_WORKERS) -> None:
         self.registry = registry
         self.alongside = Alongside(overlap_workers)
+        self._prefilter: GrepPrefilter | None = None
+        self._prefilter_lock = threading.Lock()
+
+    @property
+    def prefilter(self) -> GrepPrefilter:
+        """grep's file map, made by the first grep (a process that only searches never loads grep)."""
+        with self._prefilter_lock:
+            if self._prefilter is None:
+                from coffer_mcp.retrieval.prefilter import GrepPrefilter
+
+                self._prefilter = GrepPrefilter()
+            return self._prefilter
 
     def close(self) -> None:
-        """Stop the workers (after the searches they run)."""
+        """Stop the workers (after the searches they run) and grep's file map."""
         self.alongside.close()
+        with self._prefilter_lock:
+            prefilter, self._prefilter = self._prefilter, None
+        if prefilter is not None:
+            prefilter.close()
 
     def resolve_kbs(self, selector: KbSelector) -> list[str]:
         """Names of the knowledge bases a selector designates (each checked to exist)."""
+        names = self._named(selector)
+        if not _is_all(selector):
+            for name in names:
+                self.registry.open_kb(name)
+        return names
+
+    def _named(self, selector: KbSelector) -> list[str]:
+        """The names a selector gives: every knowledge base for ``"*"`` (at least one), else those
+        listed, not yet checked to exist."""
         if isinstance(selector, str):
             if _is_all(selector):
                 names = self.registry.sync()
@@ -139,9 +186,15 @@ class RetrievalService:
         names = list(dict.fromkeys(selector))
         if not names:
             raise InvalidArgumentError("No knowledge base given.", hint="Pass a name, a list of names, or '*'.")
-        for name in names:
-            self.registry.open_kb(name)
         return names
+
+    def _opened(self, selector: KbSelector) -> dict[str, KbConfig]:
+        """The knowledge bases a selector designates, each opened and refreshed once: their settings.
+
+        Raises:
+            KnowledgeBaseNotFoundError: one named does not exist (with ``"*"``: one deleted meanwhile is left out).
+        """
+        return self.registry.refresh_many(self._named(selector), vanished_ok=_is_all(selector))
 
     def search(
         self,
@@ -164,28 +217,29 @@ class RetrievalService:
         compare the two). ``per_document=False`` answers the best passages as they rank, several
         of a document if they rank so, instead of one per document first.
         """
-        query = _check_query(query, top_k)
+        asked = _Query(_check_query(query, top_k))
         where = DocumentFilter.of(SearchFilters.parse(filters), document_ids)
         if strategy not in STRATEGIES:
             raise InvalidArgumentError(
                 f"strategy must be one of {', '.join(STRATEGIES)}, not {str(strategy)[:40]!r}.",
                 hint="Leave it out (auto) unless you compare strategies.",
             )
-        names = self.registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
-        if lone_stopword(query):  # "the": nothing to rank by, by keyword or by vector
+        configs = self._opened(kb)
+        names = list(configs)
+        if lone_stopword(asked.terms):  # "the": nothing to rank by, by keyword or by vector
             return SearchResult(
-                strategy="keyword", passages=[], knowledge_bases=names, hint=query_hint(query, found=False)
+                strategy="keyword", passages=[], knowledge_bases=names, hint=query_hint(asked.terms, found=False)
             )
         reranker, info = self._reranker() if rerank else (None, None)
         depth = max(top_k, reranker.candidates) if reranker is not None else top_k
         if per_document:  # room for top_k documents: 4 x top_k passages left 3 of 809 SciFact queries short
             depth = max(depth, min(MAX_TOP_K, top_k * FUSION_DEPTH))
-        ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
+        ran, passages, hint = self._ranked(configs, asked, strategy, top_k, depth, where)
         while per_document and depth < MAX_DOCUMENT_DEPTH and self._short_of_documents(passages, depth, top_k, names):
             depth = min(depth * FUSION_DEPTH, MAX_DOCUMENT_DEPTH)
-            ran, passages, hint = self._ranked(names, query, strategy, top_k, depth, where)
+            ran, passages, hint = self._ranked(configs, asked, strategy, top_k, depth, where)
         if reranker is not None and len(passages) > 1:
-            passages, info = reranker.rerank(query, passages)
+            passages, info = reranker.rerank(asked.text, passages)
         if per_document:
             passages = by_document(passages, top_k)
         return SearchResult(strategy=ran, passages=passages[:top_k], knowledge_bases=names, hint=hint, rerank=info)
@@ -204,11 +258,17 @@ class RetrievalService:
         return found < sum(counts.get(name, 0) for name in names)
 
     def _ranked(
-        self, names: list[str], query: str, strategy: StrategyChoice, top_k: int, depth: int, where: DocumentFilter
+        self,
+        configs: dict[str, KbConfig],
+        query: _Query,
+        strategy: StrategyChoice,
+        top_k: int,
+        depth: int,
+        where: DocumentFilter,
     ) -> tuple[Strategy, list[Passage], str | None]:
         """The strategy that ran, its best ``depth`` passages (``depth >= top_k``: room for a reranker), a hint."""
-        registry = self.registry
-        vector_on = [n for n in names if registry.config(n).vector]
+        registry, names = self.registry, list(configs)
+        vector_on = [n for n, config in configs.items() if config.vector]
         vector_kbs = vector_on if registry.embedder is not None else []
         refused = self._refused(vector_on, strategy)
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
@@ -221,7 +281,7 @@ class RetrievalService:
         # reranker that falls back leaves the order a search without one gives.
         fusion_depth = max(_depth(top_k, wanted), depth)
         if wanted == "hybrid":  # the keyword half runs while the query is embedded and the vectors searched
-            keyword_half = self.alongside.start(keyword_search, registry.index, names, query, fusion_depth, where)
+            keyword_half = self.alongside.start(keyword_search, registry.index, names, query.terms, fusion_depth, where)
         try:
             near = self._vector_passages(vector_kbs, query, fusion_depth, where)
         except EmbeddingError as exc:
@@ -231,14 +291,14 @@ class RetrievalService:
         if wanted == "vector":
             return "vector", near[:depth], None
         keyword = keyword_half()
-        return "hybrid", fuse_convex(keyword, near, depth), query_hint(query, found=bool(keyword))
+        return "hybrid", fuse_convex(keyword, near, depth), query_hint(query.terms, found=bool(keyword))
 
     def _keyword(
-        self, names: list[str], query: str, depth: int, where: DocumentFilter, *, why: str | None = None
+        self, names: list[str], query: _Query, depth: int, where: DocumentFilter, *, why: str | None = None
     ) -> tuple[Strategy, list[Passage], str | None]:
         """A keyword search; ``why``: why it runs instead of the strategy asked for, said in the hint."""
-        passages = keyword_search(self.registry.index, names, query, depth, where)
-        hints = [why, query_hint(query, found=bool(passages))]
+        passages = keyword_search(self.registry.index, names, query.terms, depth, where)
+        hints = [why, query_hint(query.terms, found=bool(passages))]
         return "keyword", passages, " ".join(hint for hint in hints if hint) or None
 
     def _refused(self, vector_kbs: list[str], strategy: StrategyChoice) -> str | None:
@@ -256,11 +316,11 @@ class RetrievalService:
         except ConfigError as exc:  # settings built without load_settings's checks: say so, still search
             return None, RerankInfo(applied=False, reason=f"error: {exc.message}")
 
-    def _vector_passages(self, kbs: list[str], query: str, depth: int, where: DocumentFilter) -> list[Passage]:
+    def _vector_passages(self, kbs: list[str], query: _Query, depth: int, where: DocumentFilter) -> list[Passage]:
         """Nearest chunks among the current model's vectors (none yet if nothing was embedded)."""
         embedder = self.registry.embedder
         assert embedder is not None  # the caller checked
-        query_vector = embedder.embed_query(query)
+        query_vector = query.vector(embedder)
         try:
             return vector_search(self.registry.index, embedder.identity, query_vector, kbs, depth, where)
         except ValueError as exc:
@@ -281,11 +341,13 @@ class RetrievalService:
         ``filters`` (as in ``search``) narrows the files to the documents the index lets through;
         without them no index is involved.
         """
+        from coffer_mcp.retrieval.grep import grep_dirs  # here: its regex engine is ~30 ms a search never needs
+
         where = DocumentFilter.of(SearchFilters.parse(filters))
         # Documents are written composed (NFC): "é" typed decomposed (e + U+0301) would match nothing.
         pattern = unicodedata.normalize("NFC", pattern)
         registry = self.registry
-        names = registry.refresh_many(self.resolve_kbs(kb), vanished_ok=_is_all(kb))
+        names = list(self._opened(kb))
         dirs = {registry.paths.kb(name).docs: name for name in names}
         settings = registry.settings
         outcome = grep_dirs(
@@ -296,14 +358,34 @@ class RetrievalService:
             ignore_case=ignore_case,
             fixed_strings=fixed_strings,
             rg_path=settings.rg_path,
-            only=self._files_of(names, where) if where else None,
+            **self._grep_files(names, list(dirs), pattern, where, ignore_case, fixed_strings),
         )
-        offsets: dict[Path, int] = {}
-        hits = [_hit(m, dirs[m.path.parent], offsets) for m in outcome.matches]
+        bodies: dict[Path, _Body] = {}
+        hits = [_hit(m, registry.paths.kb(dirs[m.path.parent]), bodies) for m in outcome.matches]
         if not outcome.timed_out:
             return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
         hint = _timeout_hint(settings.grep_timeout, len(hits))
         return GrepResult(hits=hits, truncated=True, engine=outcome.engine, timed_out=True, hint=hint)
+
+    def _grep_files(
+        self,
+        names: list[str],
+        dirs: list[Path],
+        pattern: str,
+        where: DocumentFilter,
+        ignore_case: bool,
+        fixed_strings: bool,
+    ) -> dict[str, Any]:
+        """What ``grep_dirs`` is to read: the files the filters keep (``only``), or of those the ones
+        that can match (``files``, from ``retrieval.prefilter``); neither for every file."""
+        can_match = self.prefilter.narrow(dirs, pattern, ignore_case=ignore_case, fixed_strings=fixed_strings)
+        if not where:
+            return {"files": can_match}
+        kept = self._files_of(names, where)
+        if can_match is None:
+            return {"only": kept}
+        keep = {os.path.abspath(path) for path in kept}
+        return {"files": [path for path in can_match if path in keep]}
 
     def _files_of(self, names: list[str], where: DocumentFilter) -> list[Path]:
         """The Markdown files of the documents of ``names`` that ``where`` lets through."""
@@ -323,26 +405,35 @@ def _timeout_hint(timeout: float, found: int) -> str:
     )
 
 
-def _hit(match: LineMatch, kb: str, offsets: dict[Path, int]) -> GrepHit:
-    """A matching line, numbered within the document's body so that ``read_document`` pages agree."""
-    if match.path not in offsets:
-        offsets[match.path] = _body_line_offset(match.path)
+_Body = tuple[int, BodyPlaces | None]
+"""A matched file's first body line (``body_line_offset``) and where its body's lines are in the original."""
+
+
+def _hit(match: LineMatch, kb: KbPaths, bodies: dict[Path, _Body]) -> GrepHit:
+    """A matching line, numbered within the document's body so that ``read_document`` pages agree,
+    with its place in the original when known."""
+    if match.path not in bodies:
+        bodies[match.path] = _body(kb, match.path)
+    offset, places = bodies[match.path]
+    line_number = max(match.line_number - offset, 0)  # 0: above the body (frontmatter)
     return GrepHit(
         document_id=match.path.stem,
-        line_number=max(match.line_number - offsets[match.path], 0),  # 0: above the body (frontmatter)
+        line_number=line_number,
         line=match.line,
-        kb=kb,
+        kb=kb.name,
         path=str(match.path),
         file_line=match.line_number,
+        source_location=places.of_lines(line_number, line_number) if places and line_number else None,
     )
 
 
-def _body_line_offset(path: Path) -> int:
+def _body(kb: KbPaths, path: Path) -> _Body:
     try:
         data = read_store_file(path)[0]
     except FileNotFoundError:  # removed since the scan
-        return 0
-    return body_line_offset(data.decode("utf-8", errors="replace"))
+        return 0, None
+    text = data.decode("utf-8", errors="replace")
+    return body_line_offset(text), body_places(kb, path.stem, parse_document(text)[1])
 
 
 def _is_all(selector: KbSelector) -> bool:

@@ -97,7 +97,11 @@ def without_note_block(name: str, conversion: Conversion) -> tuple[Conversion, d
             hint="The file has no text to index; check that you picked the right file.",
         )
     title = text_field(note.get("title")) or derive_title(body, name)
-    return Conversion(body, title, conversion.engine, conversion.original_format), note
+    markdown = conversion.markdown.rstrip()
+    # The body's lines are the conversion's last ones: they keep their places (the file's lines).
+    dropped = markdown[: len(markdown) - len(body)].count("\n") if markdown.endswith(body) else None
+    places = conversion.places[dropped:] if dropped is not None else ()
+    return Conversion(body, title, conversion.engine, conversion.original_format, places), note
 
 
 def note_tags(note: object, tags: list[str] | None) -> list[str] | None:

@@ -187,6 +187,7 @@ async function showDocument(kb, id) {
   // Converted documents usually open with their title as a heading; the page header shows it already.
   if (first && first.tagName === "H1" && first.textContent.trim() === doc.title.trim()) first.remove();
   $("doc-body").replaceChildren(body);
+  $("open-original").href = originalUrl(kb, id);
   $("open-doc").dataset.path = `/knowledge_bases/${enc(kb)}/documents/${enc(id)}/open`;
   $("reveal-doc").dataset.path = `/knowledge_bases/${enc(kb)}/documents/${enc(id)}/reveal`;
   show("document");
@@ -261,6 +262,7 @@ function passageItem(passage, words) {
   // Where in the document, less its title heading (shown just above).
   const path = passage.heading_path[0] === passage.title ? passage.heading_path.slice(1) : passage.heading_path;
   if (path.length) li.append(make("p", "where", path.join(" › ")));
+  if (passage.source_location) li.append(sourceLine(passage));
   // A passage is a piece of a document's Markdown: rendered as the document is (a fence left open
   // at its end runs to the end of the passage), its matching words marked in the text it shows.
   const text = make("div", "text markdown");
@@ -274,6 +276,44 @@ function passageItem(passage, words) {
     li.append(make("p", "more", `${label} (#${more.join(", #")})`));
   }
   return li;
+}
+
+// Where a passage is in its document's original: "report.pdf · pp. 36–37", the file name a link
+// to the original, opened at the passage's first page when it is a PDF (the browser's viewer
+// reads #page=N); other originals open, or download, whole.
+function sourceLine(passage) {
+  const line = make("p", "source", "");
+  const location = passage.source_location;
+  let href = originalUrl(passage.kb, passage.document_id);
+  const page = location.page || (location.pages && location.pages[0]);
+  if (page) href += `#page=${page}`;
+  const link = make("a", "", passage.original_filename || "original");
+  link.href = href;
+  link.target = "_blank";
+  link.rel = "noopener";
+  link.title = page ? `Open the original at page ${page}` : "Open the original";
+  line.append(link, ` · ${describeLocation(location)}`);
+  return line;
+}
+
+function originalUrl(kb, id) {
+  return `/api/v1/knowledge_bases/${enc(kb)}/documents/${enc(id)}/original`;
+}
+
+const COUNTED = { page: ["p.", "pp."], slide: ["slide", "slides"], line: ["line", "lines"], row: ["row", "rows"] };
+
+// A source_location as a reader cites it (the server's store/locations.py describe()).
+function describeLocation(location) {
+  if (location.heading) return `§ ${location.heading.join(" › ")}`;
+  if (location.part) return location.part === "body" ? "e-mail body" : "e-mail headers";
+  if (location.sheets) return `sheets ${location.sheets.join(", ")}`;
+  const parts = location.sheet ? [`sheet ${location.sheet}`] : [];
+  for (const [one, [single, plural]] of Object.entries(COUNTED)) {
+    const range = location[`${one}s`];
+    if (location[one] !== undefined) parts.push(`${single} ${location[one]}`);
+    else if (range) parts.push(`${plural} ${range[0]}–${range[1]}`);
+  }
+  return parts.join(", ");
 }
 
 // Text written without spaces between words: the server's highlight holds its bigrams, marked

@@ -39,6 +39,7 @@ from coffer_mcp.store.kbconfig import (
     read_kb_config,
     write_kb_config,
 )
+from coffer_mcp.store.locations import Location
 from coffer_mcp.store.lock import file_lock, held_here
 from coffer_mcp.store.paths import (
     CREATING,
@@ -48,6 +49,7 @@ from coffer_mcp.store.paths import (
     MAX_PATH_CHARS,
     RESTORING,
     SNAPSHOTS,
+    SOURCE_MAP_SUFFIX,
     KbPaths,
     StorePaths,
     check_path_text,
@@ -55,6 +57,7 @@ from coffer_mcp.store.paths import (
     escape_hidden,
     hidden_characters,
     is_document_id,
+    raw_owner,
     sanitize_filename,
     shown_path,
     stored_document_id,
@@ -62,6 +65,7 @@ from coffer_mcp.store.paths import (
     validate_kb_name,
 )
 from coffer_mcp.store.scan import document_files, markdown_entries
+from coffer_mcp.store.sourcemap import Mark, Place, SourceMap, read_source_map, source_map_bytes, span_location
 
 __all__ = [
     "CREATING",
@@ -72,10 +76,15 @@ __all__ = [
     "MAX_PATH_CHARS",
     "RESTORING",
     "SNAPSHOTS",
+    "SOURCE_MAP_SUFFIX",
     "DocumentMeta",
     "FileBatch",
     "KbConfig",
     "KbPaths",
+    "Location",
+    "Mark",
+    "Place",
+    "SourceMap",
     "StoreModel",
     "StorePaths",
     "atomic_write",
@@ -102,7 +111,9 @@ __all__ = [
     "parse_document",
     "parse_frontmatter",
     "path_stamp",
+    "raw_owner",
     "read_kb_config",
+    "read_source_map",
     "read_store_file",
     "read_store_model",
     "remove_file",
@@ -110,6 +121,8 @@ __all__ = [
     "render_document",
     "sanitize_filename",
     "shown_path",
+    "source_map_bytes",
+    "span_location",
     "store_model_stamp",
     "stored_document_id",
     "undecodable_name",

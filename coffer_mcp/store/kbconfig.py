@@ -13,13 +13,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coffer_mcp.errors import InvalidArgumentError, validation_problem
+from coffer_mcp.limits import MAX_DESCRIPTION
 from coffer_mcp.settings import Settings, bound_of, default_of, refuse_bool
 from coffer_mcp.store.files import atomic_write
 from coffer_mcp.store.frontmatter import UnsafeFrontmatterError, load_bounded_yaml
 
 __all__ = ["MAX_FOLLOWED", "KbConfig", "config_mapping", "make_kb_config", "read_kb_config", "write_kb_config"]
 
-MAX_DESCRIPTION = 2000
 MAX_FOLLOWED = 100
 
 

@@ -9,6 +9,7 @@ Layout under ``COFFER_HOME``::
     knowledge/<kb>/kb.yaml             the KB's own settings (truth, like the documents)
     knowledge/<kb>/docs/<id>.md        Markdown + YAML frontmatter = truth
     knowledge/<kb>/raw/<id>.<ext>      the original upload = provenance
+    knowledge/<kb>/raw/<id>.map.json   where each line of the Markdown is in the original (store/sourcemap.py)
     snapshots/<kb>/<id>/               snapshots of a KB's files (undo points)
     models/                            downloaded embedding models (fastembed's cache)
 
@@ -39,12 +40,14 @@ __all__ = [
     "MAX_PATH_CHARS",
     "RESTORING",
     "SNAPSHOTS",
+    "SOURCE_MAP_SUFFIX",
     "KbPaths",
     "StorePaths",
     "check_path_text",
     "decodable",
     "escape_hidden",
     "is_document_id",
+    "raw_owner",
     "sanitize_filename",
     "shown_path",
     "stored_document_id",
@@ -68,6 +71,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066
 shows as ``reportexe.jpg``): a name holding them displays as another name."""
 _MAX_FILENAME = 255
 MAX_PATH_CHARS = 4096
+SOURCE_MAP_SUFFIX = ".map.json"
 
 
 def check_path_text(path: str | Path) -> str:
@@ -206,6 +210,24 @@ class KbPaths:
         if not self.raw.is_dir():
             return []
         return sorted(p for p in self.raw.glob(f"{doc_id}.*") if p.stem == doc_id)
+
+    def source_map(self, doc_id: str) -> Path:
+        """Where ``doc_id``'s source map is (``store.sourcemap``), whether or not it has one."""
+        return self.raw / f"{doc_id}{SOURCE_MAP_SUFFIX}"
+
+    def companions(self, doc_id: str) -> list[Path]:
+        """Every file of ``raw/`` that belongs to ``doc_id``: its originals and its source map.
+
+        They go where the document goes: removed with it, renamed with it, packed with it.
+        """
+        found = self.raw_files(doc_id)
+        source_map = self.source_map(doc_id)
+        return [*found, source_map] if os.path.lexists(source_map) else found
+
+
+def raw_owner(name: str) -> str:
+    """The document id a file of ``raw/`` named ``name`` belongs to (``<id>.pdf``, ``<id>.map.json``)."""
+    return name.split(".", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ was.
     GET  /api/v1/knowledge_bases/{kb}                            details and metrics
     GET  /api/v1/knowledge_bases/{kb}/documents?q=&limit=&offset=&FILTERS
     GET  /api/v1/knowledge_bases/{kb}/documents/{id}?offset=&limit=   Markdown, metadata, path, folder
+    GET  /api/v1/knowledge_bases/{kb}/documents/{id}/original    the original file, as ingested (read-only)
     GET  /api/v1/knowledge_bases/{kb}/search?q=&top_k=&FILTERS   passages from one KB
     GET  /api/v1/search?q=&top_k=&kb=&kb=&FILTERS                passages from some KBs, or all
 
@@ -20,6 +21,10 @@ FILTERS are the MCP tools' ``filters`` as query parameters: ``tag=`` and ``forma
 A search answers the core's ``SearchResult`` plus ``highlight``: the words of its passages that
 match the query's words as the index analysed them (stemmed, stopwords left out), for the viewer
 to mark.
+
+A document's original is served as the bytes it was ingested as, never as a page of this site:
+a PDF or an image inline (a browser's own viewer opens a PDF at ``#page=N``), anything else as
+an attachment, with ``nosniff`` and a policy that lets no script run (``original_response``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import anyio.to_thread
 from pydantic import BaseModel
@@ -47,9 +53,10 @@ from coffer_mcp.errors import (
 )
 from coffer_mcp.index.fts import STOPWORDS, analyze
 from coffer_mcp.index.tokens import terms
+from coffer_mcp.limits import MAX_TOP_K
+from coffer_mcp.models import OriginalFile
 from coffer_mcp.services import Coffer
 from coffer_mcp.services.pages import MAX_PAGE_CHARS
-from coffer_mcp.services.retrieval import MAX_TOP_K
 from coffer_mcp.web._actions import (
     Action,
     NoOpenerError,
@@ -119,6 +126,8 @@ def _endpoint(handler: Handler, params: tuple[str, ...] | None = ()) -> Callable
             return JSONResponse(
                 {"code": "internal", "message": "The server failed; see its log.", "hint": ""}, status_code=500
             )
+        if isinstance(result, Response):  # a file, not JSON: the original of a document
+            return result
         body = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return JSONResponse(body, headers={"cache-control": "no-store"})
 
@@ -144,6 +153,7 @@ def api_routes(service: Coffer, action_token: str) -> list[Route]:
         Route(kb, _endpoint(api.describe_kb), methods=get),
         Route(kb + "/documents", _endpoint(api.list_documents, ("q", "limit", "offset", *FILTER_PARAMS)), methods=get),
         Route(doc, _endpoint(api.read_document, ("offset", "limit")), methods=get),
+        Route(doc + "/original", _endpoint(api.read_original), methods=get),
         Route(kb + "/search", _endpoint(api.search, ("q", "top_k", *FILTER_PARAMS)), methods=get),
         Route("/search", _endpoint(api.search, ("q", "top_k", "kb", *FILTER_PARAMS)), methods=get),
         Route(kb + "/open", _endpoint(api.action("open", api.kb_target)), methods=post),
@@ -182,6 +192,10 @@ class _Handlers:
         folder = str(Path(document.path).parent) if document.path else None  # the core always gives the path
         return {**document.model_dump(mode="json"), "folder": folder}
 
+    async def read_original(self, request: Request) -> Response:
+        original = await _run(self.service.read_original, kb_name(request), doc_id(request))
+        return original_response(original)
+
     async def search(self, request: Request) -> Any:
         kbs, query = kb_selector(request), query_text(request, "q")
         top_k = query_int(request, "top_k", default=10, low=1, high=MAX_TOP_K)
@@ -209,6 +223,43 @@ class _Handlers:
             return await _run(work)
 
         return act
+
+
+# What a browser may show in place: a PDF in its own viewer, images that carry no script (never SVG).
+_INLINE = {
+    "pdf": "application/pdf",
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+}
+# A PDF: Chrome's viewer is an embedded plugin in a page with inline styles, which object-src 'none'
+# or default-src 'none' alone would block (a blank or tiny view); nothing else is allowed.
+_PDF_POLICY = (
+    "default-src 'none'; object-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+_FILE_POLICY = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox"
+
+
+def original_response(original: OriginalFile) -> Response:
+    """A document's original as a download, or shown in place when it is a PDF or an image."""
+    media = _INLINE.get(original.original_format)
+    disposition = "inline" if media else "attachment"
+    headers = {
+        "content-disposition": f"{disposition}; {_filename_parameters(original.filename)}",
+        "content-security-policy": _PDF_POLICY if original.original_format == "pdf" else _FILE_POLICY,
+        "x-content-type-options": "nosniff",
+        "cache-control": "private, no-store",
+    }
+    return Response(original.data, media_type=media or "application/octet-stream", headers=headers)
+
+
+def _filename_parameters(name: str) -> str:
+    """``filename="..."`` (ASCII, quotes and controls replaced) and ``filename*`` (RFC 5987, exact)."""
+    fallback = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in name) or "original"
+    return f"filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 def highlight(query: str, texts: Iterable[str]) -> list[str]:

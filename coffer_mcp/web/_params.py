@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 
 from coffer_mcp.errors import InvalidArgumentError
-from coffer_mcp.services.pages import MAX_OFFSET
+from coffer_mcp.limits import MAX_OFFSET
 from coffer_mcp.services.retrieval import MAX_QUERY_CHARS
 from coffer_mcp.store import is_document_id, validate_kb_name
 

@@ -492,13 +492,16 @@ async def _refuse(refusal: Refusal, send: Send, challenge: str | None = None) ->
 
 def _with_page_headers(scope: Scope, send: Send) -> Send:
     """Add the browser hardening headers to everything but the MCP endpoint and the consent page
-    (which sends its own: its form may lead to the client's redirect URI)."""
+    (which sends its own: its form may lead to the client's redirect URI). A response that sets one
+    of them itself keeps its own (a document's original, shown by the browser's PDF viewer)."""
     if scope["path"] in (_MCP_PATH, CONSENT_PATH):
         return send
 
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []), *_PAGE_HEADERS]}
+            headers = list(message.get("headers", []))
+            own = {name.lower() for name, _ in headers}
+            message = {**message, "headers": headers + [(n, v) for n, v in _PAGE_HEADERS if n not in own]}
         await send(message)
 
     return wrapped

@@ -16,6 +16,12 @@ MODEL_ENV = "COFFER_TEST_MODEL_PATH"
 MODEL_DIR = SHARED / "models" / "all-MiniLM-L6-v2-int8"
 
 
+def long_texts(count: int) -> list[str]:
+    """``count`` distinct texts longer than the model's 512 tokens (it truncates them there)."""
+    words = "the river carried silt from distant mountains across a wide delta where farmers planted rice".split()
+    return [" ".join(words[(i * 7 + n) % len(words)] for n in range(700)) + f" text {i}" for i in range(count)]
+
+
 def local_model_dir() -> Path:
     """The local all-MiniLM-L6-v2 ONNX directory (``$COFFER_TEST_MODEL_PATH`` or ../shared/models)."""
     path = Path(os.environ.get(MODEL_ENV) or MODEL_DIR)

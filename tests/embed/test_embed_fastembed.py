@@ -8,13 +8,17 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from coffer_mcp.embed import CooldownEmbedder, EmbeddingConfig, FastEmbedEmbedder, make_embedder
 from coffer_mcp.errors import EmbeddingError
-from tests.embed.conftest import MODEL_NAME
+from tests.embed.conftest import MODEL_NAME, long_texts
+from tests.embed.service_support import WAIT_SECONDS
+
+QUERY = "how do farmers plant rice in a river delta"
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -58,26 +62,41 @@ def test_a_query_embeds_next_to_the_same_text_as_a_passage(model_dir: Path) -> N
     assert cosine(query, passage) > 0.99 > cosine(query, other)
 
 
-def test_documents_are_embedded_in_batches_of_at_most_batch_size_and_keep_their_order(model_dir: Path) -> None:
+def test_a_texts_vector_is_the_same_whatever_texts_share_its_call(model_dir: Path) -> None:
+    # int8 models quantize a model call's activations with one scale: batched, a text's vector
+    # moved with its neighbours (and with the padding they brought). Each text is its own call now.
     embedder = FastEmbedEmbedder(MODEL_NAME, model_path=model_dir, batch_size=2)
+    texts = ["one", "two words", "a third text, longer than the others by far", "four", "five and six"]
+    together = embedder.embed_documents(texts)
+    assert together == [embedder.embed_documents([text])[0] for text in texts]
+    assert together == embedder.embed_documents(texts[::-1])[::-1]
+    other = FastEmbedEmbedder(MODEL_NAME, model_path=model_dir, batch_size=16, threads=1)
+    for got, expected in zip(other.embed_documents(texts), together, strict=True):
+        assert max(abs(x - y) for x, y in zip(got, expected, strict=True)) <= 1e-6
+
+
+def test_a_query_is_answered_while_a_bulk_embed_is_inside_the_model(model_dir: Path) -> None:
+    embedder = FastEmbedEmbedder(MODEL_NAME, model_path=model_dir)
+    expected = embedder.embed_query(QUERY)
     model = embedder._load()
-    sizes: list[int] = []
     passage_embed = model.passage_embed
+    inside = threading.Event()
 
     def spy(texts, **kwargs):  # type: ignore[no-untyped-def]
-        sizes.append(len(texts))
+        inside.set()
         return passage_embed(texts, **kwargs)
 
-    texts = ["one", "two", "three", "four", "five"]
     model.passage_embed = spy  # type: ignore[method-assign]
-    batched = embedder.embed_documents(texts)
-    assert sizes == [2, 2, 1]
-    # int8 dynamic quantization scales by batch, so a batched vector is near, not equal, to a lone one.
-    singly = [embedder.embed_documents([text])[0] for text in texts]
-    for i, vector in enumerate(batched):
-        similarities = [cosine(vector, other) for other in singly]
-        assert similarities.index(max(similarities)) == i
-        assert similarities[i] > 0.95
+    bulk_done = threading.Event()
+    bulk = threading.Thread(target=lambda: (embedder.embed_documents(long_texts(16)), bulk_done.set()))
+    bulk.start()
+    try:
+        assert inside.wait(WAIT_SECONDS)
+        assert embedder.embed_query(QUERY) == expected
+        assert not bulk_done.is_set()  # the query did not wait for the 16 long texts
+    finally:
+        bulk.join(WAIT_SECONDS)
+    assert bulk_done.is_set()
 
 
 def test_loading_and_embedding_write_nothing_to_stdout(model_dir: Path, capfd: pytest.CaptureFixture[str]) -> None:

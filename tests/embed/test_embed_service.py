@@ -28,7 +28,7 @@ from coffer_mcp.embed._rundir import RunFiles, ServiceUnavailableError
 from coffer_mcp.embed._wire import recv_json, send_json
 from coffer_mcp.errors import EmbeddingError
 from coffer_mcp.services import embedding_config
-from tests.embed.conftest import MODEL_NAME
+from tests.embed.conftest import MODEL_NAME, long_texts
 from tests.embed.service_support import (
     NO_MODEL,
     WAIT_SECONDS,
@@ -105,6 +105,49 @@ def test_a_second_process_reuses_the_service_and_loads_no_model(model_dir: Path,
     for got, expected in zip(answer["vectors"], local.embed_documents(TEXTS), strict=True):
         assert_close(got, expected)
     assert_close(answer["query"], local.embed_query(QUERY))
+
+
+def test_a_search_query_is_answered_while_the_service_embeds_someone_elses_long_texts(
+    model_dir: Path, folder: Path
+) -> None:
+    embedder = shared(folder, model_dir)
+    expected = embedder.embed_query(QUERY)  # the model is loaded
+    bulk_done = threading.Event()
+    # Four requests of 16 long texts: the query, sent once the first is seen, must not wait for the rest.
+    bulk = threading.Thread(target=lambda: (embedder.embed_documents(long_texts(64)), bulk_done.set()))
+    bulk.start()
+    try:
+        wait_for_the_request_of(bulk, embedder)
+        assert_close(embedder.embed_query(QUERY), expected)
+        assert not bulk_done.is_set()  # the query did not wait for the 64 long texts
+    finally:
+        bulk.join(WAIT_SECONDS)
+    assert bulk_done.is_set()
+
+
+def test_the_service_stays_under_600_mb_whatever_the_length_of_the_texts(model_dir: Path, folder: Path) -> None:
+    # 16 texts padded to 512 tokens and run as one batch took the service to 1.9 GB.
+    embedder = shared(folder, model_dir)
+    assert len(embedder.embed_documents(long_texts(16))) == 16
+    assert peak_rss_mb(client(embedder).status()["pid"]) < 600
+
+
+def wait_for_the_request_of(bulk: threading.Thread, embedder: CooldownEmbedder) -> None:
+    """Return once the service has received the request ``bulk`` is making (each status counts itself)."""
+    before = client(embedder).status()["requests"]
+    deadline = time.monotonic() + WAIT_SECONDS
+    asked = 0
+    while bulk.is_alive():
+        asked += 1
+        if client(embedder).status()["requests"] - asked > before:
+            return
+        assert time.monotonic() < deadline, "the service never received the request"
+    raise AssertionError(f"the request was answered before it was seen (in process: {client(embedder).in_process})")
+
+
+def peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
 
 
 def test_a_killed_service_is_replaced_by_the_next_call_and_its_stale_socket_removed(

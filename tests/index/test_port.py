@@ -1156,14 +1156,15 @@ def _to_previous_schema(index: Index) -> None:
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DROP TABLE keyword_tables")
         # SQLite migrates by number: the migrations after it are undone too (tags and filters,
-        # source stamps, the authorization server's tables, the store's model).
+        # source stamps, the authorization server's tables, the store's model, source locations).
         for table in ("document_tags", "oauth_clients", "oauth_tokens", "oauth_owner", "store_model"):
             conn.execute(f"DROP TABLE {table}")
         for column in ("tags", "created_key", "updated_key", "source_stamp"):
             conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+        conn.execute("ALTER TABLE chunks DROP COLUMN source_location")
         conn.execute(
-            "DELETE FROM migrations WHERE name IN "
-            "('0006_keyword_per_kb', '0007_filters', '0008_source_stamps', '0009_oauth', '0010_store_model')"
+            "DELETE FROM migrations WHERE name IN ('0006_keyword_per_kb', '0007_filters', '0008_source_stamps', "
+            "'0009_oauth', '0010_store_model', '0011_source_locations')"
         )
         conn.execute("PRAGMA user_version = 5")
         return

@@ -44,7 +44,7 @@ def test_the_wheel_holds_the_package_its_viewer_and_nothing_of_the_clone(dist: D
 def test_the_sdist_holds_what_the_wheel_is_built_from_and_no_tests(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"pyproject.toml", "README.md", "coffer_mcp/cli.py"} <= names
+    assert {"pyproject.toml", "README.md", "coffer_mcp/cli/__init__.py", "coffer_mcp/cli/_commands.py"} <= names
     assert {f"coffer_mcp/static/{name}" for name in STATIC} <= names
     assert not any(name.startswith("tests/") for name in names)
 

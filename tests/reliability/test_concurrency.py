@@ -151,9 +151,7 @@ def check_last_writer_wins(home: Path, core: Coffer, journals: dict[str, list[di
 
 
 def failed_calls_recorded(core: Coffer) -> list[tuple[str, str, str, str | None]]:
-    return [
-        (c.tool, c.client, c.outcome, c.error_code) for c in core.index.invocations(limit=10**9) if c.outcome != "ok"
-    ]
+    return [(c.tool, c.client, c.outcome, c.error_code) for c in core.invocations(limit=10**9) if c.outcome != "ok"]
 
 
 def vectors_missing(core: Coffer) -> int:

@@ -142,8 +142,11 @@ def test_an_upload_with_a_hostile_filename_is_stored_by_id_inside_its_knowledge_
     made = fingerprint_changes(before, store_fingerprint(store.home))
     files = sorted(change for change in made if not change.startswith("index rows"))
     assert files[0] == f"added knowledge/notes/docs/{doc_id}.md"
-    assert re.fullmatch(rf"added knowledge/notes/raw/{doc_id}\.[a-z0-9]+", files[1])
-    assert len(files) == 2
+    # The original, and the source map of where the Markdown's lines are in it.
+    assert f"added knowledge/notes/raw/{doc_id}.map.json" in files[1:]
+    [original] = [name for name in files[1:] if not name.endswith(".map.json")]
+    assert re.fullmatch(rf"added knowledge/notes/raw/{doc_id}\.[a-z0-9]+", original)
+    assert len(files) == 3
     recorded = added.original_filename
     assert not re.search(r"[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]", recorded)
     assert 0 < len(recorded) <= 255

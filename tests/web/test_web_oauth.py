@@ -109,7 +109,7 @@ async def test_an_mcp_client_finds_the_server_from_the_401_signs_the_owner_in_an
     assert not added.is_error, added.content
     actor = f"oauth:{OWNER} via {CLIENT_NAME}"
     assert service.index.audit_events("notes")[-1].actor == actor
-    assert service.index.invocations()[-1].client == actor
+    assert service.invocations()[-1].client == actor
     client_info = session.storage.client_info
     assert client_info is not None
     assert client_info.client_secret

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from coffer_mcp import Coffer, load_settings
+from tests.conftest import FIXTURES
 from tests.fakes import HashEmbedder
 from tests.web.cdp import CDPError, Page, WebSocket, launch, stop
 from tests.web.conftest import TOKEN
@@ -591,3 +592,34 @@ def test_a_long_log_file_renders_as_one_complete_paragraph_without_freezing_the_
         "links": LOG_LINES,
         "last": f"https://example.com/api/items/{LOG_LINES - 1}",
     }
+
+
+def test_a_passage_says_where_it_is_in_the_original_and_links_a_pdf_at_its_page(
+    browser_page: Page, tmp_path: Path
+) -> None:
+    page = browser_page
+    shots = Shots(page, tmp_path / "screenshots")
+    with make_coffer(tmp_path / "home") as service:
+        service.create_kb("papers", "Papers", chunk_size=64, chunk_overlap=0)
+        pdf = service.add_document("papers", "sample.pdf", (FIXTURES / "sample.pdf").read_bytes()).document_id
+        service.add_document("papers", "sample.xlsx", (FIXTURES / "sample.xlsx").read_bytes())
+        with running(service, token=TOKEN) as url:
+            open_viewer(page, url, kbs=1)
+            search_in_viewer(page, "papers", "granite weather station")
+            page.wait_for(shown("#results .passage .source"))
+            shots.take("15-source-location")
+            source = page.evaluate(
+                "(() => { const a = document.querySelector('#results .passage .source a');"
+                " return [a.parentElement.textContent, a.getAttribute('href'), a.target]; })()"
+            )
+            opened = page.evaluate(
+                "fetch(document.querySelector('#results .passage .source a').href)"
+                ".then((r) => [r.status, r.headers.get('content-type'), r.headers.get('content-disposition')])"
+            )
+            search_in_viewer(page, "papers", "Marigold Traders")
+            page.wait_for(shown("#results .passage .source"))
+            sheet = page.evaluate(text_of("#results .passage .source"))
+    assert source == ["sample.pdf · p. 2", f"/api/v1/knowledge_bases/papers/documents/{pdf}/original#page=2", "_blank"]
+    assert opened == [200, "application/pdf", "inline; filename=\"sample.pdf\"; filename*=UTF-8''sample.pdf"]
+    assert sheet == "sample.xlsx · sheet Suppliers, rows 1–2"
+    assert page.console == [], page.console

@@ -51,6 +51,7 @@ from coffer_mcp.index.postgres.connection import (
 )
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
+from coffer_mcp.index.rows import audit_row, document_row, maybe_document_row, passage_row, stored_location
 from coffer_mcp.models import Chunk
 from coffer_mcp.store import StoreModel, StorePaths
 
@@ -342,7 +343,7 @@ class PostgresIndex:
 
     @_mapped
     def get_document(self, kb: str, doc_id: str) -> DocumentRow | None:
-        return _maybe_document(q.get_document(self.conn, kb, doc_id))
+        return maybe_document_row(q.get_document(self.conn, kb, doc_id))
 
     @_mapped
     def find_document(
@@ -352,22 +353,22 @@ class PostgresIndex:
         by = [key for key, value in given.items() if value]
         if len(by) != 1:
             raise ValueError(f"find_document takes exactly one criterion, got {by}")
-        return _maybe_document(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
+        return maybe_document_row(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
 
     @_mapped
     def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
-        return [_document(row) for row in q.documents_named(self.conn, kb, filename, limit)]
+        return [document_row(row) for row in q.documents_named(self.conn, kb, filename, limit)]
 
     @_mapped
     def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
-        return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
+        return [document_row(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
 
     @_mapped
     def list_documents(
         self, kb: str, title_filter: str, limit: int, offset: int, where: Where = None
     ) -> tuple[list[DocumentRow], int]:
         rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where), self._collation())
-        return [_document(row) for row in rows], total
+        return [document_row(row) for row in rows], total
 
     @_mapped
     def document_ids(self, kb: str, where: Where) -> list[str]:
@@ -375,7 +376,7 @@ class PostgresIndex:
 
     @_mapped
     def recent_documents(self, limit: int) -> list[DocumentRow]:
-        return [_document(row) for row in q.recent_documents(self.conn, limit)]
+        return [document_row(row) for row in q.recent_documents(self.conn, limit)]
 
     @_mapped
     def ids_outside(self, kb: str, among: Sequence[str]) -> dict[str, str]:
@@ -409,7 +410,10 @@ class PostgresIndex:
     @_mapped
     def chunk_window(self, doc_id: str, first: int, last: int) -> tuple[list[ChunkRow], int | None]:
         rows, end = q.chunk_window(self.conn, doc_id, first, last)
-        return [ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"]) for r in rows], end
+        return [
+            ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"], stored_location(r["source_location"]))
+            for r in rows
+        ], end
 
     @_mapped
     def chunk_count(self, *, kb: str | None = None, doc_id: str | None = None) -> int:
@@ -433,7 +437,7 @@ class PostgresIndex:
         if not terms:
             return []
         rows = keyword.search(self.conn, terms, operator, kbs, as_filter(where), limit, self._term_counts)
-        return [_passage(row) for row in rows]
+        return [passage_row(row) for row in rows]
 
     @_mapped
     def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
@@ -452,7 +456,7 @@ class PostgresIndex:
         rows = keyword.substring_search(
             self.conn, terms, operator, kbs, as_filter(where), limit, scan_limit, self._collation()
         )
-        return [_passage(row) for row in rows]
+        return [passage_row(row) for row in rows]
 
     # -- vectors -----------------------------------------------------------------------------------
 
@@ -513,7 +517,7 @@ class PostgresIndex:
             return []
         scope = as_filter(where)
         rows = vectors.knn(self.conn, table, query, kbs, scope, limit, iterative=self._iterative_scans())
-        return [_passage(row) for row in rows]
+        return [passage_row(row) for row in rows]
 
     def _iterative_scans(self) -> bool:
         if self._vector_version is None:
@@ -565,17 +569,17 @@ class PostgresIndex:
 
     @_mapped
     def record_invocation(
-        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None, *, at: str | None = None
     ) -> None:
-        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code, at)
 
     @_mapped
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
-        return [_audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
+        return [audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
 
     @_mapped
     def document_events(self, kb: str, document_id: str, event: str) -> list[AuditRow]:
-        return [_audit_row(r) for r in q.document_events(self.conn, kb, document_id, event)]
+        return [audit_row(r) for r in q.document_events(self.conn, kb, document_id, event)]
 
     @_mapped
     def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
@@ -696,51 +700,3 @@ def _iterative(version: str) -> bool:
     except ValueError:
         return False
     return (major, minor) >= (0, 8)
-
-
-def _audit_row(row: dict[str, Any]) -> AuditRow:
-    return AuditRow(
-        row["at"], row["event"], row["kb"], row["document_id"], row["actor"], json.loads(row["details"] or "{}")
-    )
-
-
-def _maybe_document(row: dict[str, Any] | None) -> DocumentRow | None:
-    return None if row is None else _document(row)
-
-
-def _document(row: dict[str, Any]) -> DocumentRow:
-    return DocumentRow(
-        id=row["id"],
-        kb=row["kb"],
-        title=row["title"],
-        original_filename=row["original_filename"],
-        original_format=row["original_format"],
-        source_sha256=row["source_sha256"],
-        content_sha256=row["content_sha256"],
-        source_mode=row["source_mode"],
-        source_path=row["source_path"],
-        conversion_engine=row["conversion_engine"],
-        converted_at=row["converted_at"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        metadata=json.loads(row["metadata"] or "{}"),
-        tags=tuple(json.loads(row["tags"] or "[]")),
-        file_stamp=row["file_stamp"],
-        chunk_params=row["chunk_params"],
-        embed_pending=bool(row["embed_pending"]),
-        embedding_model=row["embedding_model"],
-        source_stamp=row["source_stamp"],
-    )
-
-
-def _passage(row: dict[str, Any]) -> PassageRow:
-    return PassageRow(
-        chunk_id=row["id"],
-        document_id=row["document_id"],
-        kb=row["kb"],
-        position=row["position"],
-        heading_path=json.loads(row["heading_path"]),
-        text=row["text"],
-        title=row["title"],
-        score=float(row["score"]),
-    )

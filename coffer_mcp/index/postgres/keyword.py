@@ -69,7 +69,9 @@ PRUNED_POSTINGS = 20_000  # nor are terms holding fewer postings in all
 # the postings hold: it needs a migration that writes them again (0007_function_word_pairs).
 FUNCTION_TERMS = frozenset(term for word in STOPWORDS for term in terms(word))
 
-_PASSAGE = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
+_PASSAGE = (
+    "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title, c.source_location, d.original_filename"
+)
 
 # One phrase's BM25 term for a posting, in FTS5's arithmetic (as in _SCORED): ``{x}`` is the
 # phrase's (N - n + 0.5) / (n + 0.5) in the searched knowledge bases, ``{avgdl}`` the mean length of
@@ -294,7 +296,7 @@ def _unnest_postings(key: str) -> str:
 
 def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk]) -> int:
     """Insert a document's chunks with their postings and share of the statistics, in one statement."""
-    positions, paths, headings, texts, lengths, sequences = [], [], [], [], [], []
+    positions, paths, headings, texts, lengths, sequences, places = [], [], [], [], [], [], []
     terms_at: tuple[list[str], list[int], list[int]] = ([], [], [])
     for chunk in chunks:
         joined = "\n".join(chunk.heading_path)
@@ -305,17 +307,20 @@ def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk
         texts.append(clean(chunk.text))
         lengths.append(length)
         sequences.append(sequence)
+        places.append(json.dumps(chunk.source_location, ensure_ascii=False) if chunk.source_location else None)
         for term, tf in counts.items():
             terms_at[0].append(term)
             terms_at[1].append(chunk.position)
             terms_at[2].append(tf)
     conn.execute(
         f"""WITH new AS (
-                INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, length, terms)
+                INSERT INTO chunks (
+                    id, document_id, kb, position, heading_path, headings, text, length, terms, source_location
+                )
                 SELECT nextval('chunk_ids'), %(doc)s, %(kb)s, u.*
                 FROM unnest(%(positions)s::int[], %(paths)s::text[], %(headings)s::text[], %(texts)s::text[],
-                            %(lengths)s::int[], %(sequences)s::text[])
-                    AS u(position, heading_path, headings, text, length, terms)
+                            %(lengths)s::int[], %(sequences)s::text[], %(places)s::text[])
+                    AS u(position, heading_path, headings, text, length, terms, source_location)
                 RETURNING id, position, length
             ), indexed AS (
                 INSERT INTO postings (kb, term, chunk_id, tf, dl)
@@ -333,6 +338,7 @@ def insert_chunks(conn: Connection, kb: str, doc_id: str, chunks: Sequence[Chunk
             "texts": texts,
             "lengths": lengths,
             "sequences": sequences,
+            "places": places,
             **_postings(terms_at),
             "n": len(positions),
             "tokens": sum(lengths),

@@ -8,6 +8,7 @@ from typing import Any
 
 from coffer_mcp.index.oauth import OAuthClientRow, OAuthTokenRow
 from coffer_mcp.index.postgres.connection import Connection, clean
+from coffer_mcp.index.rows import client_row, token_row
 
 __all__ = [
     "SCHEMA",
@@ -86,11 +87,11 @@ def save_client(conn: Connection, row: OAuthClientRow) -> None:
 
 def client(conn: Connection, client_id: str) -> OAuthClientRow | None:
     row = conn.execute("SELECT * FROM oauth_clients WHERE client_id = %s", (clean(client_id),)).fetchone()
-    return None if row is None else _client(row)
+    return None if row is None else client_row(row)
 
 
 def clients(conn: Connection) -> list[OAuthClientRow]:
-    return [_client(row) for row in conn.execute("SELECT * FROM oauth_clients ORDER BY created_at, client_id")]
+    return [client_row(row) for row in conn.execute("SELECT * FROM oauth_clients ORDER BY created_at, client_id")]
 
 
 def approve_client(conn: Connection, client_id: str, at: str) -> None:
@@ -127,7 +128,7 @@ def add_token(conn: Connection, row: OAuthTokenRow) -> None:
 
 def token(conn: Connection, token_sha256: str) -> OAuthTokenRow | None:
     row = conn.execute(f"{_TOKEN} WHERE t.token_sha256 = %s", (clean(token_sha256),)).fetchone()
-    return None if row is None else _token(row)
+    return None if row is None else token_row(row)
 
 
 def use_token(conn: Connection, token_sha256: str, at: str) -> OAuthTokenRow | None:
@@ -142,7 +143,7 @@ def use_token(conn: Connection, token_sha256: str, at: str) -> OAuthTokenRow | N
 
 
 def tokens(conn: Connection) -> list[OAuthTokenRow]:
-    return [_token(row) for row in conn.execute(f"{_TOKEN} ORDER BY t.created_at, t.token_sha256")]
+    return [token_row(row) for row in conn.execute(f"{_TOKEN} ORDER BY t.created_at, t.token_sha256")]
 
 
 def revoke_grant(conn: Connection, grant_id: str) -> int:
@@ -172,35 +173,6 @@ def set_owner_secret(conn: Connection, secret: str | None, at: str) -> None:
         """INSERT INTO oauth_owner (one, secret, set_at) VALUES (true, %s, %s)
            ON CONFLICT (one) DO UPDATE SET secret = excluded.secret, set_at = excluded.set_at""",
         (secret, at),
-    )
-
-
-def _client(row: Any) -> OAuthClientRow:
-    return OAuthClientRow(
-        client_id=row["client_id"],
-        name=row["name"],
-        metadata=json.loads(row["metadata"] or "{}"),
-        secret_sha256=row["secret_sha256"],
-        created_at=row["created_at"],
-        fetched_at=row["fetched_at"],
-        approved_at=row["approved_at"],
-    )
-
-
-def _token(row: Any) -> OAuthTokenRow:
-    return OAuthTokenRow(
-        token_sha256=row["token_sha256"],
-        kind=row["kind"],
-        grant_id=row["grant_id"],
-        client_id=row["client_id"],
-        subject=row["subject"],
-        scopes=tuple(row["scopes"].split()),
-        resource=row["resource"],
-        expires_at=float(row["expires_at"]),
-        created_at=row["created_at"],
-        used_at=row["used_at"],
-        details=json.loads(row["details"] or "{}"),
-        client_name=row["client_name"],
     )
 
 

@@ -293,7 +293,8 @@ def chunk_texts(conn: Connection, doc_id: str) -> list[tuple[int, str]]:
 
 def chunk_window(conn: Connection, doc_id: str, first: int, last: int) -> tuple[list[dict[str, Any]], int | None]:
     rows = conn.execute(
-        "SELECT position, heading_path, text FROM chunks WHERE document_id = %s AND position BETWEEN %s AND %s "
+        "SELECT position, heading_path, text, source_location FROM chunks "
+        "WHERE document_id = %s AND position BETWEEN %s AND %s "
         "ORDER BY position",
         (doc_id, first, last),
     ).fetchall()
@@ -369,12 +370,18 @@ def audit(
 
 
 def record_invocation(
-    conn: Connection, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+    conn: Connection,
+    tool: str,
+    client: str,
+    duration_ms: float,
+    outcome: str,
+    error_code: str | None,
+    at: str | None = None,
 ) -> None:
     conn.execute(
         "INSERT INTO mcp_invocations (at, tool, client, duration_ms, outcome, error_code) "
         "VALUES (%s, %s, %s, %s, %s, %s)",
-        (utc_now(), clean(tool), clean(client), duration_ms, outcome, error_code),
+        (at or utc_now(), clean(tool), clean(client), duration_ms, outcome, error_code),
     )
 
 

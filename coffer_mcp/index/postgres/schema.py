@@ -286,6 +286,12 @@ CREATE TABLE store_model (
 );
 """
 
+_SOURCE_LOCATIONS = """
+-- Where each chunk is in its document's original (store/locations.py), as JSON; NULL when unknown.
+-- Derived from raw/<id>.map.json beside the original, so a rebuild finds it again.
+ALTER TABLE chunks ADD COLUMN source_location text;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_core", _CORE),
     ("0002_keyword_per_kb", _KEYWORD_PER_KB),
@@ -299,6 +305,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0010_store_identity", _STORE_IDENTITY),
     ("0011_oauth", oauth.SCHEMA),
     ("0012_store_model", _STORE_MODEL),
+    ("0013_source_locations", _SOURCE_LOCATIONS),
 ]
 
 _EXTENSION_HINT = (

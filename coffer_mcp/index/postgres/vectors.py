@@ -222,7 +222,7 @@ def _knn_sql(table: str, scope: str, *, exact: bool) -> str:
     )
     return f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-               1.0::float8 - v.distance AS score
+               c.source_location, d.original_filename, 1.0::float8 - v.distance AS score
         FROM ({nearest}) v
         JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
         ORDER BY v.distance, c.document_id, c.position"""

@@ -34,6 +34,7 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
+from coffer_mcp.index.rows import audit_row, document_row, maybe_document_row, passage_row, stored_location
 from coffer_mcp.index.sqlite import model_record, oauth, vectors
 from coffer_mcp.index.sqlite import queries as q
 from coffer_mcp.index.sqlite.ann import DEFAULT_THRESHOLD, GRAPHS_OFF, AnnCache, Partition
@@ -174,7 +175,7 @@ class SqliteIndex:
         return q.doc_stamps(self.conn, kb)
 
     def get_document(self, kb: str, doc_id: str) -> DocumentRow | None:
-        return _maybe_document(q.get_document(self.conn, kb, doc_id))
+        return maybe_document_row(q.get_document(self.conn, kb, doc_id))
 
     def find_document(
         self, kb: str, *, filename: str | None = None, source_path: str | None = None, source_url: str | None = None
@@ -183,25 +184,25 @@ class SqliteIndex:
         by = [key for key, value in given.items() if value]
         if len(by) != 1:
             raise ValueError(f"find_document takes exactly one criterion, got {by}")
-        return _maybe_document(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
+        return maybe_document_row(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
 
     def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
-        return [_document(row) for row in q.documents_named(self.conn, kb, filename, limit)]
+        return [document_row(row) for row in q.documents_named(self.conn, kb, filename, limit)]
 
     def documents(self, kb: str, *, with_source_path: bool = False) -> list[DocumentRow]:
-        return [_document(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
+        return [document_row(row) for row in q.documents(self.conn, kb, with_source_path=with_source_path)]
 
     def list_documents(
         self, kb: str, title_filter: str, limit: int, offset: int, where: Where = None
     ) -> tuple[list[DocumentRow], int]:
         rows, total = q.list_documents(self.conn, kb, title_filter, limit, offset, as_filter(where))
-        return [_document(row) for row in rows], total
+        return [document_row(row) for row in rows], total
 
     def document_ids(self, kb: str, where: Where) -> list[str]:
         return q.document_ids(self.conn, kb, as_filter(where))
 
     def recent_documents(self, limit: int) -> list[DocumentRow]:
-        return [_document(row) for row in q.recent_documents(self.conn, limit)]
+        return [document_row(row) for row in q.recent_documents(self.conn, limit)]
 
     def ids_outside(self, kb: str, among: Sequence[str]) -> dict[str, str]:
         return q.ids_outside(self.conn, kb, among)
@@ -226,7 +227,10 @@ class SqliteIndex:
 
     def chunk_window(self, doc_id: str, first: int, last: int) -> tuple[list[ChunkRow], int | None]:
         rows, end = q.chunk_window(self.conn, doc_id, first, last)
-        return [ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"]) for r in rows], end
+        return [
+            ChunkRow(r["position"], json.loads(r["heading_path"]), r["text"], stored_location(r["source_location"]))
+            for r in rows
+        ], end
 
     def chunk_count(self, *, kb: str | None = None, doc_id: str | None = None) -> int:
         if doc_id is not None:
@@ -248,7 +252,7 @@ class SqliteIndex:
         if not terms:
             return []
         rows = q.fts_search(self.conn, terms, operator, kbs, as_filter(where), limit)
-        return [_passage(row) for row in rows]
+        return [passage_row(row) for row in rows]
 
     def matches_more_than(self, term: str, count: int, kbs: Sequence[str] | None = None) -> bool:
         return q.fts_matches_more_than(self.conn, match_expression([term], "AND"), count, kbs)
@@ -263,7 +267,7 @@ class SqliteIndex:
         scan_limit: int,
     ) -> list[PassageRow]:
         rows = q.substring_search(self.conn, terms, operator, kbs, as_filter(where), limit, scan_limit)
-        return [_passage(row) for row in rows]
+        return [passage_row(row) for row in rows]
 
     # -- vectors -----------------------------------------------------------------------------------
 
@@ -307,7 +311,7 @@ class SqliteIndex:
             return []
         parts, scan = self.ann.ready(conn, table, kbs)
         if not parts:  # every knowledge base scanned: one query, exactly as without graphs
-            return [_passage(row) for row in vectors.knn(conn, table, query, kbs, scope, limit)]
+            return [passage_row(row) for row in vectors.knn(conn, table, query, kbs, scope, limit)]
         graphed = [part.kb for part in parts]
         rows = list(vectors.knn(conn, table, query, scan, scope, limit)) if scan else []
         if scope:
@@ -326,7 +330,7 @@ class SqliteIndex:
                 near = list(vectors.knn(conn, table, query, graphed, scope, limit))
             rows += near
         rows.sort(key=lambda row: (row["distance"], row["document_id"], row["position"]))
-        return [_passage(row) for row in rows[:limit]]
+        return [passage_row(row) for row in rows[:limit]]
 
     def _filtered_ann(
         self, table: str, query: Sequence[float], parts: list[Partition], where: DocumentFilter, limit: int
@@ -410,15 +414,15 @@ class SqliteIndex:
         q.audit(self.conn, event, kb, actor, document_id, details)
 
     def record_invocation(
-        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+        self, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None, *, at: str | None = None
     ) -> None:
-        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code)
+        q.record_invocation(self.conn, tool, client, duration_ms, outcome, error_code, at)
 
     def audit_events(self, kb: str | None = None, *, limit: int = 1000) -> list[AuditRow]:
-        return [_audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
+        return [audit_row(r) for r in q.audit_events(self.conn, kb, limit)]
 
     def document_events(self, kb: str, document_id: str, event: str) -> list[AuditRow]:
-        return [_audit_row(r) for r in q.document_events(self.conn, kb, document_id, event)]
+        return [audit_row(r) for r in q.document_events(self.conn, kb, document_id, event)]
 
     def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
         return [
@@ -466,51 +470,3 @@ class SqliteIndex:
 
     def set_owner_secret(self, secret: str | None, at: str) -> None:
         oauth.set_owner_secret(self.conn, secret, at)
-
-
-def _audit_row(row: Any) -> AuditRow:
-    return AuditRow(
-        row["at"], row["event"], row["kb"], row["document_id"], row["actor"], json.loads(row["details"] or "{}")
-    )
-
-
-def _maybe_document(row: Any) -> DocumentRow | None:
-    return None if row is None else _document(row)
-
-
-def _document(row: Any) -> DocumentRow:
-    return DocumentRow(
-        id=row["id"],
-        kb=row["kb"],
-        title=row["title"],
-        original_filename=row["original_filename"],
-        original_format=row["original_format"],
-        source_sha256=row["source_sha256"],
-        content_sha256=row["content_sha256"],
-        source_mode=row["source_mode"],
-        source_path=row["source_path"],
-        conversion_engine=row["conversion_engine"],
-        converted_at=row["converted_at"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        metadata=json.loads(row["metadata"] or "{}"),
-        tags=tuple(json.loads(row["tags"] or "[]")),
-        file_stamp=row["file_stamp"],
-        chunk_params=row["chunk_params"],
-        embed_pending=bool(row["embed_pending"]),
-        embedding_model=row["embedding_model"],
-        source_stamp=row["source_stamp"],
-    )
-
-
-def _passage(row: Any) -> PassageRow:
-    return PassageRow(
-        chunk_id=row["id"],
-        document_id=row["document_id"],
-        kb=row["kb"],
-        position=row["position"],
-        heading_path=json.loads(row["heading_path"]),
-        text=row["text"],
-        title=row["title"],
-        score=float(row["score"]),
-    )

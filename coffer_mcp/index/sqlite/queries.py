@@ -229,7 +229,8 @@ def embedded_models(conn: Connection, kb: str) -> list[str]:
 
 def chunk_window(conn: Connection, doc_id: str, first: int, last: int) -> tuple[list[Any], int | None]:
     rows = conn.execute(
-        "SELECT position, heading_path, text FROM chunks WHERE document_id = ? AND position BETWEEN ? AND ? "
+        "SELECT position, heading_path, text, source_location FROM chunks "
+        "WHERE document_id = ? AND position BETWEEN ? AND ? "
         "ORDER BY position",
         (doc_id, first, last),
     ).fetchall()
@@ -275,15 +276,21 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
             json.dumps(list(c.heading_path), ensure_ascii=False),
             "\n".join(c.heading_path),
             c.text,
+            _location_json(c.source_location),
         )
         for i, c in enumerate(chunks)
     ]
     conn.executemany(
-        "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO chunks (id, document_id, kb, position, heading_path, headings, text, source_location) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     keyword.index_rows(conn, kb, [(r[0], r[5], r[6]) for r in rows])
     return len(rows)
+
+
+def _location_json(location: dict[str, Any] | None) -> str | None:
+    return json.dumps(location, ensure_ascii=False, separators=(",", ":")) if location else None
 
 
 def _delete_chunks(conn: Connection, where: str, params: tuple[Any, ...]) -> None:
@@ -520,7 +527,7 @@ def _fts_search_one(
     clause, params = scope([kb], where)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.headings, c.text, d.title,
-               -bm25({table}) AS score
+               c.source_location, d.original_filename, -bm25({table}) AS score
         FROM {table} JOIN chunks c ON c.id = {table}.rowid JOIN documents d ON d.id = c.document_id
         WHERE {table} MATCH ? AND {clause}
         ORDER BY bm25({table}), c.document_id, c.position
@@ -541,7 +548,8 @@ def _chunk_rows(
         return []
     clause, params = scope(kbs, where)
     rows = conn.execute(
-        f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.headings, c.text, d.title
+        f"""SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.headings, c.text, d.title,
+                   c.source_location, d.original_filename
             FROM chunks c JOIN documents d ON d.id = c.document_id
             WHERE c.id IN ({", ".join("?" * len(scores))}) AND {clause}""",
         [*scores, *params],
@@ -577,7 +585,7 @@ def substring_search(
     sql = f"""
         SELECT * FROM (
             SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-                   1000.0 * ({counts}) / (length(c.text) + 1) AS score
+                   c.source_location, d.original_filename, 1000.0 * ({counts}) / (length(c.text) + 1) AS score
             FROM chunks c JOIN documents d ON d.id = c.document_id
             WHERE {clause} AND ({f" {operator} ".join(tests)})
             LIMIT ?)
@@ -604,11 +612,17 @@ def audit(
 
 
 def record_invocation(
-    conn: Connection, tool: str, client: str, duration_ms: float, outcome: str, error_code: str | None
+    conn: Connection,
+    tool: str,
+    client: str,
+    duration_ms: float,
+    outcome: str,
+    error_code: str | None,
+    at: str | None = None,
 ) -> None:
     conn.execute(
         "INSERT INTO mcp_invocations (at, tool, client, duration_ms, outcome, error_code) VALUES (?, ?, ?, ?, ?, ?)",
-        (utc_now(), tool, client, duration_ms, outcome, error_code),
+        (at or utc_now(), tool, client, duration_ms, outcome, error_code),
     )
 
 

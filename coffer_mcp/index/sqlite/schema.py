@@ -188,6 +188,13 @@ CREATE TABLE store_model (
 """
 
 
+_SOURCE_LOCATIONS = """
+-- Where each chunk is in its document's original (store/locations.py), as JSON; NULL when unknown.
+-- Derived from raw/<id>.map.json beside the original, so a rebuild finds it again.
+ALTER TABLE chunks ADD COLUMN source_location TEXT;
+"""
+
+
 def _keyword_per_kb(conn: Connection) -> None:
     """One full-text table per knowledge base (``index/sqlite/keyword.py``), filled from the
     chunks, in place of ``chunks_fts``: BM25 statistics of a knowledge base's own chunks."""
@@ -209,6 +216,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0008_source_stamps", _SOURCE_STAMPS),
     ("0009_oauth", oauth.SCHEMA),
     ("0010_store_model", _STORE_MODEL),
+    ("0011_source_locations", _SOURCE_LOCATIONS),
 ]
 
 

@@ -211,14 +211,16 @@ def knn(
         params.extend(chunk_params)
     sql = f"""
         SELECT c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title,
-               1.0 - v.distance AS score, v.distance
+               c.source_location, d.original_filename, 1.0 - v.distance AS score, v.distance
         FROM ({nearest}) v JOIN chunks c ON c.id = v.chunk_id JOIN documents d ON d.id = c.document_id
         ORDER BY v.distance, c.document_id, c.position
         LIMIT ?"""
     return conn.execute(sql, [*params, limit]).fetchall()
 
 
-_PASSAGE_COLUMNS = "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title"
+_PASSAGE_COLUMNS = (
+    "c.id, c.document_id, c.kb, c.position, c.heading_path, c.text, d.title, c.source_location, d.original_filename"
+)
 
 
 def rescore(
