@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coffer_mcp.access import read_stamped_source
-from coffer_mcp.convert import quick_to_convert
 from coffer_mcp.errors import CofferError, InvalidArgumentError
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, IngestResult, Progress
@@ -196,6 +195,8 @@ class FolderIngest:
 
     def ingest(self, file: Path) -> None:
         """Ingest ``file``, or start to: it is reported once its batch is committed."""
+        from coffer_mcp.convert import quick_to_convert  # here: it loads every converter
+
         self.renew(quick_to_convert(file.name, _size(file)))
         self._deliver()  # a batch the lease committed as it gave the lock up
         if not self._ingest.registry.holds(self._paths.name):

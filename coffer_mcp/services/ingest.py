@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import Conversion, quick_to_convert
+from coffer_mcp.convert import Conversion
 from coffer_mcp.errors import CofferError, IngestRejectedError, SourceConflictError
 from coffer_mcp.index import DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
@@ -66,6 +66,8 @@ class Ingest:
             SourceConflictError: ``keep_edits``, and the matching document was edited in Coffer.
             IngestRejectedError: ``duplicate`` (other bytes without ``replace``), or the file's own refusal.
         """
+        from coffer_mcp.convert import quick_to_convert  # here: it loads every converter, which a read never needs
+
         conversion = None
         if not self.registry.holds(upload.paths.name) and not quick_to_convert(upload.name, len(upload.data)):
             made = self._convert_before_lock(upload, replace=replace, keep_edits=keep_edits)

@@ -24,14 +24,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from coffer_mcp.access import read_stamped_source
-from coffer_mcp.convert import Conversion, ConversionOptions, quick_to_convert
 from coffer_mcp.errors import CofferError
 from coffer_mcp.indexing.chunking import chunk_markdown
 from coffer_mcp.models import Chunk
 from coffer_mcp.services.uploads import document_filename, without_note_block
+
+if TYPE_CHECKING:
+    from coffer_mcp.convert import Conversion, ConversionOptions
 
 __all__ = ["MIN_FILES", "Prefetch", "Prepared"]
 
@@ -74,6 +76,8 @@ class Prefetch:
     """Prepares ``files`` (those quick to convert) in worker processes, ahead of ``take``."""
 
     def __init__(self, files: Sequence[Path], job: Job, workers: int) -> None:
+        from coffer_mcp.convert import quick_to_convert  # here: it loads every converter
+
         self._upcoming = collections.deque(file for file in files if quick_to_convert(file.name, _size(file)))
         self._workers = [_Worker(job) for _ in range(workers)]
         self._owner: dict[Path, _Worker] = {}  # given to a worker, not taken yet
