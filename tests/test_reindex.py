@@ -131,6 +131,27 @@ def test_an_unchanged_corpus_is_not_rewritten_by_reindex(coffer: Coffer, notes: 
     assert (result.indexed, result.removed, result.adopted, result.documents) == (0, 0, 0, 3)
 
 
+def test_a_rebuild_commits_its_documents_in_batches_and_reports_only_what_it_committed(
+    coffer: Coffer, notes: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(150):  # more than two batches of a rebuild
+        (folder / f"note-{i:03d}.md").write_text(f"# Note {i}\n\nA line about tides, number {i}.\n", encoding="utf-8")
+    coffer.ingest_path(notes, folder)
+    steps: list[int] = []
+
+    result = coffer.reindex(notes, progress=lambda done, total, message: steps.append(done))
+
+    assert (result.indexed, result.documents) == (150, 150)
+    assert steps == sorted(set(steps))  # forward only
+    assert steps[-1] == 150
+    assert len(steps) < 75  # a report per committed batch, not per document
+    assert coffer.list_documents(notes, limit=200).total == 150
+    assert coffer.search(notes, "tides").passages
+    assert coffer.verify(notes).problems == []
+
+
 def test_stray_temp_files_from_a_crash_are_removed_by_reindex(coffer: Coffer, notes: str, home: Path) -> None:
     fill(coffer)
     stray = home / "knowledge" / "notes" / "docs" / ".X.md.tmp-abc123"

@@ -9,7 +9,7 @@ changes: no service knows which engine answers, nor any table name or query lang
 Conventions every implementation keeps:
 
 - Calls run on the calling thread; an implementation keeps one connection per thread.
-- Writes happen inside ``transaction()`` (one atomic unit; not nested). Reads may run anywhere.
+- Writes happen inside ``transaction()`` or ``batch()`` (one atomic unit; not nested). Reads may run anywhere.
 - Keyword search takes analyzed terms (``index.fts.analyze``): the analyzer is shared, so every
   backend ranks the same words. Scores are higher-is-better (BM25 for keyword, ``1 - cosine
   distance`` for vector).
@@ -241,6 +241,15 @@ class Index(OAuthStore, Protocol):
 
     def transaction(self) -> AbstractContextManager[None]:
         """One atomic write unit: committed on exit, rolled back on an exception."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A ``transaction()`` for the rows of many documents at once (a group commit, ``SPEC.md`` §10).
+
+        Writes inside it may be sent without waiting for each one's answer (PostgreSQL pipelines
+        them), so an error may surface at a later statement or at the commit: the whole batch is
+        rolled back then, and the caller may write its documents again one transaction each.
+        """
         ...
 
     def close(self) -> None: ...

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,19 +22,21 @@ from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import derive_title
+from coffer_mcp.errors import CofferError
 from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.chunking import CHUNKING_VERSION, chunk_markdown
 from coffer_mcp.indexing.copies import Copy, renumber_copies
 from coffer_mcp.indexing.locations import located_chunks
 from coffer_mcp.indexing.truth import Truth, keeping_metadata, read_truth, text_field
 from coffer_mcp.indexing.vectorize import (
+    SavedVectors,
     embed_document,
     embed_due,
     embedder_usable,
     restore_vectors,
     saved_vectors,
 )
-from coffer_mcp.models import Progress
+from coffer_mcp.models import Chunk, Progress
 from coffer_mcp.store import (
     DocumentMeta,
     KbConfig,
@@ -57,11 +60,14 @@ if TYPE_CHECKING:
     from coffer_mcp.indexing.reconvert import Reconversion
 
 __all__ = [
+    "DocumentWrite",
     "Drift",
     "IndexProgress",
+    "Indexed",
     "chunk_params",
     "detect_drift",
     "index_document",
+    "index_documents",
     "index_progress",
     "reconcile",
 ]
@@ -72,7 +78,12 @@ COPY_ACTOR = "reconcile"
 """The audit log's actor of a read (or reindex) that gave a document copied in by hand a new id."""
 
 IndexProgress = Callable[[int, int], None]
-"""``progress(done, total)``, called by ``reconcile`` after each document it indexes."""
+"""``progress(done, total)``, called by ``reconcile`` after each batch of documents it commits."""
+
+BATCH_DOCUMENTS = 64
+"""The most documents a rebuild (``reconcile``) commits in one transaction (SPEC.md §10's group commit)."""
+BATCH_SECONDS = 0.2
+"""How long a rebuild's batch may gather documents before it is committed."""
 
 
 def index_progress(progress: Progress | None, message: str = "indexing") -> IndexProgress | None:
@@ -89,6 +100,27 @@ def chunk_params(config: KbConfig) -> str:
     return f"{config.chunk_params}:v{CHUNKING_VERSION}"
 
 
+@dataclass(frozen=True, slots=True)
+class Indexed:
+    """What ``index_document`` wrote: the document's row as it stands now (its embedding state
+    included), and how many chunks were written (None: its chunks were kept)."""
+
+    row: DocumentRow
+    chunks: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    """One document of ``index_documents``: its id, and what ``index_document`` takes with it;
+    ``chunks``: its body's chunks, when the caller made them already (with the KB's parameters)."""
+
+    doc_id: str
+    truth: Truth
+    record: Callable[[], None] = lambda: None
+    new: bool = False
+    chunks: list[Chunk] | None = None
+
+
 def index_document(
     index: Index,
     kb: KbPaths,
@@ -100,18 +132,18 @@ def index_document(
     embedder: Embedder | None = None,
     record: Callable[[], None] = lambda: None,
     new: bool = False,
-) -> int | None:
-    """Bring one document's rows in line with its file. Returns how many chunks were written, or
-    None when its chunks were kept (or its file is gone).
+) -> Indexed | None:
+    """Bring one document's rows in line with its file, in one transaction. Returns what was written,
+    or None when its file is gone (its rows are removed then).
 
     Unchanged content and chunking parameters ⇒ only the row's metadata and stamp are refreshed.
-    A missing file ⇒ the document's rows are removed. ``truth`` may pass the file's content when
-    the caller has just written it, and ``record`` writes what goes with the rows in their
-    transaction (the caller's audit record); ``new`` says its id was just minted (no rows to read
-    or replace). Rebuilt chunks of a vector KB keep their vectors when
-    every chunk's text and the title are unchanged; otherwise they are embedded with ``embedder``
-    when one is usable, or the document stays due (``embed_pending``). Call while holding the KB
-    lock. A file whose frontmatter does not parse keeps the metadata its row had (``keeping_metadata``).
+    ``truth`` may pass the file's content when the caller has just written it, and ``record``
+    writes what goes with the rows in their transaction (the caller's audit record); ``new`` says
+    its id was just minted (no rows to read or replace). Rebuilt chunks of a vector KB keep their
+    vectors when every chunk's text and the title are unchanged; otherwise they are embedded with
+    ``embedder`` when one is usable, or the document stays due (``embed_pending``). Call while
+    holding the KB lock. A file whose frontmatter does not parse keeps the metadata its row had
+    (``keeping_metadata``).
     """
     truth = truth or read_truth(kb, doc_id)
     if truth is None:
@@ -119,12 +151,50 @@ def index_document(
             index.delete_document(doc_id)
             record()
         return None
-    current = None if new else index.get_document(kb.name, doc_id)
+    prepared = _prepare(index, kb, config, DocumentWrite(doc_id, truth, record, new), force=force)
+    with index.transaction():
+        stored = _store(index, kb, config, prepared)
+    return _embedded(index, kb, config, stored, embedder)
+
+
+def index_documents(
+    index: Index,
+    kb: KbPaths,
+    config: KbConfig,
+    writes: Sequence[DocumentWrite],
+    *,
+    embedder: Embedder | None = None,
+    force: bool = False,
+) -> list[Indexed]:
+    """``index_document`` for documents whose files are written, all in one transaction (a group
+    commit: ``Index.batch``). Either every document's rows are written, or none (the error is
+    raised). Embedding, when due, follows the commit. Call while holding the KB lock."""
+    prepared = [_prepare(index, kb, config, write, force=force) for write in writes]
+    with index.batch():
+        stored = [_store(index, kb, config, each) for each in prepared]
+    return [_embedded(index, kb, config, each, embedder) for each in stored]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A document's rows, worked out before its transaction (chunking is CPU work: never under it)."""
+
+    write: DocumentWrite
+    row: DocumentRow
+    chunks: list[Chunk] | None  # None: unchanged, only the row is written
+    saved: SavedVectors | None
+
+
+def _prepare(index: Index, kb: KbPaths, config: KbConfig, write: DocumentWrite, *, force: bool = False) -> _Prepared:
+    truth = write.truth
+    current = None if write.new else index.get_document(kb.name, write.doc_id)
     if truth.problem is not None:
         truth = _broken_frontmatter(kb, truth, current)
     row = dataclasses.replace(truth.row, chunk_params=chunk_params(config))
-    if current is not None and not row.source_stamp and current.source_sha256 == row.source_sha256:
-        row = dataclasses.replace(row, source_stamp=current.source_stamp)  # the same source bytes: still vouched for
+    if current is not None:
+        row = dataclasses.replace(row, embed_pending=current.embed_pending, embedding_model=current.embedding_model)
+        if not row.source_stamp and current.source_sha256 == row.source_sha256:  # the same bytes: still vouched for
+            row = dataclasses.replace(row, source_stamp=current.source_stamp)
     unchanged = (
         current is not None
         and current.content_sha256 == row.content_sha256
@@ -132,25 +202,47 @@ def index_document(
         and current.source_sha256 == row.source_sha256  # another original: another source map
     )
     if unchanged and not force:
-        with index.transaction():
-            index.upsert_document(row)
-            record()
-        return None
-    chunks = located_chunks(kb, doc_id, truth.body, chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap))
+        return _Prepared(write, row, None, None)
+    chunks = (
+        write.chunks
+        if write.chunks is not None
+        else chunk_markdown(truth.body, config.chunk_size, config.chunk_overlap)
+    )
+    chunks = located_chunks(kb, write.doc_id, truth.body, chunks)
     saved = saved_vectors(index, current, row.title) if config.vector else None
-    due = saved is None  # no vectors to keep: the embedding state is known now, written with the row
-    with index.transaction():
-        index.upsert_document(
-            dataclasses.replace(row, embed_pending=config.vector, embedding_model=None) if due else row, embedding=due
-        )
-        written = index.replace_chunks(kb.name, doc_id, chunks, fresh=new)
-        kept = saved is not None and restore_vectors(index, kb.name, doc_id, saved)
-        if not (due or kept):
-            index.set_embedding(doc_id, pending=config.vector, model=None)
-        record()
-    if config.vector and not kept and embedder_usable(embedder):
-        embed_document(index, kb.name, doc_id, embedder)
-    return written
+    return _Prepared(write, row, chunks, saved)
+
+
+def _store(index: Index, kb: KbPaths, config: KbConfig, prepared: _Prepared) -> Indexed:
+    """Write a prepared document's rows (call inside a transaction); the row as it stands then."""
+    write, row = prepared.write, prepared.row
+    if prepared.chunks is None:
+        index.upsert_document(row)
+        write.record()
+        return Indexed(row, None)
+    due = prepared.saved is None  # no vectors to keep: the embedding state is known now, written with the row
+    if due:
+        row = dataclasses.replace(row, embed_pending=config.vector, embedding_model=None)
+    index.upsert_document(row, embedding=due)
+    written = index.replace_chunks(kb.name, write.doc_id, prepared.chunks, fresh=write.new)
+    saved = prepared.saved
+    if saved is not None and restore_vectors(index, kb.name, write.doc_id, saved):
+        row = dataclasses.replace(row, embed_pending=False, embedding_model=saved.model)
+    elif not due:
+        index.set_embedding(write.doc_id, pending=config.vector, model=None)
+        row = dataclasses.replace(row, embed_pending=config.vector, embedding_model=None)
+    write.record()
+    return Indexed(row, written)
+
+
+def _embedded(index: Index, kb: KbPaths, config: KbConfig, stored: Indexed, embedder: Embedder | None) -> Indexed:
+    """``stored`` after embedding its new chunks, when they are due and ``embedder`` is usable."""
+    row = stored.row
+    if stored.chunks is None or not (config.vector and row.embed_pending and embedder_usable(embedder)):
+        return stored
+    if embed_document(index, kb.name, row.id, embedder) is None:
+        return stored
+    return Indexed(dataclasses.replace(row, embed_pending=False, embedding_model=embedder.identity), stored.chunks)
 
 
 def _broken_frontmatter(kb: KbPaths, truth: Truth, current: DocumentRow | None) -> Truth:
@@ -243,14 +335,9 @@ def reconcile(
     if force:
         targets = sorted({*targets, *index.doc_stamps(kb.name)})
     total = len(targets) + len(drift.removed)
-    indexed = 0
-    for done, doc_id in enumerate(targets, 1):
-        # Embedding waits until every file is indexed: a slow provider never delays the text index.
-        truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
-        record = _copy_record(index, kb, copies[doc_id]) if doc_id in copies else _nothing
-        indexed += index_document(index, kb, config, doc_id, force=force, truth=truth, record=record) is not None
-        if progress:
-            progress(done, total)
+    # Embedding waits until every file is indexed: a slow provider never delays the text index.
+    writes = (_target_write(index, kb, doc_id, copies, force, reconversion) for doc_id in targets)
+    indexed = _index_in_batches(index, kb, config, writes, force=force, progress=progress, total=total)
     if drift.removed:
         with index.transaction():
             for doc_id in drift.removed:
@@ -275,6 +362,70 @@ def reconcile(
 
 def _nothing() -> None:
     pass
+
+
+def _target_write(
+    index: Index, kb: KbPaths, doc_id: str, copies: dict[str, Copy], force: bool, reconversion: Reconversion | None
+) -> DocumentWrite | str:
+    """What reconcile writes for ``doc_id``: its file's truth, or the id alone when its file is gone."""
+    truth = reconversion.refresh(index, kb, doc_id) if force and reconversion is not None else None
+    truth = truth or read_truth(kb, doc_id)
+    record = _copy_record(index, kb, copies[doc_id]) if doc_id in copies else _nothing
+    return doc_id if truth is None else DocumentWrite(doc_id, truth, record)
+
+
+def _index_in_batches(
+    index: Index,
+    kb: KbPaths,
+    config: KbConfig,
+    writes: Iterator[DocumentWrite | str],
+    *,
+    force: bool,
+    progress: IndexProgress | None,
+    total: int,
+) -> int:
+    """Index ``writes`` committed in batches (``BATCH_DOCUMENTS`` or ``BATCH_SECONDS``): the files are
+    there already, so a crash loses at most a batch's rows, which the next reconcile writes again.
+    A batch whose transaction fails is indexed again one document at a time, so that the
+    documents before the one at fault are kept and its error is raised as it would be alone.
+    Progress is reported once per committed batch. Returns how many documents got new chunks."""
+    indexed = done = 0
+    batch: list[DocumentWrite] = []
+    started = time.monotonic()
+
+    def commit() -> None:
+        nonlocal indexed, done, batch
+        writing, batch = batch, []
+        if not writing:
+            return
+        outcomes: Sequence[Indexed | None]
+        try:
+            outcomes = index_documents(index, kb, config, writing, force=force)
+        except (CofferError, OSError):
+            outcomes = [_alone(index, kb, config, write, force) for write in writing]
+        indexed += sum(outcome is not None and outcome.chunks is not None for outcome in outcomes)
+        done += len(writing)
+        if progress:
+            progress(done, total)
+
+    for write in writes:
+        if isinstance(write, str):  # its file is gone: its rows go, in a transaction of their own
+            index_document(index, kb, config, write)
+            done += 1
+            continue
+        if not batch:
+            started = time.monotonic()
+        batch.append(write)
+        if len(batch) >= BATCH_DOCUMENTS or time.monotonic() - started >= BATCH_SECONDS:
+            commit()
+    commit()
+    return indexed
+
+
+def _alone(index: Index, kb: KbPaths, config: KbConfig, write: DocumentWrite, force: bool) -> Indexed | None:
+    return index_document(
+        index, kb, config, write.doc_id, force=force, truth=write.truth, record=write.record, new=write.new
+    )
 
 
 def _copy_record(index: Index, kb: KbPaths, copy: Copy) -> Callable[[], None]:

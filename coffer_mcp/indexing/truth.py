@@ -96,12 +96,22 @@ def check_rewritable(kb: KbPaths, truth: Truth) -> None:
     )
 
 
-def truth_of(kb: KbPaths, doc_id: str, metadata: dict[str, Any], body: str, *, source_stamp: str = "") -> Truth:
+def truth_of(
+    kb: KbPaths,
+    doc_id: str,
+    metadata: dict[str, Any],
+    body: str,
+    *,
+    source_stamp: str = "",
+    sha: str | None = None,
+) -> Truth:
     """The ``Truth`` of a file just written from ``metadata`` and ``body`` (saves reading it back);
-    ``source_stamp``: that of the source file just read, if one vouches for its bytes."""
+    ``source_stamp``: that of the source file just read, if one vouches for its bytes; ``sha``: the
+    body's hash when the caller took it already."""
     stat = kb.doc(doc_id).stat()
     mtime = from_epoch_ns(stat.st_mtime_ns)
-    return Truth(_derive_row(kb, doc_id, metadata, False, body, file_stamp(stat), mtime, source_stamp), body)
+    row = _derive_row(kb, doc_id, metadata, False, body, file_stamp(stat), mtime, source_stamp, sha)
+    return Truth(row, body)
 
 
 def edited_by_hand(truth: Truth) -> bool:
@@ -135,10 +145,11 @@ def _derive_row(
     stamp: str,
     mtime: str,
     source_stamp: str = "",
+    sha: str | None = None,
 ) -> DocumentRow:
     """The index row of a document, from its frontmatter with fallbacks to its file's ``stamp`` and
-    modification time ``mtime`` (never "now")."""
-    content_sha = body_sha256(body)
+    modification time ``mtime`` (never "now"); ``sha``: the body's hash, when known."""
+    content_sha = sha or body_sha256(body)
     # A body whose hash differs from the one we recorded was edited outside Coffer.
     edited_outside = bare or meta.get("content_sha256") not in (None, content_sha)
     filename = text_field(meta.get("original_filename")) or f"{doc_id}.md"

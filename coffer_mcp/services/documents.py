@@ -1,4 +1,4 @@
-"""The document service: ingest, read, list, edit, delete.
+"""The document service: read, list, edit, delete; ingest through the pipeline of ``services.ingest``.
 
 Every write holds the knowledge base's lock, writes truth files atomically (the original first,
 then the Markdown, which is the commit point), then runs the one reindex routine and records an
@@ -7,46 +7,19 @@ audit event. A rejected ingest persists nothing.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import hashlib
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ulid import ULID
-
-from coffer_mcp.access import read_stamped_source
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.convert import (
-    Conversion,
-    clean_markdown,
-    derive_title,
-    first_heading,
-)
-from coffer_mcp.errors import (
-    CofferError,
-    DocumentNotFoundError,
-    EditConflictError,
-    IngestRejectedError,
-    InvalidArgumentError,
-    SourceConflictError,
-)
+from coffer_mcp.convert import clean_markdown, derive_title, first_heading
+from coffer_mcp.errors import DocumentNotFoundError, EditConflictError, IngestRejectedError, InvalidArgumentError
 from coffer_mcp.index import DocumentFilter, DocumentRow
 from coffer_mcp.indexing.locations import text_location
-from coffer_mcp.indexing.reconvert import conversion_options
-from coffer_mcp.indexing.reindex import index_document
-from coffer_mcp.indexing.truth import (
-    Truth,
-    check_rewritable,
-    edited_by_hand,
-    hand_title,
-    holds_edits,
-    read_truth,
-    truth_of,
-)
+from coffer_mcp.indexing.reindex import Indexed, index_document
+from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, hand_title, read_truth, truth_of
 from coffer_mcp.limits import MAX_LIST_LIMIT
 from coffer_mcp.models import (
     ChunkView,
@@ -62,34 +35,25 @@ from coffer_mcp.models import (
     SearchFilters,
     check_tags,
 )
-from coffer_mcp.services.folders import failed_item, ingested_item, undecodable_item, visible_files
+from coffer_mcp.services.answers import document_result, missing_document
+from coffer_mcp.services.folder_ingest import FolderIngest, folder_ingest, ingest_file, ingest_folder
+from coffer_mcp.services.ingest import Ingest
 from coffer_mcp.services.pages import MAX_OFFSET, char_page, check_page, is_int, line_page
+from coffer_mcp.services.planned import Upload
 from coffer_mcp.services.registry import Registry
-from coffer_mcp.services.uploads import (
-    NAMED,
-    document_filename,
-    note_tags,
-    text_upload,
-    upload_match,
-    without_note_block,
-    without_nul,
-)
+from coffer_mcp.services.uploads import document_filename, text_upload, without_nul
 from coffer_mcp.store import (
     DocumentMeta,
     KbPaths,
     atomic_write,
-    atomic_write_all,
     body_sha256,
     check_path_text,
-    fsync_dir,
     hidden_characters,
     is_document_id,
-    note_unindexed,
     parse_frontmatter,
     read_store_file,
     remove_file,
     render_document,
-    source_map_bytes,
     stored_document_id,
 )
 from coffer_mcp.timeutil import utc_now
@@ -99,11 +63,6 @@ __all__ = ["DocumentService", "FolderIngest"]
 # JSON can carry unpaired surrogates that UTF-8 cannot encode; they become U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_KEYWORD_ONLY = (
-    "Its vectors could not be computed (the embedding provider failed, or is cooling down after a failure): "
-    "searches find it by keyword only until a later read, or a reindex, embeds it."
-)
-_NOT_HERE = "Searches find it by keyword only until a process that can build the store's embedding model embeds it."
 
 
 class DocumentService:
@@ -112,6 +71,7 @@ class DocumentService:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.index = registry.index
+        self.ingest = Ingest(registry, self._retag)
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -161,7 +121,7 @@ class DocumentService:
         try:
             text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
-            raise _missing(kb, doc_id) from None
+            raise missing_document(kb, doc_id) from None
         meta, body, problem, salvaged = parse_frontmatter(text)
         row = self.index.get_document(kb, doc_id)
         if problem is not None:  # what the index kept of it while its YAML is broken
@@ -200,7 +160,7 @@ class DocumentService:
         self.registry.refresh(kb)
         row = self.index.get_document(kb, doc_id)
         if row is None:
-            raise _missing(kb, doc_id)
+            raise missing_document(kb, doc_id)
         try:
             data, _ = read_store_file(paths.raw / f"{doc_id}.{row.original_format or 'bin'}")
         except FileNotFoundError:
@@ -293,7 +253,6 @@ class DocumentService:
         actor: str,
         source_path: str | None,
         source_url: str | None = None,
-        batch: bool = False,
         keep_edits: bool = False,
         tags: list[str] | None = None,
         source_stamp: str = "",
@@ -301,269 +260,19 @@ class DocumentService:
         """Ingest without a full reconcile: only the matching document's file is checked.
 
         A document is matched by ``source_path``, else ``source_url``, else ``original_filename``.
-        In a ``batch`` the folders are synced once by the caller, before it answers. With
-        ``keep_edits``, a matching document edited in Coffer is never replaced (checked under the
-        lock, so an edit made meanwhile wins too). ``tags`` (checked) replace the document's own;
+        With ``keep_edits``, a matching document edited in Coffer is never replaced (checked under
+        the lock, so an edit made meanwhile wins too). ``tags`` (checked) replace the document's own;
         None keeps them. ``source_stamp``: the stamp of the source file the bytes were read from,
         when it vouches for them (``access.read_stamped_source``).
 
         Raises:
             SourceConflictError: ``keep_edits``, and the matching document was edited in Coffer.
         """
-        result = self._ingest(
-            paths,
-            name,
-            data,
-            replace=replace,
-            actor=actor,
-            source=(source_path, source_url),
-            batch=batch,
-            keep_edits=keep_edits,
-            tags=tags,
-            source_stamp=source_stamp,
-        )
-        return self._retag(paths, result, tags, actor)  # after the lock: retagging takes it
+        upload = Upload.of(paths, name, data, source_path=source_path, source_url=source_url, source_stamp=source_stamp)
+        return self.ingest.ingest(upload, replace=replace, actor=actor, keep_edits=keep_edits, tags=tags)
 
-    def _ingest(
-        self,
-        paths: KbPaths,
-        name: str,
-        data: bytes,
-        *,
-        replace: bool,
-        actor: str,
-        source: tuple[str | None, str | None],
-        batch: bool,
-        keep_edits: bool,
-        tags: list[str] | None,
-        source_stamp: str = "",
-    ) -> IngestResult:
-        converted = self._convert(
-            paths, name, data, replace=replace, source=source, keep_edits=keep_edits, source_stamp=source_stamp
-        )
-        if isinstance(converted, IngestResult):
-            return converted
-        with self.registry.writing(paths):
-            planned = self._plan(converted, replace=replace, keep_edits=keep_edits, tags=tags)
-            if isinstance(planned, IngestResult):
-                return planned
-            planned.write(sync_dir=not batch)
-            return self._index_written(planned, actor)
-
-    def _convert(
-        self,
-        paths: KbPaths,
-        name: str,
-        data: bytes,
-        *,
-        replace: bool,
-        source: tuple[str | None, str | None],
-        keep_edits: bool,
-        source_stamp: str = "",
-    ) -> _Converted | IngestResult:
-        """An ingest's first step, before the lock: its match, and its conversion unless the match
-        answers it (an identical or refused re-upload costs no conversion)."""
-        source_sha = hashlib.sha256(data).hexdigest()
-        locked = self.registry.holds(paths.name)  # a folder ingest's lease
-        match = self._match(paths.name, name, *source)
-        edited = match is not None and match.source_mode == "edited"  # checked against the file under the lock
-        early = self._reupload(paths, name, match, source_sha, replace=replace, keep_edits=keep_edits, edited=edited)
-        if early is not None:
-            return early
-        if keep_edits and match is not None and edited:
-            raise _conflict(match)
-        conversion, note = without_note_block(name, conversion_options(self.registry.settings).convert(name, data))
-        return _Converted(paths, name, data, source, source_sha, match, locked, conversion, source_stamp, note)
-
-    def _plan(
-        self, converted: _Converted, *, replace: bool, keep_edits: bool, tags: list[str] | None
-    ) -> _Planned | IngestResult:
-        """What a converted ingest writes, decided under the lock (whose match is the one that holds)."""
-        paths, name, source_path, source_url = converted.paths, converted.name, *converted.source
-        # Matched under a folder ingest's lease: that match holds, unless its file has gone.
-        match = converted.match
-        live = converted.locked and (match is None or paths.doc(match.id).exists())
-        existing = match if live else self._live_match(paths, name, source_path, source_url)
-        # The file says what the document is now: an edit saved by hand that no read has indexed yet is
-        # an edit all the same (a followed source must not overwrite it), and its tags are the document's.
-        truth = read_truth(paths, existing.id) if existing is not None else None
-        edited = existing is not None and (existing.source_mode == "edited" or holds_edits(truth))
-        early = self._reupload(
-            paths, name, existing, converted.source_sha, replace=replace, keep_edits=keep_edits, edited=edited
-        )
-        if early is not None:
-            return early
-        if keep_edits and existing is not None and edited:
-            raise _conflict(existing)
-        if truth is not None:
-            check_rewritable(paths, truth)
-        on_disk = truth.row if truth is not None else existing
-        conversion = converted.conversion
-        doc_id = existing.id if existing is not None else str(ULID())
-        now = utc_now()
-        metadata = DocumentMeta(
-            id=doc_id,
-            title=conversion.title,
-            original_filename=name,
-            original_format=conversion.original_format,
-            source_sha256=converted.source_sha,
-            content_sha256=body_sha256(conversion.markdown),
-            source_mode="converted",
-            conversion_engine=conversion.engine,
-            converted_at=now,
-            created_at=on_disk.created_at if on_disk is not None else now,
-            updated_at=now,
-            source_path=source_path,
-            source_url=source_url,
-            tags=note_tags(converted.note, list(on_disk.tags) if tags is None and on_disk is not None else tags),
-            source_frontmatter=converted.note or None,
-        ).to_dict()
-        return _Planned(
-            paths,
-            doc_id,
-            existing,
-            metadata,
-            conversion.markdown,
-            converted.data,
-            conversion.original_format,
-            {"filename": name, "source_sha256": converted.source_sha},
-            converted.source_stamp,
-            source_map_bytes(conversion.markdown, conversion.places),
-        )
-
-    def _index_written(self, planned: _Planned, actor: str) -> IngestResult:
-        """Index a planned ingest whose files are written, with its audit record. Call under the lock."""
-        paths, doc_id, existing = planned.paths, planned.doc_id, planned.existing
-        self.registry.wrote(paths)
-        truth = truth_of(paths, doc_id, planned.metadata, planned.body, source_stamp=planned.source_stamp)
-        event = AuditEvent.KB_DOCUMENT_UPDATED if existing is not None else AuditEvent.KB_DOCUMENT_INGESTED
-        config = self.registry.config(paths.name)
-        written = index_document(
-            self.index,
-            paths,
-            config,
-            doc_id,
-            truth=truth,
-            embedder=self.registry.embedder,
-            record=lambda: self.index.audit(event, paths.name, actor, doc_id, planned.details),
-            new=existing is None,
-        )
-        result = self._result(paths, truth.row, "updated" if existing is not None else "created", written)
-        use = self.registry.models.use
-        if config.vector and (self.registry.embedder is not None or use.status == "refused"):
-            row = self.index.get_document(paths.name, doc_id)
-            if row is not None and row.embed_pending:  # said here too: a client may not show log messages
-                note = _KEYWORD_ONLY if use.status != "refused" else f"{_NOT_HERE} {use.message}"
-                return result.model_copy(update={"note": note})
-        return result
-
-    def _match(self, kb: str, filename: str, source_path: str | None, source_url: str | None) -> DocumentRow | None:
-        """A re-ingest's document: matched by ``source_path``, else ``source_url``; an upload's (neither) by
-        ``original_filename``, among uploads only (``upload_match``).
-
-        Raises:
-            IngestRejectedError: ``duplicate``, an upload whose name is ambiguous or taken by a document
-                ingested from a path or URL.
-        """
-        if source_path:
-            return self.index.find_document(kb, source_path=source_path)
-        if source_url:
-            return self.index.find_document(kb, source_url=source_url)
-        return upload_match(kb, filename, self.index.documents_named(kb, filename, NAMED))
-
-    def _live_match(
-        self, paths: KbPaths, name: str, source_path: str | None, source_url: str | None
-    ) -> DocumentRow | None:
-        """The matching document whose file still exists; rows of files deleted by hand are dropped.
-
-        Call while holding the KB lock.
-        """
-        if not (source_path or source_url):  # a file deleted by hand leaves no ambiguity behind
-            for named in self.index.documents_named(paths.name, name, NAMED):
-                if not paths.doc(named.id).exists():
-                    index_document(self.index, paths, self.registry.config(paths.name), named.id)
-        while (row := self._match(paths.name, name, source_path, source_url)) is not None:
-            if paths.doc(row.id).exists():
-                return row
-            index_document(self.index, paths, self.registry.config(paths.name), row.id)  # removes the stale rows
-        return None
-
-    def _reupload(
-        self,
-        paths: KbPaths,
-        name: str,
-        existing: DocumentRow | None,
-        source_sha: str,
-        *,
-        replace: bool,
-        keep_edits: bool,
-        edited: bool,
-    ) -> IngestResult | None:
-        """The answer to a re-upload of ``existing`` that needs no write, or None to go on.
-
-        The same bytes again are ``unchanged``, except when ``replace`` asks for the source's version of
-        a document edited since (in Coffer or by hand): then its conversion replaces the edits, as the
-        refusals of an edited document's update say it will.
-        """
-        if existing is None:
-            return None
-        if existing.source_sha256 == source_sha:
-            if replace and not keep_edits and edited:
-                return None
-            return self._ingest_result(paths, existing.id, "unchanged")
-        if not replace:
-            raise IngestRejectedError(
-                "duplicate",
-                f"'{name}' is already in knowledge base '{paths.name}' as document {existing.id}, "
-                "with different content.",
-                hint="Pass {arg:replace=true} to update that document in place, or use another filename.",
-            )
-        return None
-
-    def _ingest_result(
-        self, paths: KbPaths, doc_id: str, status: Literal["created", "updated", "unchanged"]
-    ) -> IngestResult:
-        """The answer about one document, read back from the index.
-
-        Called under the KB lock after a write; outside it (an unchanged re-upload) the document or
-        the whole knowledge base may have been deleted by another process since it was matched.
-        """
-        row = self.index.get_document(paths.name, doc_id)
-        if row is None:
-            raise self.registry.unknown_kb(paths.name) if not paths.root.is_dir() else _missing(paths.name, doc_id)
-        return self._result(paths, row, status, None)
-
-    def _result(
-        self,
-        paths: KbPaths,
-        row: DocumentRow,
-        status: Literal["created", "updated", "unchanged"],
-        chunks: int | None,
-    ) -> IngestResult:
-        """The answer about a document from its row: read back, or just written under the KB lock
-        (the index is asked for the chunk count only when it is not given)."""
-        return IngestResult(
-            document_id=row.id,
-            kb=paths.name,
-            title=row.title,
-            status=status,
-            path=str(paths.doc(row.id)),
-            source_mode=row.source_mode,
-            original_filename=row.original_filename,
-            chunk_count=self.index.chunk_count(doc_id=row.id) if chunks is None else chunks,
-            tags=list(row.tags),
-        )
-
-    def _retag(self, paths: KbPaths, result: IngestResult, tags: list[str] | None, actor: str) -> IngestResult:
-        """An unchanged re-upload's answer, after giving its document ``tags`` when they differ (with the
-        tags of its own frontmatter, which an ingest always keeps)."""
-        if tags is None or result.status != "unchanged":
-            return result
-        row = self.index.get_document(paths.name, result.document_id)
-        tags = note_tags(row.metadata.get("source_frontmatter") if row is not None else None, tags) or []
-        if _same_tags(result.tags, tags):
-            return result
-        return self.edit_document(paths.name, result.document_id, None, tags=tags, actor=actor)
+    def _retag(self, kb: str, doc_id: str, tags: list[str], actor: str) -> IngestResult:
+        return self.edit_document(kb, doc_id, None, tags=tags, actor=actor)
 
     def edit_document(
         self,
@@ -601,12 +310,12 @@ class DocumentService:
             config = self.registry.config(kb)
             truth = read_truth(paths, doc_id)
             if truth is None:
-                raise _missing(kb, doc_id)
+                raise missing_document(kb, doc_id)
             check_rewritable(paths, truth)
             same_body = body is None or truth.row.content_sha256 == body_sha256(body)
             self._check_unseen(truth, expected, replacing=not same_body)
             if same_body and (chosen is None or _same_tags(truth.row.tags, chosen)):
-                return self._ingest_result(paths, doc_id, "unchanged")
+                return document_result(self.index, paths, truth.row, "unchanged", None)
             body = truth.body if body is None else body
             changes: dict[str, Any] = {"id": doc_id, "updated_at": utc_now()}
             if not same_body:
@@ -631,7 +340,7 @@ class DocumentService:
                 embedder=self.registry.embedder,
                 record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details),
             )
-            return self._result(paths, edited.row, "updated", written)
+            return document_result(self.index, paths, edited.row, "updated", _chunks(written))
 
     def _check_unseen(self, truth: Truth, expected: str | None, *, replacing: bool) -> None:
         """Refuse an edit that could discard a change to the body its caller has not seen.
@@ -687,7 +396,7 @@ class DocumentService:
         known = self.index.get_document(paths.name, doc_id) is not None
         removed = int(remove_file(paths.doc(doc_id)))
         if not (known or removed):
-            raise _missing(paths.name, doc_id)
+            raise missing_document(paths.name, doc_id)
         self.registry.wrote(paths)
         removed += sum(remove_file(raw) for raw in paths.companions(doc_id))
         with self.index.transaction():
@@ -712,7 +421,7 @@ class DocumentService:
         """
         truth = read_truth(paths, doc_id)
         if truth is None:
-            raise _missing(paths.name, doc_id)
+            raise missing_document(paths.name, doc_id)
         check_rewritable(paths, truth)
         name = document_filename(Path(source_path).name)
         title = hand_title(truth) or derive_title(truth.body, name)
@@ -732,7 +441,7 @@ class DocumentService:
             embedder=self.registry.embedder,
             record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_RENAMED, paths.name, actor, doc_id, details),
         )
-        return self._result(paths, moved.row, "updated", written)
+        return document_result(self.index, paths, moved.row, "updated", _chunks(written))
 
     def ingest_path(
         self,
@@ -747,11 +456,10 @@ class DocumentService:
     ) -> DirectoryIngestResult:
         """Ingest a file, or every visible file under a folder (recursively), recording ``source_path``.
 
-        Each file is its own transaction: one bad file is reported and the rest go on, and a
-        cancelled call stops between files with every finished file committed. Under the
-        knowledge base's lease, one file's writes overlap the indexing of the file before it
-        (``FolderIngest``). Symbolic links are not followed; with ``within``, a file whose real
-        path leaves those folders is refused.
+        One bad file is reported and the rest go on. Files are committed in bounded batches (a
+        group commit, ``folder_ingest``); progress reports a file once its batch is committed, so a
+        cancelled call stops with every file it reported committed. Symbolic links are not
+        followed; with ``within``, a file whose real path leaves those folders is refused.
         ``tags`` are given to every document ingested (None keeps a re-ingested document's own).
         """
         chosen = None if tags is None else check_tags(tags)
@@ -760,36 +468,10 @@ class DocumentService:
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
         paths, _ = self.registry.open_kb(kb)
         self.registry.refresh(kb)
-        undecodable: list[Path] = []  # names that are not UTF-8: reported, never read
-        try:
-            walk = () if root.is_file() else visible_files(root.resolve(), undecodable=undecodable)
-            files = [root.resolve()] if root.is_file() else sorted(walk)
-        except OSError as exc:  # e.g. a link swapped for a file while it was being resolved
-            raise InvalidArgumentError(
-                f"{root} could not be read: {exc.strerror}.", hint="Try again once the folder stops changing."
-            ) from None
-        items: list[DirectoryIngestItem] = []
+        return ingest_folder(
+            self.ingest, paths, root, replace=replace, actor=actor, progress=progress, within=within, tags=chosen
+        )
 
-        def finished(item: DirectoryIngestItem) -> None:
-            items.append(item)
-            if progress:
-                progress(len(items), len(files) + len(undecodable), Path(item.path).name)
-
-        try:
-            with self.folder_ingest(paths, finished, replace=replace, actor=actor, within=within, tags=chosen) as run:
-                for file in files:
-                    run.ingest(file)
-                for name in undecodable:
-                    run.report(undecodable_item(name))
-        finally:
-            # One folder sync for the whole batch, before anything is acknowledged (or cancelled).
-            fsync_dir(paths.docs)
-            fsync_dir(paths.raw)
-        self.index.settle()
-        counts = {s: sum(i.status == s for i in items) for s in ("created", "updated", "unchanged", "rejected")}
-        return DirectoryIngestResult.model_validate({"kb": kb, "items": items, **counts})
-
-    @contextlib.contextmanager
     def folder_ingest(
         self,
         paths: KbPaths,
@@ -800,21 +482,11 @@ class DocumentService:
         within: Sequence[Path] | None,
         tags: list[str] | None = None,
         keep_edits: bool = False,
-    ) -> Iterator[FolderIngest]:
-        """A run of files ingested one after the other under the knowledge base's lease.
-
-        The caller's folder is synced by the caller once the run ends (``fsync_dir``), before it
-        answers. ``finished(item)`` gets each file's item, in the order the files were given.
-        """
-        run = FolderIngest(
-            self, paths, finished, replace=replace, actor=actor, within=within, tags=tags, keep_edits=keep_edits
+    ) -> contextlib.AbstractContextManager[FolderIngest]:
+        """A run of files ingested under the knowledge base's lease, committed in batches (``folder_ingest``)."""
+        return folder_ingest(
+            self.ingest, paths, finished, replace=replace, actor=actor, within=within, tags=tags, keep_edits=keep_edits
         )
-        try:
-            with self.registry.leased(paths, before_release=run.finish) as renew:
-                run.renew = renew
-                yield run
-        finally:
-            run.close()
 
     def ingest_file(
         self,
@@ -827,220 +499,14 @@ class DocumentService:
         keep_edits: bool = False,
         tags: list[str] | None = None,
     ) -> DirectoryIngestItem:
-        """Ingest one file of a folder (its folder synced by the caller); a failure is reported, not raised."""
-        try:
-            data, stamp = read_stamped_source(file, within, max_bytes=self.registry.settings.max_document_bytes)
-            result = self.ingest_bytes(
-                paths,
-                document_filename(file.name),
-                data,
-                replace=replace,
-                actor=actor,
-                source_path=str(file),
-                batch=True,
-                keep_edits=keep_edits,
-                tags=tags,
-                source_stamp=stamp,
-            )
-        except (CofferError, OSError) as exc:
-            return failed_item(file, exc)
-        return ingested_item(file, result)
-
-
-_InFlight = tuple[Path, "_Planned", concurrent.futures.Future[None]]
-"""A file whose document's files are being written: the file, what is written, the write."""
-
-
-class FolderIngest:
-    """A run of files ingested under the lease, one document's files written while the one before is indexed.
-
-    Made by ``DocumentService.folder_ingest``. ``ingest(file)`` renews the lease; holding it, it
-    matches and converts ``file`` and starts writing its two files in a thread, then indexes the
-    document before it, whose files are written by then: the wait for one document's ``fsync``
-    overlaps the other's index write (on PostgreSQL, the round trips). Each document still lands
-    as it would alone: its files durable, then its rows in their own transaction. Without the
-    lease (busy, or a slow conversion coming) the file is ingested on its own, as ``ingest_file``.
-    ``finish()`` indexes the document in flight; the lease calls it before it gives the lock up,
-    so no file is ever written outside the lock. Files are matched by ``source_path``, so a
-    document in flight never changes the next one's match. ``report(item)`` reports a file the
-    caller settled itself (a followed file found unchanged), in its place in the order.
-    """
-
-    def __init__(
-        self,
-        documents: DocumentService,
-        paths: KbPaths,
-        finished: Callable[[DirectoryIngestItem], None],
-        *,
-        replace: bool,
-        actor: str,
-        within: Sequence[Path] | None,
-        tags: list[str] | None,
-        keep_edits: bool,
-    ) -> None:
-        self._documents = documents
-        self._paths = paths
-        self._finished = finished
-        self._replace, self._actor, self._within, self._tags = replace, actor, within, tags
-        self._keep_edits = keep_edits
-        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="coffer-ingest")
-        self._pending: _InFlight | None = None
-        self.renew: Callable[[bool], None] = lambda hold: None
-
-    def ingest(self, file: Path) -> None:
-        """Ingest ``file`` (or start to, under the lease); reports the file before it, if still in flight."""
-        from coffer_mcp.convert import quick_to_convert  # here: it loads every converter, which a read never needs
-
-        self.renew(quick_to_convert(file.name, _size(file)))
-        if not self._documents.registry.holds(self._paths.name):
-            self.report(
-                self._documents.ingest_file(
-                    self._paths,
-                    file,
-                    replace=self._replace,
-                    actor=self._actor,
-                    within=self._within,
-                    keep_edits=self._keep_edits,
-                    tags=self._tags,
-                )
-            )
-            return
-        decided = self._decide(file)
-        previous, self._pending = self._pending, None
-        if isinstance(decided, _Planned):
-            note_unindexed(decided.files())
-            self._pending = (file, decided, self._writer.submit(decided.write, sync_dir=False))
-        self._finish(previous)  # its report may raise (a cancelled call): this file is in flight already
-        if not isinstance(decided, _Planned):
-            self._finished(decided)
-
-    def report(self, item: DirectoryIngestItem) -> None:
-        """Report a file's item after the file in flight before it."""
-        self.finish()
-        self._finished(item)
-
-    def _decide(self, file: Path) -> _Planned | DirectoryIngestItem:
-        """What to write for ``file``, or its item when nothing is to be written (unchanged, rejected)."""
-        documents, paths, keep_edits = self._documents, self._paths, self._keep_edits
-        try:
-            max_bytes = documents.registry.settings.max_document_bytes
-            data, stamp = read_stamped_source(file, self._within, max_bytes=max_bytes)
-            name = document_filename(file.name)
-            converted = documents._convert(
-                paths,
-                name,
-                data,
-                replace=self._replace,
-                source=(str(file), None),
-                keep_edits=keep_edits,
-                source_stamp=stamp,
-            )
-            planned = (
-                converted
-                if isinstance(converted, IngestResult)
-                else documents._plan(converted, replace=self._replace, keep_edits=keep_edits, tags=self._tags)
-            )
-            if isinstance(planned, _Planned):
-                return planned
-            return ingested_item(file, documents._retag(paths, planned, self._tags, self._actor))
-        except (CofferError, OSError) as exc:
-            return failed_item(file, exc)
-
-    def finish(self) -> None:
-        """Index the document whose files are being written, and report it."""
-        pending, self._pending = self._pending, None
-        self._finish(pending)
-
-    def close(self) -> None:
-        """Index the document still in flight, if any, and stop the writing thread.
-
-        The lease finishes it before giving the lock up; one is left only when the lock was held
-        before the run began (a caller's own), and it is still held here.
-        """
-        try:
-            self.finish()
-        finally:
-            self._writer.shutdown()
-
-    def _finish(self, pending: _InFlight | None) -> None:
-        if pending is None:
-            return
-        file, planned, written = pending
-        try:
-            written.result()
-            item = ingested_item(file, self._documents._index_written(planned, self._actor))
-        except (CofferError, OSError) as exc:
-            item = failed_item(file, exc)
-        self._finished(item)
-
-
-def _size(file: Path) -> int:
-    """The file's size, or 0 when it cannot be read (its ingest reports why)."""
-    try:
-        return file.stat(follow_symlinks=False).st_size
-    except OSError:
-        return 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Converted:
-    """An ingest converted before taking the lock, with the match it was decided on."""
-
-    paths: KbPaths
-    name: str
-    data: bytes
-    source: tuple[str | None, str | None]  # (source_path, source_url)
-    source_sha: str
-    match: DocumentRow | None
-    locked: bool  # matched under a folder ingest's lease, so the match still holds
-    conversion: Conversion
-    source_stamp: str  # the source file's, when it vouches for ``data`` (else "")
-    note: dict[str, Any] | None  # a Markdown file's own frontmatter (``without_note_block``)
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """An ingest decided under the lock: a document's two files to write, then its rows."""
-
-    paths: KbPaths
-    doc_id: str
-    existing: DocumentRow | None
-    metadata: dict[str, Any]
-    body: str
-    original: bytes
-    ext: str
-    details: dict[str, Any]  # the audit record's
-    source_stamp: str  # the source file's, when it vouches for ``original`` (else "")
-    source_map: bytes | None = None  # where the body's lines are in the original (None: unknown)
-
-    def files(self) -> list[Path]:
-        """Every file ``write`` creates, replaces or removes."""
-        stale = self._stale_original()
-        source_map = self.paths.source_map(self.doc_id)
-        return [self._original(self.ext), source_map, self.paths.doc(self.doc_id), *([stale] if stale else [])]
-
-    def write(self, *, sync_dir: bool) -> None:
-        """Write the document's original, its source map and its Markdown, the Markdown landing last."""
-        self.paths.raw.mkdir(exist_ok=True)  # never parents: a deleted knowledge base must stay deleted
-        markdown = render_document(self.metadata, self.body).encode("utf-8")
-        source_map = self.paths.source_map(self.doc_id)
-        maps = [(source_map, self.source_map)] if self.source_map else []
-        atomic_write_all(
-            [(self._original(self.ext), self.original), *maps, (self.paths.doc(self.doc_id), markdown)],
-            sync_dir=sync_dir,
+        """Ingest one file of a folder on its own; a failure is reported, not raised."""
+        return ingest_file(
+            self.ingest, paths, file, replace=replace, actor=actor, within=within, keep_edits=keep_edits, tags=tags
         )
-        if stale := self._stale_original():
-            remove_file(stale)
-        if not maps and self.existing is not None:
-            remove_file(source_map)  # an earlier original's: it says nothing of this one
 
-    def _original(self, ext: str) -> Path:
-        return self.paths.raw / f"{self.doc_id}.{ext or 'bin'}"
 
-    def _stale_original(self) -> Path | None:
-        """The original of an earlier upload in another format: only the latest original is kept."""
-        old = self.existing
-        return self._original(old.original_format) if old is not None and old.original_format != self.ext else None
+def _chunks(indexed: Indexed | None) -> int | None:
+    return None if indexed is None else indexed.chunks
 
 
 def _same_tags(have: Sequence[str], want: Sequence[str]) -> bool:
@@ -1061,7 +527,7 @@ def _check_id(kb: str, doc_id: str) -> str:
     """The document id as stored (``stored_document_id``), or the unknown-document error."""
     canonical = stored_document_id(doc_id) if isinstance(doc_id, str) else doc_id
     if not isinstance(canonical, str) or not is_document_id(canonical):
-        raise _missing(kb, doc_id)
+        raise missing_document(kb, doc_id)
     return canonical
 
 
@@ -1085,26 +551,10 @@ def _edit_conflict(message: str) -> EditConflictError:
     )
 
 
-def _conflict(row: DocumentRow) -> SourceConflictError:
-    return SourceConflictError(
-        f"Document {row.id} was edited in Coffer since it was ingested from {row.source_path or 'its file'}; the "
-        "file changed too, and is not ingested over the edits.",
-        hint="Keep editing in Coffer, or re-ingest the file with {arg:replace=true} to take its version (the "
-        "edits are lost).",
-    )
-
-
 def _frontmatter_warning(paths: KbPaths, doc_id: str, problem: str) -> str:
     return (
         f"The frontmatter of {paths.doc(doc_id)} does not parse ({problem}). Until its YAML is fixed by hand, "
         "the document keeps the metadata Coffer last read from it, and Coffer will not edit or retag it."
-    )
-
-
-def _missing(kb: str, doc_id: object) -> DocumentNotFoundError:
-    return DocumentNotFoundError(
-        f"Document {str(doc_id)[:80]!r} does not exist in knowledge base '{kb}'.",
-        hint="Document ids are 26-character ULIDs; find them with {tool:search_knowledge} or {tool:list_documents}.",
     )
 
 

@@ -1,5 +1,6 @@
 """Files are truth: paths that cannot escape, atomic writes, frontmatter, per-KB settings, locks."""
 
+from coffer_mcp.store.batch import FileBatch
 from coffer_mcp.store.document import DocumentMeta, frontmatter_tags
 from coffer_mcp.store.embedding import (
     StoreModel,
@@ -77,6 +78,7 @@ __all__ = [
     "SNAPSHOTS",
     "SOURCE_MAP_SUFFIX",
     "DocumentMeta",
+    "FileBatch",
     "KbConfig",
     "KbPaths",
     "Location",

@@ -1355,3 +1355,25 @@ def test_stored_vectors_round_trip_exactly_as_float32() -> None:
     values = [0.1, -2.5, 1e-8, 3.4028234663852886e38]
     packed = pack_vector(values)
     assert struct.unpack("4f", packed) == struct.unpack("4f", pack_vector(list(struct.unpack("4f", packed))))
+
+
+def test_a_batch_commits_many_documents_rows_at_once_or_none_of_them(index: Index) -> None:
+    kb(index, "notes")
+    with index.batch():  # a folder ingest's group commit: several documents in one transaction
+        for n in range(1, 4):
+            index.upsert_document(doc(f"doc-0{n}", "notes"))
+            index.replace_chunks("notes", f"doc-0{n}", [Chunk(0, f"batched lighthouse {n}")], fresh=True)
+            index.audit("KB_DOCUMENT_INGESTED", "notes", "cli", f"doc-0{n}")
+    assert sorted(index.doc_stamps("notes")) == ["doc-01", "doc-02", "doc-03"]
+    assert {row.document_id for row in search(index, "lighthouse")} == {"doc-01", "doc-02", "doc-03"}
+
+    def failing_batch() -> None:
+        with index.batch():
+            index.upsert_document(doc("doc-04", "notes"))
+            index.replace_chunks("notes", "doc-04", [Chunk(0, "lost lighthouse")], fresh=True)
+            raise RuntimeError("a document of the batch failed")
+
+    with pytest.raises(RuntimeError):
+        failing_batch()
+    assert index.get_document("notes", "doc-04") is None
+    assert len(search(index, "lighthouse")) == 3

@@ -20,8 +20,10 @@ import pytest
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.convert import convert
 from coffer_mcp.errors import DocumentNotFoundError
+from coffer_mcp.index import open_index as open_index_of
 from coffer_mcp.indexing.copies import copy_id
 from coffer_mcp.store import body_sha256
+from tests.reliability import batch_crash, rebuild_crash
 from tests.reliability import crash_points as cp
 from tests.reliability.support import PYTHON, TruthFile, temp_files, truth_files
 
@@ -196,3 +198,105 @@ def check_scenario(coffer: Coffer, scenario: str, names: list[str], where: str) 
         details = coffer.describe_kb(cp.KB)
         defaults = (coffer.settings.chunk_size, coffer.settings.chunk_overlap)
         assert (details.chunk_size, details.chunk_overlap) in (defaults, (128, 16)), where
+
+
+# -- a kill inside a folder ingest's batch (group commit), on both index backends -----------------
+
+BATCH_KILL_POINT = 28
+"""The rename after which the batch worker dies: the 14th of the fourth batch (documents 8-15: 16
+renames, 15-30), after the first three batches (7 documents) were committed."""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_kill_inside_a_folder_ingests_batch_loses_only_its_rows_which_the_next_start_restores_from_the_files(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    home, sources, progress = tmp_path / "home", tmp_path / "papers", tmp_path / "progress.txt"
+    batch_crash.write_sources(sources)
+    done = subprocess.run(
+        [PYTHON, str(HERE / "batch_crash.py"), str(home), str(sources), str(progress), str(BATCH_KILL_POINT)]
+        + ([url] if url else []),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == -9, done.stderr
+    on_disk = {truth.meta["source_path"]: truth for truth in truth_files(home)}
+    assert all(truth.intact for truth in on_disk.values()), "a document file is torn"
+    reported = {str(sources / name) for name in progress.read_text(encoding="utf-8").split()}
+    settings = batch_crash.settings(home, url)
+    index = open_index_of(settings)  # the rows as the kill left them: no reconcile has run
+    try:
+        committed = {row.source_path for row in index.documents(batch_crash.KB, with_source_path=True)}
+    finally:
+        index.close()
+    # Progress never ran ahead of the commits, and the kill landed inside a batch: files written
+    # and synced whose rows were not committed yet.
+    assert reported, "no batch was committed before the kill"
+    assert reported <= committed, "a file was reported done before its batch committed"
+    assert committed <= set(on_disk), "a row points at no file"
+    assert set(on_disk) - committed, "the kill landed outside a batch"
+    with Coffer(settings) as coffer:
+        # The next start restores every document whose file was written, from the file.
+        listed = coffer.list_documents(batch_crash.KB, limit=100).documents
+        assert {doc.source_path for doc in listed} == set(on_disk)
+        assert coffer.search(batch_crash.KB, "zebrafish").passages
+        coffer.reindex_all()
+        assert temp_files(home) == []
+        assert coffer.verify(batch_crash.KB).problems == []
+        # And the ingest run again finishes the folder: each file once.
+        again = coffer.ingest_path(batch_crash.KB, sources)
+        assert (again.created, again.unchanged) == (batch_crash.FILES - len(on_disk), len(on_disk))
+        assert coffer.list_documents(batch_crash.KB, limit=100).total == batch_crash.FILES
+
+
+REBUILD_KILL_POINT = 20
+"""The document row write the rebuild worker dies at: the 4th of the third batch of 8 (documents
+17-24), after two batches (16 documents) were committed."""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_kill_inside_a_rebuilds_batch_leaves_its_documents_old_rows_which_the_next_start_rebuilds(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    home, sources, progress = tmp_path / "home", tmp_path / "papers", tmp_path / "progress.txt"
+    batch_crash.write_sources(sources)
+    settings = batch_crash.settings(home, url)
+    with Coffer(settings) as coffer:
+        coffer.create_kb(batch_crash.KB)
+        assert coffer.ingest_path(batch_crash.KB, sources).created == batch_crash.FILES
+    before = {truth.path: (truth.meta, truth.body) for truth in truth_files(home)}
+    done = subprocess.run(
+        [PYTHON, "-m", "tests.reliability.rebuild_crash", str(home), str(progress), str(REBUILD_KILL_POINT)]
+        + ([url] if url else []),
+        cwd=HERE.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == -9, done.stderr
+    assert {truth.path: (truth.meta, truth.body) for truth in truth_files(home)} == before  # a rebuild writes no file
+    index = open_index_of(settings)  # the rows as the kill left them: no reconcile has run
+    try:
+        params = [chunking for _, chunking in index.doc_stamps(batch_crash.KB).values()]
+    finally:
+        index.close()
+    rebuilt = sum(chunking.startswith(f"{rebuild_crash.CHUNK_SIZE}:") for chunking in params)
+    reported = [int(line) for line in progress.read_text(encoding="utf-8").split()]
+    # Two batches committed and reported; the third's rows rolled back, the old ones kept whole.
+    assert len(params) == batch_crash.FILES
+    assert reported == [rebuild_crash.BATCH, 2 * rebuild_crash.BATCH]
+    assert rebuilt == 2 * rebuild_crash.BATCH
+    with Coffer(settings) as coffer:
+        # The next start rechunks the documents the kill left behind, from their files.
+        listed = coffer.list_documents(batch_crash.KB, limit=100)
+        assert listed.total == batch_crash.FILES
+        assert coffer.describe_kb(batch_crash.KB).chunk_size == rebuild_crash.CHUNK_SIZE
+        params = [chunking for _, chunking in coffer.index.doc_stamps(batch_crash.KB).values()]
+        assert all(chunking.startswith(f"{rebuild_crash.CHUNK_SIZE}:") for chunking in params)
+        assert coffer.search(batch_crash.KB, "zebrafish").passages
+        assert coffer.verify(batch_crash.KB).problems == []

@@ -159,11 +159,19 @@ class PostgresIndex:
             conn.close()
         return True
 
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        return self._transaction(pipelined=False)
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """One transaction whose statements are pipelined: a batch's documents wait for one round
+        trip at the commit, not for several each."""
+        return self._transaction(pipelined=True)
+
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def _transaction(self, *, pipelined: bool) -> Iterator[None]:
         conn = self._connect_mapped()
         try:
-            with conn.transaction():
+            with conn.pipeline() if pipelined else contextlib.nullcontext(), conn.transaction():
                 yield
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if self._drop_if_broken():

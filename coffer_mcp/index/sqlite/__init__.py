@@ -102,6 +102,9 @@ class SqliteIndex:
         with q.write(self.conn):
             yield
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return self.transaction()  # SQLite's statements cost no round trip: one transaction is all a batch needs
+
     def close(self) -> None:
         self.ann.close()
         with self._guard:
