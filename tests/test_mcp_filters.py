@@ -17,6 +17,7 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index.sqlite import SqliteIndex
+from coffer_mcp.index.sqlite.schema import MIGRATIONS
 from coffer_mcp.retrieval.grep import find_rg
 from coffer_mcp.store import DocumentMeta, parse_document, render_document
 from tests.fakes import HashEmbedder
@@ -443,16 +444,16 @@ def undo_filters_migration(coffer: Coffer, index_backend: str) -> None:
         "ALTER TABLE documents DROP COLUMN updated_key",
     ]
     if index_backend == "sqlite":  # SQLite migrates by number: the migrations after it are undone too
+        undone = ["0007_filters", "0008_source_stamps", "0009_oauth", "0010_store_model", "0011_source_locations"]
+        assert [name for name, _ in MIGRATIONS[6:]] == undone, "undo the new migration here too"
         statements += [
             "ALTER TABLE documents DROP COLUMN source_stamp",
             "DROP TABLE oauth_clients",
             "DROP TABLE oauth_tokens",
             "DROP TABLE oauth_owner",
             "DROP TABLE store_model",
-            (
-                "DELETE FROM migrations WHERE name IN "
-                "('0007_filters', '0008_source_stamps', '0009_oauth', '0010_store_model')"
-            ),
+            "ALTER TABLE chunks DROP COLUMN source_location",
+            "DELETE FROM migrations WHERE name >= '0007'",
             "PRAGMA user_version = 6",
         ]
     else:
