@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from coffer_mcp import Coffer, load_settings
-from tests.postgres import (  # noqa: F401  (fixtures)
+# Its helpers assert; tests in several folders import it, so it is registered before any of them.
+pytest.register_assert_rewrite("tests.reliability.support")
+
+from coffer_mcp import Coffer, load_settings  # noqa: E402 - after the assert-rewrite registration
+from tests.postgres import (  # noqa: F401, E402  (fixtures)
     empty_postgres_url,
     postgres_server,
     postgres_template,

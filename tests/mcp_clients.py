@@ -19,8 +19,20 @@ from mcp.types import CallToolResult, Implementation
 
 from coffer_mcp import Coffer
 from coffer_mcp.mcp_server import build_server
+from tests.conftest import installed_script
 
-__all__ = ["CLIENT", "TRANSPORTS", "UNPARSABLE", "error_of", "open_client", "structured"]
+__all__ = [
+    "CLIENT",
+    "TRANSPORTS",
+    "UNPARSABLE",
+    "call",
+    "call_error",
+    "client_for",
+    "error_of",
+    "open_client",
+    "stdio_client",
+    "structured",
+]
 
 CLIENT = Implementation(name="test-agent", version="1.0")
 TRANSPORTS = ("memory", "legacy", "stdio")
@@ -68,5 +80,30 @@ def structured(result: CallToolResult) -> dict[str, Any]:
 
 
 def error_of(result: CallToolResult) -> dict[str, Any]:
+    assert result.is_error
+    return json.loads(result.content[0].text)
+
+
+def client_for(coffer: Coffer, **kwargs) -> Client:
+    """An in-memory client session with a server over ``coffer``."""
+    return Client(build_server(coffer, **kwargs), client_info=CLIENT)
+
+
+def stdio_client(home: Path) -> Client:
+    """A client of ``coffer serve`` started as the README says, as a subprocess."""
+    command = installed_script("coffer") or sys.executable
+    args = ["serve"] if command != sys.executable else ["-m", "coffer_mcp", "serve"]
+    params = StdioServerParameters(command=command, args=args, env={**os.environ, "COFFER_HOME": str(home)})
+    return Client(params, client_info=CLIENT)
+
+
+async def call(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def call_error(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
     assert result.is_error
     return json.loads(result.content[0].text)

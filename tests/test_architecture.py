@@ -252,3 +252,17 @@ def test_no_sql_outside_the_index(unit: str, path: Path) -> None:
     assert "vec_chunks" not in text, f"{path.relative_to(PACKAGE)} names a vector table outside index/"
     for name in imported(path):
         assert not name.startswith("coffer_mcp.index.sqlite"), f"{path.relative_to(PACKAGE)} imports {name}"
+
+
+# Test folders that are no package of the code: suites across the whole program.
+ACROSS = {"bench", "reliability", "packaging"}
+
+
+def test_the_tests_mirror_the_code() -> None:
+    # A function's tests are found by its module's path: tests/<package>/ for coffer_mcp/<package>/.
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in {"__pycache__", ".pytest_cache"}}
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders - ACROSS <= packages, f"test folders naming no package of coffer_mcp: {folders - ACROSS - packages}"
+    at_root = sorted(p.name for p in tests.glob("*.py"))
+    assert len(at_root) <= 10, f"tests/ holds {len(at_root)} files at its root; move them to the folder of their code"

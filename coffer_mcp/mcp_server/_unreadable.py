@@ -95,7 +95,7 @@ class AnsweringStdin:
     """The SDK's stdio read stream, answering each line its parser refused instead of dropping it.
 
     The SDK's stdin reader sends the server, for such a line, the ``ValidationError`` whose
-    ``json_invalid`` error holds the line as its input (``tests/test_stdio.py`` pins this). Every
+    ``json_invalid`` error holds the line as its input (``tests/mcp_server/test_stdio.py`` pins this). Every
     other item passes through untouched.
 
     Args:

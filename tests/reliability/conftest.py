@@ -6,10 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.register_assert_rewrite("tests.reliability.support")
-
-from coffer_mcp import Coffer, load_settings  # noqa: E402 - after the assert-rewrite registration
-from tests.reliability.support import GREP_TIMEOUT, Store  # noqa: E402
+from coffer_mcp import Coffer, load_settings
+from tests.reliability.support import GREP_TIMEOUT, Store
 
 
 @pytest.fixture(scope="module")

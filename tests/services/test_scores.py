@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coffer_mcp import Coffer
-from tests.test_mcp_server import call, client_for
+from tests.mcp_clients import call, client_for
 
 
 @pytest.fixture

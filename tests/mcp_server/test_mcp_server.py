@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.types import Implementation
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, build_server
-from tests.conftest import installed_script
+from tests.mcp_clients import call, call_error, client_for, stdio_client
 
 pytestmark = pytest.mark.anyio
 
@@ -81,38 +75,10 @@ CONTRACT = {
 }
 
 
-CLIENT = Implementation(name="test-agent", version="1.0")
-
-
-def client_for(coffer: Coffer, **kwargs) -> Client:
-    """An in-memory client session with a server over ``coffer``."""
-    return Client(build_server(coffer, **kwargs), client_info=CLIENT)
-
-
-def stdio_client(home: Path) -> Client:
-    """A client of ``coffer serve`` started as the README says, as a subprocess."""
-    command = installed_script("coffer") or sys.executable
-    args = ["serve"] if command != sys.executable else ["-m", "coffer_mcp", "serve"]
-    params = StdioServerParameters(command=command, args=args, env={**os.environ, "COFFER_HOME": str(home)})
-    return Client(params, client_info=CLIENT)
-
-
 @pytest.fixture(params=["memory", "stdio"])
 def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
     """Both transports: the SDK's in-memory session and a real ``coffer serve`` over stdio."""
     return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
-
-
-async def call(client: Client, tool: str, **arguments) -> dict:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-async def call_error(client: Client, tool: str, **arguments) -> dict:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    return json.loads(result.content[0].text)
 
 
 async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None:
@@ -174,7 +140,7 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> 
         assert found["strategy"] == "keyword"
         assert found["passages"][0]["document_id"] == english["document_id"]
         passage = found["passages"][0]
-        # lean: see test_lean_results; where it is in ann.md: tests/test_source_locations.py
+        # lean: see test_lean_results; where it is in ann.md: tests/indexing/test_source_locations.py
         assert set(passage) == {"text", "document_id", "title", "score", "position", "source_location"}
         assert passage["title"] == "Approximate nearest neighbour search"
 

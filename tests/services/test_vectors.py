@@ -1,6 +1,6 @@
 """Vector and hybrid retrieval through the service, with a deterministic embedder.
 
-The real providers are tested in tests/embed/ and, end to end, in tests/test_hybrid_models.py.
+The real providers are tested in tests/embed/ and, end to end, in tests/services/test_hybrid_models.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from coffer_mcp.index.sqlite.schema import MIGRATIONS
 from coffer_mcp.retrieval.grep import find_rg
 from coffer_mcp.store import DocumentMeta, parse_document, render_document
 from tests.fakes import HashEmbedder
-from tests.test_mcp_server import call, call_error, client_for, stdio_client
+from tests.mcp_clients import call, call_error, client_for, stdio_client
 
 pytestmark = pytest.mark.anyio
 

@@ -50,7 +50,7 @@ def test_coffer_ingests_the_whole_folder_over_mcp_beside_qmd_and_an_older_checko
     qmd = install_qmd_stand_in(tmp_path / "qmd")
     data_folder = write_beir_corpus(tmp_path / "beir")
     out = tmp_path / "vs-qmd.json"
-    checkout = Path(__file__).resolve().parents[1]  # this checkout again, as the "baseline"
+    checkout = Path(__file__).resolve().parents[2]  # this checkout again, as the "baseline"
 
     argv = ["--data", str(data_folder), "--qmd", str(qmd), "--runs", "3", "--baseline", str(checkout)]
 
