@@ -152,7 +152,13 @@ def http_server(
         if url is None:
             raise RuntimeError("coffer serve --http exited before listening:\n" + "".join(server.stderr))
         server.url = url
-        yield server
+        try:
+            yield server
+        except BaseException as exc:
+            if proc.poll() is not None and hasattr(exc, "add_note"):  # Python 3.11+: the failure says why
+                said = "".join(server.stderr)
+                exc.add_note(f"coffer serve --http had exited ({proc.returncode}); its stderr:\n{said}")
+            raise
     finally:
         _stop(proc)
         reader.join(10)

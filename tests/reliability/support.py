@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -60,15 +61,27 @@ coffer_env = server_env
 def cli(
     home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m coffer_mcp ARGS`` over ``home`` and return what it did (never raises on exit code)."""
-    return subprocess.run(
-        [PYTHON, "-m", "coffer_mcp", *args],
-        env=env or coffer_env(home),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    """Run ``python -m coffer_mcp ARGS`` over ``home`` and return what it did (never raises on exit code).
+
+    A command still running after ``timeout`` fails the test with where each of its threads was
+    (faulthandler's dump on SIGABRT), not a bare kill: a hang under load must say what it waited on.
+    """
+    command = [PYTHON, "-X", "faulthandler", "-m", "coffer_mcp", *args]
+    with subprocess.Popen(
+        command, env=env or coffer_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            ran = " ".join(args)
+            raise AssertionError(f"`coffer {ran}` ran over {timeout} s; its threads:\n{err}\n{out}") from None
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def expected_sha(content: str) -> str:
