@@ -3,7 +3,8 @@
 Usage (from the repo root)::
 
     python -m bench.startup [--runs 10] [--data ../shared/eval/scifact] [--home DIR]
-                            [--baseline CHECKOUT] [--importtime] [--out bench/results/startup.json]
+                            [--baseline CHECKOUT] [--importtime] [--phases N]
+                            [--out bench/results/startup.json]
 
 Each figure is the median (with min and max) of ``--runs`` fresh processes, timed from just
 before the process is spawned to its answer, beside the CPU time (user + system) the process
@@ -25,6 +26,12 @@ the next, falls on every figure alike. ``--baseline`` names a checkout of anothe
 
 ``--importtime`` adds, for each command, the modules with the largest cumulative import time
 (``python -X importtime``, one run: it slows the process, so it is not part of the timings).
+
+``--phases N`` adds where one ``coffer kb search`` spends its CPU time: N fresh processes (of each
+checkout, in turn) run the command through ``cli.main`` with ``time.process_time`` read between
+its phases (``PHASES``). pydantic and PyYAML are loaded before the settings there, so that the
+settings' own cost is not confused with that of the libraries every later step needs too. With
+``--runs 0`` only the phases are measured.
 """
 
 from __future__ import annotations
@@ -54,6 +61,43 @@ INITIALIZE = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+# The phases of one ``coffer kb search``, in the order the command pays them (``--phases``).
+PHASES = (
+    "interpreter start-up",
+    "the command line (coffer_mcp.cli)",
+    "pydantic: its import and a first model",
+    "PyYAML: its import",
+    "settings: their modules and the Settings model",
+    "load_settings: environment, config.yaml, validation",
+    "services: their import (the facade, index, store)",
+    "the command: open, check the files, search, print",
+)
+# Run as ``python -c`` from a checkout, with the command's words as arguments: prints the CPU
+# seconds at its start (the interpreter's start-up) and those of each phase after it.
+PHASE_SCRIPT = """
+import contextlib, io, json, os, sys, time
+marks = [time.process_time()]
+from coffer_mcp.cli import main
+marks.append(time.process_time())
+from pydantic import BaseModel
+class First(BaseModel):
+    x: int = 0
+First(x=1)
+marks.append(time.process_time())
+import yaml
+marks.append(time.process_time())
+import coffer_mcp.settings
+marks.append(time.process_time())
+coffer_mcp.settings.load_settings(os.environ)
+marks.append(time.process_time())
+import coffer_mcp.services
+marks.append(time.process_time())
+with contextlib.redirect_stdout(io.StringIO()):
+    status = main(sys.argv[1:])
+marks.append(time.process_time())
+assert status == 0, status
+print(json.dumps([marks[0], *(after - before for before, after in zip(marks, marks[1:]))]))
+"""
 FLOORS = {
     "python -c pass": "pass",
     "from pydantic import BaseModel": "from pydantic import BaseModel",
@@ -166,6 +210,25 @@ def bench_home(given: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def phases(
+    runs: int, env: dict[str, str], checkouts: dict[str, Path], words: list[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Each phase's CPU ms (min, median, max) of one ``coffer kb search`` per checkout, over ``runs``
+    fresh processes of each, taking turns (run ``i`` searches for ``words[i]``)."""
+    samples: dict[str, list[list[float]]] = {prefix: [] for prefix in checkouts}
+    for i in range(runs):
+        for prefix, cwd in checkouts.items():
+            argv = [sys.executable, "-c", PHASE_SCRIPT, "kb", "search", KB, words[i % len(words)]]
+            proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=True, timeout=120)
+            samples[prefix].append(json.loads(proc.stdout.splitlines()[-1]))
+    return {
+        f"{prefix}coffer kb search {KB} QUERY": {
+            name: _stats([run[i] * 1000 for run in runs_]) for i, name in enumerate(PHASES)
+        }
+        for prefix, runs_ in samples.items()
+    }
+
+
 def measure(runs: int, probes: dict[str, Callable[[int], dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
     """Each probe's figures over ``runs`` rounds, each round running every probe once (so that a
     change of the machine's load falls on all of them alike), after a round that warms the OS
@@ -186,12 +249,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--home", type=Path, help="keep the SciFact knowledge base here (default: a temporary one)")
     parser.add_argument("--baseline", type=Path, help="a checkout of another commit, measured in the same rounds")
     parser.add_argument("--importtime", action="store_true", help="add each command's slowest imports")
+    parser.add_argument("--phases", type=int, default=0, help="add the CPU time of each phase of N searches")
     parser.add_argument("--out", type=Path, default=Path("bench/results/startup.json"))
     args = parser.parse_args(argv)
     with bench_home(args.home) as home:
         documents = build_home(home, args.data)
         env = {**os.environ, "COFFER_HOME": str(home)}
-        words = queries(args.data, args.runs + 1)
+        words = queries(args.data, max(args.runs, args.phases) + 1)
         probes: dict[str, Callable[[int], dict[str, float]]] = {
             f"floor: {label}": functools.partial(_floor, code, env) for label, code in FLOORS.items()
         }
@@ -199,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         for prefix, cwd in checkouts.items():
             probes.update({f"{prefix}{label}": probe for label, probe in _commands(env, cwd, words).items()})
         load_before = os.getloadavg()
-        figures = measure(args.runs, probes)
+        figures = measure(args.runs, probes) if args.runs else {}
+        phased = phases(args.phases, env, checkouts, words) if args.phases else None
         profile = _profiles(env, words[0]) if args.importtime else None
     summary = {
         "figures_ms": figures,
@@ -211,8 +276,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        **({"phases_cpu_ms": phased} if phased else {}),
         **({"importtime": profile} if profile else {}),
     }
+    _print_figures(figures)
+    if phased:
+        _print_phases(phased)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def _print_figures(figures: dict[str, dict[str, dict[str, float]]]) -> None:
+    if not figures:
+        return
     print("| from process start to its answer | min ms | median ms | max ms | median CPU ms |")
     print("|---|---:|---:|---:|---:|")
     for label, f in figures.items():
@@ -221,8 +297,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "initialize" in f:
             init = f["initialize"]
             print(f"| (its initialize reply) | {init['min']:.0f} | {init['median']:.0f} | {init['max']:.0f} | |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def _print_phases(phased: dict[str, dict[str, dict[str, float]]]) -> None:
+    labels = list(phased)
+    print(f"\n| phase (CPU ms, median; min–max) | {' | '.join(labels)} |")
+    print(f"|---|{'---:|' * len(labels)}")
+    for name in PHASES:
+        cells = [
+            f"{phased[label][name]['median']:.1f} ({phased[label][name]['min']:.1f}–{phased[label][name]['max']:.1f})"
+            for label in labels
+        ]
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 def _commands(env: dict[str, str], cwd: Path, words: list[str]) -> dict[str, Callable[[int], dict[str, float]]]:

@@ -35,7 +35,7 @@ __all__ = [
     "STRATEGY_CHOICES",
 ]
 
-# -- settings (settings.py declares each one's description) --------------------------------------
+# -- settings (settings/_model.py declares each one's description) -------------------------------
 
 DEFAULT_HOME = "~/.coffer"
 INDEX_BACKENDS = ("sqlite", "postgres")

@@ -83,7 +83,7 @@ def audit_events() -> str:
 
 
 # -- settings ----------------------------------------------------------------------------------
-# Every setting's default, range and description come from its pydantic ``Field`` (settings.py
+# Every setting's default, range and description come from its pydantic ``Field`` (settings/_model.py
 # and, for kb.yaml, store/kbconfig.py); nothing here restates one.
 
 

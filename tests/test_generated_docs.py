@@ -93,7 +93,7 @@ def test_a_knowledge_base_without_chunk_settings_is_documented_with_the_global_d
 def test_the_check_fails_when_a_settings_default_or_description_changes_until_the_docs_are_regenerated(
     copy: Path, monkeypatch: pytest.MonkeyPatch, change: str, value: object
 ) -> None:
-    monkeypatch.setattr(Settings.model_fields["chunk_size"], change, value)  # as an edit of settings.py would
+    monkeypatch.setattr(Settings.model_fields["chunk_size"], change, value)  # as an edit of settings/_model.py would
     assert [str(d) for d in gen_docs.run(check=True, root=copy)] == [
         "README.md: region 'settings-summary' is out of date",
         "docs/configuration.md: region 'settings' is out of date",
