@@ -71,7 +71,7 @@ def degraded_documents(service: Coffer, kb: str | None) -> int | None:
         _, config = service.open_kb(kb)
     except CofferError:
         return None
-    model = service.registry.wanted_model(config)
+    model = service.providers.wanted_model(config)
     if not model:  # vector off, or no embedder: nothing is expected, so nothing is degraded
         return None
     return service.index.kb_counts(kb, model).degraded

@@ -43,7 +43,10 @@ from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
     from coffer_mcp.models import Progress
-    from coffer_mcp.services.registry import Registry
+    from coffer_mcp.services.catalogue import Catalogue
+    from coffer_mcp.services.freshness import Freshness
+    from coffer_mcp.services.locks import Locks
+    from coffer_mcp.services.providers import Providers
 
 __all__ = ["PACK_SUFFIX", "ExportResult", "export_kb"]
 
@@ -68,7 +71,10 @@ class ExportResult(BaseModel):
 
 
 def export_kb(
-    registry: Registry,
+    catalogue: Catalogue,
+    locks: Locks,
+    freshness: Freshness,
+    providers: Providers,
     name: str,
     out: str | Path,
     *,
@@ -88,10 +94,10 @@ def export_kb(
         InvalidArgumentError: ``out`` is a folder or exists (without ``overwrite``), its folder does
             not, or it lies inside the store.
     """
-    kb, _ = registry.open_kb(name)
-    target = _output_path(registry, Path(out), name, overwrite)
-    registry.refresh(name)  # adopt files dropped in by hand, so every document has an id
-    with registry.writing(kb), tempfile.TemporaryFile(dir=registry.paths.home) as vector_file:
+    kb, _ = catalogue.open_kb(name)
+    target = _output_path(catalogue, Path(out), name, overwrite)
+    freshness.refresh(name)  # adopt files dropped in by hand, so every document has an id
+    with locks.writing(kb), tempfile.TemporaryFile(dir=catalogue.paths.home) as vector_file:
         config = config_yaml(read_kb_config(kb.config, fallback_time=utc_now()))
         files = _pack_files(kb)
         entries = {KB_YAML: _entry_of_bytes(config)}
@@ -100,7 +106,7 @@ def export_kb(
             entries[member] = FileEntry(sha256=sha, size=size)
             if progress:
                 progress(done, len(files), "hashing")
-        vector_set = _vectors(registry, name, files, vector_file) if with_vectors else None
+        vector_set = _vectors(catalogue, providers, name, files, vector_file) if with_vectors else None
         if vector_set is not None:
             entries[VECTORS] = _entry_of_file(vector_file)
         manifest = _manifest(name, config, entries, vector_set)
@@ -119,14 +125,14 @@ def export_kb(
     )
 
 
-def _output_path(registry: Registry, out: Path, name: str, overwrite: bool) -> Path:
+def _output_path(catalogue: Catalogue, out: Path, name: str, overwrite: bool) -> Path:
     target = out.expanduser().absolute()
     if not target.parent.is_dir():
         raise InvalidArgumentError(
             f"The folder {target.parent} does not exist.", hint="Create it, or pick another path."
         )
     resolved = target.parent.resolve() / target.name
-    if resolved.is_relative_to(registry.paths.knowledge.resolve()):
+    if resolved.is_relative_to(catalogue.paths.knowledge.resolve()):
         raise InvalidArgumentError(
             f"{target} is inside the Coffer store.", hint="Write the pack outside COFFER_HOME/knowledge."
         )
@@ -156,12 +162,14 @@ def _raw_member(name: str) -> re.Match[str] | None:
     return RAW_MEMBER.fullmatch(name) or MAP_MEMBER.fullmatch(name)
 
 
-def _vectors(registry: Registry, name: str, files: list[tuple[str, Path]], out: BinaryIO) -> VectorSet | None:
-    identity = export_identity(registry.index, name, registry.embedder)
+def _vectors(
+    catalogue: Catalogue, providers: Providers, name: str, files: list[tuple[str, Path]], out: BinaryIO
+) -> VectorSet | None:
+    identity = export_identity(catalogue.index, name, providers.embedder)
     if identity is None:
         return None
     doc_ids = {member[5:-3] for member, _ in files if member.startswith("docs/")}
-    vector_set = write_vectors(registry.index, name, identity, doc_ids, out)
+    vector_set = write_vectors(catalogue.index, name, identity, doc_ids, out)
     out.flush()
     return vector_set
 

@@ -42,7 +42,9 @@ from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
     from coffer_mcp.models import Progress
-    from coffer_mcp.services.registry import Registry
+    from coffer_mcp.services.catalogue import Catalogue
+    from coffer_mcp.services.locks import Locks
+    from coffer_mcp.services.providers import Providers
 
 __all__ = [
     "DEFAULT_MAX_MEMBERS",
@@ -83,7 +85,9 @@ class ImportResult(_Model):
 
 
 def import_pack(
-    registry: Registry,
+    catalogue: Catalogue,
+    locks: Locks,
+    providers: Providers,
     pack: str | Path,
     *,
     as_name: str | None = None,
@@ -108,25 +112,25 @@ def import_pack(
         InvalidNameError: ``as_name`` (or the pack's name) breaks the naming rule.
     """
     if as_name is not None:
-        _check_target(registry, validate_kb_name(as_name), merge)
-    registry.prepare_home()  # the staging folder goes inside it
-    with owned_staging(registry.paths.knowledge, IMPORTING, registry.paths.locks) as staging:
+        _check_target(catalogue, validate_kb_name(as_name), merge)
+    catalogue.prepare_home()  # the staging folder goes inside it
+    with owned_staging(catalogue.paths.knowledge, IMPORTING, catalogue.paths.locks) as staging:
         extracted = extract_pack(
             Path(check_path_text(pack)).expanduser(),
             staging,
             as_name or "staged",
-            _limits(registry, max_bytes),
+            _limits(catalogue, max_bytes),
             progress,
         )
         name = as_name or _pack_name(extracted)
-        _check_target(registry, name, merge)
-        if registry.paths.kb(name).root.exists():
-            return _merge(registry, extracted, name, actor, progress)
-        return _install(registry, extracted, name, actor, progress)
+        _check_target(catalogue, name, merge)
+        if catalogue.paths.kb(name).root.exists():
+            return _merge(catalogue, locks, providers, extracted, name, actor, progress)
+        return _install(catalogue, locks, providers, extracted, name, actor, progress)
 
 
-def _limits(registry: Registry, max_bytes: int | None) -> Limits:
-    free = shutil.disk_usage(registry.paths.home).free - _DISK_MARGIN
+def _limits(catalogue: Catalogue, max_bytes: int | None) -> Limits:
+    free = shutil.disk_usage(catalogue.paths.home).free - _DISK_MARGIN
     return Limits(max_bytes=max(0, min(max_bytes or DEFAULT_MAX_BYTES, free)), max_members=DEFAULT_MAX_MEMBERS)
 
 
@@ -140,20 +144,20 @@ def _pack_name(extracted: Extracted) -> str:
         ) from exc
 
 
-def _check_target(registry: Registry, name: str, merge: bool) -> None:
+def _check_target(catalogue: Catalogue, name: str, merge: bool) -> None:
     """A new import needs a free name; a merge, a knowledge base to merge into.
 
     A merge into a name that does not exist is refused rather than made a new knowledge base:
     it is most likely a typo, which would otherwise leave a second copy beside the one meant.
     """
-    exists = registry.paths.kb(name).root.exists()
+    exists = catalogue.paths.kb(name).root.exists()
     if exists and not merge:
         raise KnowledgeBaseExistsError(
             f"Knowledge base '{name}' already exists.",
             hint="Import under another name (--as NAME), or merge the pack's new documents into it (--merge).",
         )
     if merge and not exists:
-        unknown = registry.unknown_kb(name)
+        unknown = catalogue.unknown_kb(name)
         raise KnowledgeBaseNotFoundError(
             f"{unknown.message} --merge adds to an existing knowledge base.",
             hint=f"{unknown.hint_template} To import the pack as a new knowledge base '{name}', leave out --merge.",
@@ -161,23 +165,29 @@ def _check_target(registry: Registry, name: str, merge: bool) -> None:
 
 
 def _install(
-    registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None
+    catalogue: Catalogue,
+    locks: Locks,
+    providers: Providers,
+    extracted: Extracted,
+    name: str,
+    actor: str,
+    progress: Progress | None,
 ) -> ImportResult:
     """Move the staged folder into place as a new KB, register and index it (without embedding)."""
-    kb = registry.paths.kb(name)
+    kb = catalogue.paths.kb(name)
     ids = extracted.manifest.doc_ids
-    index = registry.index
-    with registry.registry_lock(), registry.kb_lock(name):
-        _check_target(registry, name, merge=False)  # under the lock: none was made meanwhile
-        renamed = _reassign_ids(registry, extracted.kb, ids, name)
+    index = catalogue.index
+    with locks.registry_lock(), locks.kb_lock(name):
+        _check_target(catalogue, name, merge=False)  # under the lock: none was made meanwhile
+        renamed = _reassign_ids(catalogue, extracted.kb, ids, name)
         os.rename(extracted.kb.root, kb.root)
         fsync_dir(kb.root.parent)
         config = read_kb_config(kb.config, fallback_time=utc_now())
         with index.transaction():
             index.upsert_kb(name, config, file_stamp(kb.config.stat()))
         counts = reconcile(index, kb, config, force=True, progress=index_progress(progress))
-        result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
-        _audit(registry, name, actor, extracted, result)
+        result = _finish(catalogue, providers, kb, extracted, {i: renamed.get(i, i) for i in ids}, counts["documents"])
+        _audit(catalogue, name, actor, extracted, result)
     return result.model_copy(
         update={
             "created": True,
@@ -188,16 +198,26 @@ def _install(
     )
 
 
-def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, progress: Progress | None) -> ImportResult:
-    kb, config = registry.open_kb(name)
-    index = registry.index
-    with registry.writing(kb):
+def _merge(
+    catalogue: Catalogue,
+    locks: Locks,
+    providers: Providers,
+    extracted: Extracted,
+    name: str,
+    actor: str,
+    progress: Progress | None,
+) -> ImportResult:
+    kb, config = catalogue.open_kb(name)
+    index = catalogue.index
+    with locks.writing(kb):
         reconcile(index, kb, config)  # the rows must say what the files say before we compare
         plan = plan_merge(kb, index.documents(kb.name), extracted.kb, extracted.manifest.doc_ids)
-        renamed = _reassign_ids(registry, extracted.kb, plan.add, name)
+        renamed = _reassign_ids(catalogue, extracted.kb, plan.add, name)
         raws = sum(_move_document(extracted.kb, kb, renamed.get(i, i)) for i in plan.add)
         counts = reconcile(index, kb, config, progress=index_progress(progress))
-        result = _finish(registry, kb, extracted, {i: renamed.get(i, i) for i in plan.add}, counts["documents"])
+        result = _finish(
+            catalogue, providers, kb, extracted, {i: renamed.get(i, i) for i in plan.add}, counts["documents"]
+        )
         result = result.model_copy(
             update={
                 "skipped": plan.skipped,
@@ -207,7 +227,7 @@ def _merge(registry: Registry, extracted: Extracted, name: str, actor: str, prog
                 "raw_files_added": raws,
             }
         )
-        _audit(registry, name, actor, extracted, result)
+        _audit(catalogue, name, actor, extracted, result)
     return result
 
 
@@ -224,14 +244,14 @@ def _move_document(staged: KbPaths, kb: KbPaths, doc_id: str) -> int:
     return len(raws) - (staged.source_map(doc_id) in raws)
 
 
-def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
+def _reassign_ids(catalogue: Catalogue, staged: KbPaths, ids: list[str], target: str) -> dict[str, str]:
     """New ids for pack documents whose id another knowledge base here already uses.
 
     Document ids are unique across the store, so a pack imported beside its source (a copy)
     cannot keep them. The staged files are renamed and their frontmatter ``id`` rewritten.
     """
     renamed = {}
-    for old in sorted(_ids_elsewhere(registry, ids, target)):
+    for old in sorted(_ids_elsewhere(catalogue, ids, target)):
         new = str(ULID())
         path = staged.doc(old)
         meta, body = parse_document(path.read_bytes().decode("utf-8", errors="replace"))
@@ -250,11 +270,11 @@ def _reassign_ids(registry: Registry, staged: KbPaths, ids: list[str], target: s
     return renamed
 
 
-def _ids_elsewhere(registry: Registry, ids: list[str], target: str) -> set[str]:
+def _ids_elsewhere(catalogue: Catalogue, ids: list[str], target: str) -> set[str]:
     """Ids used by another knowledge base, in its files or in the index."""
-    taken = set(registry.index.ids_outside(target, ids))
+    taken = set(catalogue.index.ids_outside(target, ids))
     with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(registry.paths.knowledge):
+        for entry in os.scandir(catalogue.paths.knowledge):
             if entry.name.startswith(".") or entry.name == target or not entry.is_dir(follow_symlinks=False):
                 continue
             docs = Path(entry.path) / "docs"
@@ -263,7 +283,12 @@ def _ids_elsewhere(registry: Registry, ids: list[str], target: str) -> set[str]:
 
 
 def _finish(
-    registry: Registry, kb: KbPaths, extracted: Extracted, targets: dict[str, str], documents: int
+    catalogue: Catalogue,
+    providers: Providers,
+    kb: KbPaths,
+    extracted: Extracted,
+    targets: dict[str, str],
+    documents: int,
 ) -> ImportResult:
     """Insert the carried vectors of ``targets`` (pack id -> id here) and count what stays due."""
     config = read_kb_config(kb.config, fallback_time=utc_now())
@@ -272,16 +297,16 @@ def _finish(
     if vector_set is not None and extracted.vectors is not None:
         if not config.vector:
             note = "The knowledge base does not use vectors, so the pack's vectors were not needed."
-        elif registry.embedder is None:
+        elif providers.embedder is None:
             none = "No embedder is configured here, so the pack's vectors cannot be searched."
-            note = registry.models.use.message or none
+            note = providers.models.use.message or none
         else:
             used, note = load_vectors(
-                registry.index, kb.name, vector_set, extracted.vectors, targets, registry.embedder
+                catalogue.index, kb.name, vector_set, extracted.vectors, targets, providers.embedder
             )
     due = 0
     if config.vector:
-        due = registry.index.kb_counts(kb.name, registry.models.wanted_identity()).degraded
+        due = catalogue.index.kb_counts(kb.name, providers.models.wanted_identity()).degraded
     return ImportResult(
         kb=kb.name,
         created=False,
@@ -295,7 +320,7 @@ def _finish(
     )
 
 
-def _audit(registry: Registry, name: str, actor: str, extracted: Extracted, result: ImportResult) -> None:
+def _audit(catalogue: Catalogue, name: str, actor: str, extracted: Extracted, result: ImportResult) -> None:
     details = {
         "documents_added": result.documents_added,
         "conflicts": len(result.conflicts),
@@ -303,5 +328,5 @@ def _audit(registry: Registry, name: str, actor: str, extracted: Extracted, resu
         "vectors_used": result.vectors_used,
         "pack_created_at": extracted.manifest.created_at,
     }
-    with registry.index.transaction():
-        registry.index.audit(AuditEvent.KB_IMPORTED, name, actor, details=details)
+    with catalogue.index.transaction():
+        catalogue.index.audit(AuditEvent.KB_IMPORTED, name, actor, details=details)

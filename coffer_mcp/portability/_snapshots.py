@@ -68,8 +68,9 @@ from coffer_mcp.timeutil import utc_now
 
 if TYPE_CHECKING:
     from coffer_mcp.models import Progress
+    from coffer_mcp.services.catalogue import Catalogue
     from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
-    from coffer_mcp.services.registry import Registry
+    from coffer_mcp.services.locks import Locks
 
 __all__ = [
     "RestoreResult",
@@ -120,26 +121,26 @@ class RestoreResult(BaseModel):
 # -- snapshots ---------------------------------------------------------------------------------
 
 
-def snapshot_kb(registry: Registry, name: str, *, note: str = "") -> SnapshotInfo:
+def snapshot_kb(catalogue: Catalogue, locks: Locks, name: str, *, note: str = "") -> SnapshotInfo:
     """Copy a knowledge base's files into a new snapshot; prunes beyond ``snapshot_retention``."""
     note = _check_note(note)
-    kb, _ = registry.open_kb(name)
-    with registry.writing(kb):
-        info = _take(registry.paths, kb, note)
-        _prune(registry.paths, name, registry.settings.snapshot_retention)
+    kb, _ = catalogue.open_kb(name)
+    with locks.writing(kb):
+        info = _take(catalogue.paths, kb, note)
+        _prune(catalogue.paths, name, catalogue.settings.snapshot_retention)
     return info
 
 
-def list_snapshots(registry: Registry, name: str) -> list[SnapshotInfo]:
+def list_snapshots(catalogue: Catalogue, name: str) -> list[SnapshotInfo]:
     """The snapshots of a knowledge base, newest first (also of a deleted one)."""
-    recover_interrupted_restores(registry.paths)
-    infos = [info for path in _snapshot_dirs(registry.paths, validate_kb_name(name)) if (info := _read_info(path))]
+    recover_interrupted_restores(catalogue.paths)
+    infos = [info for path in _snapshot_dirs(catalogue.paths, validate_kb_name(name)) if (info := _read_info(path))]
     if not infos:
-        registry.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
+        catalogue.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
     return infos
 
 
-def find_snapshot(registry: Registry, name: str, snapshot_id: str) -> SnapshotInfo:
+def find_snapshot(catalogue: Catalogue, name: str, snapshot_id: str) -> SnapshotInfo:
     """The snapshot ``snapshot_id`` of knowledge base ``name`` (also of a deleted one).
 
     Raises:
@@ -147,15 +148,15 @@ def find_snapshot(registry: Registry, name: str, snapshot_id: str) -> SnapshotIn
         KnowledgeBaseNotFoundError: no such knowledge base, nor snapshots of one by that name.
         SnapshotNotFoundError: no such snapshot of it; the hint names the newest.
     """
-    if not _snapshot_dirs(registry.paths, validate_kb_name(name)):
-        registry.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
-    return _find(registry.paths, name, snapshot_id)
+    if not _snapshot_dirs(catalogue.paths, validate_kb_name(name)):
+        catalogue.open_kb(name)  # an unknown name (and no snapshots) gets the unknown-KB error and hint
+    return _find(catalogue.paths, name, snapshot_id)
 
 
-def delete_snapshot(registry: Registry, name: str, snapshot_id: str) -> SnapshotInfo:
+def delete_snapshot(catalogue: Catalogue, locks: Locks, name: str, snapshot_id: str) -> SnapshotInfo:
     """Remove one snapshot."""
-    info = find_snapshot(registry, name, snapshot_id)
-    with registry.kb_lock(name):
+    info = find_snapshot(catalogue, name, snapshot_id)
+    with locks.kb_lock(name):
         remove_tree(Path(info.path))
     return info
 
@@ -257,7 +258,8 @@ def _prune(paths: StorePaths, name: str, keep: int) -> None:
 
 
 def restore_snapshot(
-    registry: Registry,
+    catalogue: Catalogue,
+    locks: Locks,
     knowledge_bases: KnowledgeBaseService,
     name: str,
     snapshot_id: str,
@@ -275,22 +277,22 @@ def restore_snapshot(
         SnapshotNotFoundError: no such snapshot of this knowledge base.
         SnapshotError: the snapshot's files do not match its manifest; nothing was changed.
     """
-    info = find_snapshot(registry, name, snapshot_id)
-    recover_interrupted_restores(registry.paths)
-    kb = registry.paths.kb(name)
+    info = find_snapshot(catalogue, name, snapshot_id)
+    recover_interrupted_restores(catalogue.paths)
+    kb = catalogue.paths.kb(name)
     if kb.root.is_dir():
-        registry.open_kb(name)  # registered now: open_kb must not run under the registry lock
-    with registry.registry_lock(), registry.kb_lock(name):
+        catalogue.open_kb(name)  # registered now: open_kb must not run under the registry lock
+    with locks.registry_lock(), locks.kb_lock(name):
         existed = kb.root.is_dir()
-        pre = _swap_in(registry.paths, kb, info, existed)
-        with registry.index.transaction():
-            registry.index.audit(
+        pre = _swap_in(catalogue.paths, kb, info, existed)
+        with catalogue.index.transaction():
+            catalogue.index.audit(
                 AuditEvent.KB_RESTORED,
                 name,
                 actor,
                 details={"snapshot_id": info.id, "pre_restore_snapshot_id": pre.id if pre else None},
             )
-        _prune(registry.paths, name, registry.settings.snapshot_retention)
+        _prune(catalogue.paths, name, catalogue.settings.snapshot_retention)
     counts = knowledge_bases.reindex(name, force=False, progress=progress)
     return RestoreResult(
         kb=name,

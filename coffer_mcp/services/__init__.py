@@ -2,7 +2,7 @@
 
 from coffer_mcp.models import Progress
 from coffer_mcp.services.coffer import Coffer
-from coffer_mcp.services.registry import embedding_config
 from coffer_mcp.services.retrieval import KbSelector
+from coffer_mcp.services.store_model import embedding_config
 
 __all__ = ["Coffer", "KbSelector", "Progress", "embedding_config"]

@@ -1,4 +1,4 @@
-"""What this process's watcher is doing, kept in the registry so every service can report it.
+"""What this process's watcher is doing, one object the services that report it share (the facade makes it).
 
 The watcher (``services/watcher.py``) records which followed folders it watches, how many changes
 it has seen and not applied yet, and when it last brought each folder up to date; every sync

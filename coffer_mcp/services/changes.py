@@ -9,7 +9,7 @@ taken it up. Only the knowledge bases someone tracks (``track``) are looked at.
 Reading a knowledge base's stamps costs every one of its rows (115 ms at 30,000 documents on
 SQLite; on PostgreSQL an unchanged knowledge base costs one primary-key lookup, its stamps being
 cached per generation), so a look reads them only when it may find something: when this process
-wrote to the knowledge base (``touched``, called by the registry when it releases a write lock),
+wrote to the knowledge base (``touched``, called by ``Locks`` when it releases a write lock),
 when its ``docs/`` folder changed (every write of a Coffer process renames a file into it, and
 its index rows follow within moments: the knowledge base stays *hot*, read at every look, for
 ``HOT_SECONDS``), when reading it is cheap (``CHEAP_SECONDS``: small knowledge bases, and any on

@@ -1,13 +1,15 @@
 """``Coffer``: the one object every surface (CLI, MCP server, web viewer) calls.
 
-A thin facade over the services, composed here and nowhere else::
+A thin facade over the services, composed here and nowhere else. Each service is handed, through
+its constructor, only the collaborators it uses::
 
-    Registry ─┬─ KnowledgeBaseService ── Diagnosis
-              │                       └─ PortabilityService
-              ├─ EmbeddingService (the store's embedding model: StoreEmbedding, in the registry)
-              ├─ DocumentService ─┬────── SourceService
-              │                   └────── FollowService ── Watcher (while a server runs)
-              └─ RetrievalService
+    Locks ── Catalogue ─┬─ Freshness (reconcile-on-read; uses Providers' embedder)
+                        │
+    KnowledgeBaseService ── Diagnosis, PortabilityService
+    EmbeddingService (the store's embedding model: StoreEmbedding, in Providers)
+    DocumentService ─┬─ SourceService
+                     └─ FollowService ── Watcher (while a server runs)
+    RetrievalService
 
 Each operation is written once, in its service; the facade lists which service answers it
 (``_forward``), keeping that service's signature and docstring. Adding an operation means writing
@@ -24,15 +26,19 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from coffer_mcp import portability
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
+from coffer_mcp.services.activity import FollowActivity
 from coffer_mcp.services.authorization import AuthorizationService
+from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.changes import ChangeFeed
 from coffer_mcp.services.diagnosis import Diagnosis
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.services.embeddings import EmbeddingService
 from coffer_mcp.services.follow import FollowService
+from coffer_mcp.services.freshness import Freshness
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+from coffer_mcp.services.locks import Locks
 from coffer_mcp.services.portability import PortabilityService
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.providers import Providers
 from coffer_mcp.services.retrieval import RetrievalService
 from coffer_mcp.services.sources import SourceService
 from coffer_mcp.services.watcher import Watcher
@@ -72,64 +78,118 @@ class Coffer:
                 providers); it must follow the ``coffer_mcp.embed.Embedder`` protocol.
             index: The index to use instead of the home's own ``coffer.db``.
         """
-        paths = StorePaths(settings.home)
-        self.registry = Registry(settings, index or open_index(settings), embedder=embedder)
-        self.registry.prepare_home(connect=False)  # a shared index: at its first connection, if it accepts the home
+        self.settings = settings
+        self.paths = paths = StorePaths(settings.home)
+        self.index = index = index or open_index(settings)
+        self.activity = activity = FollowActivity()
+        self.changes = ChangeFeed(index, paths)
+        """What changed in the knowledge bases someone tracks (resource notifications of the MCP server)."""
+        self.locks = locks = Locks(settings, paths, index, self.changes)
+        self.catalogue = catalogue = Catalogue(settings, paths, index, locks)
+        self.providers = providers = Providers(settings, index, paths, embedder=embedder)
+        self.freshness = Freshness(
+            settings, paths, index, catalogue=catalogue, locks=locks, providers=providers, activity=activity
+        )
+        catalogue.prepare_home(connect=False)  # a shared index: at its first connection, if it accepts the home
         portability.recover_interrupted_restores(paths)
         portability.remove_abandoned_imports(paths)
-        self.knowledge_bases = KnowledgeBaseService(self.registry)
-        self.documents = DocumentService(self.registry)
-        self.retrieval = RetrievalService(self.registry)
-        self.follow = FollowService(self.registry, self.documents)
-        self.sources = SourceService(self.registry, self.documents, self.follow)
-        self.portability = PortabilityService(self.registry, self.knowledge_bases)
-        self.diagnosis = Diagnosis(self.registry, self.knowledge_bases)
-        self.embeddings = EmbeddingService(self.registry)
+        self._compose_services()
+
+    def _compose_services(self) -> None:
+        """Make each service, handing it the collaborators it uses and nothing more."""
+        settings, index, paths, activity = self.settings, self.index, self.paths, self.activity
+        catalogue, locks, freshness, providers = self.catalogue, self.locks, self.freshness, self.providers
+        self.knowledge_bases = KnowledgeBaseService(
+            settings=settings,
+            index=index,
+            paths=paths,
+            activity=activity,
+            catalogue=catalogue,
+            locks=locks,
+            freshness=freshness,
+            providers=providers,
+        )
+        self.documents = DocumentService(
+            settings=settings, index=index, catalogue=catalogue, locks=locks, freshness=freshness, providers=providers
+        )
+        self.retrieval = RetrievalService(
+            settings=settings, index=index, paths=paths, catalogue=catalogue, freshness=freshness, providers=providers
+        )
+        self.follow = FollowService(
+            settings=settings,
+            index=index,
+            paths=paths,
+            activity=activity,
+            catalogue=catalogue,
+            locks=locks,
+            freshness=freshness,
+            documents=self.documents,
+        )
+        self.sources = SourceService(
+            settings=settings,
+            index=index,
+            activity=activity,
+            catalogue=catalogue,
+            freshness=freshness,
+            documents=self.documents,
+            follow=self.follow,
+        )
+        self.portability = PortabilityService(
+            settings=settings,
+            index=index,
+            activity=activity,
+            catalogue=catalogue,
+            locks=locks,
+            freshness=freshness,
+            providers=providers,
+            knowledge_bases=self.knowledge_bases,
+        )
+        self.diagnosis = Diagnosis(
+            settings=settings,
+            index=index,
+            paths=paths,
+            catalogue=catalogue,
+            providers=providers,
+            knowledge_bases=self.knowledge_bases,
+        )
+        self.embeddings = EmbeddingService(
+            index=index, paths=paths, catalogue=catalogue, locks=locks, providers=providers
+        )
         self.authorization = AuthorizationService(
-            self.registry.index,
+            index,
             access_seconds=settings.auth_access_token_seconds,
             refresh_seconds=settings.auth_refresh_token_seconds,
         )
 
     @property
-    def settings(self) -> Settings:
-        return self.registry.settings
-
-    @property
-    def paths(self) -> StorePaths:
-        return self.registry.paths
-
-    @property
-    def index(self) -> Index:
-        return self.registry.index
-
-    @property
     def embedder(self) -> Embedder | None:
-        return self.registry.embedder
-
-    @property
-    def changes(self) -> ChangeFeed:
-        """What changed in the knowledge bases someone tracks (resource notifications of the MCP server)."""
-        return self.registry.changes
+        return self.providers.embedder
 
     def modes(self, config: KbConfig) -> list[str]:
-        return self.registry.modes(config)
+        return self.providers.modes(config)
 
     def watching(self) -> Watcher:
         """A started watcher that applies the changes of followed folders and ``docs/`` folders.
 
         ``coffer serve`` runs one while it serves: ``with coffer.watching(): serve()``.
         """
-        return Watcher(self.registry, self.follow).start()
+        return Watcher(
+            settings=self.settings,
+            paths=self.paths,
+            activity=self.activity,
+            catalogue=self.catalogue,
+            freshness=self.freshness,
+            follow=self.follow,
+        ).start()
 
     def close(self) -> None:
         """Stop the background file checks and search workers, write the queued call log; close every
         connection to the index, and the reranker's."""
-        self.registry.close_checks()
+        self.freshness.close_checks()
         self.diagnosis.close()
         self.retrieval.close()
-        self.registry.close_reranker()
-        self.registry.index.close()
+        self.providers.close_reranker()
+        self.index.close()
 
     def __enter__(self) -> Coffer:
         return self
@@ -138,10 +198,10 @@ class Coffer:
         self.close()
 
     # -- knowledge bases ---------------------------------------------------------------------------
-    open_kb = _forward("registry", Registry.open_kb)
-    refresh = _forward("registry", Registry.refresh)
-    kb_lock = _forward("registry", Registry.kb_lock)
-    writing = _forward("registry", Registry.writing)
+    open_kb = _forward("catalogue", Catalogue.open_kb)
+    refresh = _forward("freshness", Freshness.refresh)
+    kb_lock = _forward("locks", Locks.kb_lock)
+    writing = _forward("locks", Locks.writing)
     create_kb = _forward("knowledge_bases", KnowledgeBaseService.create_kb)
     list_kbs = _forward("knowledge_bases", KnowledgeBaseService.list_kbs)
     describe_kb = _forward("knowledge_bases", KnowledgeBaseService.describe_kb)

@@ -7,11 +7,14 @@ from typing import Any
 
 from coffer_mcp import __version__
 from coffer_mcp.errors import CofferError, ConfigError, KnowledgeBaseNotFoundError
-from coffer_mcp.index import IndexDiagnosis, InvocationRow
+from coffer_mcp.index import Index, IndexDiagnosis, InvocationRow
 from coffer_mcp.models import DoctorReport, EmbedderStatus, RerankerStatus
+from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.invocations import InvocationLog
 from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.providers import Providers
+from coffer_mcp.settings import Settings
+from coffer_mcp.store import StorePaths
 
 __all__ = ["Diagnosis"]
 
@@ -19,10 +22,23 @@ __all__ = ["Diagnosis"]
 class Diagnosis:
     """``coffer doctor``'s checks, and the record of MCP tool calls."""
 
-    def __init__(self, registry: Registry, knowledge_bases: KnowledgeBaseService) -> None:
-        self.registry = registry
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        paths: StorePaths,
+        catalogue: Catalogue,
+        providers: Providers,
+        knowledge_bases: KnowledgeBaseService,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.paths = paths
+        self.catalogue = catalogue
+        self.providers = providers
         self.knowledge_bases = knowledge_bases
-        self.calls = InvocationLog(registry.index)
+        self.calls = InvocationLog(self.index)
 
     def close(self) -> None:
         """Write the tool calls still queued for the log."""
@@ -37,11 +53,11 @@ class Diagnosis:
         """
         reachable = True
         try:
-            index = self.registry.index.diagnose()
+            index = self.index.diagnose()
         except CofferError as exc:  # a database server that is down or refuses us: the report says so
             reachable = False
             index = IndexDiagnosis(
-                backend=self.registry.settings.index_backend,
+                backend=self.settings.index_backend,
                 binding="",
                 version="",
                 keyword_index=False,
@@ -51,7 +67,7 @@ class Diagnosis:
         from coffer_mcp.retrieval.grep import rg_status  # here: its regex engine is ~30 ms only doctor needs
 
         problems: list[str] = list(index.problems)
-        rg = rg_status(self.registry.settings.rg_path)
+        rg = rg_status(self.settings.rg_path)
         problems += [rg.problem] if rg.problem else []
         embedder = self.embedder_status(check=check_embedder)
         if embedder.error:
@@ -63,7 +79,7 @@ class Diagnosis:
             problems.append(f"The reranker is not working (searches keep their unreranked order): {reranker.error}")
         kbs = []
         try:
-            names = self.registry.sync() if reachable else []
+            names = self.catalogue.sync() if reachable else []
         except CofferError as exc:  # e.g. a shared index of another store: reported, nothing changed
             names = []
             problems.append(f"The knowledge bases cannot be read: {exc.message} {exc.hint_for('cli')}".strip())
@@ -83,8 +99,8 @@ class Diagnosis:
         ]
         return DoctorReport(
             coffer_version=__version__,
-            home=str(self.registry.paths.home),
-            index_backend=self.registry.settings.index_backend,
+            home=str(self.paths.home),
+            index_backend=self.settings.index_backend,
             **_engine_fields(index),
             grep_engine=rg.engine,
             ripgrep=rg.path,
@@ -101,8 +117,8 @@ class Diagnosis:
     def embedder_status(self, *, check: bool = False) -> EmbedderStatus:
         """Which embedding model this process uses (the store's, see ``services.store_model``) and why; with
         ``check``, whether a test embedding works."""
-        provider = self.registry.settings.embedding_provider
-        models = self.registry.models
+        provider = self.settings.embedding_provider
+        models = self.providers.models
         try:
             embedder, use = models.embedder, models.use
         except CofferError as exc:  # e.g. model_path without model: say so, do not crash the doctor
@@ -130,9 +146,9 @@ class Diagnosis:
 
     def _reranker_status(self, check: bool) -> RerankerStatus:
         """The reranker's configuration and, with ``check``, whether a probe reranking works (no budget)."""
-        provider = self.registry.settings.rerank_provider
+        provider = self.settings.rerank_provider
         try:
-            reranker = self.registry.reranker
+            reranker = self.providers.reranker
         except ConfigError as exc:
             return RerankerStatus(
                 provider=provider, identity=None, reachable=False, error=f"{exc.message} {exc.hint_for('cli')}".strip()
@@ -165,7 +181,7 @@ class Diagnosis:
     def invocations(self, *, limit: int = 1000) -> list[InvocationRow]:
         """The last ``limit`` tool calls logged, oldest first, including those still queued."""
         self.calls.flush()
-        return self.registry.index.invocations(limit=limit)
+        return self.index.invocations(limit=limit)
 
 
 def _engine_fields(index: IndexDiagnosis) -> dict[str, Any]:

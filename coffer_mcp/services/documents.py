@@ -16,7 +16,7 @@ from typing import Any, Literal
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import clean_markdown, derive_title, first_heading
 from coffer_mcp.errors import DocumentNotFoundError, EditConflictError, IngestRejectedError, InvalidArgumentError
-from coffer_mcp.index import DocumentFilter, DocumentRow
+from coffer_mcp.index import DocumentFilter, DocumentRow, Index
 from coffer_mcp.indexing.locations import text_location
 from coffer_mcp.indexing.reindex import Indexed, index_document
 from coffer_mcp.indexing.truth import Truth, check_rewritable, edited_by_hand, hand_title, read_truth, truth_of
@@ -36,12 +36,16 @@ from coffer_mcp.models import (
     check_tags,
 )
 from coffer_mcp.services.answers import document_result, missing_document
+from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.folder_ingest import FolderIngest, folder_ingest, ingest_file, ingest_folder
+from coffer_mcp.services.freshness import Freshness
 from coffer_mcp.services.ingest import Ingest
+from coffer_mcp.services.locks import Locks
 from coffer_mcp.services.pages import MAX_OFFSET, char_page, check_page, is_int, line_page
 from coffer_mcp.services.planned import Upload
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.providers import Providers
 from coffer_mcp.services.uploads import document_filename, text_upload, without_nul
+from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     DocumentMeta,
     KbPaths,
@@ -68,10 +72,31 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 class DocumentService:
     """The documents of every knowledge base: each write is one atomic, audited, indexed change."""
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self.index = registry.index
-        self.ingest = Ingest(registry, self._retag)
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        catalogue: Catalogue,
+        locks: Locks,
+        freshness: Freshness,
+        providers: Providers,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.catalogue = catalogue
+        self.locks = locks
+        self.freshness = freshness
+        self.providers = providers
+        self.ingest = Ingest(
+            settings=settings,
+            index=index,
+            catalogue=catalogue,
+            locks=locks,
+            freshness=freshness,
+            providers=providers,
+            retag=self._retag,
+        )
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -92,8 +117,8 @@ class DocumentService:
                 f"limit must be 1-{MAX_LIST_LIMIT} and offset 0-{MAX_OFFSET:,}.",
                 hint="Use e.g. {arg:limit=50}, {arg:offset=0}.",
             )
-        paths, _ = self.registry.open_kb(kb)
-        self.registry.refresh(kb)
+        paths, _ = self.catalogue.open_kb(kb)
+        self.freshness.refresh(kb)
         rows, total = self.index.list_documents(kb, q_filter.strip(), limit, offset, where)
         return DocumentPage(documents=[_info(paths, row) for row in rows], total=total, limit=limit, offset=offset)
 
@@ -114,10 +139,10 @@ class DocumentService:
         ``around_position`` returns instead the chunks ``position - window … position + window``
         (a search hit and its neighbours), so a passage can be expanded without the whole file.
         """
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         doc_id = _check_id(kb, doc_id)
         check_page(offset, limit, unit, around_position, window)
-        self.registry.refresh(kb)
+        self.freshness.refresh(kb)
         try:
             text = read_store_file(paths.doc(doc_id))[0].decode("utf-8", errors="replace")
         except FileNotFoundError:
@@ -155,9 +180,9 @@ class DocumentService:
         Raises:
             DocumentNotFoundError: no such document, or (``no_original``) none of its original is kept.
         """
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         doc_id = _check_id(kb, doc_id)
-        self.registry.refresh(kb)
+        self.freshness.refresh(kb)
         row = self.index.get_document(kb, doc_id)
         if row is None:
             raise missing_document(kb, doc_id)
@@ -217,7 +242,7 @@ class DocumentService:
         identical bytes, they replace its tags).
         """
         chosen = None if tags is None else check_tags(tags)
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         name, notes = document_filename(filename), []
         if isinstance(content, str):
             content, removed = without_nul(content)
@@ -236,7 +261,7 @@ class DocumentService:
             )
         note = " ".join(part for part in notes if part) or None
         # A file written by a process that crashed before indexing it must be matched, not duplicated.
-        self.registry.refresh(kb)
+        self.freshness.refresh(kb)
         data = _LONE_SURROGATE.sub("\ufffd", content).encode("utf-8") if isinstance(content, str) else content
         result = self.ingest_bytes(
             paths, name, data, replace=replace, actor=actor, source_path=source_path, tags=chosen
@@ -299,15 +324,15 @@ class DocumentService:
         Raises:
             EditConflictError: either refusal; nothing was written.
         """
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         doc_id = _check_id(kb, doc_id)
         chosen = None if tags is None else check_tags(tags)
         expected = _check_version(expected_content_sha256)
         if content is None and chosen is None:
             raise InvalidArgumentError("Nothing to change.", hint="Pass the new content, the new tags, or both.")
         body = None if content is None else self._new_body(content)
-        with self.registry.writing(paths):
-            config = self.registry.config(kb)
+        with self.locks.writing(paths):
+            config = self.catalogue.config(kb)
             truth = read_truth(paths, doc_id)
             if truth is None:
                 raise missing_document(kb, doc_id)
@@ -326,7 +351,7 @@ class DocumentService:
                 )
             metadata = _with_tags(DocumentMeta.updated(truth.row.metadata, **changes), chosen)
             atomic_write(paths.doc(doc_id), render_document(metadata, body).encode("utf-8"))
-            self.registry.wrote(paths)
+            self.freshness.wrote(paths)
             details: dict[str, Any] = {} if same_body else {"source_mode": "edited"}
             if chosen is not None:
                 details["tags"] = chosen
@@ -337,7 +362,7 @@ class DocumentService:
                 config,
                 doc_id,
                 truth=edited,
-                embedder=self.registry.embedder,
+                embedder=self.providers.embedder,
                 record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_UPDATED, kb, actor, doc_id, details),
             )
             return document_result(self.index, paths, edited.row, "updated", _chunks(written))
@@ -374,19 +399,19 @@ class DocumentService:
         if not body:
             raise IngestRejectedError("empty", "The new content is empty.", hint="Pass the full Markdown body.")
         size = len(body.encode("utf-8"))
-        if size > self.registry.settings.max_document_bytes:
+        if size > self.settings.max_document_bytes:
             raise IngestRejectedError(
                 "too_large",
-                f"The new content is {size:,} bytes; the limit is {self.registry.settings.max_document_bytes:,}.",
+                f"The new content is {size:,} bytes; the limit is {self.settings.max_document_bytes:,}.",
                 hint="Split the document, or raise max_document_bytes in config.yaml.",
             )
         return body
 
     def delete_document(self, kb: str, doc_id: str, *, actor: str = "cli") -> DeleteResult:
         """Remove a document's Markdown, its original and its rows."""
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         doc_id = _check_id(kb, doc_id)
-        with self.registry.writing(paths):
+        with self.locks.writing(paths):
             return self.delete_locked(paths, doc_id, actor=actor)
 
     def delete_locked(
@@ -397,7 +422,7 @@ class DocumentService:
         removed = int(remove_file(paths.doc(doc_id)))
         if not (known or removed):
             raise missing_document(paths.name, doc_id)
-        self.registry.wrote(paths)
+        self.freshness.wrote(paths)
         removed += sum(remove_file(raw) for raw in paths.companions(doc_id))
         with self.index.transaction():
             self.index.delete_document(doc_id)
@@ -428,17 +453,17 @@ class DocumentService:
         changes = {"source_path": source_path, "original_filename": name, "title": title, "updated_at": utc_now()}
         metadata = DocumentMeta.updated(truth.row.metadata, **changes)
         atomic_write(paths.doc(doc_id), render_document(metadata, truth.body).encode("utf-8"))
-        self.registry.wrote(paths)
+        self.freshness.wrote(paths)
         moved = truth_of(paths, doc_id, metadata, truth.body, source_stamp=source_stamp)
         details = {"renamed_from": renamed_from, "source_path": source_path}
         written = index_document(
             self.index,
             paths,
-            self.registry.config(paths.name),
+            self.catalogue.config(paths.name),
             doc_id,
             force=title != truth.row.title,  # a vector KB's chunks are embedded with their title
             truth=moved,
-            embedder=self.registry.embedder,
+            embedder=self.providers.embedder,
             record=lambda: self.index.audit(AuditEvent.KB_DOCUMENT_RENAMED, paths.name, actor, doc_id, details),
         )
         return document_result(self.index, paths, moved.row, "updated", _chunks(written))
@@ -466,8 +491,8 @@ class DocumentService:
         root = Path(check_path_text(path)).expanduser()
         if not root.exists():
             raise InvalidArgumentError(f"{root} does not exist.", hint="Pass an existing file or folder.")
-        paths, _ = self.registry.open_kb(kb)
-        self.registry.refresh(kb)
+        paths, _ = self.catalogue.open_kb(kb)
+        self.freshness.refresh(kb)
         return ingest_folder(
             self.ingest, paths, root, replace=replace, actor=actor, progress=progress, within=within, tags=chosen
         )

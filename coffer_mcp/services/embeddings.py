@@ -17,9 +17,13 @@ import time
 from collections.abc import Callable
 
 from coffer_mcp.errors import ConfirmationRequiredError, InvalidArgumentError, counted
+from coffer_mcp.index import Index
 from coffer_mcp.indexing.vectorize import embed_document
 from coffer_mcp.models import EmbeddingChange, KnowledgeBaseEmbedding, Progress
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.catalogue import Catalogue
+from coffer_mcp.services.locks import Locks
+from coffer_mcp.services.providers import Providers
+from coffer_mcp.store import StorePaths
 
 __all__ = ["TURN_SECONDS", "EmbeddingService"]
 
@@ -30,8 +34,14 @@ TURN_SECONDS = 2.0
 class EmbeddingService:
     """The store's embedding model and its change (``coffer embeddings``)."""
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
+    def __init__(
+        self, *, index: Index, paths: StorePaths, catalogue: Catalogue, locks: Locks, providers: Providers
+    ) -> None:
+        self.index = index
+        self.paths = paths
+        self.catalogue = catalogue
+        self.locks = locks
+        self.providers = providers
 
     def use_embedding_model(self, *, confirm: bool = False, progress: Progress | None = None) -> EmbeddingChange:
         """Make this process's embedding model the store's, and embed every vector knowledge base with it.
@@ -44,17 +54,16 @@ class EmbeddingService:
             ConfirmationRequiredError: the store has another model and ``confirm`` is not set; nothing changed.
             EmbeddingError: the model cannot embed (checked before anything is changed).
         """
-        registry = self.registry
-        embedder, config = registry.models.configured()
+        embedder, config = self.providers.models.configured()
         if embedder is None:
             raise InvalidArgumentError(
                 "This process's embedding provider is none: there is no model to make the store's.",
                 hint="Name the model: coffer embeddings use MODEL --provider fastembed (or openai, with --base-url).",
             )
-        store = registry.models.use.store
-        kbs = [name for name in registry.sync() if registry.config(name).vector]
+        store = self.providers.models.use.store
+        kbs = [name for name in self.catalogue.sync() if self.catalogue.config(name).vector]
         if store is not None and store.identity != embedder.identity and not confirm:
-            due = sum(len(registry.index.pending_documents(kb, embedder.identity)) for kb in kbs)
+            due = sum(len(self.index.pending_documents(kb, embedder.identity)) for kb in kbs)
             raise ConfirmationRequiredError(
                 f"Not changing the store's embedding model from {store.identity} to {embedder.identity}.",
                 hint=f"This embeds {counted(due, 'document')} of {counted(len(kbs), 'vector knowledge base')} again "
@@ -63,14 +72,14 @@ class EmbeddingService:
                 "--confirm to go ahead.",
             )
         dimensions = embedder.dimensions()  # loads the model, or calls the server once: nothing changed if it fails
-        if store is None or store.identity != embedder.identity or registry.index.store_model() is None:
-            registry.models.record(embedder, dimensions, config)
+        if store is None or store.identity != embedder.identity or self.index.store_model() is None:
+            self.providers.models.record(embedder, dimensions, config)
         results = self._embed_all(kbs, progress)
         left = sum(result.remaining for result in results)
         removed = [] if left else self._remove_other_models(embedder.identity)
         warning = None
         if left:
-            error = getattr(registry.embedder, "last_error", None) or "the embedding provider failed"
+            error = getattr(self.providers.embedder, "last_error", None) or "the embedding provider failed"
             warning = (
                 f"{counted(left, 'document')} still lack the vectors of {embedder.identity} ({error}); searches find "
                 "them by keyword meanwhile. Run the command again to continue (the old model's vectors are removed "
@@ -86,7 +95,7 @@ class EmbeddingService:
         )
 
     def _embed_all(self, kbs: list[str], progress: Progress | None) -> list[KnowledgeBaseEmbedding]:
-        index, identity = self.registry.index, self.registry.models.wanted_identity()
+        index, identity = self.index, self.providers.models.wanted_identity()
         total = sum(len(index.pending_documents(kb, identity)) for kb in kbs)
         done = 0
 
@@ -110,22 +119,21 @@ class EmbeddingService:
     def _embed_kb(self, kb: str, tick: Callable[[], None]) -> tuple[int, int]:
         """Embed ``kb``'s due documents with the store's model, ``TURN_SECONDS`` of lock at a time:
         (documents embedded, documents left due by a provider failure)."""
-        registry = self.registry
-        paths = registry.paths.kb(kb)
+        paths = self.paths.kb(kb)
         embedded, empty = 0, set[str]()  # documents without chunks have nothing to embed
         while True:
-            with registry.writing(paths):
-                embedder = registry.embedder
-                if embedder is None or not registry.config(kb).vector:
+            with self.locks.writing(paths):
+                embedder = self.providers.embedder
+                if embedder is None or not self.catalogue.config(kb).vector:
                     return embedded, 0
-                due = [doc for doc in registry.index.pending_documents(kb, embedder.identity) if doc not in empty]
+                due = [doc for doc in self.index.pending_documents(kb, embedder.identity) if doc not in empty]
                 if not due:
                     return embedded, 0
                 until = time.monotonic() + TURN_SECONDS
                 for doc_id in due:
-                    made = embed_document(registry.index, kb, doc_id, embedder)
+                    made = embed_document(self.index, kb, doc_id, embedder)
                     if made is None:
-                        return embedded, len(registry.index.pending_documents(kb, embedder.identity)) - len(empty)
+                        return embedded, len(self.index.pending_documents(kb, embedder.identity)) - len(empty)
                     embedded += made > 0
                     if not made:
                         empty.add(doc_id)
@@ -135,7 +143,7 @@ class EmbeddingService:
 
     def _remove_other_models(self, identity: str) -> list[str]:
         """Remove the vectors of every model but ``identity`` (no process uses them: the store has one model)."""
-        index = self.registry.index
+        index = self.index
         others = [model for model in index.vector_models() if model != identity]
         for model in others:
             with index.transaction():

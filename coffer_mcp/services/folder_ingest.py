@@ -1,6 +1,6 @@
 """Ingesting many files: a folder, or a followed folder's sync, committed in bounded batches.
 
-Under the knowledge base's lease (``Registry.leased``) each file is decided (matched, converted,
+Under the knowledge base's lease (``Locks.leased``) each file is decided (matched, converted,
 planned) and its two files written to temp files (``store.FileBatch``). Every
 ``BATCH_DOCUMENTS`` documents, or ``BATCH_SECONDS`` after a batch began, or when the lease is
 about to give the lock up, the batch is committed: its files are synced all at once (a disk syncs
@@ -62,7 +62,7 @@ def ingest_file(
 
 
 def _read(ingest: Ingest, paths: KbPaths, file: Path, within: Sequence[Path] | None) -> Upload:
-    data, stamp = read_stamped_source(file, within, max_bytes=ingest.registry.settings.max_document_bytes)
+    data, stamp = read_stamped_source(file, within, max_bytes=ingest.settings.max_document_bytes)
     return Upload.of(paths, document_filename(file.name), data, source_path=str(file), source_stamp=stamp)
 
 
@@ -134,7 +134,7 @@ def folder_ingest(
     )
     run.reported = reported
     try:
-        with ingest.registry.leased(paths, before_release=run.commit) as renew:
+        with ingest.locks.leased(paths, before_release=run.commit) as renew:
             run.renew = renew
             yield run
     finally:
@@ -199,7 +199,7 @@ class FolderIngest:
 
         self.renew(quick_to_convert(file.name, _size(file)))
         self._deliver()  # a batch the lease committed as it gave the lock up
-        if not self._ingest.registry.holds(self._paths.name):
+        if not self._ingest.locks.holds(self._paths.name):
             self.report(self._alone(file))
             return
         decided = self._decide(file)
@@ -222,7 +222,7 @@ class FolderIngest:
 
     def expect(self, files: Sequence[Path]) -> None:
         """Say which files ``ingest`` is about to be given, in order: a long run prepares them ahead."""
-        settings, config = self._ingest.registry.settings, self._ingest.registry.config(self._paths.name)
+        settings, config = self._ingest.settings, self._ingest.catalogue.config(self._paths.name)
         within = None if self._within is None else tuple(self._within)
         chunking = (config.chunk_size, config.chunk_overlap)
         job = Job(within, settings.max_document_bytes, conversion_options(settings), chunking)

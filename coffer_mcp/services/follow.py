@@ -45,17 +45,21 @@ from coffer_mcp.errors import (
     StoreError,
     render_hint,
 )
-from coffer_mcp.index import DocumentRow
+from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.truth import holds_edits, read_truth
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, FollowedFolder, IngestResult, Progress
-from coffer_mcp.services.activity import followed_folders, inside, sourced_documents
+from coffer_mcp.services.activity import FollowActivity, followed_folders, inside, sourced_documents
+from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.services.folders import editors_file, failed_item, skipped_name, undecodable_item, visible_files
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.freshness import Freshness
+from coffer_mcp.services.locks import Locks
 from coffer_mcp.services.renames import extension, hash_files, pair_moves, same_size_files, stamp_size
+from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     MAX_FOLLOWED,
     KbPaths,
+    StorePaths,
     check_path_text,
     fsync_dir,
     make_kb_config,
@@ -78,10 +82,26 @@ _VOUCHED_BATCH = 4096
 class FollowService:
     """Folders a knowledge base follows: following, unfollowing, and bringing them up to date."""
 
-    def __init__(self, registry: Registry, documents: DocumentService) -> None:
-        self.registry = registry
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        paths: StorePaths,
+        activity: FollowActivity,
+        catalogue: Catalogue,
+        locks: Locks,
+        freshness: Freshness,
+        documents: DocumentService,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.paths = paths
+        self.activity = activity
+        self.catalogue = catalogue
+        self.locks = locks
+        self.freshness = freshness
         self.documents = documents
-        self.index = registry.index
         # (kb, path) -> (hash of its file stamp and its document's source sha256, the outcome, or
         # None for "unchanged"): a second full sync reads only files that changed since. Kept small:
         # a server following 100,000 files holds one entry for each.
@@ -111,7 +131,7 @@ class FollowService:
             InvalidArgumentError: not a folder, or it holds (or lies inside) the Coffer home.
         """
         folder = self._folder(path, within)
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         self._set_followed(paths, folder, follow=True, actor=actor)
         result = self.sync(kb, folder, actor=actor, progress=progress)
         return result.model_copy(update={"followed": folder})
@@ -121,7 +141,7 @@ class FollowService:
 
         Returns the folders still followed.
         """
-        paths, config = self.registry.open_kb(kb)
+        paths, config = self.catalogue.open_kb(kb)
         text = str(Path(check_path_text(path)).expanduser())
         folder = text if text in config.follow else os.path.realpath(text)
         if folder not in config.follow:
@@ -139,8 +159,8 @@ class FollowService:
 
         ``sources``: every document's source path, when the caller has read them anyway.
         """
-        _, config = self.registry.open_kb(kb)
-        return followed_folders(self.index, self.registry.activity, kb, config, sources)
+        _, config = self.catalogue.open_kb(kb)
+        return followed_folders(self.index, self.activity, kb, config, sources)
 
     def _folder(self, path: str | Path, within: Sequence[Path] | None) -> str:
         check_path_text(path)
@@ -151,7 +171,7 @@ class FollowService:
                 f"{given} is not a folder; only folders are followed.",
                 hint="Pass the folder that holds the file, or ingest the file alone without following it.",
             )
-        home = self.registry.paths.home
+        home = self.paths.home
         if real == home or real.is_relative_to(home) or home.is_relative_to(real):
             raise InvalidArgumentError(
                 f"{given} holds the Coffer home {home} (or lies inside it): its own documents would be ingested "
@@ -161,8 +181,8 @@ class FollowService:
         return str(real)
 
     def _set_followed(self, paths: KbPaths, folder: str, *, follow: bool, actor: str) -> None:
-        with self.registry.writing(paths):
-            old = self.registry.config(paths.name)
+        with self.locks.writing(paths):
+            old = self.catalogue.config(paths.name)
             kept = [f for f in old.follow if f != folder]
             folders = [*kept, folder] if follow else kept
             if tuple(folders) == old.follow:
@@ -184,7 +204,7 @@ class FollowService:
         self, kb: str, *, actor: str = "cli", progress: Progress | None = None, unchanged_items: bool = True
     ) -> list[DirectoryIngestResult]:
         """``sync`` every folder the knowledge base follows."""
-        _, config = self.registry.open_kb(kb)
+        _, config = self.catalogue.open_kb(kb)
         return [
             self.sync(kb, folder, actor=actor, progress=progress, unchanged_items=unchanged_items)
             for folder in config.follow
@@ -207,14 +227,14 @@ class FollowService:
         Without ``unchanged_items`` the result lists only files something happened to (the
         watcher's full syncs of big folders), with every count still complete.
         """
-        paths, _ = self.registry.open_kb(kb)
+        paths, _ = self.catalogue.open_kb(kb)
         items: list[DirectoryIngestItem] = []
         failed: list[DirectoryIngestItem] = []
         counts = dict.fromkeys(_COUNTED, 0)
         changed = None if changed is None else list(changed)
         if Path(folder).is_dir():
             rows: dict[str, _Doc] | None = None
-            state = self.registry.activity.get(kb, folder)
+            state = self.activity.get(kb, folder)
             version = state.version
             if changed is None and state.resync is not None:
                 self._replaced(kb, folder)
@@ -274,7 +294,7 @@ class FollowService:
             added = counts["created"] - counts["removed"]
             counted = (len(rows) + added, version) if rows is not None else None
             looked = None if changed is None else {str(path) for path in changed}
-            new = self.registry.activity.synced(kb, folder, counted=counted, added=added, failed=failed, changed=looked)
+            new = self.activity.synced(kb, folder, counted=counted, added=added, failed=failed, changed=looked)
             _log_failures(kb, folder, new)
         else:
             log.warning("followed folder %s of %s is missing; its documents are kept", folder, kb)
@@ -287,7 +307,7 @@ class FollowService:
         the index is brought in step with the files first (another process may not have reindexed
         yet), and what is remembered of the folder's files is forgotten — it was learned against
         documents that are gone or back as they were (a conflict with an edit the restore undid)."""
-        self.registry.refresh(kb)
+        self.freshness.refresh(kb)
         for key in [key for key in self._known if key[0] == kb and inside(key[1], folder)]:
             del self._known[key]
 
@@ -409,7 +429,7 @@ class FollowService:
         """A file beyond ``max_document_bytes``, refused by its size alone: never opened, let alone read or
         hashed (a 20 GB file would hold every other followed file up for minutes). None for the others."""
         try:
-            check_size(file, size, self.registry.settings.max_document_bytes)
+            check_size(file, size, self.settings.max_document_bytes)
         except IngestRejectedError as exc:
             return failed_item(file, exc)  # said once a sync by _log_failures, as an ingest's refusals are
         return None
@@ -438,7 +458,7 @@ class FollowService:
         """The outcome for a file whose document is as it was (unchanged, or a conflict); None to ingest it."""
         if row is None:
             return None
-        sha, stamp = stamped_sha256_source(file, [Path(folder)], max_bytes=self.registry.settings.max_document_bytes)
+        sha, stamp = stamped_sha256_source(file, [Path(folder)], max_bytes=self.settings.max_document_bytes)
         if sha == row.source_sha256:
             if stamp:
                 vouched.append((row.id, sha, stamp))
@@ -476,7 +496,7 @@ class FollowService:
         process: ``_conflicts`` keeps those known to be recorded.
         """
         event = AuditEvent.KB_SOURCE_CONFLICT
-        with self.registry.writing(paths):
+        with self.locks.writing(paths):
             recorded = self.index.document_events(paths.name, row.id, event)
             if any(e.details.get("source_sha256") == sha for e in recorded):
                 return
@@ -496,7 +516,7 @@ class FollowService:
         no two are merged). Either way one ``lstat`` a file decides, and only files of a gone
         document's size (and never beyond ``max_document_bytes``) are read.
         """
-        kb, limit = paths.name, self.registry.settings.max_document_bytes
+        kb, limit = paths.name, self.settings.max_document_bytes
         sizes = {
             row.id: (size, extension(row.source_path))
             for row in gone
@@ -538,7 +558,7 @@ class FollowService:
         self._known.pop((paths.name, row.source_path), None)
         result: IngestResult | None = None
         try:
-            with self.registry.writing(paths):
+            with self.locks.writing(paths):
                 current = self.index.get_document(paths.name, row.id)
                 holds = (
                     current is not None
@@ -571,10 +591,10 @@ class FollowService:
         """A document whose followed file was deleted: removed, or kept (edited, or ``follow_deleted: keep``)."""
         source = row.source_path or ""
         self._known.pop((paths.name, source), None)
-        if row.source_mode == "edited" or self.registry.settings.follow_deleted == "keep":
+        if row.source_mode == "edited" or self.settings.follow_deleted == "keep":
             why = "it was edited in Coffer" if row.source_mode == "edited" else "follow_deleted is keep"
             return _item(Path(source), "kept", row, message=f"The file is gone; its document is kept ({why}).")
-        with self.registry.writing(paths):
+        with self.locks.writing(paths):
             current = self.index.get_document(paths.name, row.id)
             # Another server may have removed it, the file may be back, or the whole folder gone (an
             # unmount while this sync ran): then there is nothing to do.

@@ -21,15 +21,19 @@ from typing import Literal
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.convert import Conversion
 from coffer_mcp.errors import CofferError, IngestRejectedError, SourceConflictError
-from coffer_mcp.index import DocumentRow
+from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.indexing.reindex import DocumentWrite, Indexed, index_document, index_documents
 from coffer_mcp.indexing.truth import check_rewritable, holds_edits, read_truth
 from coffer_mcp.models import IngestResult
 from coffer_mcp.services.answers import document_result, missing_document
+from coffer_mcp.services.catalogue import Catalogue
+from coffer_mcp.services.freshness import Freshness
+from coffer_mcp.services.locks import Locks
 from coffer_mcp.services.planned import Chunked, Planned, Upload, plan
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.providers import Providers
 from coffer_mcp.services.uploads import NAMED, note_tags, upload_match, without_note_block
+from coffer_mcp.settings import Settings
 from coffer_mcp.store import KbPaths
 
 __all__ = ["Ingest", "Retag", "source_conflict"]
@@ -47,9 +51,23 @@ _NOT_HERE = "Searches find it by keyword only until a process that can build the
 class Ingest:
     """Turns uploads into documents: decided under the lock, written, indexed one by one or by batch."""
 
-    def __init__(self, registry: Registry, retag: Retag) -> None:
-        self.registry = registry
-        self.index = registry.index
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        catalogue: Catalogue,
+        locks: Locks,
+        freshness: Freshness,
+        providers: Providers,
+        retag: Retag,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.catalogue = catalogue
+        self.locks = locks
+        self.freshness = freshness
+        self.providers = providers
         self._retag_document = retag
 
     # -- one file --------------------------------------------------------------------------------
@@ -69,12 +87,12 @@ class Ingest:
         from coffer_mcp.convert import quick_to_convert  # here: it loads every converter, which a read never needs
 
         conversion = None
-        if not self.registry.holds(upload.paths.name) and not quick_to_convert(upload.name, len(upload.data)):
+        if not self.locks.holds(upload.paths.name) and not quick_to_convert(upload.name, len(upload.data)):
             made = self._convert_before_lock(upload, replace=replace, keep_edits=keep_edits)
             if isinstance(made, IngestResult):
                 return self.retag(upload.paths, made, tags, actor)
             conversion = made
-        with self.registry.writing(upload.paths):
+        with self.locks.writing(upload.paths):
             decided = self.decide(upload, replace=replace, keep_edits=keep_edits, tags=tags, conversion=conversion)
             if isinstance(decided, Planned):
                 decided.write()
@@ -129,7 +147,7 @@ class Ingest:
         return plan(upload, converted, note, existing, on_disk, tags, chunks)
 
     def _convert(self, upload: Upload) -> tuple[Conversion, dict[str, object] | None]:
-        options = conversion_options(self.registry.settings)
+        options = conversion_options(self.settings)
         return without_note_block(upload.name, options.convert(upload.name, upload.data))
 
     # -- indexing what was written ----------------------------------------------------------------
@@ -137,8 +155,8 @@ class Ingest:
     def index_one(self, planned: Planned, actor: str) -> IngestResult:
         """Index a planned ingest whose files are written, with its audit record. Call under the lock."""
         paths = planned.paths
-        self.registry.wrote(paths)
-        config = self.registry.config(paths.name)
+        self.freshness.wrote(paths)
+        config = self.catalogue.config(paths.name)
         write = self._write(planned, actor)
         indexed = index_document(
             self.index,
@@ -146,7 +164,7 @@ class Ingest:
             config,
             planned.doc_id,
             truth=write.truth,
-            embedder=self.registry.embedder,
+            embedder=self.providers.embedder,
             record=write.record,
             new=write.new,
         )
@@ -162,11 +180,11 @@ class Ingest:
         if not batch:
             return []
         paths = batch[0].paths
-        self.registry.wrote(paths)
-        config = self.registry.config(paths.name)
+        self.freshness.wrote(paths)
+        config = self.catalogue.config(paths.name)
         try:
             writes = [self._write(planned, actor, config.chunk_size, config.chunk_overlap) for planned in batch]
-            indexed = index_documents(self.index, paths, config, writes, embedder=self.registry.embedder)
+            indexed = index_documents(self.index, paths, config, writes, embedder=self.providers.embedder)
         except (CofferError, OSError):
             return [self._index_alone(planned, actor) for planned in batch]
         return [self._answer(planned, each, config.vector) for planned, each in zip(batch, indexed, strict=True)]
@@ -200,8 +218,8 @@ class Ingest:
 
         Said in the answer too: a client may not show log messages.
         """
-        use = self.registry.models.use
-        if not (vector and row.embed_pending) or (self.registry.embedder is None and use.status != "refused"):
+        use = self.providers.models.use
+        if not (vector and row.embed_pending) or (self.providers.embedder is None and use.status != "refused"):
             return None
         return _KEYWORD_ONLY if use.status != "refused" else f"{_NOT_HERE} {use.message}"
 
@@ -232,13 +250,13 @@ class Ingest:
             named = self.index.documents_named(paths.name, upload.name, NAMED)
             gone = [named_row.id for named_row in named if not paths.doc(named_row.id).exists()]
             for doc_id in gone:
-                index_document(self.index, paths, self.registry.config(paths.name), doc_id)
+                index_document(self.index, paths, self.catalogue.config(paths.name), doc_id)
             if not gone:
                 return upload_match(paths.name, upload.name, named)
         while (row := self._match(upload)) is not None:
             if paths.doc(row.id).exists():
                 return row
-            index_document(self.index, paths, self.registry.config(paths.name), row.id)  # removes the stale rows
+            index_document(self.index, paths, self.catalogue.config(paths.name), row.id)  # removes the stale rows
         return None
 
     def _early(
@@ -274,7 +292,7 @@ class Ingest:
         row = self.index.get_document(paths.name, doc_id)
         if row is None:
             gone = not paths.root.is_dir()
-            raise self.registry.unknown_kb(paths.name) if gone else missing_document(paths.name, doc_id)
+            raise self.catalogue.unknown_kb(paths.name) if gone else missing_document(paths.name, doc_id)
         return document_result(self.index, paths, row, "unchanged", None)
 
     def retag(self, paths: KbPaths, result: IngestResult, tags: list[str] | None, actor: str) -> IngestResult:

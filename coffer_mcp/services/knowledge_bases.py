@@ -12,6 +12,7 @@ from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
 from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError
+from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion, conversion_options
 from coffer_mcp.indexing.verify import verify_kb
 from coffer_mcp.models import (
@@ -23,13 +24,18 @@ from coffer_mcp.models import (
     VectorIndexInfo,
     VerifyReport,
 )
-from coffer_mcp.services.activity import followed_folders
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.activity import FollowActivity, followed_folders
+from coffer_mcp.services.catalogue import Catalogue
+from coffer_mcp.services.freshness import Freshness
+from coffer_mcp.services.locks import Locks
+from coffer_mcp.services.providers import Providers
+from coffer_mcp.settings import Settings
 from coffer_mcp.store import (
     CREATING,
     DELETING,
     KbConfig,
     KbPaths,
+    StorePaths,
     make_kb_config,
     path_stamp,
     remove_file,
@@ -46,9 +52,26 @@ log = logging.getLogger(__name__)
 class KnowledgeBaseService:
     """Knowledge bases as a whole: their settings, their lifecycle, their index's health."""
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self.index = registry.index
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        paths: StorePaths,
+        activity: FollowActivity,
+        catalogue: Catalogue,
+        locks: Locks,
+        freshness: Freshness,
+        providers: Providers,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.paths = paths
+        self.activity = activity
+        self.catalogue = catalogue
+        self.locks = locks
+        self.freshness = freshness
+        self.providers = providers
 
     def create_kb(
         self,
@@ -69,9 +92,9 @@ class KnowledgeBaseService:
             InvalidNameError: the name breaks the naming rule.
             KnowledgeBaseExistsError: a knowledge base of that name exists.
         """
-        kb = self.registry.paths.kb(validate_kb_name(name))
+        kb = self.paths.kb(validate_kb_name(name))
         now = utc_now()
-        settings = self.registry.settings
+        settings = self.settings
         size = chunk_size or settings.chunk_size
         config = make_kb_config(
             description=description,
@@ -84,7 +107,7 @@ class KnowledgeBaseService:
             updated_at=now,
         )
         index = self.index
-        with self.registry.registry_lock(), self.registry.kb_lock(name):
+        with self.locks.registry_lock(), self.locks.kb_lock(name):
             if kb.root.exists():
                 raise KnowledgeBaseExistsError(
                     f"Knowledge base '{name}' already exists.",
@@ -104,42 +127,42 @@ class KnowledgeBaseService:
 
     def list_kbs(self) -> list[KnowledgeBaseSummary]:
         """Every knowledge base, by name, after reconciling each with its files."""
-        names = list(self.registry.refresh_many(self.registry.sync(), vanished_ok=True))
+        names = list(self.freshness.refresh_many(self.catalogue.sync(), vanished_ok=True))
         counts = self.index.document_counts()
         return [
             KnowledgeBaseSummary(
                 name=name,
-                description=self.registry.config(name).description,
+                description=self.catalogue.config(name).description,
                 document_count=counts.get(name, 0),
-                modes=self.registry.modes(self.registry.config(name)),
+                modes=self.providers.modes(self.catalogue.config(name)),
             )
             for name in names
         ]
 
     def describe_kb(self, name: str) -> KnowledgeBaseDetails:
         """Counts, settings and disk usage of one knowledge base."""
-        kb, _ = self.registry.open_kb(name)
-        self.registry.refresh(name)
-        return self._details(kb, self.registry.config(name))
+        kb, _ = self.catalogue.open_kb(name)
+        self.freshness.refresh(name)
+        return self._details(kb, self.catalogue.config(name))
 
     def _details(self, kb: KbPaths, config: KbConfig) -> KnowledgeBaseDetails:
         """A knowledge base's details as the index has them (no reconcile: callable under its lock)."""
         name = kb.name
-        counts = self.index.kb_counts(name, self.registry.wanted_model(config))
+        counts = self.index.kb_counts(name, self.providers.wanted_model(config))
         return KnowledgeBaseDetails(
             name=name,
             description=config.description,
             document_count=counts.documents,
-            modes=self.registry.modes(config),
+            modes=self.providers.modes(config),
             chunk_count=counts.chunks,
             chunk_size=config.chunk_size,
             chunk_overlap=config.chunk_overlap,
             vector=config.vector,
             auto_update_sources=config.auto_update_sources,
-            embedding_model=self.registry.wanted_model(config) or None,
+            embedding_model=self.providers.wanted_model(config) or None,
             documents_degraded=counts.degraded,
             vector_index={model: VectorIndexInfo(**info) for model, info in self.index.vector_status(name).items()},
-            followed=followed_folders(self.index, self.registry.activity, name, config),
+            followed=followed_folders(self.index, self.activity, name, config),
             disk_bytes=_disk_bytes(kb.root),
             path=str(kb.root),
             created_at=config.created_at,
@@ -165,7 +188,7 @@ class KnowledgeBaseService:
         the overlap, unless it would no longer be below half the size: then the overlap shrinks
         in proportion (2,000/400 to 600 gives 600/120).
         """
-        kb, _ = self.registry.open_kb(name)
+        kb, _ = self.catalogue.open_kb(name)
         asked = (description, chunk_size, chunk_overlap, vector, auto_update_sources)
         if all(value is None for value in asked):
             raise InvalidArgumentError(
@@ -173,8 +196,8 @@ class KnowledgeBaseService:
                 hint="Give a new description, chunk size or overlap, or switch vector search or the "
                 "automatic update of sources on or off.",
             )
-        with self.registry.writing(kb):
-            old = self.registry.config(name)
+        with self.locks.writing(kb):
+            old = self.catalogue.config(name)
             if chunk_size is not None and chunk_overlap is None:  # said only when it changes
                 fitted = _fitting(old.chunk_overlap, old.chunk_size, chunk_size)
                 chunk_overlap = fitted if fitted != old.chunk_overlap else None
@@ -196,7 +219,7 @@ class KnowledgeBaseService:
                 if old.vector and not config.vector:
                     self.index.clear_kb_embeddings(name)
             if config.chunk_params != old.chunk_params or config.vector != old.vector:
-                self.registry.reconcile_locked(kb, config, progress=progress, embed_seconds=None)
+                self.freshness.reconcile_locked(kb, config, progress=progress, embed_seconds=None)
             return self._details(kb, config)
 
     def delete_kb(self, name: str, *, actor: str = "cli") -> DeleteResult:
@@ -205,9 +228,9 @@ class KnowledgeBaseService:
         The folder is first renamed aside, so a crash mid-delete never leaves a half KB visible;
         leftovers are removed on the next start.
         """
-        kb, _ = self.registry.open_kb(name)
+        kb, _ = self.catalogue.open_kb(name)
         index = self.index
-        with self.registry.registry_lock(), self.registry.kb_lock(name):
+        with self.locks.registry_lock(), self.locks.kb_lock(name):
             files = sum(len(f) for _, _, f in os.walk(kb.root))
             aside = kb.root.with_name(f"{DELETING}{name}-{ULID()}")
             os.rename(kb.root, aside)
@@ -215,8 +238,8 @@ class KnowledgeBaseService:
                 index.delete_kb(name)
                 index.audit(AuditEvent.KB_DELETED, name, actor, details={"files": files})
             shutil.rmtree(aside, ignore_errors=True)
-            self.registry.forget(name)
-            remove_file(self.registry.paths.lock(name))
+            self.catalogue.forget(name)
+            remove_file(self.paths.lock(name))
         return DeleteResult(kb=name, deleted=True, files_removed=files)
 
     def reindex(
@@ -229,13 +252,13 @@ class KnowledgeBaseService:
         edited since, or whose original is gone or fails to convert, keep their Markdown and are
         listed in ``not_reconverted``.
         """
-        self.registry.sync()
-        kb, _ = self.registry.open_kb(name)
-        redo = Reconversion(conversion_options(self.registry.settings), actor=actor) if force else None
-        with self.registry.writing(kb):
-            counts = self.registry.reconcile_locked(
+        self.catalogue.sync()
+        kb, _ = self.catalogue.open_kb(name)
+        redo = Reconversion(conversion_options(self.settings), actor=actor) if force else None
+        with self.locks.writing(kb):
+            counts = self.freshness.reconcile_locked(
                 kb,
-                self.registry.config(name),
+                self.catalogue.config(name),
                 force=force,
                 progress=progress,
                 embed_seconds=None,
@@ -245,7 +268,7 @@ class KnowledgeBaseService:
         self._repair_shared_indexes()
         self.index.settle()
         # Left without vectors (the provider failed or cools down): counted as metrics count them.
-        degraded = self.index.kb_counts(name, self.registry.wanted_model(self.registry.config(name))).degraded
+        degraded = self.index.kb_counts(name, self.providers.wanted_model(self.catalogue.config(name))).degraded
         done = {"kb": name, **counts, "documents_degraded": degraded}
         if redo is None:
             return ReindexResult.model_validate(done)
@@ -257,14 +280,14 @@ class KnowledgeBaseService:
         """Rebuild the full-text index and drop orphan vectors if verification finds them off."""
         if not self.index.check_shared():
             return
-        with self.registry.registry_lock(), self.index.transaction():
+        with self.locks.registry_lock(), self.index.transaction():
             log.warning("repairing the full-text index and vector tables")
             self.index.repair_shared()
 
     def reindex_all(
         self, *, force: bool = True, progress: Progress | None = None, actor: str = "cli"
     ) -> list[ReindexResult]:
-        return [self.reindex(name, force=force, progress=progress, actor=actor) for name in self.registry.sync()]
+        return [self.reindex(name, force=force, progress=progress, actor=actor) for name in self.catalogue.sync()]
 
     def verify(self, name: str) -> VerifyReport:
         """Check that a knowledge base's files, rows, full-text entries and vectors agree.
@@ -274,9 +297,9 @@ class KnowledgeBaseService:
         ``reindex`` does. Database-wide checks (full-text integrity, vectors without chunks) are
         reported with it.
         """
-        self.registry.check_files(name)
-        kb, config = self.registry.open_kb(name)
-        report = verify_kb(self.index, kb, vector_model=self.registry.wanted_model(config) or None)
+        self.freshness.check_files(name)
+        kb, config = self.catalogue.open_kb(name)
+        report = verify_kb(self.index, kb, vector_model=self.providers.wanted_model(config) or None)
         extra = self.index.check_shared()
         if not extra:
             return report

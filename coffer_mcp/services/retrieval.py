@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from coffer_mcp.errors import ConfigError, EmbeddingError, InvalidArgumentError, render_hint
-from coffer_mcp.index import DocumentFilter
+from coffer_mcp.index import DocumentFilter, Index
 from coffer_mcp.index.fts import QueryTerms, analyze
 from coffer_mcp.indexing.locations import BodyPlaces, body_places
 from coffer_mcp.limits import MAX_TOP_K
@@ -50,8 +50,11 @@ from coffer_mcp.retrieval.search import (
     query_hint,
     vector_search,
 )
-from coffer_mcp.services.registry import Registry
-from coffer_mcp.store import KbConfig, KbPaths, body_line_offset, parse_document, read_store_file
+from coffer_mcp.services.catalogue import Catalogue
+from coffer_mcp.services.freshness import Freshness
+from coffer_mcp.services.providers import Providers
+from coffer_mcp.settings import Settings
+from coffer_mcp.store import KbConfig, KbPaths, StorePaths, body_line_offset, parse_document, read_store_file
 
 if TYPE_CHECKING:
     from coffer_mcp.embed import Embedder
@@ -141,8 +144,23 @@ class RetrievalService:
     not their sum (on two cores 1-3 ms less on PostgreSQL, even on SQLite; docs/benchmarks.md).
     """
 
-    def __init__(self, registry: Registry, *, overlap_workers: int = OVERLAP_WORKERS) -> None:
-        self.registry = registry
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        paths: StorePaths,
+        catalogue: Catalogue,
+        freshness: Freshness,
+        providers: Providers,
+        overlap_workers: int = OVERLAP_WORKERS,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.paths = paths
+        self.catalogue = catalogue
+        self.freshness = freshness
+        self.providers = providers
         self.alongside = Alongside(overlap_workers)
         self._prefilter: GrepPrefilter | None = None
         self._prefilter_lock = threading.Lock()
@@ -170,7 +188,7 @@ class RetrievalService:
         names = self._named(selector)
         if not _is_all(selector):
             for name in names:
-                self.registry.open_kb(name)
+                self.catalogue.open_kb(name)
         return names
 
     def _named(self, selector: KbSelector) -> list[str]:
@@ -178,9 +196,9 @@ class RetrievalService:
         listed, not yet checked to exist."""
         if isinstance(selector, str):
             if _is_all(selector):
-                names = self.registry.sync()
+                names = self.catalogue.sync()
                 if not names:
-                    raise self.registry.unknown_kb(ALL)
+                    raise self.catalogue.unknown_kb(ALL)
                 return names
             selector = [selector]
         names = list(dict.fromkeys(selector))
@@ -194,7 +212,7 @@ class RetrievalService:
         Raises:
             KnowledgeBaseNotFoundError: one named does not exist (with ``"*"``: one deleted meanwhile is left out).
         """
-        return self.registry.refresh_many(self._named(selector), vanished_ok=_is_all(selector))
+        return self.freshness.refresh_many(self._named(selector), vanished_ok=_is_all(selector))
 
     def search(
         self,
@@ -254,7 +272,7 @@ class RetrievalService:
         found = _documents(passages)
         if len(passages) < depth or found >= top_k:
             return False
-        counts = self.registry.index.document_counts()
+        counts = self.index.document_counts()
         return found < sum(counts.get(name, 0) for name in names)
 
     def _ranked(
@@ -267,21 +285,21 @@ class RetrievalService:
         where: DocumentFilter,
     ) -> tuple[Strategy, list[Passage], str | None]:
         """The strategy that ran, its best ``depth`` passages (``depth >= top_k``: room for a reranker), a hint."""
-        registry, names = self.registry, list(configs)
+        names = list(configs)
         vector_on = [n for n, config in configs.items() if config.vector]
-        vector_kbs = vector_on if registry.embedder is not None else []
+        vector_kbs = vector_on if self.providers.embedder is not None else []
         refused = self._refused(vector_on, strategy)
         wanted = strategy if strategy != "auto" else ("hybrid" if vector_kbs else "keyword")
         if wanted == "keyword":
             return self._keyword(names, query, depth, where, why=refused)
         if not vector_kbs:  # a strategy asked for by name that cannot run: say why
-            why = refused or _no_vectors(wanted, names, registry.embedder is None)
+            why = refused or _no_vectors(wanted, names, self.providers.embedder is None)
             return self._keyword(names, query, depth, where, why=why)
         # The lists fused are as deep as without a reranker (when that is deep enough), so a
         # reranker that falls back leaves the order a search without one gives.
         fusion_depth = max(_depth(top_k, wanted), depth)
         if wanted == "hybrid":  # the keyword half runs while the query is embedded and the vectors searched
-            keyword_half = self.alongside.start(keyword_search, registry.index, names, query.terms, fusion_depth, where)
+            keyword_half = self.alongside.start(keyword_search, self.index, names, query.terms, fusion_depth, where)
         try:
             near = self._vector_passages(vector_kbs, query, fusion_depth, where)
         except EmbeddingError as exc:
@@ -297,14 +315,14 @@ class RetrievalService:
         self, names: list[str], query: _Query, depth: int, where: DocumentFilter, *, why: str | None = None
     ) -> tuple[Strategy, list[Passage], str | None]:
         """A keyword search; ``why``: why it runs instead of the strategy asked for, said in the hint."""
-        passages = keyword_search(self.registry.index, names, query.terms, depth, where)
+        passages = keyword_search(self.index, names, query.terms, depth, where)
         hints = [why, query_hint(query.terms, found=bool(passages))]
         return "keyword", passages, " ".join(hint for hint in hints if hint) or None
 
     def _refused(self, vector_kbs: list[str], strategy: StrategyChoice) -> str | None:
         """Why knowledge bases with vectors are searched by keyword: this process cannot build the store's
         model (``services.store_model``); None otherwise."""
-        use = self.registry.models.use
+        use = self.providers.models.use
         if not vector_kbs or strategy == "keyword" or use.status != "refused" or not use.message:
             return None
         return f"{use.message} {use.hint or ''}".strip()
@@ -312,17 +330,17 @@ class RetrievalService:
     def _reranker(self) -> tuple[BudgetedReranker | None, RerankInfo | None]:
         """The configured reranker, or None with why it cannot run (None, None when there is none)."""
         try:
-            return self.registry.reranker, None
+            return self.providers.reranker, None
         except ConfigError as exc:  # settings built without load_settings's checks: say so, still search
             return None, RerankInfo(applied=False, reason=f"error: {exc.message}")
 
     def _vector_passages(self, kbs: list[str], query: _Query, depth: int, where: DocumentFilter) -> list[Passage]:
         """Nearest chunks among the current model's vectors (none yet if nothing was embedded)."""
-        embedder = self.registry.embedder
+        embedder = self.providers.embedder
         assert embedder is not None  # the caller checked
         query_vector = query.vector(embedder)
         try:
-            return vector_search(self.registry.index, embedder.identity, query_vector, kbs, depth, where)
+            return vector_search(self.index, embedder.identity, query_vector, kbs, depth, where)
         except ValueError as exc:
             raise EmbeddingError(str(exc), hint="Run 'coffer kb reindex --all' after changing the model.") from exc
 
@@ -346,10 +364,9 @@ class RetrievalService:
         where = DocumentFilter.of(SearchFilters.parse(filters))
         # Documents are written composed (NFC): "é" typed decomposed (e + U+0301) would match nothing.
         pattern = unicodedata.normalize("NFC", pattern)
-        registry = self.registry
         names = list(self._opened(kb))
-        dirs = {registry.paths.kb(name).docs: name for name in names}
-        settings = registry.settings
+        dirs = {self.paths.kb(name).docs: name for name in names}
+        settings = self.settings
         outcome = grep_dirs(
             list(dirs),
             pattern,
@@ -361,7 +378,7 @@ class RetrievalService:
             **self._grep_files(names, list(dirs), pattern, where, ignore_case, fixed_strings),
         )
         bodies: dict[Path, _Body] = {}
-        hits = [_hit(m, registry.paths.kb(dirs[m.path.parent]), bodies) for m in outcome.matches]
+        hits = [_hit(m, self.paths.kb(dirs[m.path.parent]), bodies) for m in outcome.matches]
         if not outcome.timed_out:
             return GrepResult(hits=hits, truncated=outcome.truncated, engine=outcome.engine)
         hint = _timeout_hint(settings.grep_timeout, len(hits))
@@ -389,8 +406,7 @@ class RetrievalService:
 
     def _files_of(self, names: list[str], where: DocumentFilter) -> list[Path]:
         """The Markdown files of the documents of ``names`` that ``where`` lets through."""
-        registry = self.registry
-        return [registry.paths.kb(name).doc(i) for name in names for i in registry.index.document_ids(name, where)]
+        return [self.paths.kb(name).doc(i) for name in names for i in self.index.document_ids(name, where)]
 
 
 def _timeout_hint(timeout: float, found: int) -> str:

@@ -16,11 +16,14 @@ from typing import get_args
 
 from coffer_mcp.access import check_inside, read_stamped_source, sha256_source
 from coffer_mcp.errors import CofferError, DocumentNotFoundError, ReconversionBlockedError
-from coffer_mcp.index import DocumentRow
+from coffer_mcp.index import DocumentRow, Index
 from coffer_mcp.models import DirectoryIngestResult, IngestResult, Progress, SourceCheck, SourceReport, SourceStatus
+from coffer_mcp.services.activity import FollowActivity
+from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.documents import DocumentService
 from coffer_mcp.services.follow import FollowService
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.freshness import Freshness
+from coffer_mcp.settings import Settings
 from coffer_mcp.store import stored_document_id
 
 __all__ = ["SourceService"]
@@ -29,8 +32,22 @@ __all__ = ["SourceService"]
 class SourceService:
     """Documents that come from somewhere: a path (checked against ``allowed_dirs`` for agents) or a URL."""
 
-    def __init__(self, registry: Registry, documents: DocumentService, follow: FollowService) -> None:
-        self.registry = registry
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        index: Index,
+        activity: FollowActivity,
+        catalogue: Catalogue,
+        freshness: Freshness,
+        documents: DocumentService,
+        follow: FollowService,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.activity = activity
+        self.catalogue = catalogue
+        self.freshness = freshness
         self.documents = documents
         self.follow = follow
 
@@ -45,7 +62,7 @@ class SourceService:
         progress: Progress | None = None,
     ) -> DirectoryIngestResult:
         """``ingest_path`` limited to ``allowed_dirs`` (the MCP tool's entry point); ``follow`` keeps following it."""
-        allowed = self.registry.settings.allowed_dirs
+        allowed = self.settings.allowed_dirs
         real = check_inside(path, allowed)
         if follow:
             return self.follow.follow(kb, real, actor=actor, progress=progress, within=allowed)
@@ -55,8 +72,8 @@ class SourceService:
         """Fetch ``url`` (SSRF-guarded, bounded) and ingest it; the URL is kept as ``source_url``."""
         from coffer_mcp.fetch import fetch_url  # httpcore (and trio, when installed) load on first use
 
-        paths, _ = self.registry.open_kb(kb)
-        settings = self.registry.settings
+        paths, _ = self.catalogue.open_kb(kb)
+        settings = self.settings
         fetched = fetch_url(
             url,
             max_bytes=min(settings.max_url_bytes, settings.max_document_bytes),
@@ -93,18 +110,18 @@ class SourceService:
         agents get: ``allowed_dirs``), a source outside those folders is neither read nor hashed
         and is reported ``refused``: a source path may come from an untrusted pack.
         """
-        _, config = self.registry.open_kb(kb)
+        _, config = self.catalogue.open_kb(kb)
         synced: dict[str, SourceStatus] = {}  # document id -> what the sync did to it
         removed: list[SourceCheck] = []
         if auto_update and config.follow:
             # Without a server's watcher, this is what brings followed folders up to date.
             results = self.follow.sync_all(kb, actor=actor, progress=progress, unchanged_items=False)
             synced, removed = _what_was_synced(results)
-        self.registry.refresh(kb)
-        rows = self.registry.index.documents(kb, with_source_path=True)
+        self.freshness.refresh(kb)
+        rows = self.index.documents(kb, with_source_path=True)
         checks = []
         for done, row in enumerate(rows, 1):
-            status, message = _source_status(row, within, self.registry.settings.max_document_bytes)
+            status, message = _source_status(row, within, self.settings.max_document_bytes)
             if status == "changed" and config.auto_update_sources and auto_update:
                 self.update_from_source(kb, row.id, actor=actor, within=within)
                 status = "updated"
@@ -124,7 +141,7 @@ class SourceService:
         checks += removed
         counts = {s: sum(c.status == s for c in checks) for s in get_args(SourceStatus)}
         followed = self.follow.followed(kb, sources=[row.source_path or "" for row in rows])
-        failed = self.registry.activity.failed(kb, config.follow)
+        failed = self.activity.failed(kb, config.follow)
         return SourceReport(kb=kb, documents=checks, followed=followed, failed=failed, **counts)
 
     def update_from_source(
@@ -134,9 +151,9 @@ class SourceService:
 
         With ``within``, the source is read only if it lies inside those folders (as for ingest).
         """
-        paths, _ = self.registry.open_kb(kb)
-        self.registry.refresh(kb)
-        row = self.registry.index.get_document(kb, stored_document_id(doc_id))
+        paths, _ = self.catalogue.open_kb(kb)
+        self.freshness.refresh(kb)
+        row = self.index.get_document(kb, stored_document_id(doc_id))
         if row is None:
             raise DocumentNotFoundError(
                 f"Document {doc_id[:80]!r} does not exist in knowledge base '{kb}'.",
@@ -154,7 +171,7 @@ class SourceService:
             )
         source = Path(row.source_path)
         try:
-            data, stamp = read_stamped_source(source, within, max_bytes=self.registry.settings.max_document_bytes)
+            data, stamp = read_stamped_source(source, within, max_bytes=self.settings.max_document_bytes)
         except OSError as exc:
             raise ReconversionBlockedError(
                 f"Cannot read the source {source}: {exc.strerror}.",

@@ -4,7 +4,7 @@
 that asks watchfiles (the Rust ``notify`` crate: inotify on Linux, FSEvents on macOS,
 ReadDirectoryChangesW on Windows) for the changes under ``knowledge/`` and under every followed
 folder, and applies them through the one ingest routine (followed files: ``FollowService.sync``)
-and the one reindex routine (files of ``docs/``: ``Registry.reindex_changed``), under the same
+and the one reindex routine (files of ``docs/``: ``Freshness.reindex_changed``), under the same
 locks as every other writer.
 
 - **Batched and debounced.** watchfiles hands over a batch once no change came for
@@ -52,9 +52,12 @@ from pathlib import Path
 from typing import Any
 
 from coffer_mcp.errors import CofferError, KnowledgeBaseNotFoundError
-from coffer_mcp.services.activity import inside
+from coffer_mcp.services.activity import FollowActivity, inside
+from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.follow import WATCHER, FollowService
-from coffer_mcp.services.registry import Registry
+from coffer_mcp.services.freshness import Freshness
+from coffer_mcp.settings import Settings
+from coffer_mcp.store import StorePaths
 
 __all__ = ["Watcher"]
 
@@ -121,8 +124,21 @@ class Watcher:
     Use it as a context manager, or ``start()`` and ``stop()``.
     """
 
-    def __init__(self, registry: Registry, follow: FollowService) -> None:
-        self.registry = registry
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        paths: StorePaths,
+        activity: FollowActivity,
+        catalogue: Catalogue,
+        freshness: Freshness,
+        follow: FollowService,
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.activity = activity
+        self.catalogue = catalogue
+        self.freshness = freshness
         self.follow = follow
         self.ready = threading.Event()
         """Set once the first watch is live and everything that changed before it was applied."""
@@ -152,7 +168,7 @@ class Watcher:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.warning("the watcher did not stop within %s s", timeout)
-        self.registry.activity.watching((), docs=False)
+        self.activity.watching((), docs=False)
 
     def __enter__(self) -> Watcher:
         return self.start()
@@ -169,7 +185,7 @@ class Watcher:
             except _StoppingError:
                 break
             except Exception as exc:  # noqa: BLE001 - a watcher failure must never take the server down
-                self.registry.activity.watching((), docs=False)
+                self.activity.watching((), docs=False)
                 try:
                     if _UNDECODABLE in str(exc) and self._find_undecodable(exc):
                         continue  # watch again at once, without the folders found
@@ -177,7 +193,7 @@ class Watcher:
                     break
                 self._report(exc)
                 self._stop.wait(RETRY_SECONDS)
-        self.registry.activity.watching((), docs=False)
+        self.activity.watching((), docs=False)
 
     def _report(self, exc: Exception) -> None:
         """Log a failed watch: in full the first time, in one line when it fails the same way again."""
@@ -213,7 +229,7 @@ class Watcher:
     def _watch(self) -> None:
         from watchfiles import Change, watch  # compiled: loaded with the watcher, not with the server
 
-        settings = self.registry.settings
+        settings = self.settings
         targets = self._targets()
         retarget = threading.Event()
         started = False
@@ -246,18 +262,18 @@ class Watcher:
                 retarget.set()  # ends this watch; the next one catches up with the new folders
 
     def _targets(self) -> _Targets:
-        knowledge = self.registry.paths.knowledge
-        home = self.registry.paths.home
+        knowledge = self.paths.knowledge
+        home = self.paths.home
         follows: list[tuple[str, str]] = []
         polled: list[tuple[str, str]] = []
-        for kb in self.registry.kb_folders():
+        for kb in self.catalogue.kb_names():
             with contextlib.suppress(OSError):
-                for folder in self.registry.config(kb).follow:
+                for folder in self.catalogue.config(kb).follow:
                     real = Path(folder)
                     if real == home or real.is_relative_to(home) or home.is_relative_to(real):
                         continue  # kb.yaml edited by hand: the store would ingest itself
                     if real.is_dir():
-                        unwatchable = self.registry.activity.get(kb, folder).undecodable
+                        unwatchable = self.activity.get(kb, folder).undecodable
                         (polled if unwatchable else follows).append((kb, folder))
         folders = sorted({folder for _, folder in follows})
         outermost = [f for f in folders if not any(f != g and inside(f, g) for g in folders)]
@@ -280,12 +296,12 @@ class Watcher:
 
     def _catch_up(self, targets: _Targets) -> None:
         """Apply everything that changed while nothing watched: a full check of every folder."""
-        self.registry.activity.watching((), docs=False)  # reads reconcile in full until this is done
-        for kb in self.registry.kb_folders():
-            self._guarded(f"reconciling {kb}", self.registry.refresh, kb)
+        self.activity.watching((), docs=False)  # reads reconcile in full until this is done
+        for kb in self.catalogue.kb_names():
+            self._guarded(f"reconciling {kb}", self.freshness.refresh, kb)
         for kb, folder in (*targets.follows, *targets.polled):
             self._full_sync(kb, folder)
-        self.registry.activity.watching(targets.follows, docs=True, polled=targets.polled)
+        self.activity.watching(targets.follows, docs=True, polled=targets.polled)
 
     def _full_sync(self, kb: str, folder: str) -> None:
         """Sync a followed folder in full; a failure puts it (back) among those to sync again."""
@@ -313,7 +329,7 @@ class Watcher:
             behind.due = time.monotonic() + min(most, first * 2 ** (behind.failures - 1))
         behind.error = error
         behind.missed |= missed
-        self.registry.activity.behind(*key, error, len(behind.missed))
+        self.activity.behind(*key, error, len(behind.missed))
 
     def _catch_up_behind(self, targets: _Targets) -> None:
         """Sync in full the followed folders whose sync failed (when due), and the polled ones (when due)."""
@@ -321,7 +337,7 @@ class Watcher:
         present = {*targets.follows, *targets.polled}
         due = [key for key, behind in self._behind.items() if behind.due <= now and key in present]
         due += [key for key, when in self._polls.items() if when <= now and key not in due]
-        due += [key for key in self.registry.activity.resyncs() if key in present and key not in due]
+        due += [key for key in self.activity.resyncs() if key in present and key not in due]
         for kb, folder in due:
             self._full_sync(kb, folder)
 
@@ -331,7 +347,7 @@ class Watcher:
             log.debug("%d changed: %s", len(paths), sorted(map(str, paths))[:20])
         docs, self._retry_docs = self._retry_docs, defaultdict(set)
         followed, self._retry_followed = self._retry_followed, defaultdict(set)
-        knowledge = self.registry.paths.knowledge
+        knowledge = self.paths.knowledge
         for path in paths:
             if path.is_relative_to(knowledge):
                 parts = path.relative_to(knowledge).parts
@@ -355,7 +371,7 @@ class Watcher:
                 self._fell_behind(key, failure.message, changed, failed=True)
         for kb, files in docs.items():
             lost: set[str] = set()
-            reindex = functools.partial(self.registry.reindex_changed, sources=lost)
+            reindex = functools.partial(self.freshness.reindex_changed, sources=lost)
             failure = self._guarded(f"indexing the files of {kb}", reindex, kb, files)
             if failure is not None and (failure.busy or self._failed(f"indexing the files of {kb}")):
                 self._retry_docs[kb].update(files)
@@ -372,10 +388,10 @@ class Watcher:
         ]
         if folders:
             log.info("%s: syncing %s in full", why, ", ".join(folders))
-            self.registry.activity.resync(kb, folders, why)
+            self.activity.resync(kb, folders, why)
 
     def _sync(self, kb: str, folder: str, changed: Iterable[Path] | None) -> None:
-        activity = self.registry.activity
+        activity = self.activity
         if changed is not None:
             changed = sorted(changed)
             activity.pending(kb, folder, len(changed))

@@ -329,7 +329,7 @@ def test_a_vector_knowledge_base_searches_hybrid_through_the_service(
         result = coffer.search("v", QUERY, 3)
         assert result.strategy == "hybrid"
         assert result.passages
-        embedder, _ = coffer.registry.models.configured()  # the store's model is the one the settings name
+        embedder, _ = coffer.providers.models.configured()  # the store's model is the one the settings name
         assert isinstance(embedder, CooldownEmbedder)
         status = client(embedder).status()
     assert status["requests"] >= 2

@@ -15,7 +15,7 @@ import pytest
 
 from coffer_mcp import Coffer, load_settings
 from coffer_mcp.index import postgres as postgres_index
-from coffer_mcp.services.registry import _ScanLog
+from coffer_mcp.services.scans import ScanLog
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import parse_document
 from tests.fakes import HashEmbedder
@@ -274,7 +274,7 @@ def test_a_body_deleted_by_hand_keeps_the_documents_metadata_and_verify_clean(co
 
 def test_a_slow_full_check_is_spaced_out_so_that_it_takes_a_small_share_of_the_time(home: Path) -> None:
     settings = load_settings(home=home, reconcile_interval=1, reconcile_budget_ms=5)
-    scans, two_seconds_ago = _ScanLog(), time.monotonic() - 2
+    scans, two_seconds_ago = ScanLog(), time.monotonic() - 2
     scans.record("notes", "stamp", two_seconds_ago, 0.2)  # 200 ms: next one due 4 s after it started
     assert scans.fresh("notes", "stamp", settings)
     assert not scans.fresh("notes", "another stamp", settings)  # the folder changed: check at once
@@ -296,11 +296,11 @@ def test_a_big_knowledge_base_is_checked_in_the_background_and_no_read_waits_for
         coffer.search("notes", "proxy")  # the first check runs on the read path and counts as big
         path = home / "knowledge" / "notes" / "docs" / f"{ids['faq.md']}.md"
         path.write_text(path.read_text(encoding="utf-8").replace("restart", "reboot"), encoding="utf-8")
-        paths, _ = coffer.registry.open_kb("notes")
+        paths, _ = coffer.open_kb("notes")
         holding, release, released_by_reader = threading.Event(), threading.Event(), []
 
         def writer() -> None:
-            with coffer.registry.writing(paths):
+            with coffer.writing(paths):
                 holding.set()
                 released_by_reader.append(release.wait(30))
 
@@ -312,7 +312,7 @@ def test_a_big_knowledge_base_is_checked_in_the_background_and_no_read_waits_for
         release.set()
         thread.join()
         assert released_by_reader == [True], "the read waited for the writer"
-        assert coffer.registry.checks_done(30)
+        assert coffer.freshness.checks_done(30)
         assert [p.document_id for p in coffer.search("notes", "reboot").passages] == [ids["faq.md"]]
     assert not [t for t in threading.enumerate() if t.name == "coffer-file-checks"], "close() stops the checks"
 
@@ -552,7 +552,7 @@ def test_a_document_file_copied_into_another_knowledge_base_while_watched_gets_a
     coffer.create_kb("other")
     copied = coffer.paths.kb("other").doc(ids["faq.md"])
     shutil.copy2(coffer.paths.kb(notes).doc(ids["faq.md"]), copied)
-    assert coffer.registry.reindex_changed("other", [copied]) == 1
+    assert coffer.freshness.reindex_changed("other", [copied]) == 1
     assert coffer.index.get_document(notes, ids["faq.md"]) is not None
     [row] = coffer.index.documents("other")
     assert row.id != ids["faq.md"]

@@ -8,7 +8,7 @@ import pytest
 
 from coffer_mcp import load_settings
 from coffer_mcp.errors import ConfigError
-from coffer_mcp.services.registry import rerank_config
+from coffer_mcp.services.providers import rerank_config
 
 URL = "http://127.0.0.1:8080/v1/rerank"
 

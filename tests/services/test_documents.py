@@ -589,7 +589,7 @@ def _notes_folder(root: Path, files: int) -> Path:
 
 
 def _documents_on_disk(coffer: Coffer, kb: str) -> set[str]:
-    return {file.stem for file in coffer.registry.open_kb(kb)[0].docs.glob("*.md")}
+    return {file.stem for file in coffer.open_kb(kb)[0].docs.glob("*.md")}
 
 
 @pytest.mark.parametrize("how", FOLDER_INGESTS)
@@ -601,14 +601,14 @@ def test_a_folder_ingest_gives_up_the_lock_only_with_every_written_document_inde
     # outside the lock, none left unindexed when it was given up.
     files = 40
     tree = _notes_folder(tmp_path / "corpus", files)
-    paths, _ = coffer.registry.open_kb(notes)
+    paths, _ = coffer.open_kb(notes)
     looks: list[tuple[set[str], set[str]]] = []
     ingesting, ingested = threading.Event(), threading.Event()
 
     def look_between_turns() -> None:
         ingesting.wait(60)
         while not ingested.is_set():
-            with coffer.registry.writing(paths):
+            with coffer.writing(paths):
                 looks.append((_documents_on_disk(coffer, notes), set(coffer.index.doc_stamps(notes))))
             time.sleep(0.005)
 
@@ -673,14 +673,14 @@ def test_a_folder_of_many_kinds_reports_each_file_in_order(coffer: Coffer, notes
 
 
 def test_a_folder_ingest_gives_up_the_lock_before_a_file_slow_to_convert(coffer: Coffer, notes: str) -> None:
-    paths, _ = coffer.registry.open_kb(notes)
+    paths, _ = coffer.open_kb(notes)
 
     def free_for_another_thread() -> bool:
         answer: list[bool] = []
 
         def take() -> None:
             try:
-                with coffer.registry.writing(paths, timeout=0):
+                with coffer.writing(paths, timeout=0):
                     answer.append(True)
             except StoreError:
                 answer.append(False)
@@ -690,7 +690,7 @@ def test_a_folder_ingest_gives_up_the_lock_before_a_file_slow_to_convert(coffer:
         taker.join(timeout=30)
         return answer == [True]
 
-    with coffer.registry.leased(paths) as renew:
+    with coffer.locks.leased(paths) as renew:
         renew(True)  # a Markdown file: the lock is kept for the next one
         assert not free_for_another_thread()
         renew(True)

@@ -904,7 +904,7 @@ async def test_the_watcher_applies_changes_of_followed_folders_and_of_docs(
         assert [t.name for t in threading.enumerate()].count("coffer-watcher") == 1
         await eventually(watcher.ready.is_set, "the watcher to start")
         assert coffer.describe_kb("kb").followed[0].watched
-        assert coffer.registry.activity.docs_watched
+        assert coffer.activity.docs_watched
         write(folder / "gamma.md", "# Gamma\n\nGnus graze on the savanna.")
         await eventually(lambda: titles(coffer, "gnus") == ["Gamma"], "a new file")
         write(folder / "gamma.md", "# Gamma\n\nGeckos climb glass.")
@@ -919,7 +919,7 @@ async def test_the_watcher_applies_changes_of_followed_folders_and_of_docs(
             lambda: coffer.index.get_document("kb", doc.id).file_stamp.startswith(str(path.stat().st_mtime_ns)),
             "a hand edit",
         )
-    assert not coffer.registry.activity.docs_watched
+    assert not coffer.activity.docs_watched
     assert not coffer.describe_kb("kb").followed[0].watched
     actors = {e.actor for e in coffer.index.audit_events("kb") if e.event.startswith("KB_DOCUMENT")}
     assert "watcher" in actors
@@ -1015,11 +1015,11 @@ def test_reindex_changed_costs_nothing_for_files_already_indexed(make: Callable[
     coffer = make()
     coffer.follow_folder("kb", folder)
     docs = sorted((coffer.paths.kb("kb").docs).glob("*.md"))
-    assert coffer.registry.reindex_changed("kb", docs) == 0  # our own writes: already indexed
+    assert coffer.freshness.reindex_changed("kb", docs) == 0  # our own writes: already indexed
     write(docs[0], docs[0].read_text(encoding="utf-8") + "\nA quokka appears.\n")
     os.remove(docs[1])
     write(docs[0].with_name("dropped.md"), "# Dropped\n\nA numbat naps.")
-    assert coffer.registry.reindex_changed("kb", [*docs, docs[0].with_name("dropped.md")]) == 3
+    assert coffer.freshness.reindex_changed("kb", [*docs, docs[0].with_name("dropped.md")]) == 3
     assert titles(coffer, "quokka")
     assert titles(coffer, "numbat") == ["Dropped"]
     assert len(coffer.list_documents("kb").documents) == 2
@@ -1064,10 +1064,10 @@ async def test_a_failure_in_the_watcher_is_logged_and_the_watcher_goes_on(
 
 
 def test_a_watched_big_knowledge_base_is_not_checked_in_full_on_every_folder_change() -> None:
-    from coffer_mcp.services.registry import WATCHED_RECHECK_SECONDS, _ScanLog
+    from coffer_mcp.services.scans import WATCHED_RECHECK_SECONDS, ScanLog
 
     settings = load_settings(reconcile_interval=1.0, reconcile_budget_ms=5.0)
-    scans = _ScanLog()
+    scans = ScanLog()
     scans.record("kb", "folder@1", at=time.monotonic(), cost=0.2)  # a 200 ms check: big
     assert not scans.fresh("kb", "folder@2", settings)  # a file added: check now
     assert scans.fresh("kb", "folder@2", settings, watched=True)  # the watcher applies it

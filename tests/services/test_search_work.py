@@ -58,7 +58,7 @@ def work(fleet: Coffer, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     for name, module in list(sys.modules.items()):  # wherever the analyser was imported to
         if name.startswith("coffer_mcp.") and getattr(module, "analyze", None) is real:
             monkeypatch.setattr(module, "analyze", analyze)
-    monkeypatch.setattr(fleet.registry, "open_kb", counting("opens", fleet.registry.open_kb))
+    monkeypatch.setattr(fleet.catalogue, "open_kb", counting("opens", fleet.catalogue.open_kb))
     return counts
 
 
