@@ -188,6 +188,81 @@ def test_each_tool_name_is_written_once_in_the_mcp_server_in_its_registry() -> N
         assert where[0].startswith("_registry.py:"), f"{name} is written in {where}"
 
 
+MCP_SERVER_FILES = sorted((PACKAGE / "mcp_server").rglob("*.py"))
+# The service's collaborators and its index: the MCP layer asks the service, never these.
+BEHIND_THE_SERVICE = {"index", "registry", "catalogue", "locks", "freshness", "providers"}
+
+
+@pytest.mark.parametrize("path", MCP_SERVER_FILES, ids=lambda p: p.name)
+def test_the_mcp_server_imports_nothing_from_the_index(path: Path) -> None:
+    # The MCP layer speaks to the Coffer facade only: a row type or a backend of the index in a
+    # tool would tie the protocol to how documents are stored.
+    assert sorted(n for n in imported(path) if n == "coffer_mcp.index" or n.startswith("coffer_mcp.index.")) == []
+
+
+def _service_reaches(path: Path) -> list[str]:
+    """Where ``path`` reads the service's index, one of its collaborators, or a private member.
+
+    The service is a name annotated ``Coffer`` (or a factory of one), a name assigned from it, any
+    ``<x>.service``, and a call of a factory: ``service.index``, ``job.service.registry``,
+    ``svc._private`` are all found.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None and "Coffer" in ast.unparse(node.annotation):
+            names.add(node.arg)
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and "Coffer" in ast.unparse(node.annotation)
+        ):
+            names.add(node.target.id)
+
+    def is_service(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in names
+        if isinstance(node, ast.Attribute):
+            return node.attr == "service"
+        return isinstance(node, ast.Call) and is_service(node.func)
+
+    for node in ast.walk(tree):  # aliases: svc = job.service; core = service()
+        if isinstance(node, ast.Assign) and is_service(node.value):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return [
+        f"{path.name}:{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and is_service(node.value)
+        and (node.attr in BEHIND_THE_SERVICE or node.attr.startswith("_"))
+    ]
+
+
+@pytest.mark.parametrize("path", MCP_SERVER_FILES, ids=lambda p: p.name)
+def test_the_mcp_server_asks_the_service_and_never_reaches_behind_it(path: Path) -> None:
+    # ``coffer.document_counts()``, not ``coffer.index.document_counts()``: what a tool may know
+    # is the service's public methods, so the service can change how it keeps what it knows.
+    assert _service_reaches(path) == []
+
+
+def test_a_reach_behind_the_service_is_found(tmp_path: Path) -> None:
+    # The check above must see each way the MCP layer names the service.
+    sample = tmp_path / "sample.py"
+    code = (
+        "def f(service: Coffer, job, make: Callable[[], Coffer]):\n"
+        "    service.index.document_counts()\n"
+        "    job.service.registry.kb_folders()\n"
+        "    svc = job.service\n"
+        "    svc._documents\n"
+        "    core = make()\n"
+        "    core.catalogue.kb_names()\n"
+        "    service.document_counts()\n"
+    )
+    sample.write_text(code, encoding="utf-8")
+    found = [line.split(": ", 1)[1] for line in _service_reaches(sample)]
+    assert sorted(found) == ["core.catalogue", "job.service.registry", "service.index", "svc._documents"]
+
+
 def test_every_error_class_is_defined_in_errors_py() -> None:
     # One documented tree (errors.py's docstring and ERROR_CODES): a surface or subsystem that
     # needs a new error adds it there, not beside its own code.

@@ -169,9 +169,9 @@ def _instructions(service: Coffer, *, read_only: bool) -> str:
         + _DATA_NOTE,
     ]
     try:
-        counts = service.index.document_counts()
-        vector = service.index.vector_kbs()
-        names = sorted(service.index.kb_stamps())
+        counts = service.document_counts()
+        vector = service.vector_kbs()
+        names = service.registered_kbs()
     except CofferError as exc:  # e.g. a database server that is down: the server starts all the same
         log.warning("could not list the knowledge bases for the server instructions: %s", exc)
         lines.append(_UNLISTED.format(reason=f" ({exc.message.rstrip('.')})"))

@@ -72,7 +72,7 @@ def _kb_names(service: Coffer, value: str, *, several: bool) -> Completion:
     chosen, _, typed = value.rpartition(",") if several else ("", "", value)
     head = f"{chosen}," if chosen else ""
     taken = {name.strip() for name in chosen.split(",")}
-    names = [n for n in service.catalogue.kb_names() if n.startswith(typed.strip()) and n not in taken]
+    names = [n for n in service.kb_names() if n.startswith(typed.strip()) and n not in taken]
     if several and not chosen and "*".startswith(typed.strip()):
         names.insert(0, "*")
     return _completion([head + name for name in names])

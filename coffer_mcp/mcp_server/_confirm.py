@@ -90,7 +90,7 @@ def delete_kb_question(service: Coffer, arguments: Mapping[str, Any]) -> str:
     name = str(arguments["name"])
     service.open_kb(name)  # an unknown name is refused without asking anyone
     service.refresh(name)  # count the documents there are, not those the index knew of
-    count = service.index.document_counts().get(name, 0)
+    count = service.document_counts().get(name, 0)
     return (
         f"Delete the knowledge base '{name}' and its {count_documents(count)}? Their files and index entries are "
         "removed; this cannot be undone."

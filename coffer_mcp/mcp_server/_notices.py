@@ -65,16 +65,7 @@ def embedding_failure(service: Coffer) -> str | None:
 
 def degraded_documents(service: Coffer, kb: str | None) -> int | None:
     """How many documents of ``kb`` lack current vectors; None when it has no vector search (or no such KB)."""
-    if not kb:
-        return None
-    try:
-        _, config = service.open_kb(kb)
-    except CofferError:
-        return None
-    model = service.providers.wanted_model(config)
-    if not model:  # vector off, or no embedder: nothing is expected, so nothing is degraded
-        return None
-    return service.index.kb_counts(kb, model).degraded
+    return service.degraded_count(kb) if kb else None
 
 
 def degraded_message(kb: str, new: int, total: int) -> str:

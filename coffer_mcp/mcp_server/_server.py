@@ -229,7 +229,7 @@ class CofferServer(MCPServer):
     def _document_resources(self) -> list[Resource]:
         service = self.runner.service
         assert service is not None  # list_resources checked
-        rows = service.index.recent_documents(RESOURCE_LIST_LIMIT)
+        rows = service.recent_documents(RESOURCE_LIST_LIMIT)
         return [
             Resource(
                 uri=document_uri(r.kb, r.id),

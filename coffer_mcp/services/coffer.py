@@ -199,6 +199,7 @@ class Coffer:
 
     # -- knowledge bases ---------------------------------------------------------------------------
     open_kb = _forward("catalogue", Catalogue.open_kb)
+    kb_names = _forward("catalogue", Catalogue.kb_names)
     refresh = _forward("freshness", Freshness.refresh)
     kb_lock = _forward("locks", Locks.kb_lock)
     writing = _forward("locks", Locks.writing)
@@ -210,9 +211,14 @@ class Coffer:
     reindex = _forward("knowledge_bases", KnowledgeBaseService.reindex)
     reindex_all = _forward("knowledge_bases", KnowledgeBaseService.reindex_all)
     verify = _forward("knowledge_bases", KnowledgeBaseService.verify)
+    registered_kbs = _forward("knowledge_bases", KnowledgeBaseService.registered_kbs)
+    vector_kbs = _forward("knowledge_bases", KnowledgeBaseService.vector_kbs)
+    document_counts = _forward("knowledge_bases", KnowledgeBaseService.document_counts)
+    degraded_count = _forward("knowledge_bases", KnowledgeBaseService.degraded_count)
 
     # -- documents ---------------------------------------------------------------------------------
     list_documents = _forward("documents", DocumentService.list_documents)
+    recent_documents = _forward("documents", DocumentService.recent_documents)
     read_document = _forward("documents", DocumentService.read_document)
     read_original = _forward("documents", DocumentService.read_original)
     add_document = _forward("documents", DocumentService.add_document)

@@ -100,6 +100,10 @@ class DocumentService:
 
     # -- reads -----------------------------------------------------------------------------------
 
+    def recent_documents(self, limit: int) -> list[DocumentRow]:
+        """The ``limit`` most recently updated documents of every knowledge base, as the index has them."""
+        return self.index.recent_documents(limit)
+
     def list_documents(
         self,
         kb: str,

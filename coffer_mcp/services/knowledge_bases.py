@@ -11,7 +11,7 @@ from pathlib import Path
 from ulid import ULID
 
 from coffer_mcp.audit import AuditEvent
-from coffer_mcp.errors import InvalidArgumentError, KnowledgeBaseExistsError
+from coffer_mcp.errors import CofferError, InvalidArgumentError, KnowledgeBaseExistsError
 from coffer_mcp.index import Index
 from coffer_mcp.indexing.reconvert import Reconversion, conversion_options
 from coffer_mcp.indexing.verify import verify_kb
@@ -305,6 +305,32 @@ class KnowledgeBaseService:
             return report
         problems = [*report.problems, *extra]
         return report.model_copy(update={"problems": problems, "ok": False})
+
+    # -- what the index knows, without a read of the files ---------------------------------------
+
+    def registered_kbs(self) -> list[str]:
+        """The names of the knowledge bases the index has, sorted (no folder is read)."""
+        return sorted(self.index.kb_stamps())
+
+    def vector_kbs(self) -> set[str]:
+        """The knowledge bases the index has with ``vector`` on."""
+        return self.index.vector_kbs()
+
+    def document_counts(self) -> dict[str, int]:
+        """How many documents each knowledge base has, as the index counts them (no file is read)."""
+        return self.index.document_counts()
+
+    def degraded_count(self, name: str) -> int | None:
+        """How many documents of ``name`` lack current vectors: None when it has no vector search
+        (vector off, or no embedder) or there is no such knowledge base."""
+        try:
+            _, config = self.catalogue.open_kb(name)
+        except CofferError:
+            return None
+        model = self.providers.wanted_model(config)
+        if not model:  # vector off, or no embedder: nothing is expected, so nothing is degraded
+            return None
+        return self.index.kb_counts(name, model).degraded
 
 
 def _disk_bytes(root: Path) -> int:
