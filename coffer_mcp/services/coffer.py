@@ -1,15 +1,16 @@
 """``Coffer``: the one object every surface (CLI, MCP server, web viewer) calls.
 
-A thin facade over the services, composed here and nowhere else. Each service is handed, through
-its constructor, only the collaborators it uses::
+A thin facade over the services, composed here and nowhere else::
 
-    Locks ── Catalogue ─┬─ Freshness (reconcile-on-read; uses Providers' embedder)
-                        │
-    KnowledgeBaseService ── Diagnosis, PortabilityService
-    EmbeddingService (the store's embedding model: StoreEmbedding, in Providers)
-    DocumentService ─┬─ SourceService
-                     └─ FollowService ── Watcher (while a server runs)
-    RetrievalService
+    the home's collaborators, one of each:
+        Locks ── Catalogue ── Freshness     Providers (embedder, reranker)     FollowActivity, ChangeFeed
+    the services, each handed through its constructor only the collaborators it uses:
+        KnowledgeBaseService ─┬─ Diagnosis
+                              └─ PortabilityService
+        EmbeddingService (the store's embedding model: StoreEmbedding, in Providers)
+        DocumentService ─┬─ SourceService
+                         └─ FollowService ── Watcher (while a server runs)
+        RetrievalService
 
 Each operation is written once, in its service; the facade lists which service answers it
 (``_forward``), keeping that service's signature and docstring. Adding an operation means writing
