@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from coffer_mcp.errors import InvalidArgumentError, NotFoundError
 from coffer_mcp.index import Index, OAuthClientRow, OAuthTokenRow, TokenKind
+from coffer_mcp.settings import AUTH_SCOPES
 from coffer_mcp.timeutil import from_epoch_ns, utc_now
 
 __all__ = [
@@ -48,11 +49,12 @@ __all__ = [
 class Scope(str, enum.Enum):
     """What a token may do; each includes the ones below it (admin ⊃ write ⊃ read)."""
 
-    READ = "coffer:read"
+    # The names are declared once, with the settings that map an identity provider's roles to them.
+    READ = AUTH_SCOPES[0]
     """List, search, grep and read documents; prompts and resources; the viewer's pages."""
-    WRITE = "coffer:write"
+    WRITE = AUTH_SCOPES[1]
     """Add, edit, delete, ingest, tag, reindex, snapshot, export; the viewer's file actions."""
-    ADMIN = "coffer:admin"
+    ADMIN = AUTH_SCOPES[2]
     """Create, reconfigure and delete knowledge bases; restore snapshots."""
 
     def __str__(self) -> str:
