@@ -39,7 +39,7 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
-from coffer_mcp.index.postgres import keyword, locks, model_record, oauth, vectors
+from coffer_mcp.index.postgres import keyword, locks, model_record, oauth, postings, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import (
     Connection,
@@ -256,8 +256,8 @@ class PostgresIndex:
         embedding pass marked and the analysis of its vectors ran during the first searches after
         it: 0.3-1.6 s calls at 100,000 chunks (docs/benchmarks.md).
 
-        Then, if the postings index takes far more pages than a fresh build would (``keyword.loose``;
-        a bulk ingest or rebuild leaves it half-full), it is rebuilt concurrently (``keyword.pack``):
+        Then, if the postings index takes far more pages than a fresh build would (``postings.loose``;
+        a bulk ingest or rebuild leaves it half-full), it is rebuilt concurrently (``postings.pack``):
         at 100,000 chunks 457 MB became 262 MB, 10 s, and cold-cache searches read half the pages.
         """
         written = self._written
@@ -269,7 +269,7 @@ class PostgresIndex:
         tables = ["postings", "chunks", "documents", *sorted(self._vector_tables)]
         self._written, self._vector_tables = 0, set()
         self.conn.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {', '.join(tables)}")
-        if keyword.loose(self.conn):
+        if postings.loose(self.conn):
             self._pack_postings()
 
     def _pack_postings(self) -> None:
@@ -278,7 +278,7 @@ class PostgresIndex:
         try:
             with self.lock("index:pack-postings", timeout=0):
                 log.info("packing the keyword index (postings_pkey), which bulk writes left loose")
-                keyword.pack(self.conn)
+                postings.pack(self.conn)
                 log.info("keyword index packed in %.1f s", time.monotonic() - started)
         except StoreError as exc:
             if exc.code != "busy":
@@ -551,12 +551,12 @@ class PostgresIndex:
 
     @_mapped
     def check_shared(self) -> list[str]:
-        return keyword.check(self.conn) + vectors.orphans(self.conn)
+        return postings.check(self.conn) + vectors.orphans(self.conn)
 
     @_mapped
     def repair_shared(self) -> None:
         with self.conn.transaction():
-            keyword.rebuild(self.conn)
+            postings.rebuild(self.conn)
             vectors.drop_orphans(self.conn)
 
     # -- history -----------------------------------------------------------------------------------

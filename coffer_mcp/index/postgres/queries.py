@@ -12,7 +12,7 @@ from typing import Any
 from psycopg.rows import tuple_row
 
 from coffer_mcp.index.port import DocumentFilter
-from coffer_mcp.index.postgres import keyword, vectors
+from coffer_mcp.index.postgres import postings, vectors
 from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
 from coffer_mcp.index.postgres.filters import document_condition
 from coffer_mcp.models import Chunk, tag_key
@@ -276,12 +276,12 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
     if not fresh:
         _delete_chunks(conn, "document_id = %s", (doc_id,))
     chunks = list(chunks)
-    return keyword.insert_chunks(conn, kb, doc_id, chunks) if chunks else 0
+    return postings.insert_chunks(conn, kb, doc_id, chunks) if chunks else 0
 
 
 def _delete_chunks(conn: Connection, where: str, params: Sequence[Any]) -> None:
     """Delete chunks with their postings, share of the keyword statistics and vectors."""
-    gone = keyword.delete_chunks(conn, where, params)
+    gone = postings.delete_chunks(conn, where, params)
     if gone:
         vectors.delete_chunk_vectors(conn, gone)
 
