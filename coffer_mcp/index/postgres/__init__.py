@@ -616,9 +616,9 @@ class PostgresIndex:
         entry = q.audit_entry(event, kb, actor, document_id, details)
         pending = self._pending()
         if pending is None:
-            q.audit(self.conn, [entry])
+            q.insert_audit(self.conn, [entry])
         else:
-            pending.audit(entry)
+            pending.hold_audit(entry)
 
     @_mapped
     def record_invocation(

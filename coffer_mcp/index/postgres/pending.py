@@ -56,7 +56,7 @@ class PendingWrites:
         if not fresh:
             self._stale.append(doc_id)
 
-    def audit(self, entry: dict[str, Any]) -> None:
+    def hold_audit(self, entry: dict[str, Any]) -> None:
         """Hold an audit record (``queries.audit_entry``)."""
         self._audit.append(entry)
 
@@ -71,4 +71,4 @@ class PendingWrites:
             q.upsert_documents(conn, rows)
         if chunks:
             q.replace_many_chunks(conn, list(chunks.values()), stale)
-        q.audit(conn, audit)
+        q.insert_audit(conn, audit)

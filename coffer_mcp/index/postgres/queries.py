@@ -21,7 +21,6 @@ from coffer_mcp.timeutil import time_key, utc_now
 __all__ = [
     "DOC_COLUMNS",
     "EMBEDDING_COLUMNS",
-    "audit",
     "audit_entry",
     "chunk_count",
     "chunk_texts",
@@ -40,6 +39,7 @@ __all__ = [
     "find_document",
     "get_document",
     "ids_outside",
+    "insert_audit",
     "kb_counts",
     "kb_generation",
     "kb_stamps",
@@ -409,7 +409,7 @@ def audit_entry(
     }
 
 
-def audit(conn: Connection, entries: Sequence[dict[str, Any]]) -> None:
+def insert_audit(conn: Connection, entries: Sequence[dict[str, Any]]) -> None:
     """Append ``audit_entry`` rows to the audit log, in their order, in one statement."""
     if not entries:
         return
