@@ -11,13 +11,17 @@ with ``ingest_path`` (or, with ``--via follow``, by following the folder: ``coff
 ``bench.scale``), and reports documents per second. For PostgreSQL it also times every statement
 psycopg runs (``Connection.execute``, grouped by the statement's first words) and the transactions
 (``BEGIN``/``COMMIT`` round trips), in milliseconds per document: what an ingest costs in the
-database, and what it costs around it.
+database, and what it costs around it. On a shared machine the wall time says as much about the
+load as about the code, so the CPU time per document is reported too: the ingest's process with
+its prefetch workers (``client``), and the PostgreSQL server's processes (``server``: every backend
+and worker of the server, read from ``/proc``), with the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -78,16 +82,59 @@ def statement_times() -> Iterator[tuple[Counter[str], Counter[str]]]:
         psycopg.Connection.transaction = transaction  # type: ignore[method-assign]
 
 
+def client_cpu() -> float:
+    """CPU seconds of this process and of its children that ended (the prefetch workers)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def server_cpu(database_url: str | None) -> float | None:
+    """CPU seconds the PostgreSQL server at ``database_url`` has spent: its postmaster's, its ended
+    children's and its running children's (``/proc``); None without a URL or ``/proc``."""
+    if database_url is None or not Path("/proc/self/stat").exists():
+        return None
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        postmaster = _proc_stat(row[0])[1]  # while the backend lives
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = _proc_stat(int(entry.name))
+                if fields[1] == postmaster:
+                    total += fields[11] + fields[12]  # utime, stime
+    fields = _proc_stat(postmaster)
+    total += fields[11] + fields[12] + fields[13] + fields[14]  # with cutime, cstime: its ended children
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int) -> list[int]:
+    """``/proc/PID/stat``'s numeric fields after the command: [state(0), ppid, pgrp, ...]."""
+    text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    rest = text[text.rindex(")") + 2 :].split()
+    return [0, *(int(field) for field in rest[1:])]
+
+
 def ingest(settings: Any, corpus: Path, backend: str, via: str = "ingest_path") -> dict[str, Any]:
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
     with Coffer(settings) as coffer:
         coffer.create_kb(KB, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         timing = statement_times() if backend == "postgres" else contextlib.nullcontext((Counter(), Counter()))
+        load_before, server_before, client_before = os.getloadavg()[0], server_cpu(url), client_cpu()
         with timing as (seconds, calls):
             started = time.perf_counter()
             result = coffer.follow_folder(KB, corpus) if via == "follow" else coffer.ingest_path(KB, corpus)
             elapsed = time.perf_counter() - started
+        client, server, load_after = client_cpu() - client_before, server_cpu(url), os.getloadavg()[0]
     n = result.created
     report: dict[str, Any] = {"documents": n, "seconds": elapsed, "docs_per_s": n / elapsed}
+    report["load_average"] = [round(load_before, 2), round(load_after, 2)]
+    report["cpu_ms_per_doc"] = {"client": 1000 * client / n}
+    if server is not None and server_before is not None:
+        report["cpu_ms_per_doc"]["server"] = 1000 * (server - server_before) / n
     if seconds:
         report["statements_ms_per_doc"] = {
             key: {"ms": 1000 * value / n, "calls": calls[key]} for key, value in seconds.most_common()
@@ -98,12 +145,20 @@ def ingest(settings: Any, corpus: Path, backend: str, via: str = "ingest_path") 
 
 
 def to_markdown(data: dict[str, Any]) -> str:
-    lines = ["| backend | documents/s | ms per document | of which in SQL statements |", "|---|---:|---:|---:|"]
+    lines = [
+        (
+            "| backend | documents/s | ms per document | of which in SQL statements | CPU ms per document: "
+            "client / server | load average |"
+        ),
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for name, report in data["backends"].items():
-        inside = report.get("in_statements_ms_per_doc")
+        inside, cpu = report.get("in_statements_ms_per_doc"), report["cpu_ms_per_doc"]
+        server = f"{cpu['server']:.2f}" if "server" in cpu else "—"
+        load = " → ".join(f"{value:.1f}" for value in report["load_average"])
         lines.append(
             f"| {name} | {report['docs_per_s']:.0f} | {1000 * report['seconds'] / report['documents']:.2f} | "
-            f"{'—' if inside is None else f'{inside:.2f}'} |"
+            f"{'—' if inside is None else f'{inside:.2f}'} | {cpu['client']:.2f} / {server} | {load} |"
         )
     for name, report in data["backends"].items():
         if "statements_ms_per_doc" in report:

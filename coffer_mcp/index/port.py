@@ -318,6 +318,11 @@ class Index(OAuthStore, Protocol):
         """The oldest document matching the one criterion given (a re-upload's match)."""
         ...
 
+    def find_by_source_paths(self, kb: str, source_paths: Sequence[str]) -> dict[str, DocumentRow]:
+        """``find_document(kb, source_path=...)`` for many paths in one query (a folder ingest's next
+        files, matched once under the lock): each path's oldest document, paths without one left out."""
+        ...
+
     def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
         """Up to ``limit`` documents whose ``original_filename`` is ``filename``: uploads (neither a
         ``source_path`` nor a ``source_url``) first, then those ingested from a path or URL; oldest first."""

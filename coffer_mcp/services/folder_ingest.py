@@ -16,12 +16,13 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from coffer_mcp.access import read_stamped_source
 from coffer_mcp.errors import CofferError, InvalidArgumentError
+from coffer_mcp.index import DocumentRow
 from coffer_mcp.indexing.reconvert import conversion_options
 from coffer_mcp.models import DirectoryIngestItem, DirectoryIngestResult, IngestResult, Progress
 from coffer_mcp.services.folders import failed_item, ingested_item, undecodable_item, visible_files
@@ -190,6 +191,9 @@ class FolderIngest:
         self._limit = 1
         self._started = 0.0
         self._prefetch: Prefetch | None = None
+        self._expected: list[Path] = []  # the files ``expect`` announced, in order
+        self._positions: dict[Path, int] = {}
+        self._matches: dict[str, DocumentRow | None] = {}  # looked up under the lock held since the last commit
         self.renew: Callable[[bool], None] = lambda hold: None
         self.reported: Callable[[], None] = lambda: None
 
@@ -227,6 +231,8 @@ class FolderIngest:
         chunking = (config.chunk_size, config.chunk_overlap)
         job = Job(within, settings.max_document_bytes, conversion_options(settings), chunking)
         self._prefetch = Prefetch.of(files, job)
+        self._expected = list(files)
+        self._positions = {file: at for at, file in enumerate(self._expected)}
 
     def report(self, item: DirectoryIngestItem) -> None:
         """Report a file's item in its place: after the files of the batch before it."""
@@ -254,18 +260,23 @@ class FolderIngest:
         ingest = self._ingest
         ahead = self._prefetch.take(file) if self._prefetch is not None else None
         try:
+            matches = self._matched(file)
             if ahead is None:
                 upload = _read(ingest, self._paths, file, self._within)
-                decided = ingest.decide(upload, replace=self._replace, keep_edits=self._keep_edits, tags=self._tags)
+                decided = ingest.decide(
+                    upload, replace=self._replace, keep_edits=self._keep_edits, tags=self._tags, matches=matches
+                )
             else:
-                decided = self._decide_prepared(file, ahead)
+                decided = self._decide_prepared(file, ahead, matches)
             if isinstance(decided, Planned):
                 return decided
             return ingested_item(file, ingest.retag(self._paths, decided, self._tags, self._actor))
         except (CofferError, OSError) as exc:
             return failed_item(file, exc)
 
-    def _decide_prepared(self, file: Path, ahead: Prepared) -> Planned | IngestResult:
+    def _decide_prepared(
+        self, file: Path, ahead: Prepared, matches: Mapping[str, DocumentRow | None]
+    ) -> Planned | IngestResult:
         name = document_filename(file.name)
         upload = Upload(self._paths, name, ahead.data, str(file), None, ahead.stamp, ahead.sha)
         return self._ingest.decide(
@@ -275,12 +286,26 @@ class FolderIngest:
             tags=self._tags,
             conversion=(ahead.conversion, ahead.note),
             chunks=(ahead.chunking, ahead.chunks),
+            matches=matches,
         )
+
+    def _matched(self, file: Path) -> Mapping[str, DocumentRow | None]:
+        """The documents of ``file`` and of the batch's next expected files, by source path, looked up
+        in one query (one round trip a batch, not one a file). Call holding the lock: they are
+        forgotten at each commit, which comes before the lock is ever given up, and the run's own
+        writes never change another file's match (each file is its own source path)."""
+        at = self._positions.get(file)
+        if str(file) not in self._matches and at is not None:
+            ahead = [str(path) for path in self._expected[at : at + self._limit]]
+            found = self._ingest.index.find_by_source_paths(self._paths.name, ahead)
+            self._matches = {path: found.get(path) for path in ahead}
+        return self._matches
 
     def commit(self) -> None:
         """Commit the batch: its files written and synced, then its rows in one transaction. Its items
         are reported by the next call that reports (``finish`` reports them now)."""
         queue, self._queue, self._writing = self._queue, [], 0
+        self._matches = {}  # the lock may be given up next: matches looked up under it go with it
         writing = [entry for entry in queue if isinstance(entry, _Writing)]
         if not writing:
             self._ready += [entry for entry in queue if not isinstance(entry, _Writing)]

@@ -15,7 +15,7 @@ refused re-upload the conversion, and again under the lock, where the match hold
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from coffer_mcp.audit import AuditEvent
@@ -122,15 +122,18 @@ class Ingest:
         tags: list[str] | None,
         conversion: tuple[Conversion, dict[str, object] | None] | None = None,
         chunks: Chunked | None = None,
+        matches: Mapping[str, DocumentRow | None] | None = None,
     ) -> Planned | IngestResult:
         """What ``upload`` comes to, decided holding the lock: the files to write, or the answer when
         nothing is to be written. Matched here, and converted unless ``conversion`` was made already.
+        ``matches``: documents by source path, looked up for several files at once under the lock held
+        since (a folder ingest's next files), used in place of a query of this file's own.
 
         Raises:
             SourceConflictError, IngestRejectedError: as ``ingest``.
         """
         paths = upload.paths
-        existing = self._live_match(upload)
+        existing = self._live_match(upload, matches)
         # The file says what the document is now: an edit saved by hand that no read has indexed yet is
         # an edit all the same (a followed source must not overwrite it), and its tags are the document's.
         truth = read_truth(paths, existing.id) if existing is not None else None
@@ -225,23 +228,26 @@ class Ingest:
 
     # -- matching ----------------------------------------------------------------------------------
 
-    def _match(self, upload: Upload) -> DocumentRow | None:
-        """A re-ingest's document: matched by ``source_path``, else ``source_url``; an upload's (neither) by
-        ``original_filename``, among uploads only (``upload_match``).
+    def _match(self, upload: Upload, matches: Mapping[str, DocumentRow | None] | None = None) -> DocumentRow | None:
+        """A re-ingest's document: matched by ``source_path`` (in ``matches`` when they hold it), else
+        ``source_url``; an upload's (neither) by ``original_filename``, among uploads only (``upload_match``).
 
         Raises:
             IngestRejectedError: ``duplicate``, an upload whose name is ambiguous or taken by a document
                 ingested from a path or URL.
         """
         kb = upload.paths.name
+        if upload.source_path and matches is not None and upload.source_path in matches:
+            return matches[upload.source_path]
         if upload.source_path:
             return self.index.find_document(kb, source_path=upload.source_path)
         if upload.source_url:
             return self.index.find_document(kb, source_url=upload.source_url)
         return upload_match(kb, upload.name, self.index.documents_named(kb, upload.name, NAMED))
 
-    def _live_match(self, upload: Upload) -> DocumentRow | None:
-        """The matching document whose file still exists; rows of files deleted by hand are dropped.
+    def _live_match(self, upload: Upload, matches: Mapping[str, DocumentRow | None] | None) -> DocumentRow | None:
+        """The matching document whose file still exists; rows of files deleted by hand are dropped (and
+        the match looked up again: ``matches`` serve the first look only).
 
         Call while holding the KB lock.
         """
@@ -253,10 +259,12 @@ class Ingest:
                 index_document(self.index, paths, self.catalogue.config(paths.name), doc_id)
             if not gone:
                 return upload_match(paths.name, upload.name, named)
-        while (row := self._match(upload)) is not None:
+        row = self._match(upload, matches)
+        while row is not None:
             if paths.doc(row.id).exists():
                 return row
             index_document(self.index, paths, self.catalogue.config(paths.name), row.id)  # removes the stale rows
+            row = self._match(upload)
         return None
 
     def _early(

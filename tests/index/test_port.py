@@ -155,6 +155,23 @@ def test_find_document_returns_the_oldest_match_of_the_one_criterion_given(index
         index.find_document("notes", filename="a.pdf", source_path="/x/a.pdf")
 
 
+def test_many_source_paths_are_matched_at_once_each_to_its_oldest_document_as_one_at_a_time(index: Index) -> None:
+    kb(index, "notes")
+    kb(index, "other")
+    with index.transaction():
+        index.upsert_document(doc("doc-12", "notes", source_path="/x/a.md"))
+        index.upsert_document(doc("doc-11", "notes", source_path="/x/a.md"))
+        index.upsert_document(doc("doc-13", "notes", source_path="/x/b.md"))
+        index.upsert_document(doc("doc-14", "other", source_path="/x/c.md"))
+    asked = ["/x/a.md", "/x/b.md", "/x/c.md", "/x/missing.md"]
+    found = index.find_by_source_paths("notes", asked)
+    assert {path: row.id for path, row in found.items()} == {"/x/a.md": "doc-11", "/x/b.md": "doc-13"}
+    for path in asked:
+        one = index.find_document("notes", source_path=path)
+        assert (one.id if one else None) == (found[path].id if path in found else None), path
+    assert index.find_by_source_paths("notes", []) == {}
+
+
 def test_documents_list_in_pages_oldest_first_with_a_case_insensitive_title_filter(index: Index) -> None:
     kb(index, "notes")
     kb(index, "other")
@@ -1377,3 +1394,37 @@ def test_a_batch_commits_many_documents_rows_at_once_or_none_of_them(index: Inde
         failing_batch()
     assert index.get_document("notes", "doc-04") is None
     assert len(search(index, "lighthouse")) == 3
+
+
+def test_inside_a_batch_a_read_sees_the_batchs_writes_and_a_document_written_twice_ends_as_written_last(
+    index: Index,
+) -> None:
+    # PostgreSQL holds a batch's writes to send them together: they must still land in order.
+    kb(index, "notes")
+    with index.batch():
+        index.upsert_document(doc("doc-01", "notes", title="First", tags=["moon", "sea"]))
+        index.replace_chunks("notes", "doc-01", [Chunk(0, "first lighthouse")], fresh=True)
+        index.audit("KB_DOCUMENT_INGESTED", "notes", "cli", "doc-01", {"n": 1})
+        row = index.get_document("notes", "doc-01")
+        assert row is not None
+        assert row.title == "First"
+        assert [hit.document_id for hit in search(index, "lighthouse")] == ["doc-01"]
+        index.upsert_document(doc("doc-01", "notes", title="Second", tags=["sea", "sky"]))
+        index.replace_chunks("notes", "doc-01", [Chunk(0, "second harbour"), Chunk(1, "more harbour")])
+        index.audit("KB_DOCUMENT_UPDATED", "notes", "cli", "doc-01", {"n": 2})
+        index.upsert_document(doc("doc-02", "notes"))
+        index.replace_chunks("notes", "doc-02", [Chunk(0, "harbour wall")], fresh=True)
+        index.audit("KB_DOCUMENT_INGESTED", "notes", "cli", "doc-02", {"n": 3})
+    row = index.get_document("notes", "doc-01")
+    assert row is not None
+    assert (row.title, list(row.tags)) == ("Second", ["sea", "sky"])
+    assert search(index, "lighthouse") == []
+    assert [hit.document_id for hit in search(index, "harbour")] == ["doc-01", "doc-01", "doc-02"]
+    assert (index.chunk_count(doc_id="doc-01"), index.chunk_count(kb="notes")) == (2, 3)
+    assert [index.document_ids("notes", DocumentFilter(tags=(tag,))) for tag in ("moon", "sky")] == [[], ["doc-01"]]
+    assert [(e.event, e.document_id, e.details) for e in index.audit_events("notes")] == [
+        ("KB_DOCUMENT_INGESTED", "doc-01", {"n": 1}),
+        ("KB_DOCUMENT_UPDATED", "doc-01", {"n": 2}),
+        ("KB_DOCUMENT_INGESTED", "doc-02", {"n": 3}),
+    ]
+    assert index.check_shared() == []  # the keyword statistics count each chunk once

@@ -414,7 +414,7 @@ def postings_index_pages(coffer: Coffer) -> int:
 def loose_on_postgres(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Settings]:
     """800 one-chunk notes over 24 words, and PostgreSQL settings under which their ingest settles
     and a postings index of 16 pages may be packed."""
-    monkeypatch.setattr(postgres_index.keyword, "LOOSE_MIN_PAGES", 16)
+    monkeypatch.setattr(postgres_index.postings, "LOOSE_MIN_PAGES", 16)
     rng = random.Random(7)
     words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(4, 9))) for _ in range(24)]
     folder = tmp_path / "folder"

@@ -39,7 +39,7 @@ from coffer_mcp.index.port import (
     Where,
     as_filter,
 )
-from coffer_mcp.index.postgres import keyword, locks, model_record, oauth, vectors
+from coffer_mcp.index.postgres import keyword, locks, model_record, oauth, postings, vectors
 from coffer_mcp.index.postgres import queries as q
 from coffer_mcp.index.postgres.connection import (
     Connection,
@@ -49,6 +49,7 @@ from coffer_mcp.index.postgres.connection import (
     refused,
     unicode_collation,
 )
+from coffer_mcp.index.postgres.pending import PendingWrites
 from coffer_mcp.index.postgres.schema import migrate
 from coffer_mcp.index.postgres.stamps import StampCache
 from coffer_mcp.index.rows import audit_row, document_row, maybe_document_row, passage_row, stored_location
@@ -68,12 +69,16 @@ R = TypeVar("R")
 def _mapped(method: Callable[P, R]) -> Callable[P, R]:
     """Run ``method`` with psycopg's errors mapped, retrying once on a connection found broken."""
 
+    deferring = getattr(method, "_defers", False)
+
     @functools.wraps(method)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         index: PostgresIndex = args[0]  # type: ignore[assignment]
         for attempt in (1, 2):
             idle = not index._in_transaction()
             try:
+                if not deferring:
+                    index._flush()  # a batch's held writes go first: this statement sees them
                 return method(*args, **kwargs)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if not index._drop_if_broken():
@@ -85,6 +90,12 @@ def _mapped(method: Callable[P, R]) -> Callable[P, R]:
         raise AssertionError("unreachable")
 
     return call
+
+
+def _deferred(method: Callable[P, R]) -> Callable[P, R]:
+    """Mark a write a batch holds back (``pending``): ``_mapped`` sends no held write before it."""
+    method._defers = True  # type: ignore[attr-defined]
+    return method
 
 
 class PostgresIndex:
@@ -163,22 +174,40 @@ class PostgresIndex:
         return self._transaction(pipelined=False)
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        """One transaction whose statements are pipelined: a batch's documents wait for one round
-        trip at the commit, not for several each."""
+        """One transaction whose statements are pipelined, and whose document, chunk and audit writes
+        are held and sent together at its end (``pending``): a batch's documents wait for one round
+        trip at the commit, not for several each, and cost the server a few statements in all."""
         return self._transaction(pipelined=True)
 
     @contextlib.contextmanager
     def _transaction(self, *, pipelined: bool) -> Iterator[None]:
-        conn = self._connect_mapped()
+        conn = self._connect_mapped()  # and sends what a batch around this transaction holds, first
+        held, self._local.pending = getattr(self._local, "pending", None), None
+        if pipelined and held is None and not self._in_transaction():
+            self._local.pending = PendingWrites()
         try:
             with conn.pipeline() if pipelined else contextlib.nullcontext(), conn.transaction():
                 yield
+                self._flush()
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if self._drop_if_broken():
                 raise lost(self.url, exc) from exc
             raise refused(self.url, exc) from exc
         except psycopg.Error as exc:
             raise refused(self.url, exc) from exc
+        finally:
+            self._local.pending = held
+
+    def _flush(self) -> None:
+        """Send the writes this thread's batch holds, if any (inside its transaction)."""
+        pending = self._pending()
+        if pending:
+            pending.flush(self.conn)
+
+    def _pending(self) -> PendingWrites | None:
+        """The writes this thread's batch holds; None outside a batch."""
+        pending: PendingWrites | None = getattr(self._local, "pending", None)
+        return pending
 
     @_mapped
     def _connect_mapped(self) -> Connection:
@@ -256,8 +285,8 @@ class PostgresIndex:
         embedding pass marked and the analysis of its vectors ran during the first searches after
         it: 0.3-1.6 s calls at 100,000 chunks (docs/benchmarks.md).
 
-        Then, if the postings index takes far more pages than a fresh build would (``keyword.loose``;
-        a bulk ingest or rebuild leaves it half-full), it is rebuilt concurrently (``keyword.pack``):
+        Then, if the postings index takes far more pages than a fresh build would (``postings.loose``;
+        a bulk ingest or rebuild leaves it half-full), it is rebuilt concurrently (``postings.pack``):
         at 100,000 chunks 457 MB became 262 MB, 10 s, and cold-cache searches read half the pages.
         """
         written = self._written
@@ -269,7 +298,7 @@ class PostgresIndex:
         tables = ["postings", "chunks", "documents", *sorted(self._vector_tables)]
         self._written, self._vector_tables = 0, set()
         self.conn.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {', '.join(tables)}")
-        if keyword.loose(self.conn):
+        if postings.loose(self.conn):
             self._pack_postings()
 
     def _pack_postings(self) -> None:
@@ -278,7 +307,7 @@ class PostgresIndex:
         try:
             with self.lock("index:pack-postings", timeout=0):
                 log.info("packing the keyword index (postings_pkey), which bulk writes left loose")
-                keyword.pack(self.conn)
+                postings.pack(self.conn)
                 log.info("keyword index packed in %.1f s", time.monotonic() - started)
         except StoreError as exc:
             if exc.code != "busy":
@@ -356,6 +385,11 @@ class PostgresIndex:
         return maybe_document_row(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
 
     @_mapped
+    def find_by_source_paths(self, kb: str, source_paths: Sequence[str]) -> dict[str, DocumentRow]:
+        rows = q.find_by_source_paths(self.conn, kb, source_paths)
+        return {row["asked"]: document_row({k: v for k, v in row.items() if k != "asked"}) for row in rows}
+
+    @_mapped
     def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
         return [document_row(row) for row in q.documents_named(self.conn, kb, filename, limit)]
 
@@ -383,9 +417,15 @@ class PostgresIndex:
         return q.ids_outside(self.conn, kb, among)
 
     @_mapped
+    @_deferred
     def upsert_document(self, row: DocumentRow, *, embedding: bool = False) -> None:
         columns = (*q.DOC_COLUMNS, *q.EMBEDDING_COLUMNS) if embedding else q.DOC_COLUMNS
-        q.upsert_document(self.conn, {column: getattr(row, column) for column in columns})
+        values = q.document_values({column: getattr(row, column) for column in columns})
+        pending = self._pending()
+        if pending is None:
+            q.upsert_documents(self.conn, [values])
+        else:
+            pending.document(self.conn, values)
 
     @_mapped
     def delete_document(self, doc_id: str) -> None:
@@ -398,8 +438,15 @@ class PostgresIndex:
     # -- chunks ------------------------------------------------------------------------------------
 
     @_mapped
+    @_deferred
     def replace_chunks(self, kb: str, doc_id: str, chunks: Iterable[Chunk], *, fresh: bool = False) -> int:
-        written = q.replace_chunks(self.conn, kb, doc_id, chunks, fresh=fresh)
+        pending = self._pending()
+        if pending is None:
+            written = q.replace_chunks(self.conn, kb, doc_id, chunks, fresh=fresh)
+        else:
+            chunks = list(chunks)
+            pending.chunks(self.conn, kb, doc_id, chunks, fresh=fresh)
+            written = len(chunks)
         self._written += written
         return written
 
@@ -551,21 +598,27 @@ class PostgresIndex:
 
     @_mapped
     def check_shared(self) -> list[str]:
-        return keyword.check(self.conn) + vectors.orphans(self.conn)
+        return postings.check(self.conn) + vectors.orphans(self.conn)
 
     @_mapped
     def repair_shared(self) -> None:
         with self.conn.transaction():
-            keyword.rebuild(self.conn)
+            postings.rebuild(self.conn)
             vectors.drop_orphans(self.conn)
 
     # -- history -----------------------------------------------------------------------------------
 
     @_mapped
+    @_deferred
     def audit(
         self, event: str, kb: str, actor: str, document_id: str | None = None, details: dict[str, Any] | None = None
     ) -> None:
-        q.audit(self.conn, event, kb, actor, document_id, details)
+        entry = q.audit_entry(event, kb, actor, document_id, details)
+        pending = self._pending()
+        if pending is None:
+            q.insert_audit(self.conn, [entry])
+        else:
+            pending.hold_audit(entry)
 
     @_mapped
     def record_invocation(

@@ -1,6 +1,6 @@
 """The SQL of the PostgreSQL index for knowledge bases, documents, chunks and history.
 
-Chunks are written and deleted with their postings by ``keyword``; vectors are in ``vectors``.
+Chunks are written and deleted with their postings by ``postings``; vectors are in ``vectors``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from psycopg.rows import tuple_row
 
 from coffer_mcp.index.port import DocumentFilter
-from coffer_mcp.index.postgres import keyword, vectors
+from coffer_mcp.index.postgres import postings, vectors
 from coffer_mcp.index.postgres.connection import Connection, clean, lower_sql
 from coffer_mcp.index.postgres.filters import document_condition
 from coffer_mcp.models import Chunk, tag_key
@@ -21,7 +21,7 @@ from coffer_mcp.timeutil import time_key, utc_now
 __all__ = [
     "DOC_COLUMNS",
     "EMBEDDING_COLUMNS",
-    "audit",
+    "audit_entry",
     "chunk_count",
     "chunk_texts",
     "chunk_window",
@@ -31,12 +31,15 @@ __all__ = [
     "doc_stamps",
     "document_chunk_count",
     "document_counts",
+    "document_values",
     "documents",
     "documents_named",
     "embedded_models",
+    "find_by_source_paths",
     "find_document",
     "get_document",
     "ids_outside",
+    "insert_audit",
     "kb_counts",
     "kb_generation",
     "kb_stamps",
@@ -45,8 +48,9 @@ __all__ = [
     "recent_documents",
     "record_invocation",
     "replace_chunks",
+    "replace_many_chunks",
     "set_embedding",
-    "upsert_document",
+    "upsert_documents",
     "upsert_kb",
     "vector_kbs",
 ]
@@ -186,6 +190,17 @@ def find_document(conn: Connection, kb: str, by: str, value: str) -> dict[str, A
     ).fetchone()
 
 
+def find_by_source_paths(conn: Connection, kb: str, source_paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The oldest document of each of ``source_paths`` that has one, with the path as asked (``asked``)."""
+    return conn.execute(
+        """SELECT p.asked, d.* FROM unnest(%s::text[], %s::text[]) AS p(asked, stored)
+           CROSS JOIN LATERAL (
+               SELECT * FROM documents WHERE kb = %s AND source_path = p.stored ORDER BY created_at, id LIMIT 1
+           ) d""",
+        (list(source_paths), [clean(path) for path in source_paths], kb),
+    ).fetchall()
+
+
 def documents_named(conn: Connection, kb: str, filename: str, limit: int) -> list[dict[str, Any]]:
     """Documents named ``filename``, uploads (no source path or URL) first, then oldest first."""
     return conn.execute(
@@ -240,25 +255,41 @@ def ids_outside(conn: Connection, kb: str, among: Sequence[str]) -> dict[str, st
     return {row["id"]: row["kb"] for row in rows}
 
 
-def upsert_document(conn: Connection, row: dict[str, Any]) -> None:
-    """Insert or update a document row (``row`` holds every column of ``DOC_COLUMNS``, and those of
-    ``EMBEDDING_COLUMNS`` to write them too), and its tags, in one statement: one round trip per
-    document written."""
+def document_values(row: dict[str, Any]) -> dict[str, Any]:
+    """A document row as ``upsert_documents`` writes it: every column of ``DOC_COLUMNS`` that ``row``
+    holds, and those of ``EMBEDDING_COLUMNS`` to write them too, ready for the database, and its
+    tags' keys (``tag_keys``, for ``document_tags``)."""
     row = {**row, "tags": list(row["tags"])}
     row.update(created_key=time_key(row["created_at"]), updated_key=time_key(row["updated_at"]))
     stored = (*_STORED, *(c for c in EMBEDDING_COLUMNS if c in row))
     values = {c: json.dumps(row[c], ensure_ascii=False) if c in _JSON_COLUMNS else clean(row[c]) for c in stored}
+    return {**values, "tag_keys": [clean(tag_key(tag)) for tag in row["tags"]]}
+
+
+def upsert_documents(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert or update document rows (``document_values``, each with the same columns, each of
+    another document) and their tags, in one statement, whatever their number.
+
+    The rows go as one JSON array, typed by the table's own row type (``json_populate_recordset``):
+    psycopg builds arrays in Python, a JSON array ``json.dumps`` builds in C.
+    """
+    if not rows:
+        return
+    stored = [column for column in rows[0] if column != "tag_keys"]
     updates = ", ".join(f"{c} = excluded.{c}" for c in stored[1:])
     conn.execute(
         f"""WITH doc AS (
-                INSERT INTO documents ({", ".join(stored)}) VALUES ({", ".join(f"%({c})s" for c in stored)})
+                INSERT INTO documents ({", ".join(stored)})
+                SELECT {", ".join(stored)} FROM json_populate_recordset(NULL::documents, %(rows)s::json)
                 ON CONFLICT (id) DO UPDATE SET {updates}
+            ), keys AS (
+                SELECT id, tag_keys FROM json_to_recordset(%(rows)s::json) AS k(id text, tag_keys text[])
             ), untagged AS (
-                DELETE FROM document_tags WHERE document_id = %(id)s AND NOT tag = ANY(%(tag_keys)s::text[])
+                DELETE FROM document_tags t USING keys k WHERE t.document_id = k.id AND NOT t.tag = ANY(k.tag_keys)
             )
-            INSERT INTO document_tags (tag, document_id) SELECT DISTINCT unnest(%(tag_keys)s::text[]), %(id)s
+            INSERT INTO document_tags (tag, document_id) SELECT DISTINCT unnest(k.tag_keys), k.id FROM keys k
             ON CONFLICT DO NOTHING""",
-        {**values, "tag_keys": [clean(tag_key(tag)) for tag in row["tags"]]},
+        {"rows": json.dumps(rows, ensure_ascii=False)},
     )
 
 
@@ -275,13 +306,22 @@ def replace_chunks(conn: Connection, kb: str, doc_id: str, chunks: Iterable[Chun
     """Swap a document's chunks, and their postings (their vectors are dropped; ``fresh``: it has none yet)."""
     if not fresh:
         _delete_chunks(conn, "document_id = %s", (doc_id,))
-    chunks = list(chunks)
-    return keyword.insert_chunks(conn, kb, doc_id, chunks) if chunks else 0
+    return postings.insert_chunks(conn, [(kb, doc_id, list(chunks))])
+
+
+def replace_many_chunks(
+    conn: Connection, documents: Sequence[tuple[str, str, Sequence[Chunk]]], stale: Sequence[str]
+) -> int:
+    """``replace_chunks`` for many documents ``(kb, id, chunks)`` at once: the chunks of the documents
+    ``stale`` (those not ``fresh``) deleted in one statement, every new chunk written in another."""
+    if stale:
+        _delete_chunks(conn, "document_id = ANY(%s::text[])", (list(stale),))
+    return postings.insert_chunks(conn, documents)
 
 
 def _delete_chunks(conn: Connection, where: str, params: Sequence[Any]) -> None:
     """Delete chunks with their postings, share of the keyword statistics and vectors."""
-    gone = keyword.delete_chunks(conn, where, params)
+    gone = postings.delete_chunks(conn, where, params)
     if gone:
         vectors.delete_chunk_vectors(conn, gone)
 
@@ -355,17 +395,30 @@ def embedded_models(conn: Connection, kb: str) -> list[str]:
 # -- history -----------------------------------------------------------------------------------
 
 
-def audit(
-    conn: Connection,
-    event: str,
-    kb: str,
-    actor: str,
-    document_id: str | None = None,
-    details: dict[str, Any] | None = None,
-) -> None:
+def audit_entry(
+    event: str, kb: str, actor: str, document_id: str | None = None, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An ``audit_log`` row as ``audit`` writes it, stamped now."""
+    return {
+        "at": utc_now(),
+        "event": event,
+        "kb": clean(kb),
+        "document_id": clean(document_id),
+        "actor": clean(actor),
+        "details": json.dumps(details or {}, ensure_ascii=False),
+    }
+
+
+def insert_audit(conn: Connection, entries: Sequence[dict[str, Any]]) -> None:
+    """Append ``audit_entry`` rows to the audit log, in their order, in one statement."""
+    if not entries:
+        return
     conn.execute(
-        "INSERT INTO audit_log (at, event, kb, document_id, actor, details) VALUES (%s, %s, %s, %s, %s, %s)",
-        (utc_now(), event, clean(kb), clean(document_id), clean(actor), json.dumps(details or {}, ensure_ascii=False)),
+        """INSERT INTO audit_log (at, event, kb, document_id, actor, details)
+           SELECT at, event, kb, document_id, actor, details
+           FROM json_to_recordset(%s::json)
+               AS a(at text, event text, kb text, document_id text, actor text, details text)""",
+        (json.dumps(entries, ensure_ascii=False),),
     )
 
 

@@ -17,7 +17,7 @@ import psycopg
 from coffer_mcp.errors import StoreError
 from coffer_mcp.index.postgres import oauth
 from coffer_mcp.index.postgres.connection import Connection
-from coffer_mcp.index.postgres.keyword import FUNCTION_TERMS
+from coffer_mcp.index.postgres.postings import FUNCTION_TERMS
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK", "migrate", "require_extension"]
 
@@ -81,10 +81,10 @@ CREATE TABLE chunks (
 );
 CREATE INDEX chunks_by_kb ON chunks (kb);
 
--- The keyword index (index/postgres/keyword.py): one row per (term, chunk) with the term's count
--- and the chunk's length in tokens, so BM25 needs no join; and per knowledge base the number of
--- chunks and of tokens, from which BM25's N and average length come (per knowledge base since
--- 0002_keyword_per_kb).
+-- The keyword index (index/postgres/postings.py writes it, keyword.py searches it): one row per
+-- (term, chunk) with the term's count and the chunk's length in tokens, so BM25 needs no join;
+-- and per knowledge base the number of chunks and of tokens, from which BM25's N and average
+-- length come (per knowledge base since 0002_keyword_per_kb).
 CREATE TABLE postings (
     term text COLLATE "C" NOT NULL,
     chunk_id bigint NOT NULL,
@@ -130,7 +130,7 @@ CREATE TABLE mcp_invocations (
 """
 
 _KEYWORD_PER_KB = """
--- BM25 statistics per knowledge base (index/postgres/keyword.py): a posting carries its chunk's
+-- BM25 statistics per knowledge base (index/postgres/postings.py): a posting carries its chunk's
 -- knowledge base, and a term's postings in one knowledge base are one range of the primary key.
 ALTER TABLE postings ADD COLUMN kb text COLLATE "C";
 UPDATE postings p SET kb = c.kb FROM chunks c WHERE c.id = p.chunk_id;
@@ -226,7 +226,7 @@ ALTER TABLE chunks ADD COLUMN terms text;
 _FUNCTION_TERMS = "ARRAY[" + ", ".join(f"'{term}'" for term in sorted(FUNCTION_TERMS)) + "]"  # words: no quotes
 _FUNCTION_WORD_PAIRS = f"""
 -- Each pair of adjacent function words in a chunk is a posting term of its own ("for the", its
--- occurrences the tf; index/postgres/keyword.py): a phrase of them is read from one term's postings
+-- occurrences the tf; index/postgres/postings.py): a phrase of them is read from one term's postings
 -- instead of checking the terms of every chunk that holds both words. Chunks already written get
 -- theirs from their terms here. Chunks without terms (written before 0006_chunk_terms) get none:
 -- while a knowledge base has any, found at once by the partial index, its phrases go the old way.
@@ -267,7 +267,7 @@ ALTER TABLE documents ADD COLUMN source_stamp text NOT NULL DEFAULT '';
 _STORE_IDENTITY = """
 -- Which store (COFFER_HOME's store-id file) this database indexes: one row, written by the first
 -- server of that store. A server of another store is refused instead of taking this store's
--- knowledge bases for deleted ones (services/registry.py).
+-- knowledge bases for deleted ones (services/catalogue.py).
 CREATE TABLE store_identity (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     id text COLLATE "C" NOT NULL,

@@ -186,6 +186,10 @@ class SqliteIndex:
             raise ValueError(f"find_document takes exactly one criterion, got {by}")
         return maybe_document_row(q.find_document(self.conn, kb, by[0], given[by[0]] or ""))
 
+    def find_by_source_paths(self, kb: str, source_paths: Sequence[str]) -> dict[str, DocumentRow]:
+        rows = [document_row(row) for row in q.find_by_source_paths(self.conn, kb, source_paths)]
+        return {row.source_path: row for row in rows if row.source_path is not None}
+
     def documents_named(self, kb: str, filename: str, limit: int) -> list[DocumentRow]:
         return [document_row(row) for row in q.documents_named(self.conn, kb, filename, limit)]
 

@@ -34,6 +34,7 @@ __all__ = [
     "documents",
     "documents_named",
     "embedded_models",
+    "find_by_source_paths",
     "find_document",
     "fts_matches_more_than",
     "fts_search",
@@ -182,6 +183,13 @@ def find_document(conn: Connection, kb: str, by: str, value: str) -> Any:
         f"SELECT * FROM documents WHERE kb = ? AND {_MATCH_COLUMN[by]} = ? ORDER BY created_at, id LIMIT 1",
         (kb, value),
     ).fetchone()
+
+
+def find_by_source_paths(conn: Connection, kb: str, source_paths: Sequence[str]) -> list[Any]:
+    """The oldest document of each of ``source_paths`` that has one (SQLite answers a query each
+    without a round trip: one per path is as cheap as one for all)."""
+    found = (find_document(conn, kb, "source_path", path) for path in dict.fromkeys(source_paths))
+    return [row for row in found if row is not None]
 
 
 def documents_named(conn: Connection, kb: str, filename: str, limit: int) -> list[Any]:
