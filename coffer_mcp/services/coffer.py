@@ -13,9 +13,12 @@ A thin facade over the services, composed here and nowhere else::
         RetrievalService
 
 Each operation is written once, in its service; the facade lists which service answers it
-(``_forward``), keeping that service's signature and docstring. Adding an operation means writing
-it in its service and adding one line here. The HTTP server's OAuth state (clients, grants, the
-owner's password) is ``authorization``, an ``AuthorizationService`` used as it is.
+(``_forward``): on a ``Coffer`` it is that service's bound method, signature and docstring. Only
+the collaborators and ``RetrievalService`` are made with the facade; every other service (and its
+module) on its first use, so that a one-shot ``coffer kb search`` loads no ingest pipeline.
+Adding an operation means writing it in its service and adding one line here. The HTTP server's
+OAuth state (clients, grants, the owner's password) is ``authorization``, an
+``AuthorizationService`` used as it is.
 """
 
 from __future__ import annotations
