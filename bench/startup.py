@@ -19,8 +19,10 @@ used, which a loaded machine inflates far less than the wall-clock time:
 - beside ours, the floors: an empty ``python -c pass``, ``from pydantic import BaseModel``, and
   the MCP SDK's own import (``mcp.server.mcpserver``), which any server built on it pays.
 
-Each round runs every figure once, so that the machine's load, which changes from one second to
-the next, falls on every figure alike. ``--baseline`` names a checkout of another commit (a
+Every process runs without ``PYTHONDONTWRITEBYTECODE`` (an installed package starts from its
+``.pyc`` files; compiling the sources again on each start roughly doubled the figures of our own
+modules). Each round runs every figure once, so that the machine's load, which changes from one
+second to the next, falls on every figure alike. ``--baseline`` names a checkout of another commit (a
 ``git worktree``) whose commands are measured in the same rounds, from that folder (its
 ``coffer_mcp`` is imported before the installed one): a before and after under the same load.
 
@@ -28,10 +30,10 @@ the next, falls on every figure alike. ``--baseline`` names a checkout of anothe
 (``python -X importtime``, one run: it slows the process, so it is not part of the timings).
 
 ``--phases N`` adds where one ``coffer kb search`` spends its CPU time: N fresh processes (of each
-checkout, in turn) run the command through ``cli.main`` with ``time.process_time`` read between
-its phases (``PHASES``). pydantic and PyYAML are loaded before the settings there, so that the
-settings' own cost is not confused with that of the libraries every later step needs too. With
-``--runs 0`` only the phases are measured.
+checkout, in turn, after one unrecorded round) run the command through ``cli.main`` with
+``time.process_time`` read between its phases (``PHASES``). pydantic and PyYAML are loaded
+before the settings there, so that the settings' own cost is not confused with that of the
+libraries every later step needs too. With ``--runs 0`` only the phases are measured.
 """
 
 from __future__ import annotations
@@ -216,11 +218,12 @@ def phases(
     """Each phase's CPU ms (min, median, max) of one ``coffer kb search`` per checkout, over ``runs``
     fresh processes of each, taking turns (run ``i`` searches for ``words[i]``)."""
     samples: dict[str, list[list[float]]] = {prefix: [] for prefix in checkouts}
-    for i in range(runs):
+    for i in range(-1, runs):  # a first round writes the .pyc files, unrecorded
         for prefix, cwd in checkouts.items():
             argv = [sys.executable, "-c", PHASE_SCRIPT, "kb", "search", KB, words[i % len(words)]]
             proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=True, timeout=120)
-            samples[prefix].append(json.loads(proc.stdout.splitlines()[-1]))
+            if i >= 0:
+                samples[prefix].append(json.loads(proc.stdout.splitlines()[-1]))
     return {
         f"{prefix}coffer kb search {KB} QUERY": {
             name: _stats([run[i] * 1000 for run in runs_]) for i, name in enumerate(PHASES)
@@ -255,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with bench_home(args.home) as home:
         documents = build_home(home, args.data)
         env = {**os.environ, "COFFER_HOME": str(home)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed Coffer starts from its .pyc files
         words = queries(args.data, max(args.runs, args.phases) + 1)
         probes: dict[str, Callable[[int], dict[str, float]]] = {
             f"floor: {label}": functools.partial(_floor, code, env) for label, code in FLOORS.items()

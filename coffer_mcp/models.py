@@ -5,8 +5,8 @@ crosses a boundary (tool results, CLI ``--json``, the Python API), so one defini
 both the return type and the published JSON schema.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: pydantic would compile each of the ~230 field
+# annotations from its string as the models are made, a few ms of every command's start-up.
 import dataclasses
 import os
 import re
@@ -254,7 +254,7 @@ class SearchFilters(BaseModel):
         return None if value is None else parse_time(value)
 
     @model_validator(mode="after")
-    def _ranges(self) -> SearchFilters:
+    def _ranges(self) -> "SearchFilters":
         for field in ("created", "updated"):
             after, before = getattr(self, f"{field}_after"), getattr(self, f"{field}_before")
             if after is not None and before is not None and after >= before:
@@ -266,7 +266,7 @@ class SearchFilters(BaseModel):
         return any(getattr(self, key) for key in FILTER_KEYS)
 
     @classmethod
-    def parse(cls, value: SearchFilters | Mapping[str, Any] | None) -> SearchFilters | None:
+    def parse(cls, value: "SearchFilters | Mapping[str, Any] | None") -> "SearchFilters | None":
         """``value`` checked: a ``SearchFilters``, a mapping of its keys, or None (no filter).
 
         Raises:
@@ -724,7 +724,7 @@ class SourceReport(_Model):
     added: int = 0
     removed: int = 0
     renamed: int = 0
-    failed: list[DirectoryIngestItem] = Field(
+    failed: list["DirectoryIngestItem"] = Field(
         default_factory=list,
         description="Files of the followed folders that could not be ingested (a scanned or damaged PDF, an "
         "unsupported format), with why and what to do; listed until they are fixed or deleted.",

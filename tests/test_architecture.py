@@ -141,7 +141,9 @@ def test_version_and_help_load_no_pydantic_no_service_no_index_no_converter(argv
     assert loaded_of(loaded, *heavy, *core, "coffer_mcp.convert", "coffer_mcp.portability") == []
 
 
-def test_a_search_from_the_command_line_loads_no_converter_no_pack_format_and_no_server(tmp_path: Path) -> None:
+def test_a_search_from_the_command_line_loads_no_converter_no_pack_format_no_ingest_and_no_server(
+    tmp_path: Path,
+) -> None:
     from coffer_mcp.cli import main
 
     assert main(["--home", str(tmp_path), "kb", "create", "notes"]) == 0
@@ -152,7 +154,10 @@ def test_a_search_from_the_command_line_loads_no_converter_no_pack_format_and_no
     converters = ("coffer_mcp.convert._registry", "markitdown", "pypdfium2", "trafilatura")
     packs = ("coffer_mcp.portability._format", "coffer_mcp.portability._export", "coffer_mcp.portability._import")
     servers = ("mcp", "coffer_mcp.mcp_server", "coffer_mcp.web", "starlette", "uvicorn")
-    assert loaded_of(loaded, *converters, *packs, *servers, "coffer_mcp.retrieval.grep") == []
+    # The services a search does not use are made, and their modules loaded, on their first use.
+    services = ("documents", "ingest", "folder_ingest", "follow", "watcher", "sources", "portability", "authorization")
+    unused = tuple(f"coffer_mcp.services.{name}" for name in services)
+    assert loaded_of(loaded, *converters, *packs, *servers, *unused, "coffer_mcp.retrieval.grep") == []
 
 
 def test_the_mcp_server_loads_no_converter_and_no_grep_engine_until_a_tool_needs_one() -> None:

@@ -281,10 +281,13 @@ def detect_drift(index: Index, kb: KbPaths, config: KbConfig, embedder: Embedder
     drift = Drift()
     known = index.doc_stamps(kb.name)
     params = chunk_params(config)
+    # The stamps of the rows chunked as today: a row chunked otherwise is changed whatever its file.
+    current = {doc_id: stamp for doc_id, (stamp, row_params) in known.items() if row_params == params}
     seen: set[str] = set()
     for entry in markdown_entries(kb.docs):
         doc_id = entry.name[:-3]
-        if doc_id not in known and not is_document_id(doc_id):
+        stamp = current.get(doc_id)
+        if stamp is None and doc_id not in known and not is_document_id(doc_id):
             drift.foreign.append(Path(entry.path))
             continue
         try:
@@ -292,10 +295,9 @@ def detect_drift(index: Index, kb: KbPaths, config: KbConfig, embedder: Embedder
         except FileNotFoundError:
             continue  # deleted while we looked: the next read sees it gone
         seen.add(doc_id)
-        stamp = known.get(doc_id)
-        if stamp != (file_stamp(stat), params):
+        if stamp != file_stamp(stat):
             drift.changed.append(doc_id)
-            if stamp is None:
+            if doc_id not in known:
                 drift.unknown.append(doc_id)
     drift.removed = [doc_id for doc_id in known if doc_id not in seen]
     if config.vector and embedder_usable(embedder):

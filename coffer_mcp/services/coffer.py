@@ -13,54 +13,122 @@ A thin facade over the services, composed here and nowhere else::
         RetrievalService
 
 Each operation is written once, in its service; the facade lists which service answers it
-(``_forward``), keeping that service's signature and docstring. Adding an operation means writing
-it in its service and adding one line here. The HTTP server's OAuth state (clients, grants, the
-owner's password) is ``authorization``, an ``AuthorizationService`` used as it is.
+(``_forward``): on a ``Coffer`` it is that service's bound method, signature and docstring. Only
+the collaborators and ``RetrievalService`` are made with the facade; every other service (and its
+module) on its first use, so that a one-shot ``coffer kb search`` loads no ingest pipeline.
+Adding an operation means writing it in its service and adding one line here. The HTTP server's
+OAuth state (clients, grants, the owner's password) is ``authorization``, an
+``AuthorizationService`` used as it is.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
+import threading
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from coffer_mcp import portability
 from coffer_mcp.embed import Embedder
 from coffer_mcp.index import Index, open_index
 from coffer_mcp.services.activity import FollowActivity
-from coffer_mcp.services.authorization import AuthorizationService
 from coffer_mcp.services.catalogue import Catalogue
 from coffer_mcp.services.changes import ChangeFeed
-from coffer_mcp.services.diagnosis import Diagnosis
-from coffer_mcp.services.documents import DocumentService
-from coffer_mcp.services.embeddings import EmbeddingService
-from coffer_mcp.services.follow import FollowService
 from coffer_mcp.services.freshness import Freshness
-from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
 from coffer_mcp.services.locks import Locks
-from coffer_mcp.services.portability import PortabilityService
 from coffer_mcp.services.providers import Providers
 from coffer_mcp.services.retrieval import RetrievalService
-from coffer_mcp.services.sources import SourceService
-from coffer_mcp.services.watcher import Watcher
 from coffer_mcp.settings import Settings
 from coffer_mcp.store import KbConfig, StorePaths
+
+if TYPE_CHECKING:
+    from coffer_mcp.services.authorization import AuthorizationService
+    from coffer_mcp.services.diagnosis import Diagnosis
+    from coffer_mcp.services.documents import DocumentService
+    from coffer_mcp.services.embeddings import EmbeddingService
+    from coffer_mcp.services.follow import FollowService
+    from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+    from coffer_mcp.services.portability import PortabilityService
+    from coffer_mcp.services.sources import SourceService
+    from coffer_mcp.services.watcher import Watcher
 
 __all__ = ["Coffer"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 def _forward(service: str, method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Coffer, P], R]:
-    """A facade method that calls ``method`` on the facade's ``service`` attribute."""
-    name = method.__name__
+    """A facade method: ``method`` of the facade's ``service`` attribute, bound to that service."""
+    return cast(Callable[Concatenate["Coffer", P], R], _Forward(service, method))
 
-    @functools.wraps(method)
-    def call(self: Coffer, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return getattr(getattr(self, service), name)(*args, **kwargs)
 
-    return call
+class _Forward:
+    """The facade's method that is one of a service's: on a ``Coffer`` it is the service's bound
+    method (its signature and docstring); on the class, the service's function."""
+
+    def __init__(self, service: str, method: Callable[..., Any]) -> None:
+        self._service, self._method, self._name = service, method, method.__name__
+
+    def __get__(self, coffer: Coffer | None, owner: type | None = None) -> Any:
+        if coffer is None:
+            return self._method.resolve() if isinstance(self._method, _LaterMethod) else self._method
+        return getattr(getattr(coffer, self._service), self._name)
+
+
+class _Later:
+    """A service class named in the facade before its module is loaded: the module loads when the
+    service is first used (a search needs neither the ingest pipeline nor followed folders)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._module, self._name = module, name
+
+    def __getattr__(self, method: str) -> _LaterMethod:
+        return _LaterMethod(self._module, self._name, method)
+
+
+class _LaterMethod:
+    """A method of a ``_Later`` class, by name."""
+
+    def __init__(self, module: str, owner: str, name: str) -> None:
+        self._module, self._owner, self.__name__ = module, owner, name
+
+    def resolve(self) -> Callable[..., Any]:
+        owner = getattr(importlib.import_module(self._module), self._owner)
+        function: Callable[..., Any] = getattr(owner, self.__name__)
+        return function
+
+
+if not TYPE_CHECKING:
+    AuthorizationService = _Later("coffer_mcp.services.authorization", "AuthorizationService")
+    Diagnosis = _Later("coffer_mcp.services.diagnosis", "Diagnosis")
+    DocumentService = _Later("coffer_mcp.services.documents", "DocumentService")
+    EmbeddingService = _Later("coffer_mcp.services.embeddings", "EmbeddingService")
+    FollowService = _Later("coffer_mcp.services.follow", "FollowService")
+    KnowledgeBaseService = _Later("coffer_mcp.services.knowledge_bases", "KnowledgeBaseService")
+    PortabilityService = _Later("coffer_mcp.services.portability", "PortabilityService")
+    SourceService = _Later("coffer_mcp.services.sources", "SourceService")
+
+
+class _Composed(Generic[S]):
+    """A service made on its first use (under the facade's lock: one of each), by ``make``."""
+
+    def __init__(self, make: Callable[[Coffer], S]) -> None:
+        self._make = make
+        self.__doc__ = make.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = name
+
+    def __get__(self, coffer: Coffer | None, owner: type | None = None) -> S:
+        if coffer is None:
+            return cast(S, self)
+        with coffer._composing:
+            made = coffer.__dict__.get(self._attribute)
+            if made is None:
+                made = coffer.__dict__[self._attribute] = self._make(coffer)
+        return cast(S, made)
 
 
 class Coffer:
@@ -97,69 +165,120 @@ class Coffer:
         self._compose_services()
 
     def _compose_services(self) -> None:
-        """Make each service, handing it the collaborators it uses and nothing more."""
-        settings, index, paths, activity = self.settings, self.index, self.paths, self.activity
-        catalogue, locks, freshness, providers = self.catalogue, self.locks, self.freshness, self.providers
-        self.knowledge_bases = KnowledgeBaseService(
-            settings=settings,
-            index=index,
-            paths=paths,
-            activity=activity,
-            catalogue=catalogue,
-            locks=locks,
-            freshness=freshness,
-            providers=providers,
-        )
-        self.documents = DocumentService(
-            settings=settings, index=index, catalogue=catalogue, locks=locks, freshness=freshness, providers=providers
-        )
+        """Make the services every command uses; the others are made on their first use (``_Composed``),
+        so that a one-shot command loads only the modules it needs."""
+        self._composing = threading.RLock()  # a service may need another made first
         self.retrieval = RetrievalService(
-            settings=settings, index=index, paths=paths, catalogue=catalogue, freshness=freshness, providers=providers
+            settings=self.settings,
+            index=self.index,
+            paths=self.paths,
+            catalogue=self.catalogue,
+            freshness=self.freshness,
+            providers=self.providers,
         )
-        self.follow = FollowService(
-            settings=settings,
-            index=index,
-            paths=paths,
-            activity=activity,
-            catalogue=catalogue,
-            locks=locks,
-            freshness=freshness,
+
+    @_Composed
+    def knowledge_bases(self) -> KnowledgeBaseService:
+        from coffer_mcp.services.knowledge_bases import KnowledgeBaseService
+
+        return KnowledgeBaseService(
+            settings=self.settings,
+            index=self.index,
+            paths=self.paths,
+            activity=self.activity,
+            catalogue=self.catalogue,
+            locks=self.locks,
+            freshness=self.freshness,
+            providers=self.providers,
+        )
+
+    @_Composed
+    def documents(self) -> DocumentService:
+        from coffer_mcp.services.documents import DocumentService
+
+        return DocumentService(
+            settings=self.settings,
+            index=self.index,
+            catalogue=self.catalogue,
+            locks=self.locks,
+            freshness=self.freshness,
+            providers=self.providers,
+        )
+
+    @_Composed
+    def follow(self) -> FollowService:
+        from coffer_mcp.services.follow import FollowService
+
+        return FollowService(
+            settings=self.settings,
+            index=self.index,
+            paths=self.paths,
+            activity=self.activity,
+            catalogue=self.catalogue,
+            locks=self.locks,
+            freshness=self.freshness,
             documents=self.documents,
         )
-        self.sources = SourceService(
-            settings=settings,
-            index=index,
-            activity=activity,
-            catalogue=catalogue,
-            freshness=freshness,
+
+    @_Composed
+    def sources(self) -> SourceService:
+        from coffer_mcp.services.sources import SourceService
+
+        return SourceService(
+            settings=self.settings,
+            index=self.index,
+            activity=self.activity,
+            catalogue=self.catalogue,
+            freshness=self.freshness,
             documents=self.documents,
             follow=self.follow,
         )
-        self.portability = PortabilityService(
-            settings=settings,
-            index=index,
-            activity=activity,
-            catalogue=catalogue,
-            locks=locks,
-            freshness=freshness,
-            providers=providers,
+
+    @_Composed
+    def portability(self) -> PortabilityService:
+        from coffer_mcp.services.portability import PortabilityService
+
+        return PortabilityService(
+            settings=self.settings,
+            index=self.index,
+            activity=self.activity,
+            catalogue=self.catalogue,
+            locks=self.locks,
+            freshness=self.freshness,
+            providers=self.providers,
             knowledge_bases=self.knowledge_bases,
         )
-        self.diagnosis = Diagnosis(
-            settings=settings,
-            index=index,
-            paths=paths,
-            catalogue=catalogue,
-            providers=providers,
+
+    @_Composed
+    def diagnosis(self) -> Diagnosis:
+        from coffer_mcp.services.diagnosis import Diagnosis
+
+        return Diagnosis(
+            settings=self.settings,
+            index=self.index,
+            paths=self.paths,
+            catalogue=self.catalogue,
+            providers=self.providers,
             knowledge_bases=self.knowledge_bases,
         )
-        self.embeddings = EmbeddingService(
-            index=index, paths=paths, catalogue=catalogue, locks=locks, providers=providers
+
+    @_Composed
+    def embeddings(self) -> EmbeddingService:
+        from coffer_mcp.services.embeddings import EmbeddingService
+
+        return EmbeddingService(
+            index=self.index, paths=self.paths, catalogue=self.catalogue, locks=self.locks, providers=self.providers
         )
-        self.authorization = AuthorizationService(
-            index,
-            access_seconds=settings.auth_access_token_seconds,
-            refresh_seconds=settings.auth_refresh_token_seconds,
+
+    @_Composed
+    def authorization(self) -> AuthorizationService:
+        """The HTTP server's OAuth state: clients, grants, the owner's password."""
+        from coffer_mcp.services.authorization import AuthorizationService
+
+        return AuthorizationService(
+            self.index,
+            access_seconds=self.settings.auth_access_token_seconds,
+            refresh_seconds=self.settings.auth_refresh_token_seconds,
         )
 
     @property
@@ -174,6 +293,8 @@ class Coffer:
 
         ``coffer serve`` runs one while it serves: ``with coffer.watching(): serve()``.
         """
+        from coffer_mcp.services.watcher import Watcher
+
         return Watcher(
             settings=self.settings,
             paths=self.paths,
@@ -187,7 +308,8 @@ class Coffer:
         """Stop the background file checks and search workers, write the queued call log; close every
         connection to the index, and the reranker's."""
         self.freshness.close_checks()
-        self.diagnosis.close()
+        if "diagnosis" in self.__dict__:  # made only if used
+            self.diagnosis.close()
         self.retrieval.close()
         self.providers.close_reranker()
         self.index.close()
