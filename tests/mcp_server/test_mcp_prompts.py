@@ -20,7 +20,7 @@ from coffer_mcp import Coffer
 from coffer_mcp.mcp_server import build_server
 from tests.mcp_clients import CLIENT, TRANSPORTS, open_client, structured
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.transports(*TRANSPORTS)]
 
 SOURDOUGH = "# Sourdough baking\n\nA starter of flour and water ferments for days before the dough is proofed.\n"
 STARTER = "# Starter care\n\nFeed the sourdough starter flour and water every day; a ripe starter doubles.\n"
@@ -55,11 +55,6 @@ def kitchen(coffer: Coffer) -> dict[str, str]:
         "starter": coffer.add_document("kitchen", "starter.md", STARTER).document_id,
         "graphs": coffer.add_document("papers", "graphs.md", GRAPHS).document_id,
     }
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 async def test_the_prompts_are_listed_with_titles_descriptions_and_arguments(

@@ -10,7 +10,7 @@ from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, build_server
 from tests.mcp_clients import call, call_error, client_for, stdio_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.transports("memory", "stdio")]
 
 ENGLISH = """# Approximate nearest neighbour search
 
@@ -75,10 +75,10 @@ CONTRACT = {
 }
 
 
-@pytest.fixture(params=["memory", "stdio"])
-def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
-    """Both transports: the SDK's in-memory session and a real ``coffer serve`` over stdio."""
-    return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
+@pytest.fixture
+def connect(transport: str, coffer: Coffer, home: Path):
+    """Both transports: the SDK's in-memory session and a real ``coffer serve`` over stdio (on SQLite)."""
+    return (lambda: client_for(coffer)) if transport == "memory" else (lambda: stdio_client(home))
 
 
 async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None:
