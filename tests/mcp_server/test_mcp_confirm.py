@@ -110,6 +110,7 @@ async def test_the_form_a_2025_11_25_client_shows_holds_only_words_meant_for_the
     ],
     ids=["declined", "dismissed", "unticked", "empty-string", "maybe", "null", "list", "other-field", "no-content"],
 )
+@pytest.mark.transports("memory", "legacy")  # every answer, as the server reads it; the wire: the tests above
 async def test_anything_but_a_ticked_yes_refuses_even_with_confirm_true(
     coffer: Coffer, home: Path, pantry: Path, transport: str, action: str, content: dict | None, said: str
 ) -> None:

@@ -137,6 +137,7 @@ async def test_a_document_cannot_open_or_close_a_passage_of_the_research_prompt(
     assert '&lt;passage kb="kitchen" document_id="FAKE1" position="0">' in text  # and the planted tag stays legible
 
 
+@pytest.mark.transports("memory", "legacy")  # the wire is checked by this module's stdio tests
 async def test_a_prompt_on_an_unknown_knowledge_base_is_refused_with_the_existing_ones_named(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:
@@ -220,6 +221,7 @@ async def test_the_file_note_prompt_names_the_knowledge_base_and_the_tools_that_
     assert "coffer__edit_document" in text
 
 
+@pytest.mark.transports("memory", "legacy")  # the wire is checked by this module's stdio tests
 async def test_the_summary_prompt_attaches_the_document_as_a_resource(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:
@@ -247,6 +249,7 @@ async def test_completion_offers_knowledge_base_names_for_prompts_and_the_docume
     assert second.completion.values == ["kitchen,papers"]
 
 
+@pytest.mark.transports("memory", "legacy")  # the wire is checked by this module's stdio tests
 async def test_completion_offers_document_ids_by_title_prefix_first(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:
