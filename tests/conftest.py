@@ -37,12 +37,39 @@ def home(tmp_path: Path) -> Path:
 BACKENDS = ("sqlite", "postgres")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "transports(*names): runs each test that takes ``transport`` over these MCP transports "
+        "(tests/mcp_clients.py), each on both index backends but stdio on SQLite only",
+    )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Every test built on the ``coffer`` fixture runs once per index backend, except those marked
     # ``sqlite_only`` (they read SQLite's own tables to check what the port hides).
-    if "index_backend" in metafunc.fixturenames:
-        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        metafunc.parametrize("index_backend", BACKENDS[:1] if sqlite_only else BACKENDS)
+    if "index_backend" not in metafunc.fixturenames:
+        return
+    sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+    backends = BACKENDS[:1] if sqlite_only else BACKENDS
+    transports = metafunc.definition.get_closest_marker("transports")
+    if transports is None or "transport" not in metafunc.fixturenames or _parametrized(metafunc, "transport"):
+        metafunc.parametrize("index_backend", backends)
+        return
+    # ``coffer serve`` over stdio opens the test's home with the settings of its own environment,
+    # which name no PostgreSQL: beside a PostgreSQL ``coffer`` it would run the SQLite case again
+    # (a server start, ~2 s of CPU, for nothing).
+    pairs = [(name, backend) for name in transports.args for backend in backends]
+    metafunc.parametrize(("transport", "index_backend"), [pair for pair in pairs if pair != ("stdio", "postgres")])
+
+
+def _parametrized(metafunc: pytest.Metafunc, name: str) -> bool:
+    """Whether the test's own ``parametrize`` marks give ``name`` its values."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return True
+    return False
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from mcp.types import ElicitRequestParams, ElicitResult
 from coffer_mcp import Coffer
 from tests.mcp_clients import TRANSPORTS, error_of, open_client, structured
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.transports(*TRANSPORTS)]
 
 
 NOTHING: dict[str, Any] = {}  # stands for an accepted answer without content (an ``ElicitResult`` with none)
@@ -35,11 +35,6 @@ class User:
     @property
     def questions(self) -> list[str]:
         return [params.message for params in self.asked]
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture
@@ -85,7 +80,7 @@ def texts_of(schema: Any) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("transport", ["legacy", "stdio"])
+@pytest.mark.transports("legacy", "stdio")
 async def test_the_form_a_2025_11_25_client_shows_holds_only_words_meant_for_the_user(
     coffer: Coffer, home: Path, pantry: Path, transport: str
 ) -> None:
@@ -115,6 +110,7 @@ async def test_the_form_a_2025_11_25_client_shows_holds_only_words_meant_for_the
     ],
     ids=["declined", "dismissed", "unticked", "empty-string", "maybe", "null", "list", "other-field", "no-content"],
 )
+@pytest.mark.transports("memory", "legacy")  # every answer, as the server reads it; the wire: the tests above
 async def test_anything_but_a_ticked_yes_refuses_even_with_confirm_true(
     coffer: Coffer, home: Path, pantry: Path, transport: str, action: str, content: dict | None, said: str
 ) -> None:

@@ -2,7 +2,7 @@
 with filters.
 
 Every test runs on both index backends (the ``coffer`` fixture); the main ones also over stdio, a
-real ``coffer serve``, and the grep ones on both grep engines. The top_k tests give the
+real ``coffer serve`` (on SQLite), and the grep ones on both grep engines. The top_k tests give the
 filtered-out documents the best matches, so only filtering inside the index's queries can return
 top_k passages; the max_matches test gives them the first matching lines.
 """
@@ -23,14 +23,14 @@ from coffer_mcp.store import DocumentMeta, parse_document, render_document
 from tests.fakes import HashEmbedder
 from tests.mcp_clients import call, call_error, client_for, stdio_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.transports("memory", "stdio")]
 
 SEARCH, LIST, GREP = "coffer__search_knowledge", "coffer__list_documents", "coffer__grep_knowledge"
 
 
-@pytest.fixture(params=["memory", "stdio"])
-def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
-    return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
+@pytest.fixture
+def connect(transport: str, coffer: Coffer, home: Path):
+    return (lambda: client_for(coffer)) if transport == "memory" else (lambda: stdio_client(home))
 
 
 @pytest.fixture(params=["ripgrep", "python"])

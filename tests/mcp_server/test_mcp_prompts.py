@@ -20,7 +20,7 @@ from coffer_mcp import Coffer
 from coffer_mcp.mcp_server import build_server
 from tests.mcp_clients import CLIENT, TRANSPORTS, open_client, structured
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.transports(*TRANSPORTS)]
 
 SOURDOUGH = "# Sourdough baking\n\nA starter of flour and water ferments for days before the dough is proofed.\n"
 STARTER = "# Starter care\n\nFeed the sourdough starter flour and water every day; a ripe starter doubles.\n"
@@ -55,11 +55,6 @@ def kitchen(coffer: Coffer) -> dict[str, str]:
         "starter": coffer.add_document("kitchen", "starter.md", STARTER).document_id,
         "graphs": coffer.add_document("papers", "graphs.md", GRAPHS).document_id,
     }
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 async def test_the_prompts_are_listed_with_titles_descriptions_and_arguments(
@@ -142,6 +137,7 @@ async def test_a_document_cannot_open_or_close_a_passage_of_the_research_prompt(
     assert '&lt;passage kb="kitchen" document_id="FAKE1" position="0">' in text  # and the planted tag stays legible
 
 
+@pytest.mark.transports("memory", "legacy")  # the wire is checked by this module's stdio tests
 async def test_a_prompt_on_an_unknown_knowledge_base_is_refused_with_the_existing_ones_named(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:
@@ -225,6 +221,7 @@ async def test_the_file_note_prompt_names_the_knowledge_base_and_the_tools_that_
     assert "coffer__edit_document" in text
 
 
+@pytest.mark.transports("memory", "legacy")  # the wire is checked by this module's stdio tests
 async def test_the_summary_prompt_attaches_the_document_as_a_resource(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:
@@ -252,6 +249,7 @@ async def test_completion_offers_knowledge_base_names_for_prompts_and_the_docume
     assert second.completion.values == ["kitchen,papers"]
 
 
+@pytest.mark.transports("memory", "legacy")  # the wire is checked by this module's stdio tests
 async def test_completion_offers_document_ids_by_title_prefix_first(
     coffer: Coffer, home: Path, kitchen: dict[str, str], transport: str
 ) -> None:

@@ -10,7 +10,7 @@ from coffer_mcp import Coffer, load_settings
 from coffer_mcp.mcp_server import CORE_TOOLS, READ_TOOLS, TOOL_NAMES, build_server
 from tests.mcp_clients import call, call_error, client_for, stdio_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.transports("memory", "stdio")]
 
 ENGLISH = """# Approximate nearest neighbour search
 
@@ -75,10 +75,10 @@ CONTRACT = {
 }
 
 
-@pytest.fixture(params=["memory", "stdio"])
-def connect(request: pytest.FixtureRequest, coffer: Coffer, home: Path):
-    """Both transports: the SDK's in-memory session and a real ``coffer serve`` over stdio."""
-    return (lambda: client_for(coffer)) if request.param == "memory" else (lambda: stdio_client(home))
+@pytest.fixture
+def connect(transport: str, coffer: Coffer, home: Path):
+    """Both transports: the SDK's in-memory session and a real ``coffer serve`` over stdio (on SQLite)."""
+    return (lambda: client_for(coffer)) if transport == "memory" else (lambda: stdio_client(home))
 
 
 async def test_the_tool_list_matches_the_pinned_contract(coffer: Coffer) -> None:
@@ -199,6 +199,7 @@ async def test_an_agent_builds_searches_edits_and_deletes_documents(connect) -> 
         assert error["code"] == "unknown_document"
 
 
+@pytest.mark.transports("memory")  # the wire is checked by this module's stdio tests
 async def test_re_uploads_are_idempotent_refused_or_replaced(connect) -> None:
     async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
@@ -265,6 +266,7 @@ async def test_an_agents_edit_never_overwrites_what_the_user_saved_after_its_rea
     assert final["markdown"] == "# Plan\n\nstep 1\n\nstep 2 (the user's)\n\nstep 3 (agent)"
 
 
+@pytest.mark.transports("memory")  # the wire is checked by this module's stdio tests
 async def test_a_traversal_filename_cannot_write_outside_the_knowledge_base(connect, home: Path) -> None:
     async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
@@ -285,6 +287,7 @@ async def test_an_edit_made_on_disk_is_seen_by_the_next_search(connect) -> None:
         assert not (await call(client, "coffer__search_knowledge", kb="kb", query="old"))["passages"]
 
 
+@pytest.mark.transports("memory")  # the wire is checked by this module's stdio tests
 async def test_an_unknown_knowledge_base_error_names_the_existing_ones(connect) -> None:
     async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="alpha")
@@ -295,6 +298,7 @@ async def test_an_unknown_knowledge_base_error_names_the_existing_ones(connect) 
     assert "beta" in error["hint"]
 
 
+@pytest.mark.transports("memory")  # the wire is checked by this module's stdio tests
 async def test_search_can_span_several_or_all_knowledge_bases(connect) -> None:
     async with connect() as client:
         for name in ("one", "two", "three"):
@@ -365,6 +369,7 @@ async def test_a_filename_that_would_display_as_another_is_stored_without_its_hi
     assert sorted(row["original_filename"] for row in listed["documents"]) == ["invoicefdp.md", "log.md"]
 
 
+@pytest.mark.transports("memory")  # the wire is checked by this module's stdio tests
 async def test_a_filename_with_folders_is_stored_by_its_last_part_and_the_note_says_so(connect) -> None:
     async with connect() as client:
         await call(client, "coffer__create_knowledge_base", name="kb")
