@@ -207,7 +207,7 @@ def _coffer(model_dir: Path, *, service: bool) -> Iterator[tuple[Any, Any, int |
     try:
         with Coffer(load_settings(env, home=root / "home", embedding_service="auto" if service else "off")) as coffer:
             coffer.create_kb(KB, "embedding pace", vector=True)
-            embedder, _ = coffer.registry.models.configured()
+            embedder, _ = coffer.providers.models.configured()
             embedder.embed_query("warm up")
             pid = embedder.provider.status()["pid"] if service else None
             yield coffer, embedder, pid
@@ -221,10 +221,10 @@ def _ingest(coffer: Any, corpus: Corpus) -> int:
     """Add the corpus's documents; the chunks embedded (every document must be)."""
     for doc in corpus["documents"]:
         coffer.add_document(KB, doc["name"], doc["markdown"])
-    embedder, _ = coffer.registry.models.configured()
-    pending = coffer.registry.index.pending_documents(KB, embedder.identity)
+    embedder, _ = coffer.providers.models.configured()
+    pending = coffer.index.pending_documents(KB, embedder.identity)
     assert not pending, f"{len(pending)} documents were left unembedded"
-    return int(coffer.registry.index.chunk_count(kb=KB))
+    return int(coffer.index.chunk_count(kb=KB))
 
 
 def _coffer_ingest(service: bool) -> Callable[[Corpus, Path], dict[str, Any]]:

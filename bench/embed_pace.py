@@ -110,7 +110,7 @@ def corpus(documents: list[tuple[str, str]], long: int, workdir: Path) -> dict[s
         docs = []
         for name, markdown in documents:
             result = coffer.add_document("texts", name, markdown)
-            chunks = coffer.registry.index.chunk_texts(result.document_id)
+            chunks = coffer.index.chunk_texts(result.document_id)
             texts = [f"{result.title}\n\n{text}" for _, text in chunks]
             docs.append({"name": name, "markdown": markdown, "texts": texts})
     return {"documents": docs, "long": long_texts(long)}

@@ -308,7 +308,7 @@ def reranked_system(coffer: Coffer, ids: dict[str, str], mode: str, ingest_secon
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         return rank_documents(ids[p.document_id] for p in result.passages)
 
-    reranker = coffer.registry.reranker
+    reranker = coffer.providers.reranker
     assert reranker is not None  # parse_args checked that one is configured
     system = coffer_system(coffer, ids, mode, ingest_seconds, name)
     details = {
