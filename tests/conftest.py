@@ -14,6 +14,7 @@ pytest.register_assert_rewrite("tests.reliability.support")
 from coffer_mcp import Coffer, load_settings  # noqa: E402 - after the assert-rewrite registration
 from tests.postgres import (  # noqa: F401, E402  (fixtures)
     empty_postgres_url,
+    postgres_databases,
     postgres_server,
     postgres_template,
     postgres_url,
