@@ -18,9 +18,10 @@ has ``threshold`` chunks. Below that the scan runs, and results are exactly the 
   so a crash leaves the previous graph or none, never a half-written one in use. Before each
   search a loaded graph's file is looked at (inode, size, times: ``Graph.current``): one written,
   cut short or replaced since is loaded again, against its checksum. Changed *during* a search,
-  a graph answers short or with keys of no chunk (written over in place: its memory map sees
-  bytes no checksum checked), or its viewer process dies of SIGBUS (cut short: viewer.py); the
-  search then drops it (``distrust``), the scan answers, and the next search checks it again.
+  a graph's memory map sees bytes no checksum checked: it answers short or with keys of no
+  chunk, or its viewer process dies of SIGBUS (cut short: viewer.py), or it answers in full and
+  wrongly (zeros) — so the file is looked at again after it answered. The search then drops it
+  (``distrust``), the scan answers, and the next search checks it again.
 - **Up to date in every process.** Each vector write of a partition with a graph is logged in the
   same transaction. Before a search, a process applies the changes after its graph's ``seq``:
   changed chunks leave the graph's answers (``dead``) and their current vectors, if any, join an
@@ -177,8 +178,8 @@ class AnnCache:
         Each partition proposes ``max(2 * limit, 64)`` of them, or ``count`` (a filtered search).
 
         Raises:
-            ViewerError: the viewer process ended (a graph file cut short under it?): ``distrust``
-                the partitions and scan.
+            ViewerError: the viewer process ended (a graph file cut short under it?), or a graph's
+                file changed while it answered: ``distrust`` the partitions and scan.
         """
         vector = hnsw.as_query(query)
         count = max(2 * limit, MIN_CANDIDATES, count or 0)
@@ -189,6 +190,10 @@ class AnnCache:
                 wanted = min(len(part.graph), count * len(part.graph) // max(1, len(part.graph) - len(part.dead)) + 1)
                 found.update(item for item in part.graph.nearest(vector, wanted) if item[0] not in part.dead)
                 found.update((key, part.delta.vector(key)) for key in part.delta.search(vector, count))
+            if not part.graph.current():
+                # Written over or cut short while it answered, after the check before the search: the
+                # answers came from bytes no checksum checked (zeros may still look like a graph's).
+                raise hnsw.ViewerError(f"the ANN graph file of {part.kb} changed during the search")
         return found
 
     def distrust(self, parts: Sequence[Partition]) -> None:
